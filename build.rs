@@ -1,0 +1,28 @@
+//! Compiles `proto/` to Rust with protox (pure Rust, no system `protoc`),
+//! tonic stubs, and pbjson serde impls (proto3 JSON mapping, used by the CLI).
+
+use std::{env, fs, path::PathBuf};
+
+use prost::Message as _;
+
+const PROTO: &str = "proto/context_assembler/v1/assembler.proto";
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    let fds = protox::compile([PROTO], ["proto"])?;
+    let descriptor_path = out_dir.join("context_assembler_descriptor.bin");
+    fs::write(&descriptor_path, fds.encode_to_vec())?;
+
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_well_known_types(false)
+        .compile_fds(fds.clone())?;
+
+    pbjson_build::Builder::new()
+        .register_descriptors(&fs::read(&descriptor_path)?)?
+        .out_dir(&out_dir)
+        .build(&[".context_assembler"])?;
+    Ok(())
+}

@@ -1,0 +1,380 @@
+//! The budget allocator (seed 001): reserve what may never be cut, then fill
+//! the cuttable blocks in priority order, compacting before dropping.
+//!
+//! It works on measured *units* (an item, or a turn with its tool results) and
+//! knows nothing of text: costs come in, forms come out. Costs are exact
+//! tokens, so `used` is the exact total of the prompt that will be rendered.
+
+use super::request::BlockKind;
+
+/// Where a block's units are rendered, which decides message overhead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The shared context message (STATE, EVIDENCE, MEMORY): one overhead.
+    Context,
+    /// The summary message: one overhead.
+    Summary,
+    /// Each unit is its own message(s); overhead is inside the unit's cost.
+    Own,
+}
+
+impl Slot {
+    fn index(self) -> Option<usize> {
+        match self {
+            Slot::Context => Some(0),
+            Slot::Summary => Some(1),
+            Slot::Own => None,
+        }
+    }
+}
+
+/// A block as the allocator sees it.
+#[derive(Debug, Clone)]
+pub struct BlockPlan {
+    /// Chooses the compaction rule.
+    pub kind: BlockKind,
+    /// Effective priority (1 = highest).
+    pub priority: u32,
+    /// Whether the block may be cut.
+    pub cuttable: bool,
+    /// Floor for a cut block.
+    pub min_tokens: u32,
+    /// Ceiling on kept tokens.
+    pub max_tokens: Option<u32>,
+    /// Where it renders.
+    pub slot: Slot,
+    /// Position in the conversation (turn blocks): older blocks come first.
+    pub chrono: Option<usize>,
+    /// Candidate units, in block order.
+    pub units: Vec<UnitPlan>,
+}
+
+/// One measured unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitPlan {
+    /// Tokens of the full form.
+    pub full: u32,
+    /// Relevance (EVIDENCE, MEMORY, STATE order).
+    pub score: f64,
+    /// Whether a compact form exists.
+    pub has_compact: bool,
+    /// Set when the unit can never be kept (broken tool-call pairing).
+    pub invalid: Option<DropReason>,
+}
+
+/// Why a unit was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// No form of it fit the room left.
+    NoRoom,
+    /// It would have passed the block's `max_tokens`.
+    BlockLimit,
+    /// Its block was cut below `min_tokens` and dropped whole.
+    BelowMinTokens,
+    /// Newer turns were cut, so older ones would leave a gap.
+    ChronologyGap,
+    /// A tool result whose call is not in the block.
+    OrphanToolResult,
+    /// An assistant tool call whose results are not all in the block.
+    IncompleteToolCall,
+    /// An older turn dropped because a newer one did not fit.
+    OlderThanCut,
+}
+
+/// The form a unit is kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Its content.
+    Full,
+    /// Its compact form.
+    Compact,
+    /// Its content cut after `bytes` bytes, at a sentence end.
+    Truncated {
+        /// Length of the kept prefix.
+        bytes: usize,
+    },
+    /// Not kept.
+    Dropped(DropReason),
+}
+
+impl Form {
+    /// Whether the unit is in the prompt.
+    pub fn is_kept(self) -> bool {
+        !matches!(self, Form::Dropped(_))
+    }
+}
+
+/// What the allocator decided for a whole block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockFate {
+    /// Non-cuttable: reserved in full.
+    Reserved,
+    /// Fit whole.
+    Whole,
+    /// Compacted to fit the room or its ceiling.
+    Cut,
+    /// Cut below `min_tokens`: dropped whole.
+    BelowMin,
+    /// Dropped because newer turns were cut.
+    Gap,
+}
+
+/// The allocator's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allocation {
+    /// Per block, per unit: the form kept.
+    pub forms: Vec<Vec<Form>>,
+    /// Per block, per unit: tokens of the kept form (0 when dropped).
+    pub costs: Vec<Vec<u32>>,
+    /// Per block.
+    pub fates: Vec<BlockFate>,
+    /// Exact tokens of the whole prompt.
+    pub used: u64,
+}
+
+/// Non-cuttable content alone exceeds the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overflow {
+    /// Tokens of everything that may not be cut.
+    pub non_cuttable: u64,
+}
+
+/// Measures the cheaper forms of a unit on demand, so that a warm request that
+/// fits never pays for them.
+pub trait Shrink {
+    /// Tokens of unit `unit` of block `block` in compact form.
+    fn compact_cost(&mut self, block: usize, unit: usize) -> u32;
+    /// The longest sentence-boundary prefix of the unit whose cost is at most
+    /// `limit`: (bytes kept, cost). `None` if not even one sentence fits.
+    fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)>;
+}
+
+/// Allocates `budget` tokens. `base` is the cost of what is always present
+/// (static prefix, query, reply priming); `overhead` is the cost of opening a
+/// shared message (context or summary).
+pub fn allocate(
+    blocks: &[BlockPlan],
+    base: u64,
+    overhead: u32,
+    budget: u32,
+    shrink: &mut dyn Shrink,
+) -> Result<Allocation, Overflow> {
+    let mut st = State {
+        forms: blocks
+            .iter()
+            .map(|b| {
+                b.units
+                    .iter()
+                    .map(|u| Form::Dropped(u.invalid.unwrap_or(DropReason::NoRoom)))
+                    .collect()
+            })
+            .collect(),
+        costs: blocks.iter().map(|b| vec![0; b.units.len()]).collect(),
+        fates: vec![BlockFate::Whole; blocks.len()],
+        used: base,
+        open: [false; 2],
+        overhead: u64::from(overhead),
+        budget: u64::from(budget),
+        cut_chrono: None,
+    };
+
+    for (bi, b) in blocks.iter().enumerate().filter(|(_, b)| !b.cuttable) {
+        st.fates[bi] = BlockFate::Reserved;
+        for (ui, u) in b.units.iter().enumerate().filter(|(_, u)| u.invalid.is_none()) {
+            st.used += st.open_cost(b.slot);
+            st.keep(bi, ui, b.slot, Form::Full, u.full);
+        }
+    }
+    if st.used > st.budget {
+        return Err(Overflow {
+            non_cuttable: st.used,
+        });
+    }
+
+    let mut order: Vec<usize> = (0..blocks.len()).filter(|&i| blocks[i].cuttable).collect();
+    order.sort_by_key(|&i| (blocks[i].priority, i));
+    for bi in order {
+        st.fill(bi, &blocks[bi], shrink);
+    }
+
+    Ok(Allocation {
+        forms: st.forms,
+        costs: st.costs,
+        fates: st.fates,
+        used: st.used,
+    })
+}
+
+struct State {
+    forms: Vec<Vec<Form>>,
+    costs: Vec<Vec<u32>>,
+    fates: Vec<BlockFate>,
+    used: u64,
+    open: [bool; 2],
+    overhead: u64,
+    budget: u64,
+    /// Chronological position of the newest turn block that lost turns.
+    cut_chrono: Option<usize>,
+}
+
+impl State {
+    /// Extra tokens to open `slot` if it is not open yet.
+    fn open_cost(&self, slot: Slot) -> u64 {
+        match slot.index() {
+            Some(i) if !self.open[i] => self.overhead,
+            _ => 0,
+        }
+    }
+
+    fn keep(&mut self, bi: usize, ui: usize, slot: Slot, form: Form, cost: u32) {
+        if let Some(i) = slot.index() {
+            self.open[i] = true;
+        }
+        self.used += u64::from(cost);
+        self.forms[bi][ui] = form;
+        self.costs[bi][ui] = cost;
+    }
+
+    fn room(&self) -> u64 {
+        self.budget.saturating_sub(self.used)
+    }
+
+    fn fill(&mut self, bi: usize, b: &BlockPlan, shrink: &mut dyn Shrink) {
+        let valid: Vec<usize> = (0..b.units.len())
+            .filter(|&ui| b.units[ui].invalid.is_none())
+            .collect();
+        if valid.is_empty() {
+            return;
+        }
+        if let (Some(c), Some(cut)) = (b.chrono, self.cut_chrono)
+            && c < cut
+        {
+            self.fates[bi] = BlockFate::Gap;
+            for &ui in &valid {
+                self.forms[bi][ui] = Form::Dropped(DropReason::ChronologyGap);
+            }
+            return;
+        }
+        let full: u64 = valid.iter().map(|&ui| u64::from(b.units[ui].full)).sum();
+        let ceiling = b.max_tokens.map_or(u64::MAX, u64::from);
+        if full + self.open_cost(b.slot) <= self.room() && full <= ceiling {
+            for &ui in &valid {
+                self.used += self.open_cost(b.slot);
+                self.keep(bi, ui, b.slot, Form::Full, b.units[ui].full);
+            }
+            return;
+        }
+
+        let (used_before, open_before) = (self.used, self.open);
+        let mut kept: u64 = 0;
+        match b.kind {
+            BlockKind::RecentTurns | BlockKind::History => {
+                let mut stopped = false;
+                for &ui in valid.iter().rev() {
+                    let cost = b.units[ui].full;
+                    if stopped {
+                        self.forms[bi][ui] = Form::Dropped(DropReason::OlderThanCut);
+                    } else if let Err(why) = self.fits(b.slot, kept, ceiling, cost) {
+                        self.forms[bi][ui] = Form::Dropped(why);
+                        stopped = true;
+                    } else {
+                        self.used += self.open_cost(b.slot);
+                        self.keep(bi, ui, b.slot, Form::Full, cost);
+                        kept += u64::from(cost);
+                    }
+                }
+            }
+            BlockKind::Summary => {
+                for &ui in &valid {
+                    let form = self.shrink_one(bi, ui, b, kept, ceiling, shrink, true);
+                    if let Some((form, cost)) = form {
+                        self.used += self.open_cost(b.slot);
+                        self.keep(bi, ui, b.slot, form, cost);
+                        kept += u64::from(cost);
+                    }
+                }
+            }
+            BlockKind::Evidence | BlockKind::Memory | BlockKind::State => {
+                let mut ranked = valid.clone();
+                ranked.sort_by(|&x, &y| b.units[y].score.total_cmp(&b.units[x].score).then(x.cmp(&y)));
+                for ui in ranked {
+                    let form = self.shrink_one(bi, ui, b, kept, ceiling, shrink, false);
+                    if let Some((form, cost)) = form {
+                        self.used += self.open_cost(b.slot);
+                        self.keep(bi, ui, b.slot, form, cost);
+                        kept += u64::from(cost);
+                    }
+                }
+            }
+        }
+
+        if kept < u64::from(b.min_tokens) {
+            self.used = used_before;
+            self.open = open_before;
+            self.fates[bi] = BlockFate::BelowMin;
+            for &ui in &valid {
+                self.forms[bi][ui] = Form::Dropped(DropReason::BelowMinTokens);
+                self.costs[bi][ui] = 0;
+            }
+        } else {
+            self.fates[bi] = BlockFate::Cut;
+        }
+        if let Some(c) = b.chrono
+            && valid.iter().any(|&ui| !self.forms[bi][ui].is_kept())
+        {
+            self.cut_chrono = Some(self.cut_chrono.map_or(c, |old| old.max(c)));
+        }
+    }
+
+    /// Whether a unit of `cost` fits both the room and the block's ceiling.
+    fn fits(&self, slot: Slot, kept: u64, ceiling: u64, cost: u32) -> Result<(), DropReason> {
+        let cost = u64::from(cost);
+        if cost + self.open_cost(slot) > self.room() {
+            Err(DropReason::NoRoom)
+        } else if kept + cost > ceiling {
+            Err(DropReason::BlockLimit)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The best form of one unit that fits: full, then compact, then (for
+    /// summaries) a sentence-boundary truncation. Records the drop otherwise.
+    #[allow(clippy::too_many_arguments)]
+    fn shrink_one(
+        &mut self,
+        bi: usize,
+        ui: usize,
+        b: &BlockPlan,
+        kept: u64,
+        ceiling: u64,
+        shrink: &mut dyn Shrink,
+        truncatable: bool,
+    ) -> Option<(Form, u32)> {
+        let unit = &b.units[ui];
+        let mut why = match self.fits(b.slot, kept, ceiling, unit.full) {
+            Ok(()) => return Some((Form::Full, unit.full)),
+            Err(why) => why,
+        };
+        if unit.has_compact {
+            let cost = shrink.compact_cost(bi, ui);
+            match self.fits(b.slot, kept, ceiling, cost) {
+                Ok(()) => return Some((Form::Compact, cost)),
+                Err(w) => why = w,
+            }
+        }
+        if truncatable {
+            let room = self.room().saturating_sub(self.open_cost(b.slot));
+            let limit = room.min(ceiling.saturating_sub(kept));
+            let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+            if let Some((bytes, cost)) = shrink.truncate(bi, ui, limit) {
+                return Some((Form::Truncated { bytes }, cost));
+            }
+        }
+        self.forms[bi][ui] = Form::Dropped(why);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;

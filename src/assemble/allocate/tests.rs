@@ -1,0 +1,242 @@
+use proptest::prelude::*;
+
+use super::*;
+
+/// Synthetic shrink: compact costs a third, truncation keeps what fits in
+/// steps of 5 tokens (sentence ends), at least 5.
+struct Synthetic<'a>(&'a [BlockPlan]);
+
+impl Shrink for Synthetic<'_> {
+    fn compact_cost(&mut self, block: usize, unit: usize) -> u32 {
+        self.0[block].units[unit].full / 3 + 1
+    }
+    fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
+        let full = self.0[block].units[unit].full;
+        let cost = (limit.min(full.saturating_sub(1)) / 5) * 5;
+        (cost >= 5).then_some((cost as usize, cost))
+    }
+}
+
+const OVERHEAD: u32 = 4;
+
+fn kinds() -> impl Strategy<Value = BlockKind> {
+    prop::sample::select(BlockKind::ALL.to_vec())
+}
+
+prop_compose! {
+    fn unit()(full in 1u32..200, score in 0.0f64..1.0, has_compact in any::<bool>(), broken in 0u8..10)
+        -> UnitPlan {
+        UnitPlan {
+            full,
+            score,
+            has_compact,
+            invalid: (broken == 0).then_some(DropReason::OrphanToolResult),
+        }
+    }
+}
+
+prop_compose! {
+    fn block()(kind in kinds(), priority in 1u32..10, cuttable in 0u8..8,
+               min_tokens in prop::sample::select(vec![0u32, 0, 20, 100]),
+               max_tokens in prop::sample::select(vec![None, None, Some(50u32), Some(300)]),
+               units in prop::collection::vec(unit(), 0..8)) -> BlockPlan {
+        let slot = match kind {
+            BlockKind::Summary => Slot::Summary,
+            BlockKind::RecentTurns | BlockKind::History => Slot::Own,
+            _ => Slot::Context,
+        };
+        let cuttable = cuttable != 0;
+        BlockPlan {
+            kind,
+            priority,
+            cuttable,
+            min_tokens,
+            max_tokens: if cuttable { max_tokens } else { None },
+            slot,
+            chrono: None,
+            units,
+        }
+    }
+}
+
+fn plans() -> impl Strategy<Value = (Vec<BlockPlan>, u64, u32)> {
+    (prop::collection::vec(block(), 0..6), 0u64..100, 0u32..1500).prop_map(|(mut blocks, base, budget)| {
+        for (chrono, b) in blocks.iter_mut().filter(|b| b.slot == Slot::Own).enumerate() {
+            b.chrono = Some(chrono);
+        }
+        (blocks, base, budget)
+    })
+}
+
+fn run(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
+    allocate(blocks, base, OVERHEAD, budget, &mut Synthetic(blocks))
+}
+
+/// The total recomputed from the forms alone.
+fn recount(blocks: &[BlockPlan], a: &Allocation, base: u64) -> u64 {
+    let mut total = base;
+    for slot in [Slot::Context, Slot::Summary] {
+        let open = blocks
+            .iter()
+            .enumerate()
+            .any(|(bi, b)| b.slot == slot && a.forms[bi].iter().any(|f| f.is_kept()));
+        if open {
+            total += u64::from(OVERHEAD);
+        }
+    }
+    total + a.costs.iter().flatten().map(|&c| u64::from(c)).sum::<u64>()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn allocation_invariants_hold((blocks, base, budget) in plans()) {
+        match run(&blocks, base, budget) {
+            Err(Overflow { non_cuttable }) => {
+                prop_assert!(non_cuttable > u64::from(budget));
+            }
+            Ok(a) => {
+                // Exact accounting, within budget.
+                prop_assert_eq!(recount(&blocks, &a, base), a.used);
+                prop_assert!(a.used <= u64::from(budget));
+                let room = u64::from(budget) - a.used;
+                for (bi, b) in blocks.iter().enumerate() {
+                    let forms = &a.forms[bi];
+                    for (ui, u) in b.units.iter().enumerate() {
+                        // Broken units never kept; non-cuttable kept in full.
+                        if u.invalid.is_some() {
+                            prop_assert!(!forms[ui].is_kept());
+                        } else if !b.cuttable {
+                            prop_assert_eq!(forms[ui], Form::Full);
+                        }
+                        if forms[ui] == Form::Full {
+                            prop_assert_eq!(a.costs[bi][ui], u.full);
+                        }
+                    }
+                    let kept: u64 = a.costs[bi].iter().map(|&c| u64::from(c)).sum();
+                    let offered: u64 = b.units.iter().filter(|u| u.invalid.is_none()).map(|u| u64::from(u.full)).sum();
+                    // min_tokens / max_tokens hold.
+                    if b.cuttable {
+                        prop_assert!(kept == 0 || kept == offered || kept >= u64::from(b.min_tokens));
+                        if let Some(max) = b.max_tokens {
+                            prop_assert!(kept <= u64::from(max));
+                        }
+                    }
+                    let slot_open = blocks.iter().enumerate()
+                        .any(|(bj, o)| o.slot == b.slot && b.slot != Slot::Own && a.forms[bj].iter().any(|f| f.is_kept()));
+                    let extra = if b.slot == Slot::Own || slot_open { 0 } else { u64::from(OVERHEAD) };
+                    let ceiling = b.max_tokens.map_or(u64::MAX, u64::from);
+                    match b.kind {
+                        BlockKind::RecentTurns | BlockKind::History => {
+                            // Kept turns are a suffix; the newest dropped one does not fit.
+                            let valid: Vec<usize> = (0..b.units.len()).filter(|&i| b.units[i].invalid.is_none()).collect();
+                            let kept_flags: Vec<bool> = valid.iter().map(|&i| forms[i].is_kept()).collect();
+                            let first_kept = kept_flags.iter().position(|&k| k).unwrap_or(kept_flags.len());
+                            prop_assert!(kept_flags[first_kept..].iter().all(|&k| k), "kept turns are not a suffix");
+                            if first_kept > 0 {
+                                let newest_dropped = valid[first_kept - 1];
+                                if forms[newest_dropped] == Form::Dropped(DropReason::NoRoom)
+                                    || forms[newest_dropped] == Form::Dropped(DropReason::BlockLimit) {
+                                    let c = u64::from(b.units[newest_dropped].full);
+                                    prop_assert!(c + extra > room || kept + c > ceiling);
+                                }
+                            }
+                        }
+                        _ => {
+                            // No item dropped that would still fit in the room left at the end.
+                            for (ui, u) in b.units.iter().enumerate() {
+                                if let Form::Dropped(DropReason::NoRoom | DropReason::BlockLimit) = forms[ui] {
+                                    let cheapest = if u.has_compact { u.full.min(u.full / 3 + 1) } else { u.full };
+                                    let c = u64::from(cheapest);
+                                    let truncatable = b.kind == BlockKind::Summary && u.full > 5 && room.saturating_sub(extra).min(ceiling.saturating_sub(kept)) >= 5;
+                                    prop_assert!(!truncatable, "a summary that could be truncated was dropped");
+                                    prop_assert!(c + extra > room || kept + c > ceiling,
+                                        "unit {ui} of block {bi} ({:?}) dropped but {c} fits room {room}", b.kind);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn allocation_is_deterministic((blocks, base, budget) in plans()) {
+        prop_assert_eq!(run(&blocks, base, budget), run(&blocks, base, budget));
+    }
+}
+
+fn evidence(units: &[(u32, f64)]) -> BlockPlan {
+    BlockPlan {
+        kind: BlockKind::Evidence,
+        priority: 5,
+        cuttable: true,
+        min_tokens: 0,
+        max_tokens: None,
+        slot: Slot::Context,
+        chrono: None,
+        units: units
+            .iter()
+            .map(|&(full, score)| UnitPlan {
+                full,
+                score,
+                has_compact: false,
+                invalid: None,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn lowest_scored_evidence_goes_first() {
+    let blocks = [evidence(&[(40, 0.1), (40, 0.9), (40, 0.5)])];
+    let a = run(&blocks, 0, 4 + 80).unwrap();
+    assert_eq!(
+        a.forms[0],
+        vec![Form::Dropped(DropReason::NoRoom), Form::Full, Form::Full]
+    );
+    assert_eq!(a.used, 84);
+}
+
+#[test]
+fn non_cuttable_overflow_is_reported_not_truncated() {
+    let mut state = evidence(&[(100, 1.0)]);
+    state.kind = BlockKind::State;
+    state.cuttable = false;
+    assert_eq!(run(&[state], 10, 50), Err(Overflow { non_cuttable: 114 }));
+}
+
+#[test]
+fn older_turn_blocks_are_dropped_when_newer_turns_were_cut() {
+    let turns = |kind, priority, chrono, fulls: &[u32]| BlockPlan {
+        kind,
+        priority,
+        cuttable: true,
+        min_tokens: 0,
+        max_tokens: None,
+        slot: Slot::Own,
+        chrono: Some(chrono),
+        units: fulls
+            .iter()
+            .map(|&full| UnitPlan {
+                full,
+                score: 0.0,
+                has_compact: false,
+                invalid: None,
+            })
+            .collect(),
+    };
+    let blocks = [
+        turns(BlockKind::History, 9, 0, &[5, 5]),
+        turns(BlockKind::RecentTurns, 8, 1, &[50, 10, 10]),
+    ];
+    let a = run(&blocks, 0, 30).unwrap();
+    assert_eq!(a.fates, vec![BlockFate::Gap, BlockFate::Cut]);
+    assert_eq!(
+        a.forms[1],
+        vec![Form::Dropped(DropReason::NoRoom), Form::Full, Form::Full]
+    );
+    assert_eq!(a.used, 20);
+}

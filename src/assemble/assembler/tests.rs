@@ -1,0 +1,470 @@
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::assemble::request::{Principal, Segment, SegmentKind};
+use crate::assemble::tokenizer::tests::adversarial_text;
+
+fn asm() -> Assembler {
+    Assembler::new(ModelTable::default(), 8 << 20)
+}
+
+fn reference(encoding: Encoding) -> &'static tiktoken_rs::CoreBPE {
+    match encoding {
+        Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+        Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
+    }
+}
+
+/// The chat formula, recounted from scratch with the reference tokenizer.
+fn recount(encoding: Encoding, messages: &[Message]) -> u32 {
+    let bpe = reference(encoding);
+    let n = |s: &str| bpe.encode_ordinary(s).len() as u32;
+    3 + messages
+        .iter()
+        .map(|m| 3 + n(m.role.as_str()) + n(&m.content))
+        .sum::<u32>()
+}
+
+fn item(id: &str, content: &str, score: f64) -> Item {
+    Item {
+        id: id.to_owned(),
+        content: content.to_owned(),
+        score,
+        ..Item::default()
+    }
+}
+
+fn turn(id: &str, role: Role, content: &str) -> Item {
+    Item {
+        role: Some(role),
+        ..item(id, content, 0.0)
+    }
+}
+
+fn block(name: &str, kind: BlockKind, items: Vec<Item>) -> Block {
+    Block {
+        name: name.to_owned(),
+        kind,
+        priority: 0,
+        cuttable: None,
+        min_tokens: 0,
+        max_tokens: 0,
+        items,
+    }
+}
+
+fn request(blocks: Vec<Block>) -> AssembleRequest {
+    AssembleRequest {
+        request_id: "r1".to_owned(),
+        model: "gpt-4o".to_owned(),
+        static_segments: vec![Segment {
+            id: "sys".to_owned(),
+            kind: SegmentKind::System,
+            content: "You are a careful assistant.".to_owned(),
+        }],
+        blocks,
+        query: "What is the refund policy?".to_owned(),
+        ..AssembleRequest::default()
+    }
+}
+
+// ---------------------------------------------------------------- properties
+
+/// A conversation with interleaved tool calls (some deliberately broken).
+fn conversation() -> impl Strategy<Value = Vec<Item>> {
+    let step = (0u8..6, adversarial_text(), 1usize..3, any::<bool>());
+    prop::collection::vec(step, 0..10).prop_map(|steps| {
+        let mut out = Vec::new();
+        for (n, (kind, text, calls, complete)) in steps.into_iter().enumerate() {
+            match kind {
+                0 | 1 => out.push(turn(&format!("u{n}"), Role::User, &text)),
+                2 => out.push(turn(&format!("a{n}"), Role::Assistant, &text)),
+                3 | 4 => {
+                    let ids: Vec<String> = (0..calls).map(|c| format!("call{n}_{c}")).collect();
+                    out.push(Item {
+                        tool_call_ids: ids.clone(),
+                        ..turn(&format!("a{n}"), Role::Assistant, &text)
+                    });
+                    let answered = if complete { ids.len() } else { ids.len() - 1 };
+                    for id in ids.iter().take(answered) {
+                        out.push(Item {
+                            tool_call_id: id.clone(),
+                            ..turn(&format!("t{id}"), Role::Tool, &text)
+                        });
+                    }
+                }
+                _ => out.push(Item {
+                    tool_call_id: format!("nowhere{n}"),
+                    ..turn(&format!("orphan{n}"), Role::Tool, &text)
+                }),
+            }
+        }
+        out
+    })
+}
+
+fn items(prefix: &'static str) -> impl Strategy<Value = Vec<Item>> {
+    let one = (
+        adversarial_text(),
+        0.0f64..1.0,
+        prop::option::of(adversarial_text()),
+        0u8..5,
+        any::<bool>(),
+    );
+    prop::collection::vec(one, 0..6).prop_map(move |v| {
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (text, score, compact, secret, trusted))| Item {
+                // Filtered items carry a marker no other content has.
+                content: if secret == 0 {
+                    format!("SECRET{prefix}{i} {text}")
+                } else {
+                    text.replace("SECRET", "")
+                },
+                required_scopes: if secret == 0 {
+                    vec!["admin".to_owned()]
+                } else {
+                    vec![]
+                },
+                compact_form: compact.map(|c| c.replace("SECRET", "")),
+                trusted,
+                ..item(&format!("{prefix}{i}"), "", score)
+            })
+            .collect()
+    })
+}
+
+prop_compose! {
+    fn any_request()(
+        model in prop::sample::select(vec!["gpt-4o", "gpt-4", "gpt-3.5-turbo", "o3-mini"]),
+        budget in 60u32..900,
+        statics in prop::collection::vec(adversarial_text(), 0..3),
+        query in adversarial_text(),
+        evidence in items("e"),
+        memory in items("m"),
+        state in items("s"),
+        summary in items("y"),
+        history in conversation(),
+        recent in conversation(),
+        mins in (0u32..60, 0u32..3),
+        summary_prose in prop::collection::vec(prop::sample::select(vec!["One sentence. ", "Another one! ", "Is it? ", "line\n"]), 0..8),
+    ) -> AssembleRequest {
+        let mut blocks = vec![
+            Block { min_tokens: mins.0, ..block("evidence", BlockKind::Evidence, evidence) },
+            block("memory", BlockKind::Memory, memory),
+            Block { cuttable: Some(mins.1 == 0), ..block("state", BlockKind::State, state.into_iter().take(1).collect()) },
+            block("summary", BlockKind::Summary, summary),
+            block("history", BlockKind::History, history),
+            block("recent", BlockKind::RecentTurns, recent),
+        ];
+        blocks[3].items.push(item("prose", &summary_prose.concat(), 0.5));
+        AssembleRequest {
+            request_id: "prop".to_owned(),
+            model: model.to_owned(),
+            max_input_tokens: Some(budget),
+            static_segments: statics.into_iter().enumerate().map(|(i, c)| Segment {
+                id: format!("s{i}"), kind: SegmentKind::System, content: c,
+            }).collect(),
+            blocks,
+            query: format!("q {query}"),
+            principal: Principal { id: "p".to_owned(), scopes: vec!["user".to_owned()] },
+            ..AssembleRequest::default()
+        }
+    }
+}
+
+fn check_turns(messages: &[Message]) -> Result<(), TestCaseError> {
+    let turns: Vec<&Message> = messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant || m.role == Role::Tool)
+        .collect();
+    let mut open: HashSet<&str> = HashSet::new();
+    for m in &turns {
+        if m.role == Role::Tool {
+            prop_assert!(
+                open.remove(m.tool_call_id.as_str()),
+                "tool result without its call"
+            );
+        } else {
+            prop_assert!(open.is_empty(), "tool call without all of its results");
+            open.extend(m.tool_call_ids.iter().map(String::as_str));
+        }
+    }
+    prop_assert!(open.is_empty(), "tool call without all of its results at the end");
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The exactness proof: whatever is assembled, recounting the returned
+    /// messages from scratch with the reference tokenizer gives usage exactly,
+    /// cold and warm; and every allocator invariant holds on real text.
+    #[test]
+    fn usage_equals_a_from_scratch_recount(req in any_request()) {
+        let a = asm();
+        let cold = a.assemble(&req);
+        let warm = a.assemble(&req);
+        match (&cold, &warm) {
+            (Err(AssembleError::BudgetOverflow { non_cuttable_tokens, budget, .. }), Err(w)) => {
+                prop_assert!(*non_cuttable_tokens > u64::from(*budget));
+                prop_assert_eq!(cold.as_ref().err(), Some(w));
+            }
+            (Ok(c), Ok(w)) => {
+                let spec = a.models.resolve(&req.model).unwrap();
+                let encoding = spec.tokenizer.encoding();
+                prop_assert_eq!(recount(encoding, &c.messages), c.usage.total_tokens);
+                prop_assert!(c.usage.total_tokens <= c.usage.budget);
+                let statics = &c.messages[..req.static_segments.len()];
+                prop_assert_eq!(recount(encoding, statics) - 3, c.usage.static_tokens);
+                // Deterministic, and warm equals cold.
+                prop_assert_eq!(&c.messages, &w.messages);
+                prop_assert_eq!(&c.decisions, &w.decisions);
+                prop_assert!(w.cache.prefix_cache_hit);
+                // Static prefix first and verbatim; query last.
+                for (m, s) in statics.iter().zip(&req.static_segments) {
+                    prop_assert_eq!(&m.content, &s.content);
+                    prop_assert_eq!(m.role, Role::System);
+                }
+                let last = c.messages.last().unwrap();
+                prop_assert_eq!(&last.content, &req.query);
+                prop_assert_eq!(last.role, Role::User);
+                // Filtered content is absent.
+                for m in &c.messages {
+                    prop_assert!(!m.content.contains("SECRET"), "filtered content rendered");
+                }
+                // Turn pairs intact; the conversation never starts with a tool result.
+                check_turns(&c.messages)?;
+                prop_assert!(c.messages.iter().find(|m| m.role != Role::System).is_none_or(|m| m.role != Role::Tool));
+                // Non-cuttable STATE is present.
+                let state = &req.blocks[2];
+                if state.cuttable == Some(false) {
+                    for it in state.items.iter().filter(|it| it.required_scopes.is_empty()) {
+                        let d = &c.decisions[2];
+                        prop_assert!(d.kept_item_ids.contains(&it.id));
+                    }
+                }
+                // Decisions account for every item once.
+                for (b, d) in req.blocks.iter().zip(&c.decisions) {
+                    prop_assert_eq!(d.kept_item_ids.len() + d.dropped_item_ids.len() + d.filtered_item_ids.len(), b.items.len());
+                }
+            }
+            _ => prop_assert!(false, "cold and warm disagree: {:?} vs {:?}", cold, warm),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- examples
+
+#[test]
+fn unknown_model_names_the_field() {
+    let mut req = request(vec![]);
+    req.model = "llama-9".to_owned();
+    let Err(AssembleError::InvalidArgument(v)) = asm().assemble(&req) else {
+        panic!("accepted")
+    };
+    assert_eq!(v[0].field, "model");
+}
+
+#[test]
+fn every_violation_is_reported_at_once() {
+    let mut req = request(vec![
+        Block {
+            min_tokens: 10,
+            max_tokens: 5,
+            ..block("a", BlockKind::Evidence, vec![])
+        },
+        block("a", BlockKind::Memory, vec![]),
+    ]);
+    req.query = "  ".to_owned();
+    let Err(AssembleError::InvalidArgument(v)) = asm().assemble(&req) else {
+        panic!("accepted")
+    };
+    let fields: Vec<&str> = v.iter().map(|v| v.field.as_str()).collect();
+    assert_eq!(fields, vec!["query", "blocks[0].min_tokens", "blocks[1].name"]);
+}
+
+#[test]
+fn non_cuttable_overflow_is_an_error_not_a_truncation() {
+    let mut req = request(vec![block(
+        "state",
+        BlockKind::State,
+        vec![item("s", &"fact ".repeat(500), 1.0)],
+    )]);
+    req.max_input_tokens = Some(100);
+    match asm().assemble(&req) {
+        Err(AssembleError::BudgetOverflow {
+            non_cuttable_tokens,
+            budget,
+            model,
+        }) => {
+            assert!(non_cuttable_tokens > 100);
+            assert_eq!(budget, 100);
+            assert_eq!(model, "gpt-4o");
+        }
+        other => panic!("expected overflow, got {other:?}"),
+    }
+}
+
+#[test]
+fn filtered_items_are_never_counted_or_rendered() {
+    let a = asm();
+    let secret = Item {
+        required_scopes: vec!["hr".to_owned()],
+        ..item("secret", "salary table", 1.0)
+    };
+    let req = request(vec![block(
+        "ev",
+        BlockKind::Evidence,
+        vec![secret.clone(), item("ok", "public doc", 0.5)],
+    )]);
+    let out = a.assemble(&req).unwrap();
+    assert_eq!(out.decisions[0].filtered_item_ids, vec!["secret"]);
+    assert_eq!(out.decisions[0].kept_item_ids, vec!["ok"]);
+    assert!(out.messages.iter().all(|m| !m.content.contains("salary")));
+    let unit = render::unit(BlockKind::Evidence, &secret, &secret.content, FormAttr::Full);
+    let tok = &a.models.resolve("gpt-4o").unwrap().tokenizer;
+    assert_eq!(
+        a.segments.peek(&CountCache::key(tok, unit.as_bytes())),
+        None,
+        "filtered item was measured"
+    );
+}
+
+#[test]
+fn layout_follows_the_ordering_rules() {
+    let req = request(vec![
+        block("state", BlockKind::State, vec![item("plan", "plan: pro", 1.0)]),
+        block(
+            "ev",
+            BlockKind::Evidence,
+            (1..=5)
+                .map(|r| {
+                    item(
+                        &format!("d{r}"),
+                        &format!("doc ranked {r}"),
+                        1.0 - f64::from(r) / 10.0,
+                    )
+                })
+                .collect(),
+        ),
+        block(
+            "mem",
+            BlockKind::Memory,
+            vec![item("pref", "likes short answers", 0.5)],
+        ),
+        block(
+            "recent",
+            BlockKind::RecentTurns,
+            vec![
+                turn("t3", Role::User, "hi again"),
+                turn("t4", Role::Assistant, "hello"),
+            ],
+        ),
+        block(
+            "hist",
+            BlockKind::History,
+            vec![turn("t1", Role::User, "hi"), turn("t2", Role::Assistant, "hey")],
+        ),
+        block(
+            "sum",
+            BlockKind::Summary,
+            vec![item("s", "Earlier we talked.", 1.0)],
+        ),
+    ]);
+    let out = asm().assemble(&req).unwrap();
+    let roles: Vec<Role> = out.messages.iter().map(|m| m.role).collect();
+    use Role::*;
+    assert_eq!(
+        roles,
+        vec![System, User, User, Assistant, User, Assistant, User, User]
+    );
+    assert!(out.messages[1].content.starts_with("<summary id=\"s\""));
+    let turns: Vec<&str> = out.messages[2..6].iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(turns, vec!["hi", "hey", "hi again", "hello"]);
+    let ctx = &out.messages[6].content;
+    let pos = |needle: &str| ctx.find(needle).unwrap();
+    // Best evidence opens, memory near the top, second best closes the evidence, state last.
+    assert!(pos("ranked 1") < pos("likes short"));
+    assert!(pos("likes short") < pos("ranked 3"));
+    assert!(
+        pos("ranked 3") < pos("ranked 5")
+            && pos("ranked 5") < pos("ranked 4")
+            && pos("ranked 4") < pos("ranked 2")
+    );
+    assert!(pos("ranked 2") < pos("plan: pro"));
+    assert_eq!(out.messages[7].content, req.query);
+    assert_eq!(
+        recount(Encoding::O200kBase, &out.messages),
+        out.usage.total_tokens
+    );
+}
+
+#[test]
+fn prefix_hash_ignores_the_variable_region() {
+    let a = asm();
+    let one = a
+        .assemble(&request(vec![block(
+            "ev",
+            BlockKind::Evidence,
+            vec![item("x", "alpha", 1.0)],
+        )]))
+        .unwrap();
+    let two = a
+        .assemble(&request(vec![block(
+            "ev",
+            BlockKind::Evidence,
+            vec![item("y", "beta", 1.0)],
+        )]))
+        .unwrap();
+    assert_eq!(one.cache.prefix_hash, two.cache.prefix_hash);
+    assert!(!one.cache.prefix_cache_hit);
+    assert!(two.cache.prefix_cache_hit);
+    assert_eq!(one.cache.prefix_message_count, 1);
+}
+
+#[test]
+fn summary_truncates_at_a_sentence_boundary() {
+    let long = "First point stands. Second point follows. ".repeat(40);
+    let mut req = request(vec![block(
+        "sum",
+        BlockKind::Summary,
+        vec![item("s", &long, 1.0)],
+    )]);
+    req.max_input_tokens = Some(120);
+    let out = asm().assemble(&req).unwrap();
+    assert_eq!(out.decisions[0].outcome, Outcome::Truncated);
+    let m = &out.messages[1].content;
+    assert!(m.contains("form=\"truncated\""));
+    assert!(
+        m.contains("follows.\n</summary>") || m.contains("stands.\n</summary>"),
+        "{m}"
+    );
+    assert!(out.usage.total_tokens <= 120);
+}
+
+#[test]
+fn compact_form_is_used_before_dropping() {
+    let big = Item {
+        compact_form: Some("short version".to_owned()),
+        ..item("big", &"detail ".repeat(300), 0.9)
+    };
+    let mut req = request(vec![block("ev", BlockKind::Evidence, vec![big])]);
+    req.max_input_tokens = Some(150);
+    let out = asm().assemble(&req).unwrap();
+    let d = &out.decisions[0];
+    assert_eq!(d.outcome, Outcome::Compacted);
+    assert_eq!(d.compacted_item_ids, vec!["big"]);
+    assert!(out.messages.iter().any(|m| m.content.contains("short version")));
+}
+
+#[test]
+fn estimated_models_say_so() {
+    let mut req = request(vec![]);
+    req.model = "claude-sonnet-4-5".to_owned();
+    let out = asm().assemble(&req).unwrap();
+    assert!(!out.usage.exact);
+    assert_eq!(out.usage.tokenizer, "estimate(cl100k_base,+20%)");
+}

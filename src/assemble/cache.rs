@@ -1,0 +1,130 @@
+//! Token-count caches keyed by blake3(tokenizer id, bytes), bounded by weight.
+//!
+//! Values are plain `u32` counts, so a lookup copies four bytes; the key is a
+//! 32-byte digest, so memory per entry is constant and the bound in MiB holds.
+
+use moka::sync::Cache;
+
+use super::tokenizer::Tokenizer;
+use crate::telemetry::metrics;
+
+/// A cache key: blake3 over the tokenizer id and the counted bytes.
+pub type Key = [u8; 32];
+
+/// Approximate bytes one entry costs (key, value and moka's bookkeeping).
+const ENTRY_WEIGHT_BYTES: u32 = 128;
+
+/// A bounded map from content digest to token count.
+#[derive(Clone)]
+pub struct CountCache {
+    inner: Cache<Key, u32>,
+    metric: &'static str,
+}
+
+impl std::fmt::Debug for CountCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountCache")
+            .field("entries", &self.inner.entry_count())
+            .field("metric", &self.metric)
+            .finish()
+    }
+}
+
+impl CountCache {
+    /// A cache holding at most about `max_bytes` of entries, whose lookups are
+    /// counted under the metric `metric` with `result="hit|miss"`.
+    pub fn new(max_bytes: u64, metric: &'static str) -> Self {
+        CountCache {
+            inner: Cache::builder()
+                .max_capacity(max_bytes)
+                .weigher(|_: &Key, _: &u32| ENTRY_WEIGHT_BYTES)
+                .build(),
+            metric,
+        }
+    }
+
+    /// The key of `bytes` counted with `tokenizer`.
+    pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
+        let mut h = blake3::Hasher::new();
+        key_prefix(&mut h, tokenizer);
+        h.update(bytes);
+        *h.finalize().as_bytes()
+    }
+
+    /// The cached count, recording a hit or a miss.
+    pub fn get(&self, key: &Key) -> Option<u32> {
+        let found = self.inner.get(key);
+        metrics::cache_lookup(self.metric, found.is_some());
+        found
+    }
+
+    /// The cached count without recording a lookup (tests only).
+    #[cfg(test)]
+    pub(crate) fn peek(&self, key: &Key) -> Option<u32> {
+        self.inner.get(key)
+    }
+
+    /// Remembers a count.
+    pub fn insert(&self, key: Key, count: u32) {
+        self.inner.insert(key, count);
+    }
+
+    /// Counts `text` through the cache: a hit costs a hash and a lookup.
+    pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> u32 {
+        let key = Self::key(tokenizer, text.as_bytes());
+        if let Some(n) = self.get(&key) {
+            return n;
+        }
+        let n = tokenizer.count(text);
+        self.insert(key, n);
+        n
+    }
+
+    /// Entries currently held (approximate until pending work runs).
+    pub fn entry_count(&self) -> u64 {
+        self.inner.run_pending_tasks();
+        self.inner.entry_count()
+    }
+}
+
+/// Feeds the tokenizer id into a key hasher, length-framed so that no id can
+/// be confused with the start of the content.
+pub(crate) fn key_prefix(h: &mut blake3::Hasher, tokenizer: &Tokenizer) {
+    let id = tokenizer.to_string();
+    h.update(&(id.len() as u64).to_le_bytes());
+    h.update(id.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assemble::tokenizer::Encoding;
+
+    #[test]
+    fn keys_differ_by_tokenizer_and_bytes() {
+        let a = Tokenizer::exact(Encoding::O200kBase);
+        let b = Tokenizer::exact(Encoding::Cl100kBase);
+        assert_ne!(CountCache::key(&a, b"x"), CountCache::key(&b, b"x"));
+        assert_ne!(CountCache::key(&a, b"x"), CountCache::key(&a, b"y"));
+        assert_eq!(CountCache::key(&a, b"x"), CountCache::key(&a, b"x"));
+    }
+
+    #[test]
+    fn count_goes_through_the_cache() {
+        let cache = CountCache::new(1 << 20, "test_cache_lookups_total");
+        let t = Tokenizer::exact(Encoding::O200kBase);
+        let n = cache.count(&t, "hello world");
+        assert_eq!(n, t.count("hello world"));
+        assert_eq!(cache.get(&CountCache::key(&t, b"hello world")), Some(n));
+    }
+
+    #[test]
+    fn weight_bound_holds() {
+        let cache = CountCache::new(u64::from(ENTRY_WEIGHT_BYTES) * 10, "test_cache_lookups_total");
+        let t = Tokenizer::exact(Encoding::O200kBase);
+        for i in 0..1000 {
+            cache.insert(CountCache::key(&t, format!("{i}").as_bytes()), i);
+        }
+        assert!(cache.entry_count() <= 10);
+    }
+}

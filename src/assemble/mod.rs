@@ -1,0 +1,28 @@
+//! The domain: turns the parts of a prompt into one budgeted, ordered,
+//! cache-stable prompt with exact token accounting. Knows nothing of gRPC.
+//!
+//! - [`request`] / [`response`]: the domain's input and output types.
+//! - [`tokenizer`], [`models`]: how a model name becomes a token counter.
+//! - [`cache`]: token counts keyed by blake3(tokenizer, bytes).
+//! - [`render`]: units whose counts add up exactly across seams.
+//! - [`turns`]: tool-call pairing; [`allocate`]: the budget allocator.
+//! - [`validate`]: request checks; [`assembler`]: the pipeline.
+
+pub mod allocate;
+pub mod assembler;
+pub mod cache;
+pub mod error;
+pub mod models;
+pub mod render;
+pub mod request;
+pub mod response;
+pub mod tokenizer;
+pub mod turns;
+pub mod validate;
+
+pub use assembler::{Assembler, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
+pub use error::{AssembleError, FieldViolation};
+pub use models::{ModelSpec, ModelTable};
+pub use request::{AssembleRequest, Block, BlockKind, Item, Principal, Role, Segment, SegmentKind};
+pub use response::{Assembly, BlockDecision, CacheInfo, Message, Outcome, Usage, Warning};
+pub use tokenizer::{Encoding, Tokenizer};

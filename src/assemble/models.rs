@@ -1,0 +1,131 @@
+//! The model table: which tokenizer, window and output reserve a model name
+//! resolves to. Names match exactly or, for prefix entries, by longest prefix.
+
+use std::sync::Arc;
+
+use super::tokenizer::{Encoding, Tokenizer};
+
+/// One model table entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// Model name, or a name prefix when `prefix` is set.
+    pub name: String,
+    /// Whether `name` matches every model name it prefixes.
+    pub prefix: bool,
+    /// How to count.
+    pub tokenizer: Tokenizer,
+    /// Context window in tokens.
+    pub context_window: u32,
+    /// Default output reserve in tokens.
+    pub output_reserve: u32,
+}
+
+/// The known models.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelTable {
+    entries: Vec<Arc<ModelSpec>>,
+}
+
+/// The embedded default table: (name, prefix, encoding, estimate margin %,
+/// context window, default output reserve). Margin 0 = exact.
+const DEFAULT_MODELS: &[(&str, bool, Encoding, u32, u32, u32)] = &[
+    ("gpt-5", true, Encoding::O200kBase, 0, 400_000, 128_000),
+    ("gpt-4.1", true, Encoding::O200kBase, 0, 1_047_576, 32_768),
+    ("gpt-4o", true, Encoding::O200kBase, 0, 128_000, 16_384),
+    ("o1", true, Encoding::O200kBase, 0, 200_000, 100_000),
+    ("o3", true, Encoding::O200kBase, 0, 200_000, 100_000),
+    ("o4-mini", true, Encoding::O200kBase, 0, 200_000, 100_000),
+    ("gpt-4-turbo", true, Encoding::Cl100kBase, 0, 128_000, 4_096),
+    ("gpt-4-32k", true, Encoding::Cl100kBase, 0, 32_768, 4_096),
+    ("gpt-4", true, Encoding::Cl100kBase, 0, 8_192, 1_024),
+    ("gpt-3.5-turbo", true, Encoding::Cl100kBase, 0, 16_385, 4_096),
+    ("claude", true, Encoding::Cl100kBase, 20, 200_000, 8_192),
+];
+
+impl Default for ModelTable {
+    fn default() -> Self {
+        ModelTable::new(
+            DEFAULT_MODELS
+                .iter()
+                .map(|&(name, prefix, enc, margin, window, reserve)| ModelSpec {
+                    name: name.to_owned(),
+                    prefix,
+                    tokenizer: if margin == 0 {
+                        Tokenizer::exact(enc)
+                    } else {
+                        Tokenizer::estimate(enc, margin)
+                    },
+                    context_window: window,
+                    output_reserve: reserve,
+                })
+                .collect(),
+        )
+    }
+}
+
+impl ModelTable {
+    /// A table of `entries`, sorted by name.
+    pub fn new(mut entries: Vec<ModelSpec>) -> Self {
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        ModelTable {
+            entries: entries.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    /// The entry for `model`: an exact name wins, else the longest prefix entry.
+    pub fn resolve(&self, model: &str) -> Option<&Arc<ModelSpec>> {
+        self.entries
+            .iter()
+            .filter(|e| e.name == model || (e.prefix && model.starts_with(e.name.as_str())))
+            .max_by_key(|e| (e.name == model, e.name.len()))
+    }
+
+    /// Every entry, sorted by name.
+    pub fn entries(&self) -> &[Arc<ModelSpec>] {
+        &self.entries
+    }
+
+    /// The distinct encodings the table uses, for warming at start.
+    pub fn encodings(&self) -> Vec<Encoding> {
+        let mut out: Vec<Encoding> = Vec::new();
+        for e in &self.entries {
+            if !out.contains(&e.tokenizer.encoding()) {
+                out.push(e.tokenizer.encoding());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_prefix_wins() {
+        let t = ModelTable::default();
+        let name = |m: &str| t.resolve(m).map(|s| s.name.clone());
+        assert_eq!(name("gpt-4o-mini").as_deref(), Some("gpt-4o"));
+        assert_eq!(name("gpt-4-0613").as_deref(), Some("gpt-4"));
+        assert_eq!(name("gpt-4-turbo-2024-04-09").as_deref(), Some("gpt-4-turbo"));
+        assert_eq!(name("gpt-4.1-nano").as_deref(), Some("gpt-4.1"));
+        assert_eq!(name("gpt-5").as_deref(), Some("gpt-5"));
+        assert_eq!(name("claude-sonnet-4-5").as_deref(), Some("claude"));
+        assert_eq!(name("llama-3"), None);
+        assert_eq!(name(""), None);
+    }
+
+    #[test]
+    fn encodings_follow_the_model_families() {
+        let t = ModelTable::default();
+        let enc = |m: &str| t.resolve(m).map(|s| s.tokenizer.encoding());
+        assert_eq!(enc("gpt-4o"), Some(Encoding::O200kBase));
+        assert_eq!(enc("o3-mini"), Some(Encoding::O200kBase));
+        assert_eq!(enc("gpt-3.5-turbo"), Some(Encoding::Cl100kBase));
+        assert!(t.resolve("gpt-5-mini").is_some_and(|s| s.tokenizer.is_exact()));
+        assert!(
+            t.resolve("claude-3-haiku")
+                .is_some_and(|s| !s.tokenizer.is_exact())
+        );
+    }
+}

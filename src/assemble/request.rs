@@ -1,0 +1,221 @@
+//! The domain's input: what a gateway asks to have assembled, free of wire types.
+
+/// The role of a message; rendered as its lower-case name when counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Application instructions.
+    System,
+    /// The end user, and context rendered on their behalf.
+    User,
+    /// The model; may make tool calls.
+    Assistant,
+    /// A tool result; answers one call.
+    Tool,
+}
+
+impl Role {
+    /// The role string used by chat APIs and by the token formula.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// Every role, for warming per-role token counts.
+    pub const ALL: [Role; 4] = [Role::System, Role::User, Role::Assistant, Role::Tool];
+}
+
+/// What a static segment holds (informational: all are rendered alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// System instructions.
+    System,
+    /// Safety or business policy.
+    Policy,
+    /// Output schema or format spec.
+    OutputSchema,
+    /// Stable few-shot examples.
+    Examples,
+}
+
+/// One part of the cacheable static prefix; never cut, rendered verbatim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    /// Caller's id (not rendered).
+    pub id: String,
+    /// What it holds.
+    pub kind: SegmentKind,
+    /// The text, rendered byte for byte as one system message.
+    pub content: String,
+}
+
+/// The kind of a variable block: chooses default priority, cuttability,
+/// compaction rule and placement (seed 001's priority table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BlockKind {
+    /// Critical application state: priority 4, never cut by default.
+    State,
+    /// Retrieved evidence: priority 5, cut lowest-scored first.
+    Evidence,
+    /// Recalled memory / profile: priority 6, cut lowest-scored first.
+    Memory,
+    /// Conversation summary: priority 7, compact form, else sentence truncation.
+    Summary,
+    /// Recent verbatim turns: priority 8, cut oldest turn first.
+    RecentTurns,
+    /// Older verbatim turns: priority 9, cut oldest turn first.
+    History,
+}
+
+impl BlockKind {
+    /// Every kind, for metrics descriptions and tests.
+    pub const ALL: [BlockKind; 6] = [
+        BlockKind::State,
+        BlockKind::Evidence,
+        BlockKind::Memory,
+        BlockKind::Summary,
+        BlockKind::RecentTurns,
+        BlockKind::History,
+    ];
+
+    /// The default priority from seed 001's table (1 = highest).
+    pub fn default_priority(self) -> u32 {
+        match self {
+            BlockKind::State => 4,
+            BlockKind::Evidence => 5,
+            BlockKind::Memory => 6,
+            BlockKind::Summary => 7,
+            BlockKind::RecentTurns => 8,
+            BlockKind::History => 9,
+        }
+    }
+
+    /// Whether blocks of this kind may be cut unless the caller says otherwise.
+    pub fn default_cuttable(self) -> bool {
+        !matches!(self, BlockKind::State)
+    }
+
+    /// Whether items of this kind are conversation turns (own messages, own roles).
+    pub fn is_turns(self) -> bool {
+        matches!(self, BlockKind::RecentTurns | BlockKind::History)
+    }
+
+    /// A stable lower-case name, used as a bounded metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockKind::State => "state",
+            BlockKind::Evidence => "evidence",
+            BlockKind::Memory => "memory",
+            BlockKind::Summary => "summary",
+            BlockKind::RecentTurns => "recent_turns",
+            BlockKind::History => "history",
+        }
+    }
+}
+
+/// One item of a block: a document, memory, fact or conversation turn.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Item {
+    /// Unique within its block.
+    pub id: String,
+    /// The text.
+    pub content: String,
+    /// Relevance, higher is better.
+    pub score: f64,
+    /// Where it came from (rendered as an attribute when not empty).
+    pub source: String,
+    /// Whether the application vouches for the content.
+    pub trusted: bool,
+    /// Scopes the principal must all hold, or the item is filtered.
+    pub required_scopes: Vec<String>,
+    /// Turn role (turn kinds only).
+    pub role: Option<Role>,
+    /// Calls an assistant turn makes.
+    pub tool_call_ids: Vec<String>,
+    /// The call a tool result answers.
+    pub tool_call_id: String,
+    /// A shorter text used before the item is dropped.
+    pub compact_form: Option<String>,
+}
+
+/// A variable block, with caller options not yet resolved against its kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    /// Unique name within the request.
+    pub name: String,
+    /// What it holds.
+    pub kind: BlockKind,
+    /// 1 = highest; 0 = the kind's default.
+    pub priority: u32,
+    /// `None` = the kind's default.
+    pub cuttable: Option<bool>,
+    /// Floor below which a cut block is dropped entirely.
+    pub min_tokens: u32,
+    /// Ceiling on the block's kept tokens; 0 = none.
+    pub max_tokens: u32,
+    /// Items in caller order (chronological for turns).
+    pub items: Vec<Item>,
+}
+
+impl Block {
+    /// The priority after applying the kind's default.
+    pub fn effective_priority(&self) -> u32 {
+        if self.priority == 0 {
+            self.kind.default_priority()
+        } else {
+            self.priority
+        }
+    }
+
+    /// Whether the block may be cut, after applying the kind's default.
+    pub fn effective_cuttable(&self) -> bool {
+        self.cuttable.unwrap_or_else(|| self.kind.default_cuttable())
+    }
+
+    /// The block's token ceiling, if any.
+    pub fn max_tokens(&self) -> Option<u32> {
+        (self.max_tokens > 0).then_some(self.max_tokens)
+    }
+}
+
+/// Who is asking.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Principal {
+    /// Caller's id (never rendered).
+    pub id: String,
+    /// Scopes held.
+    pub scopes: Vec<String>,
+}
+
+impl Principal {
+    /// Whether every scope in `required` is held.
+    pub fn may_see(&self, required: &[String]) -> bool {
+        required.iter().all(|r| self.scopes.iter().any(|s| s == r))
+    }
+}
+
+/// A request to assemble one prompt.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AssembleRequest {
+    /// Echoed back and logged.
+    pub request_id: String,
+    /// Model name or a known prefix of one.
+    pub model: String,
+    /// Input budget override.
+    pub max_input_tokens: Option<u32>,
+    /// Output reserve override.
+    pub output_reserve: Option<u32>,
+    /// The static prefix, in order.
+    pub static_segments: Vec<Segment>,
+    /// The variable blocks.
+    pub blocks: Vec<Block>,
+    /// The current question; rendered last.
+    pub query: String,
+    /// Who is asking.
+    pub principal: Principal,
+    /// Logged, never rendered.
+    pub session_id: String,
+}

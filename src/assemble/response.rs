@@ -1,0 +1,147 @@
+//! The domain's output: the assembled prompt, its accounting and the decision report.
+
+use super::request::{BlockKind, Role};
+
+/// One message of the assembled prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Its role.
+    pub role: Role,
+    /// Its text.
+    pub content: String,
+    /// Calls an assistant turn makes.
+    pub tool_call_ids: Vec<String>,
+    /// The call a tool result answers.
+    pub tool_call_id: String,
+}
+
+impl Message {
+    /// A message without tool metadata.
+    pub fn text(role: Role, content: String) -> Self {
+        Message {
+            role,
+            content,
+            tool_call_ids: Vec::new(),
+            tool_call_id: String::new(),
+        }
+    }
+}
+
+/// Token accounting under the chat formula.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usage {
+    /// The input budget applied.
+    pub budget: u32,
+    /// Tokens of the whole prompt: 3 + Σ (3 + role + content).
+    pub total_tokens: u32,
+    /// Tokens of the static prefix messages.
+    pub static_tokens: u32,
+    /// `total_tokens - static_tokens`.
+    pub dynamic_tokens: u32,
+    /// Tokenizer id, e.g. `o200k_base`.
+    pub tokenizer: String,
+    /// Whether counts are exact.
+    pub exact: bool,
+    /// Output reserve applied.
+    pub output_reserve: u32,
+    /// The model's context window.
+    pub context_window: u32,
+}
+
+/// Prompt-cache facts about the static prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheInfo {
+    /// Lower-case hex blake3 of the rendered prefix.
+    pub prefix_hash: String,
+    /// Tokens of the prefix messages.
+    pub prefix_tokens: u32,
+    /// Bytes of the prefix contents.
+    pub prefix_bytes: u64,
+    /// Number of leading prefix messages.
+    pub prefix_message_count: u32,
+    /// Whether this prefix had been measured before.
+    pub prefix_cache_hit: bool,
+}
+
+/// What happened to a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Every candidate kept in full.
+    Kept,
+    /// Some items compacted or dropped.
+    Compacted,
+    /// An item's text truncated at a sentence boundary.
+    Truncated,
+    /// Nothing kept.
+    Dropped,
+    /// Every item filtered by permission.
+    Filtered,
+}
+
+impl Outcome {
+    /// A stable lower-case name, used as a bounded metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Kept => "kept",
+            Outcome::Compacted => "compacted",
+            Outcome::Truncated => "truncated",
+            Outcome::Dropped => "dropped",
+            Outcome::Filtered => "filtered",
+        }
+    }
+}
+
+/// The decision for one block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockDecision {
+    /// Block name.
+    pub name: String,
+    /// Block kind.
+    pub kind: BlockKind,
+    /// Effective priority.
+    pub priority: u32,
+    /// What happened.
+    pub outcome: Outcome,
+    /// Tokens of all candidates in full form.
+    pub tokens_offered: u32,
+    /// Tokens of what was kept.
+    pub tokens_kept: u32,
+    /// Kept items, in block order.
+    pub kept_item_ids: Vec<String>,
+    /// Dropped candidates, in block order.
+    pub dropped_item_ids: Vec<String>,
+    /// Filtered items, in block order.
+    pub filtered_item_ids: Vec<String>,
+    /// Items kept in compact form.
+    pub compacted_item_ids: Vec<String>,
+    /// Why, in a few words.
+    pub reason: String,
+}
+
+/// A non-fatal observation (ids and counts only, never content).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// Stable code.
+    pub code: &'static str,
+    /// Detail.
+    pub message: String,
+}
+
+/// The assembled prompt and everything said about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assembly {
+    /// Echo of the request id.
+    pub request_id: String,
+    /// The model table entry used.
+    pub model: String,
+    /// Messages in final order.
+    pub messages: Vec<Message>,
+    /// Accounting.
+    pub usage: Usage,
+    /// Static-prefix cache facts.
+    pub cache: CacheInfo,
+    /// One per block, in request order.
+    pub decisions: Vec<BlockDecision>,
+    /// Observations.
+    pub warnings: Vec<Warning>,
+}

@@ -1,0 +1,111 @@
+//! Turn grouping: an assistant turn that calls tools and the tool results that
+//! answer it form one unit, kept or dropped together, so a trim never leaves a
+//! result without its call or a call without its results.
+
+use super::allocate::DropReason;
+use super::request::{Item, Role};
+
+/// One unit of a conversation: indexes into the candidate list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnUnit {
+    /// Candidate positions, in order.
+    pub members: Vec<usize>,
+    /// Set when the unit can never be sent (broken pairing).
+    pub invalid: Option<DropReason>,
+}
+
+/// Groups `turns` (in chronological order) into units. A tool result must
+/// directly follow the assistant turn that made its call (as chat APIs
+/// require); one that does not is an orphan, and an assistant turn missing any
+/// of its results is incomplete. Neither can be kept.
+pub fn group(turns: &[&Item]) -> Vec<TurnUnit> {
+    let mut units = Vec::new();
+    let mut i = 0;
+    while i < turns.len() {
+        let turn = turns[i];
+        let is_call = turn.role == Some(Role::Assistant) && !turn.tool_call_ids.is_empty();
+        if turn.role == Some(Role::Tool) {
+            units.push(TurnUnit {
+                members: vec![i],
+                invalid: Some(DropReason::OrphanToolResult),
+            });
+            i += 1;
+        } else if is_call {
+            let mut pending: Vec<&str> = turn.tool_call_ids.iter().map(String::as_str).collect();
+            let mut members = vec![i];
+            i += 1;
+            while i < turns.len() && turns[i].role == Some(Role::Tool) {
+                let Some(pos) = pending.iter().position(|id| *id == turns[i].tool_call_id) else {
+                    break;
+                };
+                pending.swap_remove(pos);
+                members.push(i);
+                i += 1;
+            }
+            let invalid = (!pending.is_empty()).then_some(DropReason::IncompleteToolCall);
+            units.push(TurnUnit { members, invalid });
+        } else {
+            units.push(TurnUnit {
+                members: vec![i],
+                invalid: None,
+            });
+            i += 1;
+        }
+    }
+    units
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(role: Role, calls: &[&str], answers: &str) -> Item {
+        Item {
+            id: format!("{role:?}-{answers}"),
+            role: Some(role),
+            tool_call_ids: calls.iter().map(|s| (*s).to_owned()).collect(),
+            tool_call_id: answers.to_owned(),
+            ..Item::default()
+        }
+    }
+
+    #[test]
+    fn a_call_and_its_results_are_one_unit() {
+        let t = [
+            turn(Role::User, &[], ""),
+            turn(Role::Assistant, &["a", "b"], ""),
+            turn(Role::Tool, &[], "b"),
+            turn(Role::Tool, &[], "a"),
+            turn(Role::Assistant, &[], ""),
+        ];
+        let refs: Vec<&Item> = t.iter().collect();
+        let units = group(&refs);
+        assert_eq!(units.len(), 3);
+        assert_eq!(units[1].members, vec![1, 2, 3]);
+        assert!(units.iter().all(|u| u.invalid.is_none()));
+    }
+
+    #[test]
+    fn orphans_and_incomplete_calls_are_marked() {
+        let t = [
+            turn(Role::Tool, &[], "x"),
+            turn(Role::Assistant, &["a", "b"], ""),
+            turn(Role::Tool, &[], "a"),
+            turn(Role::User, &[], ""),
+            turn(Role::Tool, &[], "b"),
+        ];
+        let refs: Vec<&Item> = t.iter().collect();
+        let units = group(&refs);
+        let invalid: Vec<_> = units.iter().map(|u| u.invalid).collect();
+        assert_eq!(
+            invalid,
+            vec![
+                Some(DropReason::OrphanToolResult),
+                Some(DropReason::IncompleteToolCall),
+                None,
+                Some(DropReason::OrphanToolResult),
+            ]
+        );
+        assert_eq!(units[1].members, vec![1, 2]);
+    }
+}

@@ -1,0 +1,138 @@
+//! Request validation: every bad field is reported at once, by its proto path.
+
+use std::collections::HashSet;
+
+use super::error::FieldViolation;
+use super::models::ModelSpec;
+use super::request::{AssembleRequest, Role};
+
+/// The input budget and output reserve a valid request resolves to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Input tokens available to the prompt.
+    pub input: u32,
+    /// Output tokens reserved.
+    pub output_reserve: u32,
+}
+
+/// Checks `req` against `model` (None = unknown). Returns the budget, or every
+/// violation found.
+pub fn validate(req: &AssembleRequest, model: Option<&ModelSpec>) -> Result<Budget, Vec<FieldViolation>> {
+    let mut v = Vec::new();
+    if req.model.is_empty() {
+        v.push(FieldViolation::new("model", "required"));
+    } else if model.is_none() {
+        v.push(FieldViolation::new(
+            "model",
+            "unknown model: not in the model table (see ListModels)",
+        ));
+    }
+    if req.query.trim().is_empty() {
+        v.push(FieldViolation::new(
+            "query",
+            "required: must contain non-whitespace text",
+        ));
+    }
+
+    let mut budget = Budget {
+        input: 0,
+        output_reserve: 0,
+    };
+    if let Some(spec) = model {
+        let window = spec.context_window;
+        let reserve = req.output_reserve.unwrap_or(spec.output_reserve);
+        if reserve >= window {
+            v.push(FieldViolation::new(
+                "output_reserve",
+                format!("must be less than the context window ({window})"),
+            ));
+        }
+        let input = match req.max_input_tokens {
+            Some(0) => {
+                v.push(FieldViolation::new("max_input_tokens", "must be positive"));
+                0
+            }
+            Some(n)
+                if req.output_reserve.is_some() && u64::from(n) + u64::from(reserve) > u64::from(window) =>
+            {
+                v.push(FieldViolation::new(
+                    "max_input_tokens",
+                    format!("max_input_tokens + output_reserve exceed the context window ({window})"),
+                ));
+                n
+            }
+            Some(n) if n > window => {
+                v.push(FieldViolation::new(
+                    "max_input_tokens",
+                    format!("exceeds the context window ({window})"),
+                ));
+                n
+            }
+            Some(n) => n,
+            None => window.saturating_sub(reserve),
+        };
+        budget = Budget {
+            input,
+            output_reserve: reserve,
+        };
+    }
+
+    let mut names = HashSet::new();
+    for (bi, b) in req.blocks.iter().enumerate() {
+        let at = |f: &str| format!("blocks[{bi}].{f}");
+        if b.name.is_empty() {
+            v.push(FieldViolation::new(at("name"), "required"));
+        } else if !names.insert(b.name.as_str()) {
+            v.push(FieldViolation::new(at("name"), "duplicate block name"));
+        }
+        if let Some(max) = b.max_tokens() {
+            if b.min_tokens > max {
+                v.push(FieldViolation::new(at("min_tokens"), "greater than max_tokens"));
+            }
+            if !b.effective_cuttable() {
+                v.push(FieldViolation::new(
+                    at("max_tokens"),
+                    "applies to cuttable blocks only",
+                ));
+            }
+        }
+        let mut ids = HashSet::new();
+        for (ii, item) in b.items.iter().enumerate() {
+            let at = |f: &str| format!("blocks[{bi}].items[{ii}].{f}");
+            if item.id.is_empty() {
+                v.push(FieldViolation::new(at("id"), "required"));
+            } else if !ids.insert(item.id.as_str()) {
+                v.push(FieldViolation::new(at("id"), "duplicate item id in block"));
+            }
+            if !item.score.is_finite() {
+                v.push(FieldViolation::new(at("score"), "must be finite"));
+            }
+            if !b.kind.is_turns() {
+                continue;
+            }
+            match item.role {
+                None => v.push(FieldViolation::new(at("role"), "required for conversation turns")),
+                Some(Role::Tool) if item.tool_call_id.is_empty() => {
+                    v.push(FieldViolation::new(
+                        at("tool_call_id"),
+                        "required for a tool result",
+                    ));
+                }
+                _ => {}
+            }
+            if !item.tool_call_ids.is_empty() && item.role != Some(Role::Assistant) {
+                v.push(FieldViolation::new(
+                    at("tool_call_ids"),
+                    "only assistant turns make tool calls",
+                ));
+            }
+            if !item.tool_call_id.is_empty() && item.role != Some(Role::Tool) {
+                v.push(FieldViolation::new(
+                    at("tool_call_id"),
+                    "only tool results answer a call",
+                ));
+            }
+        }
+    }
+    if v.is_empty() { Ok(budget) } else { Err(v) }
+}

@@ -1,0 +1,119 @@
+//! `context-assembler assemble FILE.json`: one request, no server. Reads the
+//! proto3 JSON of an `AssembleRequest` (what grpcurl sends) and prints the
+//! messages and a decision table, or the response as JSON.
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::process::ExitCode;
+
+use crate::assemble::{self as domain, Assembler, Assembly, DEFAULT_CACHE_BYTES, ModelTable};
+use crate::config::AssembleArgs;
+use crate::grpc::pb;
+
+/// Exit code for an unreadable input file (EX_NOINPUT).
+const EXIT_NO_INPUT: u8 = 66;
+/// Exit code for a request that cannot be assembled (EX_DATAERR).
+const EXIT_DATA: u8 = 65;
+
+/// Runs the subcommand.
+pub fn assemble(args: &AssembleArgs) -> ExitCode {
+    let text = if args.file.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map(|_| s)
+    } else {
+        std::fs::read_to_string(&args.file)
+    };
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("context-assembler: cannot read {}: {e}", args.file.display());
+            return ExitCode::from(EXIT_NO_INPUT);
+        }
+    };
+    match run(&text, args.json) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("context-assembler: {e}");
+            ExitCode::from(EXIT_DATA)
+        }
+    }
+}
+
+/// Assembles the JSON request `text`; returns what to print.
+pub fn run(text: &str, json: bool) -> Result<String, String> {
+    let wire: pb::AssembleRequest =
+        serde_json::from_str(text).map_err(|e| format!("invalid request JSON: {e}"))?;
+    let req = domain::AssembleRequest::try_from(wire).map_err(|e| e.to_string())?;
+    let assembly = Assembler::new(ModelTable::default(), DEFAULT_CACHE_BYTES)
+        .assemble(&req)
+        .map_err(|e| e.to_string())?;
+    if json {
+        let resp = pb::AssembleResponse::from(assembly);
+        return serde_json::to_string_pretty(&resp)
+            .map(|s| s + "\n")
+            .map_err(|e| format!("cannot encode the response: {e}"));
+    }
+    Ok(table(&assembly))
+}
+
+fn table(a: &Assembly) -> String {
+    let mut out = String::new();
+    for (i, m) in a.messages.iter().enumerate() {
+        let _ = writeln!(out, "--- message {i}: {} ---", m.role.as_str());
+        if !m.tool_call_ids.is_empty() {
+            let _ = writeln!(out, "(tool calls: {})", m.tool_call_ids.join(", "));
+        }
+        if !m.tool_call_id.is_empty() {
+            let _ = writeln!(out, "(answers: {})", m.tool_call_id);
+        }
+        let _ = writeln!(out, "{}", m.content.trim_end_matches('\n'));
+    }
+    let u = &a.usage;
+    let _ = writeln!(
+        out,
+        "\nmodel {}  tokenizer {}{}  budget {}  total {} (static {}, dynamic {})  prefix {}{}",
+        a.model,
+        u.tokenizer,
+        if u.exact { "" } else { " (estimated)" },
+        u.budget,
+        u.total_tokens,
+        u.static_tokens,
+        u.dynamic_tokens,
+        &a.cache.prefix_hash[..16.min(a.cache.prefix_hash.len())],
+        if a.cache.prefix_cache_hit { " (hit)" } else { "" },
+    );
+    let _ = writeln!(
+        out,
+        "\n{:<20} {:<13} {:>4} {:<10} {:>8} {:>8}  reason",
+        "block", "kind", "prio", "outcome", "offered", "kept"
+    );
+    for d in &a.decisions {
+        let _ = writeln!(
+            out,
+            "{:<20} {:<13} {:>4} {:<10} {:>8} {:>8}  {}",
+            d.name,
+            d.kind.as_str(),
+            d.priority,
+            d.outcome.as_str(),
+            d.tokens_offered,
+            d.tokens_kept,
+            d.reason
+        );
+        for (label, ids) in [
+            ("dropped", &d.dropped_item_ids),
+            ("filtered", &d.filtered_item_ids),
+            ("compacted", &d.compacted_item_ids),
+        ] {
+            if !ids.is_empty() {
+                let _ = writeln!(out, "{:<20} {label}: {}", "", ids.join(", "));
+            }
+        }
+    }
+    for w in &a.warnings {
+        let _ = writeln!(out, "warning {}: {}", w.code, w.message);
+    }
+    out
+}

@@ -1,0 +1,243 @@
+//! Wire <-> domain conversions. Decoding checks what only the wire can get
+//! wrong (unknown enum values); the domain validates the rest.
+
+use super::pb;
+use crate::assemble::{
+    self as domain, AssembleError, Assembly, BlockKind, FieldViolation, Outcome, Role, SegmentKind,
+};
+
+fn role_from_wire(v: i32) -> Option<Option<Role>> {
+    match pb::Role::try_from(v).ok()? {
+        pb::Role::Unspecified => Some(None),
+        pb::Role::System => Some(Some(Role::System)),
+        pb::Role::User => Some(Some(Role::User)),
+        pb::Role::Assistant => Some(Some(Role::Assistant)),
+        pb::Role::Tool => Some(Some(Role::Tool)),
+    }
+}
+
+fn role_to_wire(r: Role) -> pb::Role {
+    match r {
+        Role::System => pb::Role::System,
+        Role::User => pb::Role::User,
+        Role::Assistant => pb::Role::Assistant,
+        Role::Tool => pb::Role::Tool,
+    }
+}
+
+fn kind_from_wire(v: i32) -> Option<BlockKind> {
+    match pb::BlockKind::try_from(v).ok()? {
+        pb::BlockKind::Unspecified => None,
+        pb::BlockKind::State => Some(BlockKind::State),
+        pb::BlockKind::Evidence => Some(BlockKind::Evidence),
+        pb::BlockKind::Memory => Some(BlockKind::Memory),
+        pb::BlockKind::Summary => Some(BlockKind::Summary),
+        pb::BlockKind::RecentTurns => Some(BlockKind::RecentTurns),
+        pb::BlockKind::History => Some(BlockKind::History),
+    }
+}
+
+fn kind_to_wire(k: BlockKind) -> pb::BlockKind {
+    match k {
+        BlockKind::State => pb::BlockKind::State,
+        BlockKind::Evidence => pb::BlockKind::Evidence,
+        BlockKind::Memory => pb::BlockKind::Memory,
+        BlockKind::Summary => pb::BlockKind::Summary,
+        BlockKind::RecentTurns => pb::BlockKind::RecentTurns,
+        BlockKind::History => pb::BlockKind::History,
+    }
+}
+
+fn segment_kind_from_wire(v: i32) -> Option<SegmentKind> {
+    match pb::SegmentKind::try_from(v).ok()? {
+        pb::SegmentKind::Unspecified | pb::SegmentKind::System => Some(SegmentKind::System),
+        pb::SegmentKind::Policy => Some(SegmentKind::Policy),
+        pb::SegmentKind::OutputSchema => Some(SegmentKind::OutputSchema),
+        pb::SegmentKind::Examples => Some(SegmentKind::Examples),
+    }
+}
+
+fn outcome_to_wire(o: Outcome) -> pb::Outcome {
+    match o {
+        Outcome::Kept => pb::Outcome::Kept,
+        Outcome::Compacted => pb::Outcome::Compacted,
+        Outcome::Truncated => pb::Outcome::Truncated,
+        Outcome::Dropped => pb::Outcome::Dropped,
+        Outcome::Filtered => pb::Outcome::Filtered,
+    }
+}
+
+impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
+    type Error = AssembleError;
+
+    fn try_from(r: pb::AssembleRequest) -> Result<Self, Self::Error> {
+        let mut v = Vec::new();
+        let static_segments = r
+            .static_segments
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| domain::Segment {
+                kind: segment_kind_from_wire(s.kind).unwrap_or_else(|| {
+                    v.push(FieldViolation::new(
+                        format!("static_segments[{i}].kind"),
+                        "unknown segment kind",
+                    ));
+                    SegmentKind::System
+                }),
+                id: s.id,
+                content: s.content,
+            })
+            .collect();
+        let mut blocks = Vec::with_capacity(r.blocks.len());
+        for (bi, b) in r.blocks.into_iter().enumerate() {
+            let kind = kind_from_wire(b.kind).unwrap_or_else(|| {
+                v.push(FieldViolation::new(
+                    format!("blocks[{bi}].kind"),
+                    "required: a known block kind",
+                ));
+                BlockKind::Evidence
+            });
+            let items = b
+                .items
+                .into_iter()
+                .enumerate()
+                .map(|(ii, it)| domain::Item {
+                    role: role_from_wire(it.role).unwrap_or_else(|| {
+                        v.push(FieldViolation::new(
+                            format!("blocks[{bi}].items[{ii}].role"),
+                            "unknown role",
+                        ));
+                        None
+                    }),
+                    id: it.id,
+                    content: it.content,
+                    score: it.score,
+                    source: it.source,
+                    trusted: it.trusted,
+                    required_scopes: it.required_scopes,
+                    tool_call_ids: it.tool_call_ids,
+                    tool_call_id: it.tool_call_id,
+                    compact_form: it.compact_form,
+                })
+                .collect();
+            blocks.push(domain::Block {
+                name: b.name,
+                kind,
+                priority: b.priority,
+                cuttable: b.cuttable,
+                min_tokens: b.min_tokens,
+                max_tokens: b.max_tokens,
+                items,
+            });
+        }
+        if !v.is_empty() {
+            return Err(AssembleError::InvalidArgument(v));
+        }
+        let principal = r.principal.unwrap_or_default();
+        Ok(domain::AssembleRequest {
+            request_id: r.request_id,
+            model: r.model,
+            max_input_tokens: r.max_input_tokens,
+            output_reserve: r.output_reserve,
+            static_segments,
+            blocks,
+            query: r.query,
+            principal: domain::Principal {
+                id: principal.id,
+                scopes: principal.scopes,
+            },
+            session_id: r.session_id,
+        })
+    }
+}
+
+impl From<Assembly> for pb::AssembleResponse {
+    fn from(a: Assembly) -> Self {
+        pb::AssembleResponse {
+            request_id: a.request_id,
+            model: a.model,
+            messages: a
+                .messages
+                .into_iter()
+                .map(|m| pb::Message {
+                    role: role_to_wire(m.role).into(),
+                    content: m.content,
+                    tool_call_ids: m.tool_call_ids,
+                    tool_call_id: m.tool_call_id,
+                })
+                .collect(),
+            usage: Some(pb::Usage {
+                budget: a.usage.budget,
+                total_tokens: a.usage.total_tokens,
+                static_tokens: a.usage.static_tokens,
+                dynamic_tokens: a.usage.dynamic_tokens,
+                tokenizer: a.usage.tokenizer,
+                exact: a.usage.exact,
+                output_reserve: a.usage.output_reserve,
+                context_window: a.usage.context_window,
+            }),
+            cache: Some(pb::CacheInfo {
+                prefix_hash: a.cache.prefix_hash,
+                prefix_tokens: a.cache.prefix_tokens,
+                prefix_bytes: a.cache.prefix_bytes,
+                prefix_message_count: a.cache.prefix_message_count,
+                prefix_cache_hit: a.cache.prefix_cache_hit,
+            }),
+            decisions: a
+                .decisions
+                .into_iter()
+                .map(|d| pb::BlockDecision {
+                    name: d.name,
+                    kind: kind_to_wire(d.kind).into(),
+                    priority: d.priority,
+                    outcome: outcome_to_wire(d.outcome).into(),
+                    tokens_offered: d.tokens_offered,
+                    tokens_kept: d.tokens_kept,
+                    kept_item_ids: d.kept_item_ids,
+                    dropped_item_ids: d.dropped_item_ids,
+                    filtered_item_ids: d.filtered_item_ids,
+                    compacted_item_ids: d.compacted_item_ids,
+                    reason: d.reason,
+                })
+                .collect(),
+            warnings: a
+                .warnings
+                .into_iter()
+                .map(|w| pb::Warning {
+                    code: w.code.to_owned(),
+                    message: w.message,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The domain's count target from the wire's oneof.
+pub fn count_target(
+    t: Option<pb::count_tokens_request::Tokenizer>,
+) -> Result<domain::CountTarget, AssembleError> {
+    match t {
+        Some(pb::count_tokens_request::Tokenizer::Model(m)) => Ok(domain::CountTarget::Model(m)),
+        Some(pb::count_tokens_request::Tokenizer::Encoding(e)) => Ok(domain::CountTarget::Encoding(e)),
+        None => Err(AssembleError::invalid("tokenizer", "set model or encoding")),
+    }
+}
+
+/// The wire view of the model table.
+pub fn model_infos(table: &domain::ModelTable) -> pb::ListModelsResponse {
+    pb::ListModelsResponse {
+        models: table
+            .entries()
+            .iter()
+            .map(|m| pb::ModelInfo {
+                name: m.name.clone(),
+                encoding: m.tokenizer.encoding().name().to_owned(),
+                context_window: m.context_window,
+                default_output_reserve: m.output_reserve,
+                exact: m.tokenizer.is_exact(),
+                estimate_margin_percent: m.tokenizer.margin_percent(),
+                prefix: m.prefix,
+            })
+            .collect(),
+    }
+}

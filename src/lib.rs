@@ -1,0 +1,20 @@
+//! context-assembler: a gRPC sidecar that turns the parts of an LLM prompt
+//! into one assembled, budgeted, cache-friendly prompt.
+//!
+//! Architecture:
+//! - [`assemble`] is the domain (no gRPC): filter by permission, measure with
+//!   the model's tokenizer through blake3-keyed caches, reserve what may never
+//!   be cut, allocate the rest by priority, order for attention and caches.
+//! - [`grpc`] is the only module that knows tonic/prost: it converts wire
+//!   types to domain types and maps domain errors to `Status` in one place.
+//! - [`server`] binds, serves health/reflection/metrics and drains on signal.
+//! - [`config`] parses flags and env into one validated configuration.
+//! - [`cli`] assembles one request from a JSON file without a server.
+//! - [`telemetry`] holds the tracing setup and the metric catalogue.
+
+pub mod assemble;
+pub mod cli;
+pub mod config;
+pub mod grpc;
+pub mod server;
+pub mod telemetry;

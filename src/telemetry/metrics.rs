@@ -1,0 +1,146 @@
+//! Metric names (constants, with units), their descriptions and buckets, and
+//! the helpers that record them. Labels take only bounded `&'static str`
+//! values: request-supplied strings never become label values.
+
+use std::time::Duration;
+
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::assemble::{Assembly, BlockKind, Outcome};
+
+/// Requests by RPC and gRPC code.
+pub const REQUESTS_TOTAL: &str = "assembler_requests_total";
+/// Server-side request duration by RPC.
+pub const REQUEST_DURATION_SECONDS: &str = "assembler_request_duration_seconds";
+/// Static-prefix cache lookups by result.
+pub const PREFIX_CACHE_LOOKUPS_TOTAL: &str = "assembler_prefix_cache_lookups_total";
+/// Segment/item token-count cache lookups by result.
+pub const SEGMENT_CACHE_LOOKUPS_TOTAL: &str = "assembler_segment_cache_lookups_total";
+/// Block decisions by kind and outcome.
+pub const BLOCKS_TOTAL: &str = "assembler_blocks_total";
+/// Items dropped by block kind.
+pub const ITEMS_DROPPED_TOTAL: &str = "assembler_items_dropped_total";
+/// Items filtered by permission.
+pub const ITEMS_FILTERED_TOTAL: &str = "assembler_items_filtered_total";
+/// Requests refused because non-cuttable content exceeded the budget, by model.
+pub const BUDGET_OVERFLOW_TOTAL: &str = "assembler_budget_overflow_total";
+/// Prompt tokens per assembled prompt by region.
+pub const PROMPT_TOKENS: &str = "assembler_prompt_tokens";
+
+/// Duration buckets: 50 us to 1 s.
+pub const DURATION_BUCKETS_SECONDS: [f64; 14] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+/// Token buckets: 64 to 1Mi, by powers of four.
+pub const TOKEN_BUCKETS: [f64; 8] = [
+    64.0,
+    256.0,
+    1024.0,
+    4096.0,
+    16384.0,
+    65536.0,
+    262_144.0,
+    1_048_576.0,
+];
+
+/// Label value for a model not in the table.
+pub const OTHER_MODEL: &str = "other";
+
+/// Builds the Prometheus recorder with explicit buckets and describes every
+/// metric. Returns the handle that renders the scrape text.
+pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecorder, PrometheusHandle), String>
+{
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(REQUEST_DURATION_SECONDS.to_owned()),
+            &DURATION_BUCKETS_SECONDS,
+        )
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(PROMPT_TOKENS.to_owned()), &TOKEN_BUCKETS))
+        .map_err(|e| e.to_string())?
+        .build_recorder();
+    let handle = recorder.handle();
+    Ok((recorder, handle))
+}
+
+/// Describes every metric once (call after installing the recorder).
+pub fn describe() {
+    describe_counter!(
+        REQUESTS_TOTAL,
+        Unit::Count,
+        "gRPC requests by rpc and status code"
+    );
+    describe_histogram!(
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "server-side request duration by rpc"
+    );
+    describe_counter!(
+        PREFIX_CACHE_LOOKUPS_TOTAL,
+        Unit::Count,
+        "static-prefix token-count cache lookups by result"
+    );
+    describe_counter!(
+        SEGMENT_CACHE_LOOKUPS_TOTAL,
+        Unit::Count,
+        "segment and item token-count cache lookups by result"
+    );
+    describe_counter!(BLOCKS_TOTAL, Unit::Count, "block decisions by kind and outcome");
+    describe_counter!(
+        ITEMS_DROPPED_TOTAL,
+        Unit::Count,
+        "items dropped to fit the budget, by block kind"
+    );
+    describe_counter!(ITEMS_FILTERED_TOTAL, Unit::Count, "items filtered by permission");
+    describe_counter!(
+        BUDGET_OVERFLOW_TOTAL,
+        Unit::Count,
+        "requests whose non-cuttable content exceeded the budget, by model"
+    );
+    describe_histogram!(
+        PROMPT_TOKENS,
+        Unit::Count,
+        "tokens per assembled prompt, by region"
+    );
+}
+
+/// Records one cache lookup under `metric` (one of the cache constants).
+pub fn cache_lookup(metric: &'static str, hit: bool) {
+    counter!(metric, "result" => if hit { "hit" } else { "miss" }).increment(1);
+}
+
+/// Records one finished RPC.
+pub fn request(rpc: &'static str, code: &'static str, elapsed: Duration) {
+    counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code).increment(1);
+    histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc).record(elapsed.as_secs_f64());
+}
+
+/// Records a budget overflow; `model` must be a model-table name or [`OTHER_MODEL`].
+pub fn budget_overflow(model: String) {
+    counter!(BUDGET_OVERFLOW_TOTAL, "model" => model).increment(1);
+}
+
+/// Records the decisions and sizes of one assembled prompt.
+pub fn assembly(a: &Assembly) {
+    for d in &a.decisions {
+        counter!(BLOCKS_TOTAL, "kind" => kind_label(d.kind), "outcome" => outcome_label(d.outcome))
+            .increment(1);
+        if !d.dropped_item_ids.is_empty() {
+            counter!(ITEMS_DROPPED_TOTAL, "kind" => kind_label(d.kind))
+                .increment(d.dropped_item_ids.len() as u64);
+        }
+        if !d.filtered_item_ids.is_empty() {
+            counter!(ITEMS_FILTERED_TOTAL).increment(d.filtered_item_ids.len() as u64);
+        }
+    }
+    histogram!(PROMPT_TOKENS, "region" => "static").record(f64::from(a.usage.static_tokens));
+    histogram!(PROMPT_TOKENS, "region" => "dynamic").record(f64::from(a.usage.dynamic_tokens));
+}
+
+fn kind_label(k: BlockKind) -> &'static str {
+    k.as_str()
+}
+
+fn outcome_label(o: Outcome) -> &'static str {
+    o.as_str()
+}

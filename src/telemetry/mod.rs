@@ -1,0 +1,18 @@
+//! Telemetry: the tracing subscriber and the metric catalogue.
+
+pub mod metrics;
+
+use tracing_subscriber::{EnvFilter, fmt};
+
+/// Installs the global tracing subscriber: level from `RUST_LOG` (default
+/// `info`), JSON lines when `json` is set, plain text otherwise. Safe to call
+/// more than once (later calls do nothing).
+pub fn init_tracing(json: bool) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().flatten_event(true).try_init()
+    } else {
+        builder.try_init()
+    };
+}
