@@ -1,1 +1,140 @@
-fn main() {}
+//! Hot-path benchmarks by size: counting (ours vs tiktoken-rs), cache
+//! lookups, and whole assemblies warm and cold at 10/100/1000 items and
+//! 1k/8k/32k tokens, including the wire decode/encode a server does.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use context_assembler::assemble::cache::CountCache;
+use context_assembler::assemble::{AssembleRequest, Assembler, Encoding, ModelTable, Tokenizer};
+use context_assembler::grpc::pb;
+use context_assembler::workload::{self, Rng, Shape};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use prost::Message as _;
+
+const CACHE_BYTES: u64 = 256 << 20;
+
+fn inputs() -> Vec<(&'static str, String)> {
+    let mb = 1 << 20;
+    vec![
+        ("prose", workload::prose(&mut Rng::new(7), mb)),
+        ("code", workload::code(&mut Rng::new(8), mb)),
+        ("spaces", " ".repeat(mb)),
+        ("one_letter", "a".repeat(mb)),
+    ]
+}
+
+/// Cold counting throughput, 1 MB inputs: bpe-openai (ours) vs tiktoken-rs.
+/// tiktoken-rs is skipped where it panics (o200k on long whitespace runs).
+fn counting(c: &mut Criterion) {
+    let mut g = c.benchmark_group("count_1mb");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1));
+    for (name, text) in inputs() {
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        for encoding in Encoding::ALL {
+            let ours = Tokenizer::exact(encoding);
+            g.bench_with_input(
+                BenchmarkId::new(format!("ours/{}", encoding.name()), name),
+                &text,
+                |b, t| b.iter(|| ours.count(black_box(t))),
+            );
+            let theirs = match encoding {
+                Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+                Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
+            };
+            if encoding == Encoding::O200kBase && name == "spaces" {
+                continue; // tiktoken-rs panics here (regex backtrack limit).
+            }
+            g.bench_with_input(
+                BenchmarkId::new(format!("tiktoken_rs/{}", encoding.name()), name),
+                &text,
+                |b, t| b.iter(|| theirs.encode_ordinary(black_box(t)).len()),
+            );
+        }
+    }
+    g.finish();
+}
+
+/// Warm cache lookups: hashing plus a moka get, per item count.
+fn cache_lookup(c: &mut Criterion) {
+    let mut g = c.benchmark_group("cache_lookup");
+    let tok = Tokenizer::exact(Encoding::O200kBase);
+    let cache = CountCache::new(CACHE_BYTES, "bench_cache_lookups_total");
+    for n in [10usize, 100, 1000] {
+        let texts: Vec<String> = (0..n)
+            .map(|i| workload::prose(&mut Rng::new(i as u64), 2000))
+            .collect();
+        for t in &texts {
+            cache.count(&tok, t);
+        }
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &texts, |b, texts| {
+            b.iter(|| texts.iter().map(|t| cache.count(&tok, t)).sum::<u32>())
+        });
+    }
+    g.finish();
+}
+
+fn wire(req: &AssembleRequest) -> Vec<u8> {
+    pb::AssembleRequest::from(req.clone()).encode_to_vec()
+}
+
+/// What the server does per request: decode, convert, assemble, encode.
+fn server_side(asm: &Assembler, bytes: &[u8]) -> usize {
+    let wire = pb::AssembleRequest::decode(bytes).unwrap();
+    let req = AssembleRequest::try_from(wire).unwrap();
+    let out = asm.assemble(&req).unwrap();
+    pb::AssembleResponse::from(out).encoded_len()
+}
+
+fn assemble_by_tokens(c: &mut Criterion) {
+    let mut g = c.benchmark_group("assemble_tokens");
+    g.sample_size(20);
+    for tokens in [1_000usize, 8_000, 32_000] {
+        let req = workload::request(Shape::new(tokens, 16), 42);
+        let bytes = wire(&req);
+        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        let warm = Assembler::new(ModelTable::default(), CACHE_BYTES);
+        server_side(&warm, &bytes);
+        g.bench_with_input(BenchmarkId::new("warm", tokens), &bytes, |b, bytes| {
+            b.iter(|| server_side(&warm, black_box(bytes)))
+        });
+        g.bench_with_input(BenchmarkId::new("cold", tokens), &bytes, |b, bytes| {
+            b.iter_batched(
+                || Assembler::new(ModelTable::default(), CACHE_BYTES),
+                |cold| server_side(&cold, black_box(bytes)),
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+fn assemble_by_items(c: &mut Criterion) {
+    let mut g = c.benchmark_group("assemble_items");
+    g.sample_size(20);
+    for items in [10usize, 100, 1000] {
+        // Over budget on purpose: 1000 items of ~60 tokens into an 8k budget.
+        let mut req = workload::request(Shape::new(items * 60, items), 9);
+        req.max_input_tokens = Some(8_000.max(items as u32 * 30));
+        let asm = Assembler::new(ModelTable::default(), CACHE_BYTES);
+        asm.assemble(&req).unwrap();
+        g.throughput(Throughput::Elements(items as u64));
+        g.bench_with_input(BenchmarkId::new("warm_allocate", items), &req, |b, req| {
+            b.iter(|| asm.assemble(black_box(req)).unwrap().usage.total_tokens)
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    counting,
+    cache_lookup,
+    assemble_by_tokens,
+    assemble_by_items
+);
+criterion_main!(benches);

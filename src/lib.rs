@@ -11,6 +11,7 @@
 //! - [`config`] parses flags and env into one validated configuration.
 //! - [`cli`] assembles one request from a JSON file without a server.
 //! - [`telemetry`] holds the tracing setup and the metric catalogue.
+//! - [`workload`] generates deterministic synthetic prompts for benches and tests.
 
 pub mod assemble;
 pub mod cli;
@@ -18,3 +19,4 @@ pub mod config;
 pub mod grpc;
 pub mod server;
 pub mod telemetry;
+pub mod workload;

@@ -166,25 +166,29 @@ impl Bound {
 }
 
 /// Installs the process-wide Prometheus recorder once; later calls (several
-/// servers in one test process) share it.
+/// servers in one test process) share it. Histogram upkeep runs on its own
+/// thread so it outlives any one runtime.
 pub fn install_metrics() -> Result<PrometheusHandle, ServeError> {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    if let Some(h) = HANDLE.get() {
-        return Ok(h.clone());
-    }
-    let (recorder, handle) = metrics::build_recorder().map_err(ServeError::Metrics)?;
-    if ::metrics::set_global_recorder(recorder).is_ok() {
-        metrics::describe();
-        let upkeep = handle.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(METRICS_UPKEEP_INTERVAL);
-            loop {
-                tick.tick().await;
-                upkeep.run_upkeep();
-            }
-        });
-    }
-    Ok(HANDLE.get_or_init(|| handle).clone())
+    static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let (recorder, handle) = metrics::build_recorder()?;
+            ::metrics::set_global_recorder(recorder).map_err(|e| e.to_string())?;
+            metrics::describe();
+            let upkeep = handle.clone();
+            std::thread::Builder::new()
+                .name("metrics-upkeep".to_owned())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(METRICS_UPKEEP_INTERVAL);
+                        upkeep.run_upkeep();
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+            Ok(handle)
+        })
+        .clone()
+        .map_err(ServeError::Metrics)
 }
 
 /// Serves `GET /metrics` in the Prometheus text format; 404 elsewhere.

@@ -538,9 +538,7 @@ fn reason(block: &Block, fate: BlockFate, forms: &[Form], outcome: Outcome) -> &
         _ if dropped(DropReason::BlockLimit) => "max_tokens reached",
         (Outcome::Truncated, _) => "over budget: truncated at a sentence boundary",
         _ if block.kind.is_turns() => "over budget: dropped oldest turns",
-        _ if forms.contains(&Form::Compact) => {
-            "over budget: compact forms before dropping lowest-scored"
-        }
+        _ if forms.contains(&Form::Compact) => "over budget: compact forms before dropping lowest-scored",
         _ => "over budget: dropped lowest-scored items",
     }
 }

@@ -241,3 +241,95 @@ pub fn model_infos(table: &domain::ModelTable) -> pb::ListModelsResponse {
             .collect(),
     }
 }
+
+impl From<domain::AssembleRequest> for pb::AssembleRequest {
+    /// The wire form of a domain request (load generator, benches, tests).
+    fn from(r: domain::AssembleRequest) -> Self {
+        pb::AssembleRequest {
+            request_id: r.request_id,
+            model: r.model,
+            max_input_tokens: r.max_input_tokens,
+            output_reserve: r.output_reserve,
+            static_segments: r
+                .static_segments
+                .into_iter()
+                .map(|s| pb::Segment {
+                    id: s.id,
+                    kind: segment_kind_to_wire(s.kind).into(),
+                    content: s.content,
+                })
+                .collect(),
+            blocks: r
+                .blocks
+                .into_iter()
+                .map(|b| pb::Block {
+                    name: b.name,
+                    kind: kind_to_wire(b.kind).into(),
+                    priority: b.priority,
+                    cuttable: b.cuttable,
+                    min_tokens: b.min_tokens,
+                    max_tokens: b.max_tokens,
+                    items: b
+                        .items
+                        .into_iter()
+                        .map(|it| pb::Item {
+                            id: it.id,
+                            content: it.content,
+                            score: it.score,
+                            source: it.source,
+                            trusted: it.trusted,
+                            required_scopes: it.required_scopes,
+                            role: it.role.map_or(pb::Role::Unspecified, role_to_wire).into(),
+                            tool_call_ids: it.tool_call_ids,
+                            tool_call_id: it.tool_call_id,
+                            compact_form: it.compact_form,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            query: r.query,
+            principal: Some(pb::Principal {
+                id: r.principal.id,
+                scopes: r.principal.scopes,
+            }),
+            session_id: r.session_id,
+        }
+    }
+}
+
+fn segment_kind_to_wire(k: SegmentKind) -> pb::SegmentKind {
+    match k {
+        SegmentKind::System => pb::SegmentKind::System,
+        SegmentKind::Policy => pb::SegmentKind::Policy,
+        SegmentKind::OutputSchema => pb::SegmentKind::OutputSchema,
+        SegmentKind::Examples => pb::SegmentKind::Examples,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{self, Shape};
+
+    #[test]
+    fn requests_survive_a_round_trip_through_the_wire() {
+        let mut req = workload::request(Shape::new(2_000, 5), 3);
+        req.blocks[4].items[1].tool_call_ids = vec!["c1".to_owned()];
+        req.blocks[1].cuttable = Some(false);
+        req.max_input_tokens = Some(1234);
+        let back = domain::AssembleRequest::try_from(pb::AssembleRequest::from(req.clone())).unwrap();
+        assert_eq!(back, req);
+    }
+
+    #[test]
+    fn unknown_enum_values_are_field_violations() {
+        let mut wire = pb::AssembleRequest::from(workload::request(Shape::new(1_000, 2), 1));
+        wire.blocks[0].kind = 99;
+        wire.blocks[4].items[0].role = 42;
+        let Err(AssembleError::InvalidArgument(v)) = domain::AssembleRequest::try_from(wire) else {
+            panic!("accepted");
+        };
+        let fields: Vec<&str> = v.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, vec!["blocks[0].kind", "blocks[4].items[0].role"]);
+    }
+}

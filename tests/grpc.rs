@@ -1,0 +1,310 @@
+//! Integration tests through the real server: status codes and structured
+//! details for bad input, exact usage, health, reflection and metrics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::TestServer;
+use context_assembler::grpc::pb;
+use context_assembler::workload::{self, Shape};
+use tonic::Code;
+use tonic_types::StatusExt;
+
+fn request() -> pb::AssembleRequest {
+    pb::AssembleRequest {
+        request_id: "it-1".to_owned(),
+        model: "gpt-4o-mini".to_owned(),
+        static_segments: vec![pb::Segment {
+            id: "sys".to_owned(),
+            kind: pb::SegmentKind::System.into(),
+            content: "You answer from the documents only.".to_owned(),
+        }],
+        blocks: vec![pb::Block {
+            name: "evidence".to_owned(),
+            kind: pb::BlockKind::Evidence.into(),
+            items: vec![
+                pb::Item {
+                    id: "d1".to_owned(),
+                    content: "Refunds within 30 days.".to_owned(),
+                    score: 0.9,
+                    ..Default::default()
+                },
+                pb::Item {
+                    id: "d2".to_owned(),
+                    content: "Internal margin table.".to_owned(),
+                    score: 0.8,
+                    required_scopes: vec!["finance".to_owned()],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }],
+        query: "Can I get a refund?".to_owned(),
+        principal: Some(pb::Principal {
+            id: "u1".to_owned(),
+            scopes: vec!["support".to_owned()],
+        }),
+        ..Default::default()
+    }
+}
+
+fn violations(status: &tonic::Status) -> Vec<String> {
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    status
+        .get_details_bad_request()
+        .expect("BadRequest detail")
+        .field_violations
+        .into_iter()
+        .map(|v| v.field)
+        .collect()
+}
+
+/// The chat formula recounted with the reference tokenizer.
+fn recount(messages: &[pb::Message]) -> u32 {
+    let bpe = tiktoken_rs::o200k_base_singleton();
+    let role = |r: i32| match pb::Role::try_from(r).unwrap() {
+        pb::Role::System => "system",
+        pb::Role::User => "user",
+        pb::Role::Assistant => "assistant",
+        pb::Role::Tool => "tool",
+        pb::Role::Unspecified => panic!("unspecified role in output"),
+    };
+    3 + messages
+        .iter()
+        .map(|m| 3 + bpe.encode_ordinary(role(m.role)).len() + bpe.encode_ordinary(&m.content).len())
+        .sum::<usize>() as u32
+}
+
+#[tokio::test]
+async fn assemble_returns_exact_usage_and_filters_by_permission() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let resp = client.assemble(request()).await.unwrap().into_inner();
+    let usage = resp.usage.unwrap();
+    assert_eq!(usage.total_tokens, recount(&resp.messages));
+    assert!(usage.exact);
+    assert_eq!(usage.tokenizer, "o200k_base");
+    assert_eq!(resp.model, "gpt-4o");
+    let d = &resp.decisions[0];
+    assert_eq!(d.kept_item_ids, vec!["d1"]);
+    assert_eq!(d.filtered_item_ids, vec!["d2"]);
+    assert!(resp.messages.iter().all(|m| !m.content.contains("margin")));
+    assert_eq!(resp.messages.last().unwrap().content, "Can I get a refund?");
+
+    let again = client.assemble(request()).await.unwrap().into_inner();
+    let cache = again.cache.unwrap();
+    assert!(cache.prefix_cache_hit);
+    assert_eq!(cache.prefix_hash, resp.cache.unwrap().prefix_hash);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_name_their_fields() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+
+    let mut unknown_model = request();
+    unknown_model.model = "llama-7b".to_owned();
+    assert_eq!(
+        violations(&client.assemble(unknown_model).await.unwrap_err()),
+        vec!["model"]
+    );
+
+    let mut empty_query = request();
+    empty_query.query = String::new();
+    assert_eq!(
+        violations(&client.assemble(empty_query).await.unwrap_err()),
+        vec!["query"]
+    );
+
+    let mut duplicate = request();
+    let copy = duplicate.blocks[0].clone();
+    duplicate.blocks.push(copy);
+    assert_eq!(
+        violations(&client.assemble(duplicate).await.unwrap_err()),
+        vec!["blocks[1].name"]
+    );
+
+    let mut min_over_max = request();
+    min_over_max.blocks[0].min_tokens = 100;
+    min_over_max.blocks[0].max_tokens = 10;
+    assert_eq!(
+        violations(&client.assemble(min_over_max).await.unwrap_err()),
+        vec!["blocks[0].min_tokens"]
+    );
+
+    let mut bad_kind = request();
+    bad_kind.blocks[0].kind = 0;
+    assert_eq!(
+        violations(&client.assemble(bad_kind).await.unwrap_err()),
+        vec!["blocks[0].kind"]
+    );
+
+    let bad_count = pb::CountTokensRequest {
+        tokenizer: Some(pb::count_tokens_request::Tokenizer::Encoding("p50k".to_owned())),
+        text: "x".to_owned(),
+    };
+    assert_eq!(
+        violations(&client.count_tokens(bad_count).await.unwrap_err()),
+        vec!["encoding"]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn non_cuttable_overflow_is_failed_precondition_with_error_info() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let mut req = request();
+    req.max_input_tokens = Some(50);
+    req.blocks.push(pb::Block {
+        name: "state".to_owned(),
+        kind: pb::BlockKind::State.into(),
+        items: vec![pb::Item {
+            id: "s".to_owned(),
+            content: "fact. ".repeat(200),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let status = client.assemble(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    let info = status.get_details_error_info().expect("ErrorInfo detail");
+    assert_eq!(info.reason, "BUDGET_OVERFLOW");
+    assert_eq!(info.metadata.get("budget").map(String::as_str), Some("50"));
+    assert_eq!(info.metadata.get("model").map(String::as_str), Some("gpt-4o"));
+    let tokens: u64 = info.metadata["non_cuttable_tokens"].parse().unwrap();
+    assert!(tokens > 200);
+
+    let (status_line, body) = server.http_get("/metrics").await;
+    assert!(status_line.contains("200"), "{status_line}");
+    assert!(
+        body.contains("assembler_budget_overflow_total{model=\"gpt-4o\"}"),
+        "{body}"
+    );
+    assert!(body.contains("assembler_requests_total{rpc=\"Assemble\",code=\"FAILED_PRECONDITION\"}"));
+    assert!(body.contains("assembler_request_duration_seconds_bucket{rpc=\"Assemble\",le=\"0.00005\"}"));
+    let (not_found, _) = server.http_get("/other").await;
+    assert!(not_found.contains("404"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn count_tokens_and_list_models() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let text = "Hello <|endoftext|> world".to_owned();
+    let by_model = client
+        .count_tokens(pb::CountTokensRequest {
+            tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4".to_owned())),
+            text: text.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_model.tokenizer, "cl100k_base");
+    assert_eq!(
+        by_model.tokens as usize,
+        tiktoken_rs::cl100k_base_singleton().encode_ordinary(&text).len()
+    );
+    assert!(by_model.exact);
+
+    let models = client
+        .list_models(pb::ListModelsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .models;
+    let gpt4o = models.iter().find(|m| m.name == "gpt-4o").unwrap();
+    assert_eq!(gpt4o.encoding, "o200k_base");
+    assert!(gpt4o.exact && gpt4o.prefix);
+    assert!(models.iter().any(|m| !m.exact && m.estimate_margin_percent > 0));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn hostile_content_is_counted_quickly_without_panicking() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let mut req = request();
+    req.blocks[0].items[0].content = " ".repeat(1 << 20);
+    req.blocks[0].items[1].content = "a".repeat(1 << 20);
+    req.blocks[0].items[1].required_scopes.clear();
+    let resp = client.assemble(req).await.unwrap().into_inner();
+    assert!(resp.usage.unwrap().total_tokens > 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_large_synthetic_request_round_trips() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let req = pb::AssembleRequest::from(workload::request(Shape::new(32_000, 24), 5));
+    let resp = client.assemble(req).await.unwrap().into_inner();
+    let usage = resp.usage.unwrap();
+    assert_eq!(usage.total_tokens, recount(&resp.messages));
+    assert!(usage.total_tokens > 25_000, "{}", usage.total_tokens);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn health_and_reflection_v1_and_v1alpha_answer() {
+    use tonic_reflection::pb::{v1, v1alpha};
+    let server = TestServer::start().await;
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel.clone());
+    let overall = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        overall.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(server.channel.clone());
+    let req = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1alpha::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut stream = alpha
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let msg = stream.message().await.unwrap().unwrap();
+    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        msg.message_response
+    else {
+        panic!("unexpected reflection answer");
+    };
+    assert!(
+        list.service
+            .iter()
+            .any(|s| s.name == "context_assembler.v1.Assembler")
+    );
+
+    let mut v1c = v1::server_reflection_client::ServerReflectionClient::new(server.channel.clone());
+    let req = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut stream = v1c
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let msg = stream.message().await.unwrap().unwrap();
+    assert!(matches!(
+        msg.message_response,
+        Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(_))
+    ));
+    server.stop().await;
+}
