@@ -90,6 +90,19 @@ fn server_side(asm: &Assembler, bytes: &[u8]) -> usize {
     pb::AssembleResponse::from(out).encoded_len()
 }
 
+/// blake3 of every part of the request, one hash per part.
+fn hash_parts(req: &AssembleRequest) -> u8 {
+    let mut acc = 0u8;
+    let mut h = |s: &str| acc ^= blake3::hash(s.as_bytes()).as_bytes()[0];
+    req.static_segments.iter().for_each(|s| h(&s.content));
+    req.blocks
+        .iter()
+        .flat_map(|b| &b.items)
+        .for_each(|i| h(&i.content));
+    h(&req.query);
+    acc
+}
+
 fn assemble_by_tokens(c: &mut Criterion) {
     let mut g = c.benchmark_group("assemble_tokens");
     g.sample_size(20);
@@ -101,6 +114,18 @@ fn assemble_by_tokens(c: &mut Criterion) {
         server_side(&warm, &bytes);
         g.bench_with_input(BenchmarkId::new("warm", tokens), &bytes, |b, bytes| {
             b.iter(|| server_side(&warm, black_box(bytes)))
+        });
+        // Baselines, side by side: hashing every part once (the floor a warm
+        // request approaches) and the wire work alone (decode + encode).
+        g.bench_with_input(BenchmarkId::new("hash_only", tokens), &req, |b, req| {
+            b.iter(|| hash_parts(black_box(req)))
+        });
+        let response = pb::AssembleResponse::from(warm.assemble(&req).unwrap());
+        g.bench_with_input(BenchmarkId::new("wire_only", tokens), &bytes, |b, bytes| {
+            b.iter(|| {
+                let w = pb::AssembleRequest::decode(black_box(bytes.as_slice())).unwrap();
+                w.encoded_len() + response.encode_to_vec().len()
+            })
         });
         g.bench_with_input(BenchmarkId::new("cold", tokens), &bytes, |b, bytes| {
             b.iter_batched(

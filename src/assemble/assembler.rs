@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tracing::debug;
 
 use super::allocate::{self, Allocation, BlockFate, BlockPlan, DropReason, Form, Shrink, Slot, UnitPlan};
-use super::cache::{self, CountCache};
+use super::cache::CountCache;
 use super::error::AssembleError;
 use super::models::{ModelSpec, ModelTable};
 use super::render::{self, FormAttr};
@@ -217,10 +217,7 @@ impl<'a> Pipeline<'a> {
     /// Tokens of the static prefix messages: one lookup when the prefix is
     /// known, else one per segment.
     fn static_tokens(&self, digest: &[u8; 32]) -> (u32, bool) {
-        let mut h = blake3::Hasher::new();
-        cache::key_prefix(&mut h, self.tok);
-        h.update(digest);
-        let key = *h.finalize().as_bytes();
+        let key = CountCache::key(self.tok, digest);
         if let Some(n) = self.asm.prefixes.get(&key) {
             return (n, true);
         }

@@ -1,4 +1,6 @@
 //! Token-count caches keyed by blake3(tokenizer id, bytes), bounded by weight.
+//! The tokenizer id is the hash key (see [`Tokenizer::hasher`]), so one pass
+//! over the bytes makes the cache key.
 //!
 //! Values are plain `u32` counts, so a lookup copies four bytes; the key is a
 //! 32-byte digest, so memory per entry is constant and the bound in MiB holds.
@@ -8,7 +10,7 @@ use moka::sync::Cache;
 use super::tokenizer::Tokenizer;
 use crate::telemetry::metrics;
 
-/// A cache key: blake3 over the tokenizer id and the counted bytes.
+/// A cache key: blake3 of the counted bytes, keyed by the tokenizer id.
 pub type Key = [u8; 32];
 
 /// Approximate bytes one entry costs (key, value and moka's bookkeeping).
@@ -45,8 +47,7 @@ impl CountCache {
 
     /// The key of `bytes` counted with `tokenizer`.
     pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
-        let mut h = blake3::Hasher::new();
-        key_prefix(&mut h, tokenizer);
+        let mut h = tokenizer.hasher();
         h.update(bytes);
         *h.finalize().as_bytes()
     }
@@ -85,14 +86,6 @@ impl CountCache {
         self.inner.run_pending_tasks();
         self.inner.entry_count()
     }
-}
-
-/// Feeds the tokenizer id into a key hasher, length-framed so that no id can
-/// be confused with the start of the content.
-pub(crate) fn key_prefix(h: &mut blake3::Hasher, tokenizer: &Tokenizer) {
-    let id = tokenizer.to_string();
-    h.update(&(id.len() as u64).to_le_bytes());
-    h.update(id.as_bytes());
 }
 
 #[cfg(test)]

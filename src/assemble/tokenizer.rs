@@ -55,24 +55,36 @@ pub struct Tokenizer {
     encoding: Encoding,
     /// 0 = exact; otherwise the percentage added to the base encoding's count.
     margin_percent: u32,
+    /// blake3 of the tokenizer id: the key of this tokenizer's cache hashes.
+    cache_key: [u8; 32],
 }
 
 impl Tokenizer {
     /// An exact tokenizer for a public encoding.
     pub fn exact(encoding: Encoding) -> Self {
-        Tokenizer {
+        Tokenizer::new(encoding, 0)
+    }
+
+    fn new(encoding: Encoding, margin_percent: u32) -> Self {
+        let mut t = Tokenizer {
             encoding,
-            margin_percent: 0,
-        }
+            margin_percent,
+            cache_key: [0; 32],
+        };
+        t.cache_key = *blake3::hash(t.to_string().as_bytes()).as_bytes();
+        t
+    }
+
+    /// A blake3 hasher keyed by this tokenizer's id: equal bytes counted by
+    /// different tokenizers never share a cache key.
+    pub fn hasher(&self) -> blake3::Hasher {
+        blake3::Hasher::new_keyed(&self.cache_key)
     }
 
     /// An estimating tokenizer: `ceil(count(base) * (100 + margin) / 100)` per
     /// part. Use for models whose tokenizer is not public; never reports exact.
     pub fn estimate(base: Encoding, margin_percent: u32) -> Self {
-        Tokenizer {
-            encoding: base,
-            margin_percent: margin_percent.max(1),
-        }
+        Tokenizer::new(base, margin_percent.max(1))
     }
 
     /// Whether counts equal the model's own tokenizer.
