@@ -1,12 +1,13 @@
 //! `context-assembler assemble FILE.json`: one request, no server. Reads the
 //! proto3 JSON of an `AssembleRequest` (what grpcurl sends) and prints the
-//! messages and a decision table, or the response as JSON.
+//! messages and a decision table, or the response as JSON; `--jsonl` takes
+//! one request per line (offline evaluation, reference cross-checks).
 
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use crate::assemble::{self as domain, Assembler, Assembly, DEFAULT_CACHE_BYTES, ModelTable};
+use crate::assemble::{self as domain, AssembleError, Assembler, Assembly, DEFAULT_CACHE_BYTES, ModelTable};
 use crate::config::AssembleArgs;
 use crate::grpc::pb;
 
@@ -30,6 +31,10 @@ pub fn assemble(args: &AssembleArgs) -> ExitCode {
             return ExitCode::from(EXIT_NO_INPUT);
         }
     };
+    if args.jsonl {
+        print!("{}", run_lines(&text));
+        return ExitCode::SUCCESS;
+    }
     match run(&text, args.json) {
         Ok(out) => {
             print!("{out}");
@@ -57,6 +62,43 @@ pub fn run(text: &str, json: bool) -> Result<String, String> {
             .map_err(|e| format!("cannot encode the response: {e}"));
     }
     Ok(table(&assembly))
+}
+
+/// Why a request failed: a stable code and a message.
+type Failure = (&'static str, String);
+
+fn assemble_one(assembler: &Assembler, text: &str) -> Result<Assembly, Failure> {
+    let wire: pb::AssembleRequest =
+        serde_json::from_str(text).map_err(|e| ("INVALID_JSON", format!("invalid request JSON: {e}")))?;
+    let req = domain::AssembleRequest::try_from(wire).map_err(|e| (error_code(&e), e.to_string()))?;
+    assembler
+        .assemble(&req)
+        .map_err(|e| (error_code(&e), e.to_string()))
+}
+
+fn error_code(e: &AssembleError) -> &'static str {
+    match e {
+        AssembleError::InvalidArgument(_) => "INVALID_ARGUMENT",
+        AssembleError::BudgetOverflow { .. } => "BUDGET_OVERFLOW",
+    }
+}
+
+/// Assembles one JSON request per non-empty line with one warm assembler;
+/// returns one JSON line per request.
+pub fn run_lines(text: &str) -> String {
+    let assembler = Assembler::new(ModelTable::default(), DEFAULT_CACHE_BYTES);
+    let mut out = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let value = match assemble_one(&assembler, line) {
+            Ok(a) => serde_json::to_value(pb::AssembleResponse::from(a)).unwrap_or_else(
+                |e| serde_json::json!({"error": {"code": "INTERNAL", "message": e.to_string()}}),
+            ),
+            Err((code, message)) => serde_json::json!({"error": {"code": code, "message": message}}),
+        };
+        out.push_str(&value.to_string());
+        out.push('\n');
+    }
+    out
 }
 
 fn table(a: &Assembly) -> String {

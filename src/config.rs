@@ -83,6 +83,11 @@ pub struct AssembleArgs {
     /// Print the whole response as proto3 JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Read one request per line and print one JSON line per request: the
+    /// response, or `{"error": {"code": .., "message": ..}}`. Caches stay warm
+    /// across lines.
+    #[arg(long, conflicts_with = "json")]
+    pub jsonl: bool,
 }
 
 /// A validated server configuration.

@@ -82,3 +82,28 @@ fn bad_configuration_exits_64_before_binding() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"));
 }
+
+#[test]
+fn jsonl_answers_every_line_with_a_response_or_an_error() {
+    let example: serde_json::Value = serde_json::from_slice(&std::fs::read(EXAMPLE).unwrap()).unwrap();
+    let input = format!("{example}\n{{\"model\": \"nope\", \"query\": \"q\"}}\n\n{example}\n");
+    let mut child = Command::new(BIN)
+        .args(["assemble", "--jsonl", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines[0]["usage"]["totalTokens"].as_u64().unwrap() > 0);
+    assert_eq!(lines[1]["error"]["code"], "INVALID_ARGUMENT");
+    assert_eq!(lines[2]["usage"], lines[0]["usage"]);
+    assert_eq!(lines[2]["cache"]["prefixCacheHit"], true);
+}
