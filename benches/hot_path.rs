@@ -62,7 +62,7 @@ fn counting(c: &mut Criterion) {
 fn cache_lookup(c: &mut Criterion) {
     let mut g = c.benchmark_group("cache_lookup");
     let tok = Tokenizer::exact(Encoding::O200kBase);
-    let cache = CountCache::new(CACHE_BYTES, "bench_cache_lookups_total");
+    let cache = CountCache::new(CACHE_BYTES);
     for n in [10usize, 100, 1000] {
         let texts: Vec<String> = (0..n)
             .map(|i| workload::prose(&mut Rng::new(i as u64), 2000))
@@ -86,7 +86,7 @@ fn wire(req: &AssembleRequest) -> Vec<u8> {
 fn server_side(asm: &Assembler, bytes: &[u8]) -> usize {
     let wire = pb::AssembleRequest::decode(bytes).unwrap();
     let req = AssembleRequest::try_from(wire).unwrap();
-    let out = asm.assemble(&req).unwrap();
+    let out = asm.assemble(req).unwrap();
     pb::AssembleResponse::from(out).encoded_len()
 }
 
@@ -120,7 +120,7 @@ fn assemble_by_tokens(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("hash_only", tokens), &req, |b, req| {
             b.iter(|| hash_parts(black_box(req)))
         });
-        let response = pb::AssembleResponse::from(warm.assemble(&req).unwrap());
+        let response = pb::AssembleResponse::from(warm.assemble(req.clone()).unwrap());
         g.bench_with_input(BenchmarkId::new("wire_only", tokens), &bytes, |b, bytes| {
             b.iter(|| {
                 let w = pb::AssembleRequest::decode(black_box(bytes.as_slice())).unwrap();
@@ -146,10 +146,10 @@ fn assemble_by_items(c: &mut Criterion) {
         let mut req = workload::request(Shape::new(items * 60, items), 9);
         req.max_input_tokens = Some(8_000.max(items as u32 * 30));
         let asm = Assembler::new(ModelTable::default(), CACHE_BYTES);
-        asm.assemble(&req).unwrap();
+        asm.assemble(req.clone()).unwrap();
         g.throughput(Throughput::Elements(items as u64));
         g.bench_with_input(BenchmarkId::new("warm_allocate", items), &req, |b, req| {
-            b.iter(|| asm.assemble(black_box(req)).unwrap().usage.total_tokens)
+            b.iter(|| asm.assemble(black_box(req.clone())).unwrap().usage.total_tokens)
         });
     }
     g.finish();

@@ -1,5 +1,6 @@
-//! Profiling driver: repeats one warm server-side Assemble of a 32k-token
-//! request (decode, assemble, encode) so a profiler can attribute its time.
+//! Profiling driver: repeats one warm server-side Assemble (decode, assemble,
+//! encode) so a profiler can attribute its time.
+//! Usage: profile_warm [ITERATIONS] [TOKENS] [ITEMS] [BUDGET]
 #![allow(clippy::unwrap_used)]
 
 use context_assembler::assemble::{AssembleRequest, Assembler, DEFAULT_CACHE_BYTES, ModelTable};
@@ -18,7 +19,7 @@ fn main() {
     let started = std::time::Instant::now();
     for _ in 0..iterations {
         let req = AssembleRequest::try_from(pb::AssembleRequest::decode(bytes.as_slice()).unwrap()).unwrap();
-        let out = asm.assemble(&req).unwrap();
+        let out = asm.assemble(req).unwrap();
         total += pb::AssembleResponse::from(out).encode_to_vec().len();
     }
     let per = started.elapsed() / iterations as u32;

@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use crate::assemble::{self as domain, AssembleError, Assembler, Assembly, DEFAULT_CACHE_BYTES, ModelTable};
+use crate::assemble::{AssembleError, Assembler, Assembly, DEFAULT_CACHE_BYTES, ModelTable};
 use crate::config::AssembleArgs;
-use crate::grpc::pb;
+use crate::grpc::json::{JsonError, request_from_json, response_to_json};
 
 /// Exit code for an unreadable input file (EX_NOINPUT).
 const EXIT_NO_INPUT: u8 = 66;
@@ -49,15 +49,10 @@ pub fn assemble(args: &AssembleArgs) -> ExitCode {
 
 /// Assembles the JSON request `text`; returns what to print.
 pub fn run(text: &str, json: bool) -> Result<String, String> {
-    let wire: pb::AssembleRequest =
-        serde_json::from_str(text).map_err(|e| format!("invalid request JSON: {e}"))?;
-    let req = domain::AssembleRequest::try_from(wire).map_err(|e| e.to_string())?;
-    let assembly = Assembler::new(ModelTable::default(), DEFAULT_CACHE_BYTES)
-        .assemble(&req)
-        .map_err(|e| e.to_string())?;
+    let assembler = Assembler::new(ModelTable::default(), DEFAULT_CACHE_BYTES);
+    let assembly = assemble_one(&assembler, text).map_err(|(_, message)| message)?;
     if json {
-        let resp = pb::AssembleResponse::from(assembly);
-        return serde_json::to_string_pretty(&resp)
+        return serde_json::to_string_pretty(&response_to_json(assembly))
             .map(|s| s + "\n")
             .map_err(|e| format!("cannot encode the response: {e}"));
     }
@@ -68,11 +63,12 @@ pub fn run(text: &str, json: bool) -> Result<String, String> {
 type Failure = (&'static str, String);
 
 fn assemble_one(assembler: &Assembler, text: &str) -> Result<Assembly, Failure> {
-    let wire: pb::AssembleRequest =
-        serde_json::from_str(text).map_err(|e| ("INVALID_JSON", format!("invalid request JSON: {e}")))?;
-    let req = domain::AssembleRequest::try_from(wire).map_err(|e| (error_code(&e), e.to_string()))?;
+    let req = request_from_json(text).map_err(|e| match &e {
+        JsonError::Syntax(_) => ("INVALID_JSON", e.to_string()),
+        JsonError::Invalid(inner) => (error_code(inner), e.to_string()),
+    })?;
     assembler
-        .assemble(&req)
+        .assemble(req)
         .map_err(|e| (error_code(&e), e.to_string()))
 }
 
@@ -90,9 +86,7 @@ pub fn run_lines(text: &str) -> String {
     let mut out = String::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let value = match assemble_one(&assembler, line) {
-            Ok(a) => serde_json::to_value(pb::AssembleResponse::from(a)).unwrap_or_else(
-                |e| serde_json::json!({"error": {"code": "INTERNAL", "message": e.to_string()}}),
-            ),
+            Ok(a) => response_to_json(a),
             Err((code, message)) => serde_json::json!({"error": {"code": code, "message": message}}),
         };
         out.push_str(&value.to_string());

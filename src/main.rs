@@ -2,12 +2,24 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 use context_assembler::config::{Cli, Command, EXIT_CONFIG, LogFormat, ServeArgs};
 use context_assembler::{cli, server, telemetry};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version are not errors; every bad flag or env value is
+            // a configuration error.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_CONFIG)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     match cli.command {
         Some(Command::Assemble(args)) => cli::assemble(&args),
         Some(Command::Serve(args)) => serve(&args),

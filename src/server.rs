@@ -13,7 +13,7 @@ use hyper::{Request, Response, StatusCode, body::Incoming, server::conn::http1, 
 use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
@@ -21,6 +21,12 @@ use crate::assemble::{Assembler, ModelTable};
 use crate::config::ServerConfig;
 use crate::grpc::{AssemblerService, pb};
 use crate::telemetry::metrics;
+
+/// HTTP/2 receive windows. Prompts are large (a 32k-token request is about
+/// 150 KB); with the 64 KiB protocol default every request waits for window
+/// updates, so the sidecar advertises room for a whole request at once.
+const HTTP2_STREAM_WINDOW_BYTES: u32 = 8 << 20;
+const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 16 << 20;
 
 /// How often histogram storage is compacted.
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -130,14 +136,19 @@ impl Bound {
         });
 
         let addr = self.grpc.local_addr().ok();
+        // Nagle's algorithm would hold small response frames behind delayed
+        // ACKs (tens of milliseconds): accepted sockets get TCP_NODELAY.
         info!(addr = ?addr, "gRPC listening");
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let incoming = TcpIncoming::from(self.grpc).with_nodelay(Some(true));
         let server = tonic::transport::Server::builder()
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW_BYTES)
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(Svc::new(AssemblerService::new(self.assembler.clone())))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(self.grpc), async {
+            .serve_with_incoming_shutdown(incoming, async {
                 let _ = stop_rx.await;
             });
         tokio::pin!(server);

@@ -81,6 +81,12 @@ fn bad_configuration_exits_64_before_binding() {
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"));
+    let out = Command::new(BIN).args(["--cache-mib", "lots"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let out = Command::new(BIN).env("CONTEXT_ASSEMBLER_LOG_FORMAT", "xml").output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]

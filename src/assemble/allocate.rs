@@ -19,6 +19,15 @@ pub enum Slot {
 }
 
 impl Slot {
+    /// Where blocks of `kind` render.
+    pub fn of(kind: BlockKind) -> Slot {
+        match kind {
+            BlockKind::Summary => Slot::Summary,
+            BlockKind::RecentTurns | BlockKind::History => Slot::Own,
+            BlockKind::State | BlockKind::Evidence | BlockKind::Memory => Slot::Context,
+        }
+    }
+
     fn index(self) -> Option<usize> {
         match self {
             Slot::Context => Some(0),
@@ -147,6 +156,13 @@ pub trait Shrink {
     /// The longest sentence-boundary prefix of the unit whose cost is at most
     /// `limit`: (bytes kept, cost). `None` if not even one sentence fits.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)>;
+}
+
+/// Sorts positions by descending score, ties in original order: the one
+/// ranking used both to decide what survives and where it is placed.
+pub fn rank_by_score(mut positions: Vec<usize>, score: impl Fn(usize) -> f64) -> Vec<usize> {
+    positions.sort_by(|&x, &y| score(y).total_cmp(&score(x)).then(x.cmp(&y)));
+    positions
 }
 
 /// Allocates `budget` tokens. `base` is the cost of what is always present

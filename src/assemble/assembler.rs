@@ -2,20 +2,23 @@
 //! out, report. CLEAR's control flow: C/E arrive in the request, L filters
 //! before anything is measured, A allocates and orders.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use tracing::debug;
 
-use super::allocate::{self, Allocation, BlockFate, BlockPlan, DropReason, Form, Shrink, Slot, UnitPlan};
+use super::allocate::{self, BlockPlan, DropReason, Shrink, Slot, UnitPlan};
 use super::cache::CountCache;
 use super::error::AssembleError;
+use super::layout;
 use super::models::{ModelSpec, ModelTable};
 use super::render::{self, FormAttr};
-use super::request::{AssembleRequest, Block, BlockKind, Item, Role};
-use super::response::{Assembly, BlockDecision, CacheInfo, Message, Outcome, Usage, Warning};
+use super::report;
+use super::request::{AssembleRequest, BlockKind, Item, Role};
+use super::response::{Assembly, CacheInfo, Usage, Warning};
 use super::tokenizer::{Encoding, Tokenizer};
 use super::turns;
-use super::validate::{self, Budget};
+use super::validate::{self, Budget, UNKNOWN_MODEL};
 use crate::telemetry::metrics;
 
 /// Tokens every reply is primed with (chat formula).
@@ -55,12 +58,12 @@ pub struct TokenCount {
 
 impl Assembler {
     /// An assembler over `models` whose caches hold about `cache_bytes`
-    /// (split: seven eighths for segments and items, one eighth for prefixes).
+    /// (seven eighths for segments and items, one eighth for prefixes).
     pub fn new(models: ModelTable, cache_bytes: u64) -> Self {
         Assembler {
             models: Arc::new(models),
-            segments: CountCache::new(cache_bytes / 8 * 7, metrics::SEGMENT_CACHE_LOOKUPS_TOTAL),
-            prefixes: CountCache::new(cache_bytes / 8, metrics::PREFIX_CACHE_LOOKUPS_TOTAL),
+            segments: CountCache::new(cache_bytes / 8 * 7),
+            prefixes: CountCache::new(cache_bytes / 8),
         }
     }
 
@@ -79,17 +82,11 @@ impl Assembler {
     /// Counts `text` with the tokenizer of a model or an encoding.
     pub fn count_tokens(&self, target: &CountTarget, text: &str) -> Result<TokenCount, AssembleError> {
         let tokenizer = match target {
-            CountTarget::Model(m) => {
-                self.models
-                    .resolve(m)
-                    .map(|s| s.tokenizer.clone())
-                    .ok_or_else(|| {
-                        AssembleError::invalid(
-                            "model",
-                            "unknown model: not in the model table (see ListModels)",
-                        )
-                    })?
-            }
+            CountTarget::Model(m) => self
+                .models
+                .resolve(m)
+                .map(|s| s.tokenizer.clone())
+                .ok_or_else(|| AssembleError::invalid("model", UNKNOWN_MODEL))?,
             CountTarget::Encoding(e) => Encoding::from_name(e).map(Tokenizer::exact).ok_or_else(|| {
                 AssembleError::invalid("encoding", "unknown encoding: use o200k_base or cl100k_base")
             })?,
@@ -101,72 +98,121 @@ impl Assembler {
         })
     }
 
-    /// Assembles one prompt. CPU-bound: call it off the async reactor.
-    pub fn assemble(&self, req: &AssembleRequest) -> Result<Assembly, AssembleError> {
-        let spec = self.models.resolve(&req.model).cloned();
-        let budget = validate::validate(req, spec.as_deref()).map_err(AssembleError::InvalidArgument)?;
-        let Some(spec) = spec else {
-            return Err(AssembleError::invalid("model", "unknown model"));
-        };
-        Pipeline::new(self, &spec, req, budget).run()
+    /// Assembles one prompt, consuming the request (its texts move into the
+    /// answer). CPU-bound: call it off the async reactor.
+    pub fn assemble(&self, req: AssembleRequest) -> Result<Assembly, AssembleError> {
+        let (spec, budget) =
+            validate::validate(&req, &self.models).map_err(AssembleError::InvalidArgument)?;
+        let mut pipeline = Pipeline::new(self, &spec, &req, budget);
+        let result = pipeline.run();
+        pipeline.record_lookups();
+        let (plan, usage, cache, decisions, warnings) = result?;
+        Ok(Assembly {
+            request_id: req.request_id.clone(),
+            model: spec.name.clone(),
+            messages: layout::materialize(plan, req),
+            usage,
+            cache,
+            decisions,
+            warnings,
+        })
     }
 }
 
-/// Per-request state: the measured candidates of every block.
-struct Pipeline<'a> {
-    asm: &'a Assembler,
-    spec: &'a ModelSpec,
-    tok: &'a Tokenizer,
-    req: &'a AssembleRequest,
-    budget: Budget,
-    role_tokens: [u32; 4],
-    measured: Vec<Measured<'a>>,
-    warnings: Vec<Warning>,
+/// One unit of a block: a context item, or a turn with its tool results. A
+/// unit's members are (block, candidate) pairs: a tool call made at the end of
+/// HISTORY and answered at the start of RECENT_TURNS is one unit, owned by the
+/// newer block.
+#[derive(Debug, Clone)]
+pub(crate) struct Unit {
+    pub members: Vec<(usize, usize)>,
+    pub invalid: Option<DropReason>,
 }
 
 /// One block after filtering and measuring.
-struct Measured<'a> {
-    block: &'a Block,
-    /// Items the principal may see, in block order.
-    candidates: Vec<&'a Item>,
-    /// Ids of the items filtered out.
-    filtered: Vec<&'a str>,
-    /// Units: candidate positions (one per item, or a turn with its results).
-    units: Vec<turns::TurnUnit>,
-    /// Rendered full-form text of each unit (context kinds only).
-    rendered: Vec<String>,
+pub(crate) struct Measured {
+    /// Index of the block in the request.
+    pub block: usize,
+    /// Positions in `block.items` of the items the principal may see.
+    pub candidates: Vec<usize>,
+    /// Positions of the items filtered out.
+    pub filtered: Vec<usize>,
+    /// The block's units, in order.
+    pub units: Vec<Unit>,
+    /// Full-form text of each candidate (context kinds only).
+    pub rendered: Vec<String>,
+}
+
+/// What a successful run produces before texts are moved out of the request.
+type RunOutput = (
+    layout::Plan,
+    Usage,
+    CacheInfo,
+    Vec<super::response::BlockDecision>,
+    Vec<Warning>,
+);
+
+/// Per-request state.
+pub(crate) struct Pipeline<'a> {
+    asm: &'a Assembler,
+    pub spec: &'a ModelSpec,
+    pub tok: &'a Tokenizer,
+    pub req: &'a AssembleRequest,
+    budget: Budget,
+    pub measured: Vec<Measured>,
+    pub warnings: Vec<Warning>,
+    hits: Cell<u64>,
+    misses: Cell<u64>,
 }
 
 impl<'a> Pipeline<'a> {
     fn new(asm: &'a Assembler, spec: &'a ModelSpec, req: &'a AssembleRequest, budget: Budget) -> Self {
-        let tok = &spec.tokenizer;
-        let role_tokens = Role::ALL.map(|r| tok.count(r.as_str()));
         Pipeline {
             asm,
             spec,
-            tok,
+            tok: &spec.tokenizer,
             req,
             budget,
-            role_tokens,
             measured: Vec::new(),
             warnings: Vec::new(),
+            hits: Cell::new(0),
+            misses: Cell::new(0),
         }
-    }
-
-    fn role_tokens(&self, role: Role) -> u32 {
-        self.role_tokens[role as usize]
     }
 
     /// Tokens of one message whose content has `content` tokens.
     fn message_cost(&self, role: Role, content: u32) -> u32 {
-        MESSAGE_OVERHEAD_TOKENS + self.role_tokens(role) + content
+        content.saturating_add(MESSAGE_OVERHEAD_TOKENS + self.tok.role_tokens(role))
     }
 
-    fn count(&self, text: &str) -> u32 {
-        self.asm.segments.count(self.tok, text)
+    /// Counts through the segment cache, tallying hits and misses.
+    pub(crate) fn count(&self, text: &str) -> u32 {
+        let key = CountCache::key(self.tok, text.as_bytes());
+        if let Some(n) = self.asm.segments.get(&key) {
+            self.hits.set(self.hits.get() + 1);
+            return n;
+        }
+        self.misses.set(self.misses.get() + 1);
+        let n = self.tok.count(text);
+        self.asm.segments.insert(key, n);
+        n
     }
 
-    fn run(mut self) -> Result<Assembly, AssembleError> {
+    fn record_lookups(&self) {
+        metrics::cache_lookups(
+            metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
+            self.hits.get(),
+            self.misses.get(),
+        );
+    }
+
+    /// The item at candidate `ci` of measured block `mi`.
+    pub(crate) fn item(&self, mi: usize, ci: usize) -> &'a Item {
+        let m = &self.measured[mi];
+        &self.req.blocks[m.block].items[m.candidates[ci]]
+    }
+
+    fn run(&mut self) -> Result<RunOutput, AssembleError> {
         let req = self.req;
         let (prefix_hash, prefix_digest, prefix_bytes) = render::prefix_hash(&req.static_segments);
         let (static_tokens, prefix_hit) = self.static_tokens(&prefix_digest);
@@ -175,50 +221,50 @@ impl<'a> Pipeline<'a> {
 
         let plans = self.measure();
         let overhead = self.message_cost(Role::User, 0);
-        let mut shrinker = Shrinker { p: &self };
-        let alloc = allocate::allocate(&plans, base, overhead, self.budget.input, &mut shrinker).map_err(|o| {
-            debug!(non_cuttable = o.non_cuttable, budget = self.budget.input, model = %self.spec.name, "budget overflow");
-            AssembleError::BudgetOverflow {
-                non_cuttable_tokens: o.non_cuttable,
-                budget: self.budget.input,
-                model: self.spec.name.clone(),
-            }
-        })?;
+        let alloc = allocate::allocate(&plans, base, overhead, self.budget.input, &mut Shrinker { p: self })
+            .map_err(|o| {
+                debug!(non_cuttable = o.non_cuttable, budget = self.budget.input, model = %self.spec.name, "budget overflow");
+                AssembleError::BudgetOverflow {
+                    non_cuttable_tokens: o.non_cuttable,
+                    budget: self.budget.input,
+                    model: self.spec.name.clone(),
+                }
+            })?;
 
-        let messages = self.layout(&alloc);
-        let decisions = self.decisions(&plans, &alloc);
+        let plan = layout::plan(self, &alloc);
+        let decisions = report::decisions(self, &plans, &alloc);
         let total = u32::try_from(alloc.used).unwrap_or(u32::MAX);
-        Ok(Assembly {
-            request_id: req.request_id.clone(),
-            model: self.spec.name.clone(),
-            messages,
-            usage: Usage {
-                budget: self.budget.input,
-                total_tokens: total,
-                static_tokens,
-                dynamic_tokens: total - static_tokens,
-                tokenizer: self.tok.to_string(),
-                exact: self.tok.is_exact(),
-                output_reserve: self.budget.output_reserve,
-                context_window: self.spec.context_window,
-            },
-            cache: CacheInfo {
-                prefix_hash,
-                prefix_tokens: static_tokens,
-                prefix_bytes,
-                prefix_message_count: req.static_segments.len() as u32,
-                prefix_cache_hit: prefix_hit,
-            },
-            decisions,
-            warnings: self.warnings,
-        })
+        let usage = Usage {
+            budget: self.budget.input,
+            total_tokens: total,
+            static_tokens,
+            dynamic_tokens: total.saturating_sub(static_tokens),
+            tokenizer: self.tok.to_string(),
+            exact: self.tok.is_exact(),
+            output_reserve: self.budget.output_reserve,
+            context_window: self.spec.context_window,
+        };
+        let cache = CacheInfo {
+            prefix_hash,
+            prefix_tokens: static_tokens,
+            prefix_bytes,
+            prefix_message_count: u32::try_from(req.static_segments.len()).unwrap_or(u32::MAX),
+            prefix_cache_hit: prefix_hit,
+        };
+        Ok((plan, usage, cache, decisions, std::mem::take(&mut self.warnings)))
     }
 
     /// Tokens of the static prefix messages: one lookup when the prefix is
     /// known, else one per segment.
     fn static_tokens(&self, digest: &[u8; 32]) -> (u32, bool) {
         let key = CountCache::key(self.tok, digest);
-        if let Some(n) = self.asm.prefixes.get(&key) {
+        let cached = self.asm.prefixes.get(&key);
+        metrics::cache_lookups(
+            metrics::PREFIX_CACHE_LOOKUPS_TOTAL,
+            u64::from(cached.is_some()),
+            u64::from(cached.is_none()),
+        );
+        if let Some(n) = cached {
             return (n, true);
         }
         let n = self
@@ -226,26 +272,18 @@ impl<'a> Pipeline<'a> {
             .static_segments
             .iter()
             .map(|s| self.message_cost(Role::System, self.count(&s.content)))
-            .sum();
+            .fold(0, u32::saturating_add);
         self.asm.prefixes.insert(key, n);
         (n, false)
     }
 
-    /// Filters every block by permission, groups and measures its units.
+    /// Filters every block by permission, groups the conversation into units
+    /// and measures every unit.
     fn measure(&mut self) -> Vec<BlockPlan> {
         let req = self.req;
-        let mut chrono_order: Vec<usize> = (0..req.blocks.len())
-            .filter(|&i| req.blocks[i].kind == BlockKind::History)
-            .collect();
-        chrono_order.extend((0..req.blocks.len()).filter(|&i| req.blocks[i].kind == BlockKind::RecentTurns));
-
-        let mut plans = Vec::with_capacity(req.blocks.len());
         for (bi, block) in req.blocks.iter().enumerate() {
-            let (candidates, filtered): (Vec<&Item>, Vec<&Item>) = block
-                .items
-                .iter()
-                .partition(|it| req.principal.may_see(&it.required_scopes));
-            let filtered: Vec<&str> = filtered.iter().map(|it| it.id.as_str()).collect();
+            let (candidates, filtered): (Vec<usize>, Vec<usize>) =
+                (0..block.items.len()).partition(|&i| req.principal.may_see(&block.items[i].required_scopes));
             if !filtered.is_empty() {
                 debug!(
                     block = bi,
@@ -253,290 +291,118 @@ impl<'a> Pipeline<'a> {
                     "items filtered by permission"
                 );
             }
-            let (units, rendered, costs): (Vec<turns::TurnUnit>, Vec<String>, Vec<u32>) =
-                if block.kind.is_turns() {
-                    let units = turns::group(&candidates);
-                    let costs = units
-                        .iter()
-                        .map(|u| {
-                            u.members
-                                .iter()
-                                .map(|&m| {
-                                    let it = candidates[m];
-                                    let role = it.role.unwrap_or(Role::User);
-                                    self.message_cost(role, self.count(&it.content))
-                                })
-                                .sum()
-                        })
-                        .collect();
-                    for u in units.iter().filter(|u| u.invalid.is_some()) {
-                        let ids: Vec<&str> = u.members.iter().map(|&m| candidates[m].id.as_str()).collect();
-                        let (code, what) = match u.invalid {
-                            Some(DropReason::OrphanToolResult) => {
-                                ("ORPHAN_TOOL_RESULT", "tool result without its call")
-                            }
-                            _ => ("INCOMPLETE_TOOL_CALL", "tool call without all of its results"),
-                        };
-                        self.warnings.push(Warning {
-                            code,
-                            message: format!("block {:?}: {what}, dropped: {}", block.name, ids.join(", ")),
-                        });
-                    }
-                    (units, Vec::new(), costs)
-                } else {
-                    let rendered: Vec<String> = candidates
-                        .iter()
-                        .map(|it| render::unit(block.kind, it, &it.content, FormAttr::Full))
-                        .collect();
-                    let costs = rendered.iter().map(|u| self.count(u)).collect();
-                    let units = (0..candidates.len())
-                        .map(|i| turns::TurnUnit {
-                            members: vec![i],
-                            invalid: None,
-                        })
-                        .collect();
-                    (units, rendered, costs)
-                };
-            let slot = match block.kind {
-                BlockKind::Summary => Slot::Summary,
-                BlockKind::RecentTurns | BlockKind::History => Slot::Own,
-                BlockKind::State | BlockKind::Evidence | BlockKind::Memory => Slot::Context,
-            };
-            plans.push(BlockPlan {
-                kind: block.kind,
-                priority: block.effective_priority(),
-                cuttable: block.effective_cuttable(),
-                min_tokens: block.min_tokens,
-                max_tokens: block.max_tokens(),
-                slot,
-                chrono: chrono_order.iter().position(|&c| c == bi),
-                units: units
+            let rendered = if block.kind.is_turns() {
+                Vec::new()
+            } else {
+                candidates
                     .iter()
-                    .zip(&costs)
-                    .map(|(u, &full)| UnitPlan {
-                        full,
-                        score: u.members.first().map_or(0.0, |&m| candidates[m].score),
-                        has_compact: !block.kind.is_turns()
-                            && candidates[u.members[0]].compact_form.is_some(),
-                        invalid: u.invalid,
+                    .map(|&i| {
+                        render::unit(
+                            block.kind,
+                            &block.items[i],
+                            &block.items[i].content,
+                            FormAttr::Full,
+                        )
                     })
-                    .collect(),
-            });
+                    .collect()
+            };
+            let units = if block.kind.is_turns() {
+                Vec::new()
+            } else {
+                (0..candidates.len())
+                    .map(|ci| Unit {
+                        members: vec![(bi, ci)],
+                        invalid: None,
+                    })
+                    .collect()
+            };
             self.measured.push(Measured {
-                block,
+                block: bi,
                 candidates,
                 filtered,
                 units,
                 rendered,
             });
         }
+        let chrono = self.group_conversation();
+
+        let mut plans = Vec::with_capacity(req.blocks.len());
+        for (bi, block) in req.blocks.iter().enumerate() {
+            let m = &self.measured[bi];
+            let units = m
+                .units
+                .iter()
+                .enumerate()
+                .map(|(ui, u)| {
+                    let full = if block.kind.is_turns() {
+                        u.members
+                            .iter()
+                            .map(|&(mb, mc)| {
+                                let it = self.item(mb, mc);
+                                self.message_cost(it.role.unwrap_or(Role::User), self.count(&it.content))
+                            })
+                            .fold(0, u32::saturating_add)
+                    } else {
+                        self.count(&m.rendered[ui])
+                    };
+                    let first = self.item(u.members[0].0, u.members[0].1);
+                    UnitPlan {
+                        full,
+                        score: first.score,
+                        has_compact: !block.kind.is_turns() && first.compact_form.is_some(),
+                        invalid: u.invalid,
+                    }
+                })
+                .collect();
+            plans.push(BlockPlan {
+                kind: block.kind,
+                priority: block.effective_priority(),
+                cuttable: block.effective_cuttable(),
+                min_tokens: block.min_tokens,
+                max_tokens: block.max_tokens(),
+                slot: Slot::of(block.kind),
+                chrono: chrono.iter().position(|&c| c == bi),
+                units,
+            });
+        }
         plans
     }
 
-    /// The text of a kept context unit in its kept form.
-    fn unit_text(&self, bi: usize, ui: usize, form: Form) -> std::borrow::Cow<'_, str> {
-        let m = &self.measured[bi];
-        let item = m.candidates[ui];
-        match form {
-            Form::Compact => {
-                let text = item.compact_form.as_deref().unwrap_or_default();
-                render::unit(m.block.kind, item, text, FormAttr::Compact).into()
-            }
-            Form::Truncated { bytes } => {
-                render::unit(m.block.kind, item, &item.content[..bytes], FormAttr::Truncated).into()
-            }
-            Form::Full | Form::Dropped(_) => m.rendered[ui].as_str().into(),
-        }
-    }
-
-    /// Orders the kept units into messages (see the crate docs for the rules).
-    fn layout(&self, alloc: &Allocation) -> Vec<Message> {
+    /// Groups every visible turn of the conversation (HISTORY blocks, then
+    /// RECENT_TURNS blocks, each in request order) into units; a unit belongs
+    /// to the block of its last member. Returns the turn blocks oldest first.
+    fn group_conversation(&mut self) -> Vec<usize> {
         let req = self.req;
-        let mut out: Vec<Message> = req
-            .static_segments
+        let of = |k: BlockKind| (0..req.blocks.len()).filter(move |&b| req.blocks[b].kind == k);
+        let chrono: Vec<usize> = of(BlockKind::History).chain(of(BlockKind::RecentTurns)).collect();
+        let turns: Vec<(usize, usize)> = chrono
             .iter()
-            .map(|s| Message::text(Role::System, s.content.clone()))
+            .flat_map(|&b| (0..self.measured[b].candidates.len()).map(move |c| (b, c)))
             .collect();
-
-        let kept = |bi: usize| -> Vec<usize> {
-            (0..alloc.forms[bi].len())
-                .filter(|&u| alloc.forms[bi][u].is_kept())
-                .collect()
-        };
-        let of_kind = |k: BlockKind| -> Vec<usize> {
-            (0..self.measured.len())
-                .filter(|&b| self.measured[b].block.kind == k)
-                .collect()
-        };
-        let by_priority = |mut v: Vec<usize>| {
-            v.sort_by_key(|&b| (self.measured[b].block.effective_priority(), b));
-            v
-        };
-        let by_score = |bi: usize, mut v: Vec<usize>| {
-            let c = &self.measured[bi].candidates;
-            v.sort_by(|&x, &y| c[y].score.total_cmp(&c[x].score).then(x.cmp(&y)));
-            v
-        };
-
-        let mut summary = String::new();
-        for bi in of_kind(BlockKind::Summary) {
-            for ui in kept(bi) {
-                summary.push_str(&self.unit_text(bi, ui, alloc.forms[bi][ui]));
-            }
-        }
-        if !summary.is_empty() {
-            out.push(Message::text(Role::User, summary));
-        }
-
-        for kind in [BlockKind::History, BlockKind::RecentTurns] {
-            for bi in of_kind(kind) {
-                let m = &self.measured[bi];
-                for ui in kept(bi) {
-                    for &c in &m.units[ui].members {
-                        let it = m.candidates[c];
-                        out.push(Message {
-                            role: it.role.unwrap_or(Role::User),
-                            content: it.content.clone(),
-                            tool_call_ids: it.tool_call_ids.clone(),
-                            tool_call_id: it.tool_call_id.clone(),
-                        });
-                    }
-                }
-            }
-        }
-
-        // Evidence ranked across blocks (priority, then score), then placed
-        // best-first, second-best-last, weaker in the middle.
-        let mut evidence: Vec<(usize, usize)> = Vec::new();
-        for bi in by_priority(of_kind(BlockKind::Evidence)) {
-            evidence.extend(by_score(bi, kept(bi)).into_iter().map(|ui| (bi, ui)));
-        }
-        let placed: Vec<(usize, usize)> = render::alternating_order(evidence.len())
-            .into_iter()
-            .map(|r| evidence[r])
-            .collect();
-        let mut context = String::new();
-        let push = |context: &mut String, (bi, ui): (usize, usize)| {
-            context.push_str(&self.unit_text(bi, ui, alloc.forms[bi][ui]))
-        };
-        let mut placed = placed.into_iter();
-        if let Some(best) = placed.next() {
-            push(&mut context, best);
-        }
-        for bi in by_priority(of_kind(BlockKind::Memory)) {
-            for ui in by_score(bi, kept(bi)) {
-                push(&mut context, (bi, ui));
-            }
-        }
-        for e in placed {
-            push(&mut context, e);
-        }
-        for bi in of_kind(BlockKind::State) {
-            for ui in kept(bi) {
-                push(&mut context, (bi, ui));
-            }
-        }
-        if !context.is_empty() {
-            out.push(Message::text(Role::User, context));
-        }
-
-        out.push(Message::text(Role::User, req.query.clone()));
-        out
-    }
-
-    fn decisions(&mut self, plans: &[BlockPlan], alloc: &Allocation) -> Vec<BlockDecision> {
-        let mut out = Vec::with_capacity(plans.len());
-        for (bi, plan) in plans.iter().enumerate() {
-            let m = &self.measured[bi];
-            let forms = &alloc.forms[bi];
-            let ids = |ui: usize| m.units[ui].members.iter().map(|&c| m.candidates[c].id.clone());
-            let mut d = BlockDecision {
-                name: m.block.name.clone(),
-                kind: m.block.kind,
-                priority: plan.priority,
-                outcome: Outcome::Kept,
-                tokens_offered: plan.units.iter().map(|u| u.full).sum(),
-                tokens_kept: alloc.costs[bi].iter().sum(),
-                kept_item_ids: Vec::new(),
-                dropped_item_ids: Vec::new(),
-                filtered_item_ids: m.filtered.iter().map(|s| (*s).to_owned()).collect(),
-                compacted_item_ids: Vec::new(),
-                reason: String::new(),
-            };
-            for (ui, form) in forms.iter().enumerate() {
-                match form {
-                    Form::Dropped(_) => d.dropped_item_ids.extend(ids(ui)),
-                    Form::Compact => {
-                        d.kept_item_ids.extend(ids(ui));
-                        d.compacted_item_ids.extend(ids(ui));
-                    }
-                    Form::Full | Form::Truncated { .. } => d.kept_item_ids.extend(ids(ui)),
-                }
-            }
-            let any_kept = forms.iter().any(|f| f.is_kept());
-            let any_dropped = forms.iter().any(|f| !f.is_kept());
-            d.outcome = if m.block.items.is_empty() {
-                Outcome::Kept
-            } else if m.candidates.is_empty() {
-                Outcome::Filtered
-            } else if !any_kept {
-                Outcome::Dropped
-            } else if forms.iter().any(|f| matches!(f, Form::Truncated { .. })) {
-                Outcome::Truncated
-            } else if any_dropped || !d.compacted_item_ids.is_empty() {
-                Outcome::Compacted
-            } else {
-                Outcome::Kept
-            };
-            d.reason = reason(m.block, alloc.fates[bi], forms, d.outcome).to_owned();
-            if alloc.fates[bi] == BlockFate::Gap {
+        let items: Vec<&Item> = turns.iter().map(|&(b, c)| self.item(b, c)).collect();
+        for unit in turns::group(&items) {
+            let members: Vec<(usize, usize)> = unit.members.iter().map(|&i| turns[i]).collect();
+            if let Some(reason) = unit.invalid {
+                let ids: Vec<&str> = members
+                    .iter()
+                    .map(|&(b, c)| self.item(b, c).id.as_str())
+                    .collect();
+                let (code, what) = match reason {
+                    DropReason::OrphanToolResult => ("ORPHAN_TOOL_RESULT", "tool result without its call"),
+                    _ => ("INCOMPLETE_TOOL_CALL", "tool call without all of its results"),
+                };
                 self.warnings.push(Warning {
-                    code: "CHRONOLOGY_GAP",
-                    message: format!("block {:?} dropped: newer turns were cut", m.block.name),
+                    code,
+                    message: format!("{what}, dropped: {}", ids.join(", ")),
                 });
             }
-            if any_dropped || !d.filtered_item_ids.is_empty() {
-                debug!(
-                    block = bi,
-                    kind = m.block.kind.as_str(),
-                    outcome = d.outcome.as_str(),
-                    dropped = ?d.dropped_item_ids,
-                    filtered = d.filtered_item_ids.len(),
-                    offered = d.tokens_offered,
-                    kept = d.tokens_kept,
-                    "block cut"
-                );
-            }
-            out.push(d);
+            let owner = members.last().map_or(0, |&(b, _)| b);
+            self.measured[owner].units.push(Unit {
+                members,
+                invalid: unit.invalid,
+            });
         }
-        out
-    }
-}
-
-/// A few stable words on why a block ended as it did.
-fn reason(block: &Block, fate: BlockFate, forms: &[Form], outcome: Outcome) -> &'static str {
-    let dropped = |r: DropReason| forms.contains(&Form::Dropped(r));
-    match (outcome, fate) {
-        (Outcome::Filtered, _) => "all items filtered by permission",
-        _ if block.items.is_empty() => "empty",
-        (_, BlockFate::Gap) => "newer turns were cut: dropped to avoid a gap",
-        (_, BlockFate::BelowMin) => "cut below min_tokens: dropped whole",
-        _ if forms.iter().all(|f| {
-            matches!(
-                f,
-                Form::Dropped(DropReason::OrphanToolResult | DropReason::IncompleteToolCall)
-            )
-        }) =>
-        {
-            "broken tool-call pairing"
-        }
-        (_, BlockFate::Reserved) => "non-cuttable: reserved in full",
-        (Outcome::Kept, _) => "fits",
-        _ if dropped(DropReason::BlockLimit) => "max_tokens reached",
-        (Outcome::Truncated, _) => "over budget: truncated at a sentence boundary",
-        _ if block.kind.is_turns() => "over budget: dropped oldest turns",
-        _ if forms.contains(&Form::Compact) => "over budget: compact forms before dropping lowest-scored",
-        _ => "over budget: dropped lowest-scored items",
+        chrono
     }
 }
 
@@ -547,35 +413,44 @@ struct Shrinker<'p, 'a> {
 
 impl Shrink for Shrinker<'_, '_> {
     fn compact_cost(&mut self, block: usize, unit: usize) -> u32 {
-        let m = &self.p.measured[block];
-        let item = m.candidates[unit];
+        let item = self.p.item(block, unit);
         let text = item.compact_form.as_deref().unwrap_or_default();
-        self.p
-            .count(&render::unit(m.block.kind, item, text, FormAttr::Compact))
+        self.p.count(&render::unit(
+            self.p.req.blocks[block].kind,
+            item,
+            text,
+            FormAttr::Compact,
+        ))
     }
 
+    /// Galloping search over sentence ends: probes grow from the first
+    /// sentence, so the work is proportional to what is kept, not to the
+    /// whole text; every answer is a verified count.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
-        let m = &self.p.measured[block];
-        let item = m.candidates[unit];
-        let ends = render::sentence_ends(&item.content);
-        let cost = |end: usize| {
-            let u = render::unit(m.block.kind, item, &item.content[..end], FormAttr::Truncated);
+        let item = self.p.item(block, unit);
+        let kind = self.p.req.blocks[block].kind;
+        let mut ends = render::sentence_ends(&item.content);
+        ends.retain(|&e| e < item.content.len());
+        let cost = |i: usize| {
+            let u = render::unit(kind, item, &item.content[..ends[i]], FormAttr::Truncated);
             self.p.tok.count(&u)
         };
-        // Binary search for the longest prefix that fits; every answer is verified.
-        let (mut lo, mut hi) = (0usize, ends.len());
-        let mut best = None;
+        let mut best: Option<(usize, u32)> = None;
+        let (mut lo, mut hi) = (0, ends.len());
+        let mut step = 1;
         while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let c = cost(ends[mid]);
+            let probe = (lo + step - 1).min(hi - 1);
+            let c = cost(probe);
             if c <= limit {
-                best = Some((ends[mid], c));
-                lo = mid + 1;
+                best = Some((ends[probe], c));
+                lo = probe + 1;
+                step *= 2;
             } else {
-                hi = mid;
+                hi = probe;
+                step = 1.max((hi - lo) / 2);
             }
         }
-        best.filter(|&(end, _)| end < item.content.len())
+        best
     }
 }
 

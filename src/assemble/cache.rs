@@ -8,7 +8,6 @@
 use moka::sync::Cache;
 
 use super::tokenizer::Tokenizer;
-use crate::telemetry::metrics;
 
 /// A cache key: blake3 of the counted bytes, keyed by the tokenizer id.
 pub type Key = [u8; 32];
@@ -20,28 +19,25 @@ const ENTRY_WEIGHT_BYTES: u32 = 128;
 #[derive(Clone)]
 pub struct CountCache {
     inner: Cache<Key, u32>,
-    metric: &'static str,
 }
 
 impl std::fmt::Debug for CountCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CountCache")
             .field("entries", &self.inner.entry_count())
-            .field("metric", &self.metric)
             .finish()
     }
 }
 
 impl CountCache {
-    /// A cache holding at most about `max_bytes` of entries, whose lookups are
-    /// counted under the metric `metric` with `result="hit|miss"`.
-    pub fn new(max_bytes: u64, metric: &'static str) -> Self {
+    /// A cache holding at most about `max_bytes` of entries. Lookups are not
+    /// counted here: callers tally them per request and record once.
+    pub fn new(max_bytes: u64) -> Self {
         CountCache {
             inner: Cache::builder()
                 .max_capacity(max_bytes)
                 .weigher(|_: &Key, _: &u32| ENTRY_WEIGHT_BYTES)
                 .build(),
-            metric,
         }
     }
 
@@ -52,16 +48,8 @@ impl CountCache {
         *h.finalize().as_bytes()
     }
 
-    /// The cached count, recording a hit or a miss.
+    /// The cached count.
     pub fn get(&self, key: &Key) -> Option<u32> {
-        let found = self.inner.get(key);
-        metrics::cache_lookup(self.metric, found.is_some());
-        found
-    }
-
-    /// The cached count without recording a lookup (tests only).
-    #[cfg(test)]
-    pub(crate) fn peek(&self, key: &Key) -> Option<u32> {
         self.inner.get(key)
     }
 
@@ -104,7 +92,7 @@ mod tests {
 
     #[test]
     fn count_goes_through_the_cache() {
-        let cache = CountCache::new(1 << 20, "test_cache_lookups_total");
+        let cache = CountCache::new(1 << 20);
         let t = Tokenizer::exact(Encoding::O200kBase);
         let n = cache.count(&t, "hello world");
         assert_eq!(n, t.count("hello world"));
@@ -113,7 +101,7 @@ mod tests {
 
     #[test]
     fn weight_bound_holds() {
-        let cache = CountCache::new(u64::from(ENTRY_WEIGHT_BYTES) * 10, "test_cache_lookups_total");
+        let cache = CountCache::new(u64::from(ENTRY_WEIGHT_BYTES) * 10);
         let t = Tokenizer::exact(Encoding::O200kBase);
         for i in 0..1000 {
             cache.insert(CountCache::key(&t, format!("{i}").as_bytes()), i);

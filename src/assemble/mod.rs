@@ -6,14 +6,17 @@
 //! - [`cache`]: token counts keyed by blake3(tokenizer, bytes).
 //! - [`render`]: units whose counts add up exactly across seams.
 //! - [`turns`]: tool-call pairing; [`allocate`]: the budget allocator.
-//! - [`validate`]: request checks; [`assembler`]: the pipeline.
+//! - [`validate`]: request checks; [`assembler`]: the pipeline; `layout`:
+//!   ordering; `report`: the decision report.
 
 pub mod allocate;
 pub mod assembler;
 pub mod cache;
 pub mod error;
+mod layout;
 pub mod models;
 pub mod render;
+mod report;
 pub mod request;
 pub mod response;
 pub mod tokenizer;

@@ -20,6 +20,18 @@ pub struct ModelSpec {
     pub output_reserve: u32,
 }
 
+impl ModelSpec {
+    /// Whether `model` is this entry's name or, for a prefix entry, continues
+    /// it with `-`.
+    pub fn matches(&self, model: &str) -> bool {
+        match model.strip_prefix(self.name.as_str()) {
+            Some("") => true,
+            Some(rest) => self.prefix && rest.starts_with('-'),
+            None => false,
+        }
+    }
+}
+
 /// The known models.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelTable {
@@ -27,18 +39,48 @@ pub struct ModelTable {
 }
 
 /// The embedded default table: (name, prefix, encoding, estimate margin %,
-/// context window, default output reserve). Margin 0 = exact.
+/// context window, default output reserve). Margin 0 = exact. A prefix entry
+/// matches its name and any name that continues it with `-` (so `gpt-4`
+/// covers `gpt-4-0613` but not `gpt-4o` or `gpt-4.5-preview`), following
+/// tiktoken's model-to-encoding map.
 const DEFAULT_MODELS: &[(&str, bool, Encoding, u32, u32, u32)] = &[
     ("gpt-5", true, Encoding::O200kBase, 0, 400_000, 128_000),
     ("gpt-4.1", true, Encoding::O200kBase, 0, 1_047_576, 32_768),
+    ("gpt-4.5", true, Encoding::O200kBase, 0, 128_000, 16_384),
     ("gpt-4o", true, Encoding::O200kBase, 0, 128_000, 16_384),
+    ("chatgpt-4o", true, Encoding::O200kBase, 0, 128_000, 16_384),
     ("o1", true, Encoding::O200kBase, 0, 200_000, 100_000),
     ("o3", true, Encoding::O200kBase, 0, 200_000, 100_000),
     ("o4-mini", true, Encoding::O200kBase, 0, 200_000, 100_000),
-    ("gpt-4-turbo", true, Encoding::Cl100kBase, 0, 128_000, 4_096),
-    ("gpt-4-32k", true, Encoding::Cl100kBase, 0, 32_768, 4_096),
     ("gpt-4", true, Encoding::Cl100kBase, 0, 8_192, 1_024),
+    ("gpt-4-32k", true, Encoding::Cl100kBase, 0, 32_768, 4_096),
+    ("gpt-4-turbo", true, Encoding::Cl100kBase, 0, 128_000, 4_096),
+    (
+        "gpt-4-1106-preview",
+        false,
+        Encoding::Cl100kBase,
+        0,
+        128_000,
+        4_096,
+    ),
+    (
+        "gpt-4-0125-preview",
+        false,
+        Encoding::Cl100kBase,
+        0,
+        128_000,
+        4_096,
+    ),
+    (
+        "gpt-4-vision-preview",
+        false,
+        Encoding::Cl100kBase,
+        0,
+        128_000,
+        4_096,
+    ),
     ("gpt-3.5-turbo", true, Encoding::Cl100kBase, 0, 16_385, 4_096),
+    ("gpt-35-turbo", true, Encoding::Cl100kBase, 0, 16_385, 4_096),
     ("claude", true, Encoding::Cl100kBase, 20, 200_000, 8_192),
 ];
 
@@ -72,11 +114,12 @@ impl ModelTable {
         }
     }
 
-    /// The entry for `model`: an exact name wins, else the longest prefix entry.
+    /// The entry for `model`: an exact name wins, else the longest prefix
+    /// entry that `model` continues with `-`.
     pub fn resolve(&self, model: &str) -> Option<&Arc<ModelSpec>> {
         self.entries
             .iter()
-            .filter(|e| e.name == model || (e.prefix && model.starts_with(e.name.as_str())))
+            .filter(|e| e.matches(model))
             .max_by_key(|e| (e.name == model, e.name.len()))
     }
 
@@ -111,8 +154,57 @@ mod tests {
         assert_eq!(name("gpt-4.1-nano").as_deref(), Some("gpt-4.1"));
         assert_eq!(name("gpt-5").as_deref(), Some("gpt-5"));
         assert_eq!(name("claude-sonnet-4-5").as_deref(), Some("claude"));
+        assert_eq!(name("gpt-4.5-preview").as_deref(), Some("gpt-4.5"));
+        assert_eq!(name("gpt-4-1106-preview").as_deref(), Some("gpt-4-1106-preview"));
+        assert_eq!(name("gpt-4-turbo-preview").as_deref(), Some("gpt-4-turbo"));
+        assert_eq!(name("gpt-4ox"), None);
         assert_eq!(name("llama-3"), None);
         assert_eq!(name(""), None);
+    }
+
+    /// Every model tiktoken knows an o200k/cl100k encoding for resolves to
+    /// the same encoding here.
+    #[test]
+    fn encodings_agree_with_tiktoken() {
+        let t = ModelTable::default();
+        for model in [
+            "gpt-5",
+            "gpt-5-mini",
+            "gpt-5-nano",
+            "gpt-4.1",
+            "gpt-4.1-mini",
+            "gpt-4.5-preview",
+            "gpt-4o",
+            "gpt-4o-mini",
+            "gpt-4o-2024-08-06",
+            "chatgpt-4o-latest",
+            "o1",
+            "o1-mini",
+            "o1-preview",
+            "o3",
+            "o3-mini",
+            "o4-mini",
+            "o4-mini-2025-04-16",
+            "gpt-4",
+            "gpt-4-0613",
+            "gpt-4-32k",
+            "gpt-4-turbo",
+            "gpt-4-turbo-2024-04-09",
+            "gpt-4-1106-preview",
+            "gpt-4-0125-preview",
+            "gpt-3.5-turbo",
+            "gpt-3.5-turbo-0125",
+            "gpt-35-turbo",
+            "gpt-35-turbo-16k",
+        ] {
+            let ours = t.resolve(model).map(|s| s.tokenizer.encoding());
+            let theirs = match tiktoken_rs::tokenizer::get_tokenizer(model) {
+                Some(tiktoken_rs::tokenizer::Tokenizer::O200kBase) => Some(Encoding::O200kBase),
+                Some(tiktoken_rs::tokenizer::Tokenizer::Cl100kBase) => Some(Encoding::Cl100kBase),
+                other => panic!("{model}: unexpected reference encoding {other:?}"),
+            };
+            assert_eq!(ours, theirs, "{model}");
+        }
     }
 
     #[test]

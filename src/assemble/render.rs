@@ -35,7 +35,9 @@ pub const PREFIX_VERSION: &str = "context-assembler/prefix/v1";
 /// Wrapper tag names; a content `<` that starts any of these is escaped.
 const TAGS: [&str; 4] = ["document", "memory", "state", "summary"];
 
-/// The wrapper tag of a context block kind.
+/// The wrapper tag of a context block kind. Turns are never wrapped (they
+/// are messages in their own roles); they share the summary tag only to keep
+/// the function total.
 pub fn tag(kind: BlockKind) -> &'static str {
     match kind {
         BlockKind::Evidence => "document",

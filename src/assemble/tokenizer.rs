@@ -9,6 +9,9 @@
 //! `<|endoftext|>` is counted as the characters it is.
 
 use std::fmt;
+use std::sync::OnceLock;
+
+use super::request::Role;
 
 /// A public BPE encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -45,7 +48,20 @@ impl Encoding {
 
     /// Loads the vocabulary now rather than on the first request.
     pub fn warm(self) {
-        let _ = self.bpe().count("warm");
+        let _ = self.role_tokens();
+    }
+
+    /// Tokens of each role name, in [`Role::ALL`] order, counted once.
+    fn role_tokens(self) -> [u32; 4] {
+        static CL100K: OnceLock<[u32; 4]> = OnceLock::new();
+        static O200K: OnceLock<[u32; 4]> = OnceLock::new();
+        let cell = match self {
+            Encoding::Cl100kBase => &CL100K,
+            Encoding::O200kBase => &O200K,
+        };
+        *cell.get_or_init(|| {
+            Role::ALL.map(|r| u32::try_from(self.bpe().count(r.as_str())).unwrap_or(u32::MAX))
+        })
     }
 }
 
@@ -104,7 +120,16 @@ impl Tokenizer {
 
     /// Counts `text` as ordinary text. Linear in the input on any input.
     pub fn count(&self, text: &str) -> u32 {
-        let base = self.encoding.bpe().count(text) as u64;
+        self.with_margin(self.encoding.bpe().count(text) as u64)
+    }
+
+    /// Tokens of a role name (as [`Tokenizer::count`] would give, without
+    /// running the encoder again).
+    pub fn role_tokens(&self, role: Role) -> u32 {
+        self.with_margin(u64::from(self.encoding.role_tokens()[role as usize]))
+    }
+
+    fn with_margin(&self, base: u64) -> u32 {
         let counted = if self.margin_percent == 0 {
             base
         } else {

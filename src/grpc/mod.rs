@@ -2,6 +2,7 @@
 //! between wire and domain types, the error-to-status map, and the service.
 
 pub mod convert;
+pub mod json;
 pub mod service;
 pub mod status;
 

@@ -33,16 +33,19 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(move || span.in_scope(f))
         .await
         .map_err(|e| {
-            warn!(err = %e, "domain task failed");
+            // Never the panic payload: it may quote request content.
+            warn!(panicked = e.is_panic(), "domain task failed");
             Status::internal("internal error while assembling")
         })
 }
 
+/// Records the RPC's metrics and its span's `code` field.
 fn finish<T>(rpc: &'static str, started: Instant, result: Result<T, Status>) -> Result<Response<T>, Status> {
     let code = match &result {
         Ok(_) => tonic::Code::Ok,
         Err(s) => s.code(),
     };
+    tracing::Span::current().record("code", code_label(code));
     metrics::request(rpc, code_label(code), started.elapsed());
     result.map(Response::new)
 }
@@ -58,11 +61,12 @@ impl pb::assembler_server::Assembler for AssemblerService {
         let wire = request.into_inner();
         let span = tracing::Span::current();
         span.record("request_id", wire.request_id.as_str());
+        span.record("model", wire.model.as_str());
         span.record("blocks", wire.blocks.len());
         let assembler = self.assembler.clone();
         let result = async move {
             let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
-            let outcome = blocking(move || assembler.assemble(&req)).await?;
+            let outcome = blocking(move || assembler.assemble(req)).await?;
             match outcome {
                 Ok(a) => {
                     metrics::assembly(&a);
@@ -78,13 +82,10 @@ impl pb::assembler_server::Assembler for AssemblerService {
         }
         .instrument(info_span!("assemble"))
         .await;
-        if let Err(s) = &result {
-            span.record("code", code_label(s.code()));
-        }
         finish("Assemble", started, result)
     }
 
-    #[instrument(skip_all, fields(rpc = "CountTokens", bytes))]
+    #[instrument(skip_all, fields(rpc = "CountTokens", bytes, code))]
     async fn count_tokens(
         &self,
         request: Request<pb::CountTokensRequest>,
@@ -109,7 +110,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         finish("CountTokens", started, result)
     }
 
-    #[instrument(skip_all, fields(rpc = "ListModels"))]
+    #[instrument(skip_all, fields(rpc = "ListModels", code))]
     async fn list_models(
         &self,
         _request: Request<pb::ListModelsRequest>,

@@ -44,9 +44,6 @@ pub const TOKEN_BUCKETS: [f64; 8] = [
     1_048_576.0,
 ];
 
-/// Label value for a model not in the table.
-pub const OTHER_MODEL: &str = "other";
-
 /// Builds the Prometheus recorder with explicit buckets and describes every
 /// metric. Returns the handle that renders the scrape text.
 pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecorder, PrometheusHandle), String>
@@ -104,9 +101,15 @@ pub fn describe() {
     );
 }
 
-/// Records one cache lookup under `metric` (one of the cache constants).
-pub fn cache_lookup(metric: &'static str, hit: bool) {
-    counter!(metric, "result" => if hit { "hit" } else { "miss" }).increment(1);
+/// Records a request's cache lookups under `metric` (one of the cache
+/// constants), once per request rather than once per lookup.
+pub fn cache_lookups(metric: &'static str, hits: u64, misses: u64) {
+    if hits > 0 {
+        counter!(metric, "result" => "hit").increment(hits);
+    }
+    if misses > 0 {
+        counter!(metric, "result" => "miss").increment(misses);
+    }
 }
 
 /// Records one finished RPC.
@@ -115,7 +118,8 @@ pub fn request(rpc: &'static str, code: &'static str, elapsed: Duration) {
     histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc).record(elapsed.as_secs_f64());
 }
 
-/// Records a budget overflow; `model` must be a model-table name or [`OTHER_MODEL`].
+/// Records a budget overflow. `model` is the name of the model-table entry the
+/// request resolved to (a bounded set), never the request's own string.
 pub fn budget_overflow(model: String) {
     counter!(BUDGET_OVERFLOW_TOTAL, "model" => model).increment(1);
 }

@@ -3,7 +3,8 @@ use std::collections::HashSet;
 use proptest::prelude::*;
 
 use super::*;
-use crate::assemble::request::{Principal, Segment, SegmentKind};
+use crate::assemble::request::{Block, Principal, Segment, SegmentKind};
+use crate::assemble::response::{Message, Outcome};
 use crate::assemble::tokenizer::tests::adversarial_text;
 
 fn asm() -> Assembler {
@@ -146,18 +147,20 @@ prop_compose! {
         memory in items("m"),
         state in items("s"),
         summary in items("y"),
-        history in conversation(),
-        recent in conversation(),
-        mins in (0u32..60, 0u32..3),
+        conversation in conversation(),
+        split in 0usize..30,
+        turn_priorities in (prop::sample::select(vec![0u32, 0, 1, 9]), prop::sample::select(vec![0u32, 0, 2, 8])),
+        mins in (0u32..60, 0u32..3, 0u32..4),
         summary_prose in prop::collection::vec(prop::sample::select(vec!["One sentence. ", "Another one! ", "Is it? ", "line\n"]), 0..8),
     ) -> AssembleRequest {
         let mut blocks = vec![
-            Block { min_tokens: mins.0, ..block("evidence", BlockKind::Evidence, evidence) },
+            Block { min_tokens: mins.0, cuttable: Some(mins.2 != 0), ..block("evidence", BlockKind::Evidence, evidence) },
             block("memory", BlockKind::Memory, memory),
             Block { cuttable: Some(mins.1 == 0), ..block("state", BlockKind::State, state.into_iter().take(1).collect()) },
             block("summary", BlockKind::Summary, summary),
-            block("history", BlockKind::History, history),
-            block("recent", BlockKind::RecentTurns, recent),
+            // One conversation split anywhere: tool calls may straddle the blocks.
+            Block { priority: turn_priorities.0, ..block("history", BlockKind::History, conversation[..split.min(conversation.len())].to_vec()) },
+            Block { priority: turn_priorities.1, ..block("recent", BlockKind::RecentTurns, conversation[split.min(conversation.len())..].to_vec()) },
         ];
         blocks[3].items.push(item("prose", &summary_prose.concat(), 0.5));
         AssembleRequest {
@@ -176,6 +179,8 @@ prop_compose! {
 }
 
 fn check_turns(messages: &[Message]) -> Result<(), TestCaseError> {
+    // Every tool result follows the assistant turn that made its call (with
+    // only other results of that turn between), and every call is answered.
     let turns: Vec<&Message> = messages
         .iter()
         .filter(|m| m.role == Role::Assistant || m.role == Role::Tool)
@@ -205,8 +210,8 @@ proptest! {
     #[test]
     fn usage_equals_a_from_scratch_recount(req in any_request()) {
         let a = asm();
-        let cold = a.assemble(&req);
-        let warm = a.assemble(&req);
+        let cold = a.assemble(req.clone());
+        let warm = a.assemble(req.clone());
         match (&cold, &warm) {
             (Err(AssembleError::BudgetOverflow { non_cuttable_tokens, budget, .. }), Err(w)) => {
                 prop_assert!(*non_cuttable_tokens > u64::from(*budget));
@@ -238,12 +243,13 @@ proptest! {
                 // Turn pairs intact; the conversation never starts with a tool result.
                 check_turns(&c.messages)?;
                 prop_assert!(c.messages.iter().find(|m| m.role != Role::System).is_none_or(|m| m.role != Role::Tool));
-                // Non-cuttable STATE is present.
-                let state = &req.blocks[2];
-                if state.cuttable == Some(false) {
-                    for it in state.items.iter().filter(|it| it.required_scopes.is_empty()) {
-                        let d = &c.decisions[2];
-                        prop_assert!(d.kept_item_ids.contains(&it.id));
+                // Non-cuttable content is present verbatim, in its wrapper.
+                let context = c.messages.iter().rev().nth(1).map(|m| m.content.as_str()).unwrap_or("");
+                for (bi, b) in req.blocks.iter().enumerate().filter(|(_, b)| b.cuttable == Some(false)) {
+                    for it in b.items.iter().filter(|it| it.required_scopes.is_empty()) {
+                        prop_assert!(c.decisions[bi].kept_item_ids.contains(&it.id));
+                        let unit = render::unit(b.kind, it, &it.content, FormAttr::Full);
+                        prop_assert!(context.contains(&unit), "non-cuttable {} not verbatim", it.id);
                     }
                 }
                 // Decisions account for every item once.
@@ -262,7 +268,7 @@ proptest! {
 fn unknown_model_names_the_field() {
     let mut req = request(vec![]);
     req.model = "llama-9".to_owned();
-    let Err(AssembleError::InvalidArgument(v)) = asm().assemble(&req) else {
+    let Err(AssembleError::InvalidArgument(v)) = asm().assemble(req.clone()) else {
         panic!("accepted")
     };
     assert_eq!(v[0].field, "model");
@@ -279,7 +285,7 @@ fn every_violation_is_reported_at_once() {
         block("a", BlockKind::Memory, vec![]),
     ]);
     req.query = "  ".to_owned();
-    let Err(AssembleError::InvalidArgument(v)) = asm().assemble(&req) else {
+    let Err(AssembleError::InvalidArgument(v)) = asm().assemble(req.clone()) else {
         panic!("accepted")
     };
     let fields: Vec<&str> = v.iter().map(|v| v.field.as_str()).collect();
@@ -294,7 +300,7 @@ fn non_cuttable_overflow_is_an_error_not_a_truncation() {
         vec![item("s", &"fact ".repeat(500), 1.0)],
     )]);
     req.max_input_tokens = Some(100);
-    match asm().assemble(&req) {
+    match asm().assemble(req.clone()) {
         Err(AssembleError::BudgetOverflow {
             non_cuttable_tokens,
             budget,
@@ -320,14 +326,14 @@ fn filtered_items_are_never_counted_or_rendered() {
         BlockKind::Evidence,
         vec![secret.clone(), item("ok", "public doc", 0.5)],
     )]);
-    let out = a.assemble(&req).unwrap();
+    let out = a.assemble(req.clone()).unwrap();
     assert_eq!(out.decisions[0].filtered_item_ids, vec!["secret"]);
     assert_eq!(out.decisions[0].kept_item_ids, vec!["ok"]);
     assert!(out.messages.iter().all(|m| !m.content.contains("salary")));
     let unit = render::unit(BlockKind::Evidence, &secret, &secret.content, FormAttr::Full);
     let tok = &a.models.resolve("gpt-4o").unwrap().tokenizer;
     assert_eq!(
-        a.segments.peek(&CountCache::key(tok, unit.as_bytes())),
+        a.segments.get(&CountCache::key(tok, unit.as_bytes())),
         None,
         "filtered item was measured"
     );
@@ -374,7 +380,7 @@ fn layout_follows_the_ordering_rules() {
             vec![item("s", "Earlier we talked.", 1.0)],
         ),
     ]);
-    let out = asm().assemble(&req).unwrap();
+    let out = asm().assemble(req.clone()).unwrap();
     let roles: Vec<Role> = out.messages.iter().map(|m| m.role).collect();
     use Role::*;
     assert_eq!(
@@ -406,14 +412,14 @@ fn layout_follows_the_ordering_rules() {
 fn prefix_hash_ignores_the_variable_region() {
     let a = asm();
     let one = a
-        .assemble(&request(vec![block(
+        .assemble(request(vec![block(
             "ev",
             BlockKind::Evidence,
             vec![item("x", "alpha", 1.0)],
         )]))
         .unwrap();
     let two = a
-        .assemble(&request(vec![block(
+        .assemble(request(vec![block(
             "ev",
             BlockKind::Evidence,
             vec![item("y", "beta", 1.0)],
@@ -434,7 +440,7 @@ fn summary_truncates_at_a_sentence_boundary() {
         vec![item("s", &long, 1.0)],
     )]);
     req.max_input_tokens = Some(120);
-    let out = asm().assemble(&req).unwrap();
+    let out = asm().assemble(req.clone()).unwrap();
     assert_eq!(out.decisions[0].outcome, Outcome::Truncated);
     let m = &out.messages[1].content;
     assert!(m.contains("form=\"truncated\""));
@@ -453,7 +459,7 @@ fn compact_form_is_used_before_dropping() {
     };
     let mut req = request(vec![block("ev", BlockKind::Evidence, vec![big])]);
     req.max_input_tokens = Some(150);
-    let out = asm().assemble(&req).unwrap();
+    let out = asm().assemble(req.clone()).unwrap();
     let d = &out.decisions[0];
     assert_eq!(d.outcome, Outcome::Compacted);
     assert_eq!(d.compacted_item_ids, vec!["big"]);
@@ -464,7 +470,85 @@ fn compact_form_is_used_before_dropping() {
 fn estimated_models_say_so() {
     let mut req = request(vec![]);
     req.model = "claude-sonnet-4-5".to_owned();
-    let out = asm().assemble(&req).unwrap();
+    let out = asm().assemble(req.clone()).unwrap();
     assert!(!out.usage.exact);
     assert_eq!(out.usage.tokenizer, "estimate(cl100k_base,+20%)");
+}
+
+#[test]
+fn a_tool_call_split_across_history_and_recent_is_kept_whole() {
+    let call = Item {
+        tool_call_ids: vec!["c1".to_owned()],
+        ..turn("a1", Role::Assistant, "let me look")
+    };
+    let result = Item {
+        tool_call_id: "c1".to_owned(),
+        ..turn("t1", Role::Tool, "found it")
+    };
+    let req = request(vec![
+        block(
+            "hist",
+            BlockKind::History,
+            vec![turn("u1", Role::User, "find it"), call],
+        ),
+        block(
+            "recent",
+            BlockKind::RecentTurns,
+            vec![result, turn("a2", Role::Assistant, "here it is")],
+        ),
+    ]);
+    let out = asm().assemble(req).unwrap();
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    assert_eq!(out.decisions[0].kept_item_ids, vec!["u1", "a1"]);
+    assert_eq!(out.decisions[1].kept_item_ids, vec!["t1", "a2"]);
+    let contents: Vec<&str> = out.messages[1..5].iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, vec!["find it", "let me look", "found it", "here it is"]);
+}
+
+#[test]
+fn keeping_older_turns_over_newer_ones_is_warned_about() {
+    let mut hist = block(
+        "hist",
+        BlockKind::History,
+        vec![turn("u1", Role::User, "old question")],
+    );
+    hist.priority = 1;
+    let recent = block(
+        "recent",
+        BlockKind::RecentTurns,
+        vec![
+            turn("u2", Role::User, &"long newer turn ".repeat(40)),
+            turn("a2", Role::Assistant, "ok"),
+        ],
+    );
+    let mut req = request(vec![hist, recent]);
+    req.max_input_tokens = Some(60);
+    let out = asm().assemble(req).unwrap();
+    assert_eq!(out.decisions[0].kept_item_ids, vec!["u1"]);
+    assert_eq!(out.decisions[1].dropped_item_ids, vec!["u2"]);
+    assert!(
+        out.warnings.iter().any(|w| w.code == "CHRONOLOGY_GAP"),
+        "{:?}",
+        out.warnings
+    );
+}
+
+#[test]
+fn a_huge_summary_is_truncated_to_the_budget() {
+    // A hostile 1 MB summary into a small budget: the galloping search only
+    // ever counts prefixes about the size of what is kept.
+    let huge = "Short sentence here. ".repeat(50_000);
+    let mut req = request(vec![block(
+        "sum",
+        BlockKind::Summary,
+        vec![item("s", &huge, 1.0)],
+    )]);
+    req.max_input_tokens = Some(500);
+    let out = asm().assemble(req).unwrap();
+    assert_eq!(out.decisions[0].outcome, Outcome::Truncated);
+    assert!(
+        out.usage.total_tokens <= 500 && out.usage.total_tokens > 400,
+        "{}",
+        out.usage.total_tokens
+    );
 }

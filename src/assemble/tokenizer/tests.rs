@@ -115,3 +115,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn role_tokens_equal_counting_the_role_name() {
+    for t in [
+        Tokenizer::exact(Encoding::O200kBase),
+        Tokenizer::exact(Encoding::Cl100kBase),
+        Tokenizer::estimate(Encoding::Cl100kBase, 20),
+    ] {
+        for role in Role::ALL {
+            assert_eq!(t.role_tokens(role), t.count(role.as_str()), "{t} {role:?}");
+        }
+    }
+}

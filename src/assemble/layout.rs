@@ -1,0 +1,156 @@
+//! Ordering for attention and for caches (seed 001):
+//!
+//! 1. one system message per static segment, verbatim, in the given order:
+//!    the cacheable prefix, whose bytes depend on nothing else;
+//! 2. one user message with the SUMMARY units, before the turns it covers;
+//! 3. HISTORY then RECENT_TURNS turns, chronological, in their own roles (an
+//!    append-only conversation extends the cacheable prefix turn by turn);
+//! 4. one user context message: the best evidence first, memory/profile near
+//!    the top, weaker evidence in the middle, the second best last, STATE at
+//!    the close;
+//! 5. the query, last, as a user message.
+//!
+//! Layout first plans where each text goes, then moves the texts out of the
+//! request, so request bytes are not copied twice.
+
+use std::borrow::Cow;
+
+use super::allocate::{Allocation, Form, rank_by_score};
+use super::assembler::Pipeline;
+use super::render::{self, FormAttr};
+use super::request::{AssembleRequest, BlockKind, Role};
+use super::response::Message;
+
+/// Where a planned message's text comes from.
+#[derive(Debug)]
+pub(crate) enum Content {
+    /// `static_segments[i].content`.
+    Static(usize),
+    /// `blocks[block].items[item]` (a turn, with its tool metadata).
+    Turn { block: usize, item: usize },
+    /// The query.
+    Query,
+    /// Text rendered by the assembler (summary and context messages).
+    Rendered(String),
+}
+
+/// The messages in final order, before texts are moved out of the request.
+pub(crate) type Plan = Vec<(Role, Content)>;
+
+/// The text of a kept context unit in its kept form.
+fn unit_text<'p>(p: &'p Pipeline<'_>, bi: usize, ui: usize, form: Form) -> Cow<'p, str> {
+    let item = p.item(bi, ui);
+    let kind = p.req.blocks[bi].kind;
+    match form {
+        Form::Compact => {
+            let text = item.compact_form.as_deref().unwrap_or_default();
+            render::unit(kind, item, text, FormAttr::Compact).into()
+        }
+        Form::Truncated { bytes } => {
+            render::unit(kind, item, &item.content[..bytes], FormAttr::Truncated).into()
+        }
+        Form::Full | Form::Dropped(_) => p.measured[bi].rendered[ui].as_str().into(),
+    }
+}
+
+/// Orders the kept units into messages.
+pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation) -> Plan {
+    let req = p.req;
+    let kept = |bi: usize| -> Vec<usize> {
+        (0..alloc.forms[bi].len())
+            .filter(|&u| alloc.forms[bi][u].is_kept())
+            .collect()
+    };
+    let of_kind = |k: BlockKind| -> Vec<usize> {
+        (0..req.blocks.len())
+            .filter(|&b| req.blocks[b].kind == k)
+            .collect()
+    };
+    let by_priority = |mut v: Vec<usize>| {
+        v.sort_by_key(|&b| (req.blocks[b].effective_priority(), b));
+        v
+    };
+    let by_score = |bi: usize| rank_by_score(kept(bi), |ui| p.item(bi, ui).score);
+    let push_unit =
+        |out: &mut String, (bi, ui): (usize, usize)| out.push_str(&unit_text(p, bi, ui, alloc.forms[bi][ui]));
+
+    let mut plan: Plan = (0..req.static_segments.len())
+        .map(|i| (Role::System, Content::Static(i)))
+        .collect();
+
+    let mut summary = String::new();
+    for bi in of_kind(BlockKind::Summary) {
+        for ui in kept(bi) {
+            push_unit(&mut summary, (bi, ui));
+        }
+    }
+    if !summary.is_empty() {
+        plan.push((Role::User, Content::Rendered(summary)));
+    }
+
+    for bi in of_kind(BlockKind::History)
+        .into_iter()
+        .chain(of_kind(BlockKind::RecentTurns))
+    {
+        for ui in kept(bi) {
+            for &(mb, mc) in &p.measured[bi].units[ui].members {
+                let item = p.measured[mb].candidates[mc];
+                let role = req.blocks[mb].items[item].role.unwrap_or(Role::User);
+                plan.push((role, Content::Turn { block: mb, item }));
+            }
+        }
+    }
+
+    // Evidence ranked across blocks (priority, then score), then placed best
+    // first, second best last, weaker toward the middle.
+    let evidence: Vec<(usize, usize)> = by_priority(of_kind(BlockKind::Evidence))
+        .into_iter()
+        .flat_map(|bi| by_score(bi).into_iter().map(move |ui| (bi, ui)))
+        .collect();
+    let mut placed = render::alternating_order(evidence.len())
+        .into_iter()
+        .map(|r| evidence[r]);
+    let mut context = String::new();
+    if let Some(best) = placed.next() {
+        push_unit(&mut context, best);
+    }
+    for bi in by_priority(of_kind(BlockKind::Memory)) {
+        for ui in by_score(bi) {
+            push_unit(&mut context, (bi, ui));
+        }
+    }
+    for e in placed {
+        push_unit(&mut context, e);
+    }
+    for bi in of_kind(BlockKind::State) {
+        for ui in kept(bi) {
+            push_unit(&mut context, (bi, ui));
+        }
+    }
+    if !context.is_empty() {
+        plan.push((Role::User, Content::Rendered(context)));
+    }
+
+    plan.push((Role::User, Content::Query));
+    plan
+}
+
+/// Builds the messages, moving texts out of the request.
+pub(crate) fn materialize(plan: Plan, mut req: AssembleRequest) -> Vec<Message> {
+    plan.into_iter()
+        .map(|(role, content)| match content {
+            Content::Static(i) => Message::text(role, std::mem::take(&mut req.static_segments[i].content)),
+            Content::Query => Message::text(role, std::mem::take(&mut req.query)),
+            Content::Rendered(text) => Message::text(role, text),
+            Content::Turn { block, item } => {
+                let it = &mut req.blocks[block].items[item];
+                Message {
+                    role,
+                    content: std::mem::take(&mut it.content),
+                    tool_call_ids: std::mem::take(&mut it.tool_call_ids),
+                    tool_call_id: std::mem::take(&mut it.tool_call_id),
+                }
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,150 @@
+//! The decision report: one [`BlockDecision`] per block, every cut, drop and
+//! filter with a reason, logged at debug with ids and counts only.
+
+use tracing::debug;
+
+use super::allocate::{Allocation, BlockFate, BlockPlan, DropReason, Form};
+use super::assembler::Pipeline;
+use super::request::Block;
+use super::response::{BlockDecision, Outcome, Warning};
+
+/// The decisions, in request order. A turn unit that spans two blocks counts
+/// its tokens in the newer block; each item is reported in its own block.
+pub(crate) fn decisions(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Allocation) -> Vec<BlockDecision> {
+    let req = p.req;
+    // The form each candidate ended in, per block.
+    let mut forms: Vec<Vec<Option<Form>>> = p
+        .measured
+        .iter()
+        .map(|m| vec![None; m.candidates.len()])
+        .collect();
+    for (bi, m) in p.measured.iter().enumerate() {
+        for (ui, unit) in m.units.iter().enumerate() {
+            for &(mb, mc) in &unit.members {
+                forms[mb][mc] = Some(alloc.forms[bi][ui]);
+            }
+        }
+    }
+
+    let mut out = Vec::with_capacity(plans.len());
+    for (bi, plan) in plans.iter().enumerate() {
+        let m = &p.measured[bi];
+        let block = &req.blocks[bi];
+        let id = |i: usize| block.items[i].id.clone();
+        let mut d = BlockDecision {
+            name: block.name.clone(),
+            kind: block.kind,
+            priority: plan.priority,
+            outcome: Outcome::Kept,
+            tokens_offered: plan.units.iter().map(|u| u.full).fold(0, u32::saturating_add),
+            tokens_kept: alloc.costs[bi].iter().copied().fold(0, u32::saturating_add),
+            kept_item_ids: Vec::new(),
+            dropped_item_ids: Vec::new(),
+            filtered_item_ids: m.filtered.iter().map(|&i| id(i)).collect(),
+            compacted_item_ids: Vec::new(),
+            reason: String::new(),
+        };
+        let block_forms: Vec<Form> = forms[bi]
+            .iter()
+            .map(|f| f.unwrap_or(Form::Dropped(DropReason::NoRoom)))
+            .collect();
+        for (ci, form) in block_forms.iter().enumerate() {
+            let item_id = id(m.candidates[ci]);
+            match form {
+                Form::Dropped(_) => d.dropped_item_ids.push(item_id),
+                Form::Compact => {
+                    d.compacted_item_ids.push(item_id.clone());
+                    d.kept_item_ids.push(item_id);
+                }
+                Form::Full | Form::Truncated { .. } => d.kept_item_ids.push(item_id),
+            }
+        }
+        let any_kept = block_forms.iter().any(|f| f.is_kept());
+        let any_dropped = block_forms.iter().any(|f| !f.is_kept());
+        d.outcome = if block.items.is_empty() {
+            Outcome::Kept
+        } else if m.candidates.is_empty() {
+            Outcome::Filtered
+        } else if !any_kept {
+            Outcome::Dropped
+        } else if block_forms.iter().any(|f| matches!(f, Form::Truncated { .. })) {
+            Outcome::Truncated
+        } else if any_dropped || !d.compacted_item_ids.is_empty() {
+            Outcome::Compacted
+        } else {
+            Outcome::Kept
+        };
+        d.reason = reason(block, alloc.fates[bi], &block_forms, d.outcome).to_owned();
+        if any_dropped || !d.filtered_item_ids.is_empty() {
+            debug!(
+                block = bi,
+                kind = block.kind.as_str(),
+                outcome = d.outcome.as_str(),
+                dropped = ?d.dropped_item_ids,
+                filtered = ?d.filtered_item_ids,
+                offered = d.tokens_offered,
+                kept = d.tokens_kept,
+                "block cut"
+            );
+        }
+        out.push(d);
+    }
+    warn_about_gaps(p, plans, alloc);
+    out
+}
+
+/// Warns when the conversation has a hole: older turns were dropped because
+/// newer ones were cut, or (when the caller ranks older turns higher) older
+/// turns were kept while newer ones were cut.
+fn warn_about_gaps(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Allocation) {
+    let mut chrono: Vec<usize> = (0..plans.len()).filter(|&b| plans[b].chrono.is_some()).collect();
+    chrono.sort_by_key(|&b| plans[b].chrono);
+    let lost = |b: usize| {
+        alloc.forms[b]
+            .iter()
+            .zip(&plans[b].units)
+            .any(|(f, u)| u.invalid.is_none() && !f.is_kept())
+    };
+    for (i, &b) in chrono.iter().enumerate() {
+        let name = &p.req.blocks[b].name;
+        if alloc.fates[b] == BlockFate::Gap {
+            p.warnings.push(Warning {
+                code: "CHRONOLOGY_GAP",
+                message: format!("block {name:?} dropped: newer turns were cut"),
+            });
+        } else if alloc.forms[b].iter().any(|f| f.is_kept())
+            && chrono[i + 1..].iter().any(|&newer| lost(newer))
+        {
+            p.warnings.push(Warning {
+                code: "CHRONOLOGY_GAP",
+                message: format!(
+                    "block {name:?} kept although newer turns were cut (it has the higher priority)"
+                ),
+            });
+        }
+    }
+}
+
+/// A few stable words on why a block ended as it did.
+fn reason(block: &Block, fate: BlockFate, forms: &[Form], outcome: Outcome) -> &'static str {
+    let broken = |f: &Form| {
+        matches!(
+            f,
+            Form::Dropped(DropReason::OrphanToolResult | DropReason::IncompleteToolCall)
+        )
+    };
+    match (outcome, fate) {
+        (Outcome::Filtered, _) => "all items filtered by permission",
+        _ if block.items.is_empty() => "empty",
+        (_, BlockFate::Gap) => "newer turns were cut: dropped to avoid a gap",
+        (_, BlockFate::BelowMin) => "cut below min_tokens: dropped whole",
+        _ if forms.iter().all(broken) => "broken tool-call pairing",
+        (_, BlockFate::Reserved) => "non-cuttable: reserved in full",
+        (Outcome::Kept, _) => "fits",
+        _ if forms.contains(&Form::Dropped(DropReason::BlockLimit)) => "max_tokens reached",
+        (Outcome::Truncated, _) => "over budget: truncated at a sentence boundary",
+        _ if block.kind.is_turns() => "over budget: dropped oldest turns",
+        _ if forms.contains(&Form::Compact) => "over budget: compact forms before dropping lowest-scored",
+        _ => "over budget: dropped lowest-scored items",
+    }
+}
