@@ -241,15 +241,7 @@ pub fn request(shape: Shape, seed: u64) -> AssembleRequest {
         });
     }
     let recent = turns.split_off(turns.len() / 2);
-    let block = |name: &str, kind, items| Block {
-        name: name.to_owned(),
-        kind,
-        priority: 0,
-        cuttable: None,
-        min_tokens: 0,
-        max_tokens: 0,
-        items,
-    };
+    let block = Block::new;
     AssembleRequest {
         request_id: format!("synthetic-{seed}"),
         model: "gpt-4o".to_owned(),

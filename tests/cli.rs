@@ -7,6 +7,19 @@ use std::process::{Command, Stdio};
 const BIN: &str = env!("CARGO_BIN_EXE_context-assembler");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/request.json");
 
+/// Runs the binary with `args`, feeding `input` on standard input.
+fn run_with_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn assembles_the_example_as_a_table_and_as_json() {
     let out = Command::new(BIN).args(["assemble", EXAMPLE]).output().unwrap();
@@ -32,38 +45,13 @@ fn assembles_the_example_as_a_table_and_as_json() {
 
 #[test]
 fn reads_standard_input() {
-    let mut child = Command::new(BIN)
-        .args(["assemble", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&std::fs::read(EXAMPLE).unwrap())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(&["assemble", "-"], &std::fs::read(EXAMPLE).unwrap());
     assert!(out.status.success());
 }
 
 #[test]
 fn bad_input_exits_with_data_error_and_missing_file_with_no_input() {
-    let mut child = Command::new(BIN)
-        .args(["assemble", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"model": "gpt-4o", "query": ""}"#)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(&["assemble", "-"], br#"{"model": "gpt-4o", "query": ""}"#);
     assert_eq!(out.status.code(), Some(65));
 
     let out = Command::new(BIN)
@@ -83,7 +71,10 @@ fn bad_configuration_exits_64_before_binding() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"));
     let out = Command::new(BIN).args(["--cache-mib", "lots"]).output().unwrap();
     assert_eq!(out.status.code(), Some(64));
-    let out = Command::new(BIN).env("CONTEXT_ASSEMBLER_LOG_FORMAT", "xml").output().unwrap();
+    let out = Command::new(BIN)
+        .env("CONTEXT_ASSEMBLER_LOG_FORMAT", "xml")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(64));
     let out = Command::new(BIN).arg("--help").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -93,14 +84,7 @@ fn bad_configuration_exits_64_before_binding() {
 fn jsonl_answers_every_line_with_a_response_or_an_error() {
     let example: serde_json::Value = serde_json::from_slice(&std::fs::read(EXAMPLE).unwrap()).unwrap();
     let input = format!("{example}\n{{\"model\": \"nope\", \"query\": \"q\"}}\n\n{example}\n");
-    let mut child = Command::new(BIN)
-        .args(["assemble", "--jsonl", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(&["assemble", "--jsonl", "-"], input.as_bytes());
     assert!(out.status.success());
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()

@@ -161,6 +161,19 @@ pub struct Block {
 }
 
 impl Block {
+    /// A block with the kind's defaults (priority, cuttability, no limits).
+    pub fn new(name: impl Into<String>, kind: BlockKind, items: Vec<Item>) -> Self {
+        Block {
+            name: name.into(),
+            kind,
+            priority: 0,
+            cuttable: None,
+            min_tokens: 0,
+            max_tokens: 0,
+            items,
+        }
+    }
+
     /// The priority after applying the kind's default.
     pub fn effective_priority(&self) -> u32 {
         if self.priority == 0 {

@@ -6,64 +6,73 @@ use crate::assemble::{
     self as domain, AssembleError, Assembly, BlockKind, FieldViolation, Outcome, Role, SegmentKind,
 };
 
-fn role_from_wire(v: i32) -> Option<Option<Role>> {
-    match pb::Role::try_from(v).ok()? {
-        pb::Role::Unspecified => Some(None),
-        pb::Role::System => Some(Some(Role::System)),
-        pb::Role::User => Some(Some(Role::User)),
-        pb::Role::Assistant => Some(Some(Role::Assistant)),
-        pb::Role::Tool => Some(Some(Role::Tool)),
-    }
+/// Declares both directions of a domain <-> wire enum mapping from one list
+/// of pairs; the wire's UNSPECIFIED value maps to `None`.
+macro_rules! wire_enum {
+    ($to:ident, $from:ident, $domain:ty, $wire:ty, { $($d:path => $w:path),+ $(,)? }) => {
+        fn $to(v: $domain) -> $wire {
+            match v {
+                $($d => $w,)+
+            }
+        }
+
+        #[allow(dead_code)]
+        fn $from(v: $wire) -> Option<$domain> {
+            match v {
+                $($w => Some($d),)+
+                #[allow(unreachable_patterns)]
+                _ => None,
+            }
+        }
+    };
 }
 
-fn role_to_wire(r: Role) -> pb::Role {
-    match r {
-        Role::System => pb::Role::System,
-        Role::User => pb::Role::User,
-        Role::Assistant => pb::Role::Assistant,
-        Role::Tool => pb::Role::Tool,
-    }
+wire_enum!(role_to_wire, role_from_wire_enum, Role, pb::Role, {
+    Role::System => pb::Role::System,
+    Role::User => pb::Role::User,
+    Role::Assistant => pb::Role::Assistant,
+    Role::Tool => pb::Role::Tool,
+});
+
+wire_enum!(kind_to_wire, kind_from_wire_enum, BlockKind, pb::BlockKind, {
+    BlockKind::State => pb::BlockKind::State,
+    BlockKind::Evidence => pb::BlockKind::Evidence,
+    BlockKind::Memory => pb::BlockKind::Memory,
+    BlockKind::Summary => pb::BlockKind::Summary,
+    BlockKind::RecentTurns => pb::BlockKind::RecentTurns,
+    BlockKind::History => pb::BlockKind::History,
+});
+
+wire_enum!(segment_kind_to_wire, segment_kind_from_wire_enum, SegmentKind, pb::SegmentKind, {
+    SegmentKind::System => pb::SegmentKind::System,
+    SegmentKind::Policy => pb::SegmentKind::Policy,
+    SegmentKind::OutputSchema => pb::SegmentKind::OutputSchema,
+    SegmentKind::Examples => pb::SegmentKind::Examples,
+});
+
+wire_enum!(outcome_to_wire, outcome_from_wire_enum, Outcome, pb::Outcome, {
+    Outcome::Kept => pb::Outcome::Kept,
+    Outcome::Compacted => pb::Outcome::Compacted,
+    Outcome::Truncated => pb::Outcome::Truncated,
+    Outcome::Dropped => pb::Outcome::Dropped,
+    Outcome::Filtered => pb::Outcome::Filtered,
+});
+
+/// A turn's role: `Err` for a value the wire does not define, `Ok(None)` when unset.
+fn role_from_wire(v: i32) -> Result<Option<Role>, ()> {
+    pb::Role::try_from(v).map(role_from_wire_enum).map_err(drop)
 }
 
+/// A block kind; `None` when unset or unknown (both invalid).
 fn kind_from_wire(v: i32) -> Option<BlockKind> {
-    match pb::BlockKind::try_from(v).ok()? {
-        pb::BlockKind::Unspecified => None,
-        pb::BlockKind::State => Some(BlockKind::State),
-        pb::BlockKind::Evidence => Some(BlockKind::Evidence),
-        pb::BlockKind::Memory => Some(BlockKind::Memory),
-        pb::BlockKind::Summary => Some(BlockKind::Summary),
-        pb::BlockKind::RecentTurns => Some(BlockKind::RecentTurns),
-        pb::BlockKind::History => Some(BlockKind::History),
-    }
+    pb::BlockKind::try_from(v).ok().and_then(kind_from_wire_enum)
 }
 
-fn kind_to_wire(k: BlockKind) -> pb::BlockKind {
-    match k {
-        BlockKind::State => pb::BlockKind::State,
-        BlockKind::Evidence => pb::BlockKind::Evidence,
-        BlockKind::Memory => pb::BlockKind::Memory,
-        BlockKind::Summary => pb::BlockKind::Summary,
-        BlockKind::RecentTurns => pb::BlockKind::RecentTurns,
-        BlockKind::History => pb::BlockKind::History,
-    }
-}
-
+/// A segment kind; unset means a system segment, `None` means unknown.
 fn segment_kind_from_wire(v: i32) -> Option<SegmentKind> {
     match pb::SegmentKind::try_from(v).ok()? {
-        pb::SegmentKind::Unspecified | pb::SegmentKind::System => Some(SegmentKind::System),
-        pb::SegmentKind::Policy => Some(SegmentKind::Policy),
-        pb::SegmentKind::OutputSchema => Some(SegmentKind::OutputSchema),
-        pb::SegmentKind::Examples => Some(SegmentKind::Examples),
-    }
-}
-
-fn outcome_to_wire(o: Outcome) -> pb::Outcome {
-    match o {
-        Outcome::Kept => pb::Outcome::Kept,
-        Outcome::Compacted => pb::Outcome::Compacted,
-        Outcome::Truncated => pb::Outcome::Truncated,
-        Outcome::Dropped => pb::Outcome::Dropped,
-        Outcome::Filtered => pb::Outcome::Filtered,
+        pb::SegmentKind::Unspecified => Some(SegmentKind::System),
+        w => segment_kind_from_wire_enum(w),
     }
 }
 
@@ -102,7 +111,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
                 .into_iter()
                 .enumerate()
                 .map(|(ii, it)| domain::Item {
-                    role: role_from_wire(it.role).unwrap_or_else(|| {
+                    role: role_from_wire(it.role).unwrap_or_else(|()| {
                         v.push(FieldViolation::new(
                             format!("blocks[{bi}].items[{ii}].role"),
                             "unknown role",
@@ -294,15 +303,6 @@ impl From<domain::AssembleRequest> for pb::AssembleRequest {
             }),
             session_id: r.session_id,
         }
-    }
-}
-
-fn segment_kind_to_wire(k: SegmentKind) -> pb::SegmentKind {
-    match k {
-        SegmentKind::System => pb::SegmentKind::System,
-        SegmentKind::Policy => pb::SegmentKind::Policy,
-        SegmentKind::OutputSchema => pb::SegmentKind::OutputSchema,
-        SegmentKind::Examples => pb::SegmentKind::Examples,
     }
 }
 

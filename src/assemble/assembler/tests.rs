@@ -45,15 +45,7 @@ fn turn(id: &str, role: Role, content: &str) -> Item {
 }
 
 fn block(name: &str, kind: BlockKind, items: Vec<Item>) -> Block {
-    Block {
-        name: name.to_owned(),
-        kind,
-        priority: 0,
-        cuttable: None,
-        min_tokens: 0,
-        max_tokens: 0,
-        items,
-    }
+    Block::new(name, kind, items)
 }
 
 fn request(blocks: Vec<Block>) -> AssembleRequest {
