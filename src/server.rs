@@ -101,6 +101,7 @@ impl Bound {
     /// accepting and waits up to the drain period for in-flight requests.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let handle = install_metrics()?;
+        metrics::initialize(self.assembler.models().entries().iter().map(|m| m.name.clone()));
         if let Some(listener) = self.metrics {
             tokio::spawn(serve_metrics(listener, handle.clone()));
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::assemble::{Assembly, BlockKind, Outcome};
+use crate::assemble::{Assembly, BlockKind};
 
 /// Requests by RPC and gRPC code.
 pub const REQUESTS_TOTAL: &str = "assembler_requests_total";
@@ -101,6 +101,28 @@ pub fn describe() {
     );
 }
 
+/// RPC names, as labelled.
+pub const RPCS: [&str; 3] = ["Assemble", "CountTokens", "ListModels"];
+
+/// Starts the series alerts and dashboards rely on at zero, so that a fresh
+/// sidecar's scrape already has them (`rate()` needs two samples).
+pub fn initialize(models: impl IntoIterator<Item = String>) {
+    for rpc in RPCS {
+        counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => "OK").increment(0);
+    }
+    for metric in [PREFIX_CACHE_LOOKUPS_TOTAL, SEGMENT_CACHE_LOOKUPS_TOTAL] {
+        counter!(metric, "result" => "hit").increment(0);
+        counter!(metric, "result" => "miss").increment(0);
+    }
+    counter!(ITEMS_FILTERED_TOTAL).increment(0);
+    for kind in BlockKind::ALL {
+        counter!(ITEMS_DROPPED_TOTAL, "kind" => kind.as_str()).increment(0);
+    }
+    for model in models {
+        counter!(BUDGET_OVERFLOW_TOTAL, "model" => model).increment(0);
+    }
+}
+
 /// Records a request's cache lookups under `metric` (one of the cache
 /// constants), once per request rather than once per lookup.
 pub fn cache_lookups(metric: &'static str, hits: u64, misses: u64) {
@@ -127,10 +149,9 @@ pub fn budget_overflow(model: String) {
 /// Records the decisions and sizes of one assembled prompt.
 pub fn assembly(a: &Assembly) {
     for d in &a.decisions {
-        counter!(BLOCKS_TOTAL, "kind" => kind_label(d.kind), "outcome" => outcome_label(d.outcome))
-            .increment(1);
+        counter!(BLOCKS_TOTAL, "kind" => d.kind.as_str(), "outcome" => d.outcome.as_str()).increment(1);
         if !d.dropped_item_ids.is_empty() {
-            counter!(ITEMS_DROPPED_TOTAL, "kind" => kind_label(d.kind))
+            counter!(ITEMS_DROPPED_TOTAL, "kind" => d.kind.as_str())
                 .increment(d.dropped_item_ids.len() as u64);
         }
         if !d.filtered_item_ids.is_empty() {
@@ -139,12 +160,4 @@ pub fn assembly(a: &Assembly) {
     }
     histogram!(PROMPT_TOKENS, "region" => "static").record(f64::from(a.usage.static_tokens));
     histogram!(PROMPT_TOKENS, "region" => "dynamic").record(f64::from(a.usage.dynamic_tokens));
-}
-
-fn kind_label(k: BlockKind) -> &'static str {
-    k.as_str()
-}
-
-fn outcome_label(o: Outcome) -> &'static str {
-    o.as_str()
 }

@@ -9,7 +9,10 @@ use tracing_subscriber::{EnvFilter, fmt};
 /// more than once (later calls do nothing).
 pub fn init_tracing(json: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = if json {
         builder.json().flatten_event(true).try_init()
     } else {
