@@ -129,10 +129,8 @@ pub(crate) struct Unit {
     pub invalid: Option<DropReason>,
 }
 
-/// One block after filtering and measuring.
+/// One block after filtering and measuring (`measured[i]` is `blocks[i]`).
 pub(crate) struct Measured {
-    /// Index of the block in the request.
-    pub block: usize,
     /// Positions in `block.items` of the items the principal may see.
     pub candidates: Vec<usize>,
     /// Positions of the items filtered out.
@@ -187,14 +185,9 @@ impl<'a> Pipeline<'a> {
 
     /// Counts through the segment cache, tallying hits and misses.
     pub(crate) fn count(&self, text: &str) -> u32 {
-        let key = CountCache::key(self.tok, text.as_bytes());
-        if let Some(n) = self.asm.segments.get(&key) {
-            self.hits.set(self.hits.get() + 1);
-            return n;
-        }
-        self.misses.set(self.misses.get() + 1);
-        let n = self.tok.count(text);
-        self.asm.segments.insert(key, n);
+        let (n, hit) = self.asm.segments.count(self.tok, text);
+        let tally = if hit { &self.hits } else { &self.misses };
+        tally.set(tally.get() + 1);
         n
     }
 
@@ -206,10 +199,9 @@ impl<'a> Pipeline<'a> {
         );
     }
 
-    /// The item at candidate `ci` of measured block `mi`.
-    pub(crate) fn item(&self, mi: usize, ci: usize) -> &'a Item {
-        let m = &self.measured[mi];
-        &self.req.blocks[m.block].items[m.candidates[ci]]
+    /// The item at candidate `ci` of block `bi`.
+    pub(crate) fn item(&self, bi: usize, ci: usize) -> &'a Item {
+        &self.req.blocks[bi].items[self.measured[bi].candidates[ci]]
     }
 
     fn run(&mut self) -> Result<RunOutput, AssembleError> {
@@ -317,7 +309,6 @@ impl<'a> Pipeline<'a> {
                     .collect()
             };
             self.measured.push(Measured {
-                block: bi,
                 candidates,
                 filtered,
                 units,

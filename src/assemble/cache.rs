@@ -59,14 +59,15 @@ impl CountCache {
     }
 
     /// Counts `text` through the cache: a hit costs a hash and a lookup.
-    pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> u32 {
+    /// Returns the count and whether it was a hit.
+    pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
         let key = Self::key(tokenizer, text.as_bytes());
         if let Some(n) = self.get(&key) {
-            return n;
+            return (n, true);
         }
         let n = tokenizer.count(text);
         self.insert(key, n);
-        n
+        (n, false)
     }
 
     /// Entries currently held (approximate until pending work runs).
@@ -94,8 +95,10 @@ mod tests {
     fn count_goes_through_the_cache() {
         let cache = CountCache::new(1 << 20);
         let t = Tokenizer::exact(Encoding::O200kBase);
-        let n = cache.count(&t, "hello world");
+        let (n, hit) = cache.count(&t, "hello world");
         assert_eq!(n, t.count("hello world"));
+        assert!(!hit);
+        assert_eq!(cache.count(&t, "hello world"), (n, true));
         assert_eq!(cache.get(&CountCache::key(&t, b"hello world")), Some(n));
     }
 

@@ -1,0 +1,115 @@
+use super::*;
+use crate::assemble::request::{Block, BlockKind, Item};
+
+fn req(model: &str) -> AssembleRequest {
+    AssembleRequest {
+        model: model.to_owned(),
+        query: "q".to_owned(),
+        ..AssembleRequest::default()
+    }
+}
+
+fn fields(r: &AssembleRequest) -> Vec<String> {
+    validate(r, &ModelTable::default())
+        .err()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.field)
+        .collect()
+}
+
+#[test]
+fn budget_defaults_to_window_minus_reserve() {
+    let (spec, b) = validate(&req("gpt-4o"), &ModelTable::default()).unwrap();
+    assert_eq!(spec.name, "gpt-4o");
+    assert_eq!(
+        b,
+        Budget {
+            input: 128_000 - 16_384,
+            output_reserve: 16_384
+        }
+    );
+    let mut r = req("gpt-4o");
+    r.max_input_tokens = Some(1000);
+    assert_eq!(validate(&r, &ModelTable::default()).unwrap().1.input, 1000);
+}
+
+#[test]
+fn budget_overrides_must_fit_the_window() {
+    let mut r = req("gpt-4");
+    r.output_reserve = Some(8_192);
+    assert_eq!(fields(&r), vec!["output_reserve"]);
+    let mut r = req("gpt-4");
+    r.max_input_tokens = Some(0);
+    assert_eq!(fields(&r), vec!["max_input_tokens"]);
+    let mut r = req("gpt-4");
+    r.max_input_tokens = Some(9_000);
+    assert_eq!(fields(&r), vec!["max_input_tokens"]);
+    let mut r = req("gpt-4");
+    r.max_input_tokens = Some(8_000);
+    r.output_reserve = Some(1_000);
+    assert_eq!(fields(&r), vec!["max_input_tokens"]);
+}
+
+#[test]
+fn turns_need_consistent_roles_and_tool_fields() {
+    let mut r = req("gpt-4o");
+    let turn = |role, call: &str, calls: &[&str]| Item {
+        id: format!("{role:?}{call}{}", calls.len()),
+        role,
+        tool_call_id: call.to_owned(),
+        tool_call_ids: calls.iter().map(|c| (*c).to_owned()).collect(),
+        ..Item::default()
+    };
+    r.blocks.push(Block {
+        name: "t".to_owned(),
+        kind: BlockKind::RecentTurns,
+        priority: 0,
+        cuttable: None,
+        min_tokens: 0,
+        max_tokens: 0,
+        items: vec![
+            turn(None, "", &[]),
+            turn(Some(Role::Tool), "", &[]),
+            turn(Some(Role::User), "", &["c"]),
+            turn(Some(Role::Assistant), "x", &[]),
+        ],
+    });
+    assert_eq!(
+        fields(&r),
+        vec![
+            "blocks[0].items[0].role",
+            "blocks[0].items[1].tool_call_id",
+            "blocks[0].items[2].tool_call_ids",
+            "blocks[0].items[3].tool_call_id",
+        ]
+    );
+}
+
+#[test]
+fn items_need_unique_ids_and_finite_scores() {
+    let mut r = req("gpt-4o");
+    let it = |id: &str, score| Item {
+        id: id.to_owned(),
+        score,
+        ..Item::default()
+    };
+    r.blocks.push(Block {
+        name: "e".to_owned(),
+        kind: BlockKind::Evidence,
+        priority: 0,
+        cuttable: Some(false),
+        min_tokens: 0,
+        max_tokens: 10,
+        items: vec![it("a", 1.0), it("a", 1.0), it("", 1.0), it("b", f64::NAN)],
+    });
+    assert_eq!(
+        fields(&r),
+        vec![
+            "blocks[0].max_tokens",
+            "blocks[0].items[1].id",
+            "blocks[0].items[2].id",
+            "blocks[0].items[3].score",
+        ]
+    );
+}
