@@ -127,6 +127,23 @@ fn assemble_by_tokens(c: &mut Criterion) {
                 w.encoded_len() + response.encode_to_vec().len()
             })
         });
+        // Partly warm: one evidence item (of 16) is new on every iteration, so
+        // the cost above `warm` is the tokenization of the new bytes alone.
+        let mut fresh = 0u64;
+        g.bench_with_input(BenchmarkId::new("one_new_item", tokens), &req, |b, req| {
+            b.iter_batched(
+                || {
+                    fresh += 1;
+                    let mut r = req.clone();
+                    r.blocks[1].items[3]
+                        .content
+                        .push_str(&format!(" revision {fresh}"));
+                    wire(&r)
+                },
+                |bytes| server_side(&warm, black_box(&bytes)),
+                criterion::BatchSize::LargeInput,
+            )
+        });
         g.bench_with_input(BenchmarkId::new("cold", tokens), &bytes, |b, bytes| {
             b.iter_batched(
                 || Assembler::new(ModelTable::default(), CACHE_BYTES),
