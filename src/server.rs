@@ -209,7 +209,9 @@ async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
+                // E.g. out of file descriptors: back off instead of spinning.
                 warn!(err = %e, "metrics accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };

@@ -69,6 +69,15 @@ pub struct UnitPlan {
     pub has_compact: bool,
     /// Set when the unit can never be kept (broken tool-call pairing).
     pub invalid: Option<DropReason>,
+    /// Reserved whatever its block: a turn unit with a member in a
+    /// non-cuttable block (a call there, its result in a newer block).
+    pub pinned: bool,
+}
+
+impl UnitPlan {
+    fn reserved_in(&self, block: &BlockPlan) -> bool {
+        self.invalid.is_none() && (self.pinned || !block.cuttable)
+    }
 }
 
 /// Why a unit was dropped.
@@ -194,9 +203,11 @@ pub fn allocate(
         cut_chrono: None,
     };
 
-    for (bi, b) in blocks.iter().enumerate().filter(|(_, b)| !b.cuttable) {
-        st.fates[bi] = BlockFate::Reserved;
-        for (ui, u) in b.units.iter().enumerate().filter(|(_, u)| u.invalid.is_none()) {
+    for (bi, b) in blocks.iter().enumerate() {
+        if !b.cuttable {
+            st.fates[bi] = BlockFate::Reserved;
+        }
+        for (ui, u) in b.units.iter().enumerate().filter(|(_, u)| u.reserved_in(b)) {
             st.used += st.open_cost(b.slot);
             st.keep(bi, ui, b.slot, Form::Full, u.full);
         }
@@ -207,8 +218,10 @@ pub fn allocate(
         });
     }
 
+    // Priority first; among equal priorities newer turn blocks first, so the
+    // oldest turns are the ones cut.
     let mut order: Vec<usize> = (0..blocks.len()).filter(|&i| blocks[i].cuttable).collect();
-    order.sort_by_key(|&i| (blocks[i].priority, i));
+    order.sort_by_key(|&i| (blocks[i].priority, blocks[i].chrono.map(std::cmp::Reverse), i));
     for bi in order {
         st.fill(bi, &blocks[bi], shrink);
     }
@@ -257,7 +270,7 @@ impl State {
 
     fn fill(&mut self, bi: usize, b: &BlockPlan, shrink: &mut dyn Shrink) {
         let valid: Vec<usize> = (0..b.units.len())
-            .filter(|&ui| b.units[ui].invalid.is_none())
+            .filter(|&ui| b.units[ui].invalid.is_none() && !b.units[ui].pinned)
             .collect();
         if valid.is_empty() {
             return;

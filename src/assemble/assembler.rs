@@ -342,6 +342,10 @@ impl<'a> Pipeline<'a> {
                         score: first.score,
                         has_compact: !block.kind.is_turns() && first.compact_form.is_some(),
                         invalid: u.invalid,
+                        pinned: u
+                            .members
+                            .iter()
+                            .any(|&(mb, _)| !req.blocks[mb].effective_cuttable()),
                     }
                 })
                 .collect();

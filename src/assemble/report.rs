@@ -139,6 +139,9 @@ fn reason(block: &Block, fate: BlockFate, forms: &[Form], outcome: Outcome) -> &
         (_, BlockFate::Gap) => "newer turns were cut: dropped to avoid a gap",
         (_, BlockFate::BelowMin) => "cut below min_tokens: dropped whole",
         _ if forms.iter().all(broken) => "broken tool-call pairing",
+        (_, BlockFate::Reserved) if forms.iter().any(broken) => {
+            "non-cuttable: reserved; broken tool-call pairs dropped"
+        }
         (_, BlockFate::Reserved) => "non-cuttable: reserved in full",
         (Outcome::Kept, _) => "fits",
         _ if forms.contains(&Form::Dropped(DropReason::BlockLimit)) => "max_tokens reached",

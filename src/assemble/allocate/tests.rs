@@ -31,6 +31,7 @@ prop_compose! {
             score,
             has_compact,
             invalid: (broken == 0).then_some(DropReason::OrphanToolResult),
+            pinned: false,
         }
     }
 }
@@ -63,6 +64,11 @@ fn plans() -> impl Strategy<Value = (Vec<BlockPlan>, u64, u32)> {
     (prop::collection::vec(block(), 0..6), 0u64..100, 0u32..1500).prop_map(|(mut blocks, base, budget)| {
         for (chrono, b) in blocks.iter_mut().filter(|b| b.slot == Slot::Own).enumerate() {
             b.chrono = Some(chrono);
+            // A call whose older half sits in a non-cuttable block pins the
+            // newer block's first unit.
+            if let Some(first) = b.units.first_mut() {
+                first.pinned = first.full % 5 == 0;
+            }
         }
         (blocks, base, budget)
     })
@@ -107,15 +113,17 @@ proptest! {
                         // Broken units never kept; non-cuttable kept in full.
                         if u.invalid.is_some() {
                             prop_assert!(!forms[ui].is_kept());
-                        } else if !b.cuttable {
+                        } else if !b.cuttable || u.pinned {
                             prop_assert_eq!(forms[ui], Form::Full);
                         }
                         if forms[ui] == Form::Full {
                             prop_assert_eq!(a.costs[bi][ui], u.full);
                         }
                     }
-                    let kept: u64 = a.costs[bi].iter().map(|&c| u64::from(c)).sum();
-                    let offered: u64 = b.units.iter().filter(|u| u.invalid.is_none()).map(|u| u64::from(u.full)).sum();
+                    // What the block's own fill kept and was offered (pinned units are reserved).
+                    let fill = |ui: usize| b.units[ui].invalid.is_none() && !b.units[ui].pinned;
+                    let kept: u64 = (0..b.units.len()).filter(|&ui| fill(ui)).map(|ui| u64::from(a.costs[bi][ui])).sum();
+                    let offered: u64 = (0..b.units.len()).filter(|&ui| fill(ui)).map(|ui| u64::from(b.units[ui].full)).sum();
                     // min_tokens / max_tokens hold.
                     if b.cuttable {
                         prop_assert!(kept == 0 || kept == offered || kept >= u64::from(b.min_tokens));
@@ -130,7 +138,7 @@ proptest! {
                     match b.kind {
                         BlockKind::RecentTurns | BlockKind::History => {
                             // Kept turns are a suffix; the newest dropped one does not fit.
-                            let valid: Vec<usize> = (0..b.units.len()).filter(|&i| b.units[i].invalid.is_none()).collect();
+                            let valid: Vec<usize> = (0..b.units.len()).filter(|&i| fill(i)).collect();
                             let kept_flags: Vec<bool> = valid.iter().map(|&i| forms[i].is_kept()).collect();
                             let first_kept = kept_flags.iter().position(|&k| k).unwrap_or(kept_flags.len());
                             prop_assert!(kept_flags[first_kept..].iter().all(|&k| k), "kept turns are not a suffix");
@@ -184,6 +192,7 @@ fn evidence(units: &[(u32, f64)]) -> BlockPlan {
                 score,
                 has_compact: false,
                 invalid: None,
+                pinned: false,
             })
             .collect(),
     }
@@ -225,6 +234,7 @@ fn older_turn_blocks_are_dropped_when_newer_turns_were_cut() {
                 score: 0.0,
                 has_compact: false,
                 invalid: None,
+                pinned: false,
             })
             .collect(),
     };

@@ -544,3 +544,70 @@ fn a_huge_summary_is_truncated_to_the_budget() {
         out.usage.total_tokens
     );
 }
+
+#[test]
+fn a_non_cuttable_history_keeps_its_call_and_the_result_that_answers_it() {
+    let call = Item {
+        tool_call_ids: vec!["c1".to_owned()],
+        ..turn("a1", Role::Assistant, "let me look")
+    };
+    let result = Item {
+        tool_call_id: "c1".to_owned(),
+        ..turn("t1", Role::Tool, &"found it ".repeat(60))
+    };
+    let mut hist = block(
+        "hist",
+        BlockKind::History,
+        vec![turn("u1", Role::User, "find it"), call],
+    );
+    hist.cuttable = Some(false);
+    let recent = block(
+        "recent",
+        BlockKind::RecentTurns,
+        vec![result, turn("a2", Role::Assistant, "here")],
+    );
+    let mut req = request(vec![hist, recent]);
+    req.max_input_tokens = Some(60);
+    // The call cannot go and its result must come with it: that does not fit.
+    assert!(matches!(
+        asm().assemble(req.clone()),
+        Err(AssembleError::BudgetOverflow { .. })
+    ));
+    req.max_input_tokens = Some(400);
+    let out = asm().assemble(req).unwrap();
+    assert_eq!(out.decisions[0].kept_item_ids, vec!["u1", "a1"]);
+    assert_eq!(out.decisions[1].kept_item_ids, vec!["t1", "a2"]);
+}
+
+#[test]
+fn of_two_history_blocks_the_older_is_cut_first() {
+    let h1 = block(
+        "h1",
+        BlockKind::History,
+        vec![
+            turn("u1", Role::User, "old question"),
+            turn("a1", Role::Assistant, "old answer"),
+        ],
+    );
+    let h2 = block(
+        "h2",
+        BlockKind::History,
+        vec![
+            turn("u2", Role::User, &"newer question ".repeat(30)),
+            turn("a2", Role::Assistant, "newer answer"),
+        ],
+    );
+    let recent = block(
+        "recent",
+        BlockKind::RecentTurns,
+        vec![turn("u3", Role::User, "latest")],
+    );
+    let mut req = request(vec![h1, h2, recent]);
+    req.max_input_tokens = Some(80);
+    let out = asm().assemble(req).unwrap();
+    // h2 is filled before h1: its question is cut, so h1 is dropped to avoid a gap.
+    assert_eq!(out.decisions[1].dropped_item_ids, vec!["u2"]);
+    assert_eq!(out.decisions[0].kept_item_ids, Vec::<String>::new());
+    let turns: Vec<&str> = out.messages.iter().map(|m| m.content.as_str()).collect();
+    assert!(!turns.contains(&"old answer"), "{turns:?}");
+}
