@@ -208,7 +208,6 @@ pub fn allocate(
             st.fates[bi] = BlockFate::Reserved;
         }
         for (ui, u) in b.units.iter().enumerate().filter(|(_, u)| u.reserved_in(b)) {
-            st.used += st.open_cost(b.slot);
             st.keep(bi, ui, b.slot, Form::Full, u.full);
         }
     }
@@ -255,11 +254,12 @@ impl State {
         }
     }
 
+    /// Keeps a unit in `form`, paying for opening its slot if it is the first.
     fn keep(&mut self, bi: usize, ui: usize, slot: Slot, form: Form, cost: u32) {
+        self.used += self.open_cost(slot) + u64::from(cost);
         if let Some(i) = slot.index() {
             self.open[i] = true;
         }
-        self.used += u64::from(cost);
         self.forms[bi][ui] = form;
         self.costs[bi][ui] = cost;
     }
@@ -288,7 +288,6 @@ impl State {
         let ceiling = b.max_tokens.map_or(u64::MAX, u64::from);
         if full + self.open_cost(b.slot) <= self.room() && full <= ceiling {
             for &ui in &valid {
-                self.used += self.open_cost(b.slot);
                 self.keep(bi, ui, b.slot, Form::Full, b.units[ui].full);
             }
             return;
@@ -307,7 +306,6 @@ impl State {
                         self.forms[bi][ui] = Form::Dropped(why);
                         stopped = true;
                     } else {
-                        self.used += self.open_cost(b.slot);
                         self.keep(bi, ui, b.slot, Form::Full, cost);
                         kept += u64::from(cost);
                     }
@@ -315,9 +313,8 @@ impl State {
             }
             BlockKind::Summary => {
                 for &ui in &valid {
-                    let form = self.shrink_one(bi, ui, b, kept, ceiling, shrink, true);
+                    let form = self.shrink_one(bi, ui, b, kept, ceiling, shrink);
                     if let Some((form, cost)) = form {
-                        self.used += self.open_cost(b.slot);
                         self.keep(bi, ui, b.slot, form, cost);
                         kept += u64::from(cost);
                     }
@@ -327,9 +324,8 @@ impl State {
                 let mut ranked = valid.clone();
                 ranked.sort_by(|&x, &y| b.units[y].score.total_cmp(&b.units[x].score).then(x.cmp(&y)));
                 for ui in ranked {
-                    let form = self.shrink_one(bi, ui, b, kept, ceiling, shrink, false);
+                    let form = self.shrink_one(bi, ui, b, kept, ceiling, shrink);
                     if let Some((form, cost)) = form {
-                        self.used += self.open_cost(b.slot);
                         self.keep(bi, ui, b.slot, form, cost);
                         kept += u64::from(cost);
                     }
@@ -369,7 +365,6 @@ impl State {
 
     /// The best form of one unit that fits: full, then compact, then (for
     /// summaries) a sentence-boundary truncation. Records the drop otherwise.
-    #[allow(clippy::too_many_arguments)]
     fn shrink_one(
         &mut self,
         bi: usize,
@@ -378,7 +373,6 @@ impl State {
         kept: u64,
         ceiling: u64,
         shrink: &mut dyn Shrink,
-        truncatable: bool,
     ) -> Option<(Form, u32)> {
         let unit = &b.units[ui];
         let mut why = match self.fits(b.slot, kept, ceiling, unit.full) {
@@ -392,7 +386,7 @@ impl State {
                 Err(w) => why = w,
             }
         }
-        if truncatable {
+        if b.kind == BlockKind::Summary {
             let room = self.room().saturating_sub(self.open_cost(b.slot));
             let limit = room.min(ceiling.saturating_sub(kept));
             let limit = u32::try_from(limit).unwrap_or(u32::MAX);
