@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use context_assembler::assemble::cache::CountCache;
-use context_assembler::assemble::{AssembleRequest, Assembler, Encoding, ModelTable, Tokenizer};
+use context_assembler::assemble::{AssembleRequest, Assembler, Encoding, Tokenizer};
 use context_assembler::grpc::pb;
 use context_assembler::workload::{self, Rng, Shape};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -110,7 +110,7 @@ fn assemble_by_tokens(c: &mut Criterion) {
         let req = workload::request(Shape::new(tokens, 16), 42);
         let bytes = wire(&req);
         g.throughput(Throughput::Bytes(bytes.len() as u64));
-        let warm = Assembler::new(ModelTable::default(), CACHE_BYTES);
+        let warm = Assembler::new(context_assembler::config::default_catalog(), CACHE_BYTES);
         server_side(&warm, &bytes);
         g.bench_with_input(BenchmarkId::new("warm", tokens), &bytes, |b, bytes| {
             b.iter(|| server_side(&warm, black_box(bytes)))
@@ -146,7 +146,7 @@ fn assemble_by_tokens(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("cold", tokens), &bytes, |b, bytes| {
             b.iter_batched(
-                || Assembler::new(ModelTable::default(), CACHE_BYTES),
+                || Assembler::new(context_assembler::config::default_catalog(), CACHE_BYTES),
                 |cold| server_side(&cold, black_box(bytes)),
                 criterion::BatchSize::LargeInput,
             )
@@ -162,7 +162,7 @@ fn assemble_by_items(c: &mut Criterion) {
         // Over budget on purpose: 1000 items of ~60 tokens into an 8k budget.
         let mut req = workload::request(Shape::new(items * 60, items), 9);
         req.max_input_tokens = Some(8_000.max(items as u32 * 30));
-        let asm = Assembler::new(ModelTable::default(), CACHE_BYTES);
+        let asm = Assembler::new(context_assembler::config::default_catalog(), CACHE_BYTES);
         asm.assemble(req.clone()).unwrap();
         g.throughput(Throughput::Elements(items as u64));
         // The request is cloned in setup: a server owns the decoded request.

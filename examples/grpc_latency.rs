@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use context_assembler::config::{LogFormat, ServerConfig};
+use context_assembler::config::ServeArgs;
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::server::Bound;
 use context_assembler::workload::{self, Shape};
@@ -19,14 +19,14 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 async fn main() {
     let arg = |i: usize, d: usize| std::env::args().nth(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (tokens, n) = (arg(1, 32_000), arg(2, 2_000));
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: None,
-        cache_bytes: 64 << 20,
-        drain: Duration::from_secs(5),
-        log_format: LogFormat::Plain,
-    };
-    let bound = Bound::bind(&config).await.unwrap();
+    let config = ServeArgs {
+        listen: Some("127.0.0.1:0".to_owned()),
+        metrics_listen: Some("off".to_owned()),
+        ..ServeArgs::default()
+    }
+    .validate()
+    .unwrap();
+    let bound = Bound::bind(config).await.unwrap();
     let addr = bound.grpc_addr().unwrap();
     tokio::spawn(bound.serve(std::future::pending()));
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))

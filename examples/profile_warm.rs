@@ -3,7 +3,7 @@
 //! Usage: profile_warm [ITERATIONS] [TOKENS] [ITEMS] [BUDGET]
 #![allow(clippy::unwrap_used)]
 
-use context_assembler::assemble::{AssembleRequest, Assembler, DEFAULT_CACHE_BYTES, ModelTable};
+use context_assembler::assemble::{AssembleRequest, Assembler, DEFAULT_CACHE_BYTES};
 use context_assembler::grpc::pb;
 use context_assembler::workload::{self, Shape};
 use prost::Message as _;
@@ -14,7 +14,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
     let bytes = pb::AssembleRequest::from(workload::request(Shape::new(32_000, 16), 42)).encode_to_vec();
-    let asm = Assembler::new(ModelTable::default(), DEFAULT_CACHE_BYTES);
+    let asm = Assembler::new(context_assembler::config::default_catalog(), DEFAULT_CACHE_BYTES);
     let mut total = 0usize;
     let started = std::time::Instant::now();
     for _ in 0..iterations {

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use crate::assemble::{AssembleError, Assembler, Assembly, DEFAULT_CACHE_BYTES, ModelTable};
-use crate::config::AssembleArgs;
+use crate::assemble::{AssembleError, Assembler, Assembly, Catalog, DEFAULT_CACHE_BYTES};
+use crate::config::{AssembleArgs, EXIT_CONFIG, ServeArgs};
 use crate::grpc::json::{JsonError, request_from_json, response_to_json};
 
 /// Exit code for an unreadable input file (EX_NOINPUT).
@@ -18,6 +18,18 @@ const EXIT_DATA: u8 = 65;
 
 /// Runs the subcommand.
 pub fn assemble(args: &AssembleArgs) -> ExitCode {
+    let catalog = match (ServeArgs {
+        config: args.config.clone(),
+        ..ServeArgs::default()
+    })
+    .validate()
+    {
+        Ok(c) => c.catalog,
+        Err(e) => {
+            eprintln!("context-assembler: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     let text = if args.file.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s).map(|_| s)
@@ -32,10 +44,10 @@ pub fn assemble(args: &AssembleArgs) -> ExitCode {
         }
     };
     if args.jsonl {
-        print!("{}", run_lines(&text));
+        print!("{}", run_lines(catalog, &text));
         return ExitCode::SUCCESS;
     }
-    match run(&text, args.json) {
+    match run(catalog, &text, args.json) {
         Ok(out) => {
             print!("{out}");
             ExitCode::SUCCESS
@@ -48,8 +60,8 @@ pub fn assemble(args: &AssembleArgs) -> ExitCode {
 }
 
 /// Assembles the JSON request `text`; returns what to print.
-pub fn run(text: &str, json: bool) -> Result<String, String> {
-    let assembler = Assembler::new(ModelTable::default(), DEFAULT_CACHE_BYTES);
+pub fn run(catalog: Catalog, text: &str, json: bool) -> Result<String, String> {
+    let assembler = Assembler::new(catalog, DEFAULT_CACHE_BYTES);
     let assembly = assemble_one(&assembler, text).map_err(|(_, message)| message)?;
     if json {
         return serde_json::to_string_pretty(&response_to_json(assembly))
@@ -76,13 +88,14 @@ fn error_code(e: &AssembleError) -> &'static str {
     match e {
         AssembleError::InvalidArgument(_) => "INVALID_ARGUMENT",
         AssembleError::BudgetOverflow { .. } => "BUDGET_OVERFLOW",
+        AssembleError::Cancelled => "CANCELLED",
     }
 }
 
 /// Assembles one JSON request per non-empty line with one warm assembler;
 /// returns one JSON line per request.
-pub fn run_lines(text: &str) -> String {
-    let assembler = Assembler::new(ModelTable::default(), DEFAULT_CACHE_BYTES);
+pub fn run_lines(catalog: Catalog, text: &str) -> String {
+    let assembler = Assembler::new(catalog, DEFAULT_CACHE_BYTES);
     let mut out = String::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let value = match assemble_one(&assembler, line) {

@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use context_assembler::config::{Cli, Command, EXIT_CONFIG, LogFormat, ServeArgs};
+use context_assembler::config::{
+    Cli, Command, ConfigArgs, EMBEDDED_DEFAULT, EXIT_CONFIG, LogFormat, ServeArgs,
+};
 use context_assembler::{cli, server, telemetry};
 
 fn main() -> ExitCode {
@@ -23,7 +25,33 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Assemble(args)) => cli::assemble(&args),
         Some(Command::Serve(args)) => serve(&args),
+        Some(Command::Config(args)) => config(&args),
         None => serve(&cli.serve),
+    }
+}
+
+fn config(args: &ConfigArgs) -> ExitCode {
+    if args.print_default {
+        print!("{EMBEDDED_DEFAULT}");
+        return ExitCode::SUCCESS;
+    }
+    let check = ServeArgs {
+        config: args.check.clone(),
+        ..ServeArgs::default()
+    };
+    match check.validate() {
+        Ok(c) => {
+            println!(
+                "configuration is valid: {} models, {} policies",
+                c.catalog.models.entries().len(),
+                c.catalog.policies.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("context-assembler: {e}");
+            ExitCode::from(EXIT_CONFIG)
+        }
     }
 }
 
@@ -36,7 +64,16 @@ fn serve(args: &ServeArgs) -> ExitCode {
         }
     };
     telemetry::init_tracing(config.log_format == LogFormat::Json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Blocking threads run the domain; admission keeps at most
+    // max_concurrency of them busy, plus a few for warm-up and reloads.
+    let blocking = usize::try_from(config.limits.max_concurrency)
+        .unwrap_or(usize::MAX)
+        .saturating_add(8);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(blocking)
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("context-assembler: cannot start the runtime: {e}");
@@ -44,7 +81,7 @@ fn serve(args: &ServeArgs) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let bound = server::Bound::bind(&config).await?;
+        let bound = server::Bound::bind(config).await?;
         bound.serve(server::shutdown_signal()).await
     });
     match result {

@@ -175,12 +175,12 @@ pub fn rank_by_score(mut positions: Vec<usize>, score: impl Fn(usize) -> f64) ->
 }
 
 /// Allocates `budget` tokens. `base` is the cost of what is always present
-/// (static prefix, query, reply priming); `overhead` is the cost of opening a
-/// shared message (context or summary).
+/// (static prefix, query, reply priming); `overheads` is the cost of opening
+/// each shared message, indexed by slot index (context, summary).
 pub fn allocate(
     blocks: &[BlockPlan],
     base: u64,
-    overhead: u32,
+    overheads: [u32; 2],
     budget: u32,
     shrink: &mut dyn Shrink,
 ) -> Result<Allocation, Overflow> {
@@ -198,7 +198,7 @@ pub fn allocate(
         fates: vec![BlockFate::Whole; blocks.len()],
         used: base,
         open: [false; 2],
-        overhead: u64::from(overhead),
+        overheads: overheads.map(u64::from),
         budget: u64::from(budget),
         cut_chrono: None,
     };
@@ -239,7 +239,7 @@ struct State {
     fates: Vec<BlockFate>,
     used: u64,
     open: [bool; 2],
-    overhead: u64,
+    overheads: [u64; 2],
     budget: u64,
     /// Chronological position of the newest turn block that lost turns.
     cut_chrono: Option<usize>,
@@ -249,7 +249,7 @@ impl State {
     /// Extra tokens to open `slot` if it is not open yet.
     fn open_cost(&self, slot: Slot) -> u64 {
         match slot.index() {
-            Some(i) if !self.open[i] => self.overhead,
+            Some(i) if !self.open[i] => self.overheads[i],
             _ => 0,
         }
     }

@@ -3,7 +3,8 @@
 //! before anything is measured, A allocates and orders.
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use tracing::debug;
 
@@ -11,14 +12,15 @@ use super::allocate::{self, BlockPlan, DropReason, Shrink, Slot, UnitPlan};
 use super::cache::CountCache;
 use super::error::AssembleError;
 use super::layout;
-use super::models::{ModelSpec, ModelTable};
+use super::models::ModelSpec;
+use super::policy::{Catalog, Policy};
 use super::render::{self, FormAttr};
 use super::report;
 use super::request::{AssembleRequest, BlockKind, Item, Role};
 use super::response::{Assembly, CacheInfo, Usage, Warning};
 use super::tokenizer::{Encoding, Tokenizer};
 use super::turns;
-use super::validate::{self, Budget, UNKNOWN_MODEL};
+use super::validate::{self, Budget, Resolved, UNKNOWN_MODEL};
 use crate::telemetry::metrics;
 
 /// Tokens every reply is primed with (chat formula).
@@ -31,9 +33,31 @@ pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// Assembles prompts. Cheap to share: clone the `Arc`.
 #[derive(Debug)]
 pub struct Assembler {
-    models: Arc<ModelTable>,
+    catalog: RwLock<Arc<Catalog>>,
     segments: CountCache,
     prefixes: CountCache,
+}
+
+/// A cancellation flag shared between a request's waiter and its worker: once
+/// set, the pipeline stops tokenizing and returns [`AssembleError::Cancelled`].
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A flag that is not set.
+    pub fn new() -> Self {
+        Cancel::default()
+    }
+
+    /// Sets the flag.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the flag is set.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// Which tokenizer `CountTokens` should use.
@@ -57,24 +81,36 @@ pub struct TokenCount {
 }
 
 impl Assembler {
-    /// An assembler over `models` whose caches hold about `cache_bytes`
+    /// An assembler over `catalog` whose caches hold about `cache_bytes`
     /// (seven eighths for segments and items, one eighth for prefixes).
-    pub fn new(models: ModelTable, cache_bytes: u64) -> Self {
+    pub fn new(catalog: Catalog, cache_bytes: u64) -> Self {
         Assembler {
-            models: Arc::new(models),
+            catalog: RwLock::new(Arc::new(catalog)),
             segments: CountCache::new(cache_bytes / 8 * 7),
             prefixes: CountCache::new(cache_bytes / 8),
         }
     }
 
-    /// The model table.
-    pub fn models(&self) -> &ModelTable {
-        &self.models
+    /// The current catalog (models and policies).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the catalog; requests already running keep the one they
+    /// started with. Cached counts stay valid: they are keyed by tokenizer.
+    pub fn set_catalog(&self, catalog: Catalog) {
+        for e in catalog.models.encodings() {
+            e.warm();
+        }
+        *self.catalog.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(catalog);
     }
 
     /// Loads every vocabulary the table uses (readiness waits for this).
     pub fn warm(&self) {
-        for e in self.models.encodings() {
+        for e in self.catalog().models.encodings() {
             e.warm();
         }
     }
@@ -83,6 +119,7 @@ impl Assembler {
     pub fn count_tokens(&self, target: &CountTarget, text: &str) -> Result<TokenCount, AssembleError> {
         let tokenizer = match target {
             CountTarget::Model(m) => self
+                .catalog()
                 .models
                 .resolve(m)
                 .map(|s| s.tokenizer.clone())
@@ -101,9 +138,20 @@ impl Assembler {
     /// Assembles one prompt, consuming the request (its texts move into the
     /// answer). CPU-bound: call it off the async reactor.
     pub fn assemble(&self, req: AssembleRequest) -> Result<Assembly, AssembleError> {
-        let (spec, budget) =
-            validate::validate(&req, &self.models).map_err(AssembleError::InvalidArgument)?;
-        let mut pipeline = Pipeline::new(self, &spec, &req, budget);
+        self.assemble_cancellable(req, &Cancel::new())
+    }
+
+    /// [`Assembler::assemble`] that stops early once `cancel` is set (a
+    /// deadline passed or the caller went away): no further text is
+    /// tokenized and nothing half-counted is cached.
+    pub fn assemble_cancellable(
+        &self,
+        req: AssembleRequest,
+        cancel: &Cancel,
+    ) -> Result<Assembly, AssembleError> {
+        let Resolved { spec, policy, budget } =
+            validate::validate(&req, &self.catalog()).map_err(AssembleError::InvalidArgument)?;
+        let mut pipeline = Pipeline::new(self, &spec, &policy, &req, budget, cancel);
         let result = pipeline.run();
         pipeline.record_lookups();
         let (plan, usage, cache, decisions, warnings) = result?;
@@ -154,7 +202,9 @@ type RunOutput = (
 pub(crate) struct Pipeline<'a> {
     asm: &'a Assembler,
     pub spec: &'a ModelSpec,
+    pub policy: &'a Policy,
     pub tok: &'a Tokenizer,
+    cancel: &'a Cancel,
     pub req: &'a AssembleRequest,
     budget: Budget,
     pub measured: Vec<Measured>,
@@ -164,11 +214,20 @@ pub(crate) struct Pipeline<'a> {
 }
 
 impl<'a> Pipeline<'a> {
-    fn new(asm: &'a Assembler, spec: &'a ModelSpec, req: &'a AssembleRequest, budget: Budget) -> Self {
+    fn new(
+        asm: &'a Assembler,
+        spec: &'a ModelSpec,
+        policy: &'a Policy,
+        req: &'a AssembleRequest,
+        budget: Budget,
+        cancel: &'a Cancel,
+    ) -> Self {
         Pipeline {
             asm,
             spec,
+            policy,
             tok: &spec.tokenizer,
+            cancel,
             req,
             budget,
             measured: Vec::new(),
@@ -183,8 +242,13 @@ impl<'a> Pipeline<'a> {
         content.saturating_add(MESSAGE_OVERHEAD_TOKENS + self.tok.role_tokens(role))
     }
 
-    /// Counts through the segment cache, tallying hits and misses.
+    /// Counts through the segment cache, tallying hits and misses. Once the
+    /// request is cancelled, counts nothing and returns 0 (the run is
+    /// abandoned before any result is used).
     pub(crate) fn count(&self, text: &str) -> u32 {
+        if self.cancel.is_cancelled() {
+            return 0;
+        }
         let (n, hit) = self.asm.segments.count(self.tok, text);
         let tally = if hit { &self.hits } else { &self.misses };
         tally.set(tally.get() + 1);
@@ -212,8 +276,13 @@ impl<'a> Pipeline<'a> {
         let base = u64::from(static_tokens) + u64::from(query_tokens) + u64::from(REPLY_PRIMING_TOKENS);
 
         let plans = self.measure();
-        let overhead = self.message_cost(Role::User, 0);
-        let alloc = allocate::allocate(&plans, base, overhead, self.budget.input, &mut Shrinker { p: self })
+        self.check_cancelled()?;
+        // Opening the context message (policy's role) and the summary message (user).
+        let overheads = [
+            self.message_cost(self.policy.context_role, 0),
+            self.message_cost(Role::User, 0),
+        ];
+        let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, &mut Shrinker { p: self })
             .map_err(|o| {
                 debug!(non_cuttable = o.non_cuttable, budget = self.budget.input, model = %self.spec.name, "budget overflow");
                 AssembleError::BudgetOverflow {
@@ -223,6 +292,7 @@ impl<'a> Pipeline<'a> {
                 }
             })?;
 
+        self.check_cancelled()?;
         let plan = layout::plan(self, &alloc);
         let decisions = report::decisions(self, &plans, &alloc);
         let total = u32::try_from(alloc.used).unwrap_or(u32::MAX);
@@ -265,8 +335,18 @@ impl<'a> Pipeline<'a> {
             .iter()
             .map(|s| self.message_cost(Role::System, self.count(&s.content)))
             .fold(0, u32::saturating_add);
-        self.asm.prefixes.insert(key, n);
+        if !self.cancel.is_cancelled() {
+            self.asm.prefixes.insert(key, n);
+        }
         (n, false)
+    }
+
+    fn check_cancelled(&self) -> Result<(), AssembleError> {
+        if self.cancel.is_cancelled() {
+            debug!("cancelled: assembly abandoned");
+            return Err(AssembleError::Cancelled);
+        }
+        Ok(())
     }
 
     /// Filters every block by permission, groups the conversation into units
@@ -351,7 +431,7 @@ impl<'a> Pipeline<'a> {
                 .collect();
             plans.push(BlockPlan {
                 kind: block.kind,
-                priority: block.effective_priority(),
+                priority: block.effective_priority(self.policy),
                 cuttable: block.effective_cuttable(),
                 min_tokens: block.min_tokens,
                 max_tokens: block.max_tokens(),
@@ -427,6 +507,9 @@ impl Shrink for Shrinker<'_, '_> {
         let mut ends = render::sentence_ends(&item.content);
         ends.retain(|&e| e < item.content.len());
         let cost = |i: usize| {
+            if self.p.cancel.is_cancelled() {
+                return u32::MAX;
+            }
             let u = render::unit(kind, item, &item.content[..ends[i]], FormAttr::Truncated);
             self.p.tok.count(&u)
         };

@@ -37,6 +37,9 @@ pub enum AssembleError {
         /// The model table entry.
         model: String,
     },
+    /// The request was cancelled (deadline or caller gone) before it finished.
+    #[error("cancelled before the prompt was assembled")]
+    Cancelled,
 }
 
 impl AssembleError {

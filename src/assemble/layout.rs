@@ -67,7 +67,7 @@ pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation) -> Plan {
             .collect()
     };
     let by_priority = |mut v: Vec<usize>| {
-        v.sort_by_key(|&b| (req.blocks[b].effective_priority(), b));
+        v.sort_by_key(|&b| (req.blocks[b].effective_priority(p.policy), b));
         v
     };
     let by_score = |bi: usize| rank_by_score(kept(bi), |ui| p.item(bi, ui).score);
@@ -128,7 +128,7 @@ pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation) -> Plan {
         }
     }
     if !context.is_empty() {
-        plan.push((Role::User, Content::Rendered(context)));
+        plan.push((p.policy.context_role, Content::Rendered(context)));
     }
 
     plan.push((Role::User, Content::Query));

@@ -6,6 +6,7 @@
 //! - [`cache`]: token counts keyed by blake3(tokenizer, bytes).
 //! - [`render`]: units whose counts add up exactly across seams.
 //! - [`turns`]: tool-call pairing; [`allocate`]: the budget allocator.
+//! - [`policy`]: named policies and the catalog swapped on reload.
 //! - [`validate`]: request checks; [`assembler`]: the pipeline; `layout`:
 //!   ordering; `report`: the decision report.
 
@@ -15,6 +16,7 @@ pub mod cache;
 pub mod error;
 mod layout;
 pub mod models;
+pub mod policy;
 pub mod render;
 mod report;
 pub mod request;
@@ -23,9 +25,10 @@ pub mod tokenizer;
 pub mod turns;
 pub mod validate;
 
-pub use assembler::{Assembler, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
+pub use assembler::{Assembler, Cancel, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
 pub use error::{AssembleError, FieldViolation};
 pub use models::{ModelSpec, ModelTable};
+pub use policy::{Catalog, DEFAULT_POLICY, Policy};
 pub use request::{AssembleRequest, Block, BlockKind, Item, Principal, Role, Segment, SegmentKind};
 pub use response::{Assembly, BlockDecision, CacheInfo, Message, Outcome, Usage, Warning};
 pub use tokenizer::{Encoding, Tokenizer};

@@ -38,73 +38,6 @@ pub struct ModelTable {
     entries: Vec<Arc<ModelSpec>>,
 }
 
-/// The embedded default table: (name, prefix, encoding, estimate margin %,
-/// context window, default output reserve). Margin 0 = exact. A prefix entry
-/// matches its name and any name that continues it with `-` (so `gpt-4`
-/// covers `gpt-4-0613` but not `gpt-4o` or `gpt-4.5-preview`), following
-/// tiktoken's model-to-encoding map.
-const DEFAULT_MODELS: &[(&str, bool, Encoding, u32, u32, u32)] = &[
-    ("gpt-5", true, Encoding::O200kBase, 0, 400_000, 128_000),
-    ("gpt-4.1", true, Encoding::O200kBase, 0, 1_047_576, 32_768),
-    ("gpt-4.5", true, Encoding::O200kBase, 0, 128_000, 16_384),
-    ("gpt-4o", true, Encoding::O200kBase, 0, 128_000, 16_384),
-    ("chatgpt-4o", true, Encoding::O200kBase, 0, 128_000, 16_384),
-    ("o1", true, Encoding::O200kBase, 0, 200_000, 100_000),
-    ("o3", true, Encoding::O200kBase, 0, 200_000, 100_000),
-    ("o4-mini", true, Encoding::O200kBase, 0, 200_000, 100_000),
-    ("gpt-4", true, Encoding::Cl100kBase, 0, 8_192, 1_024),
-    ("gpt-4-32k", true, Encoding::Cl100kBase, 0, 32_768, 4_096),
-    ("gpt-4-turbo", true, Encoding::Cl100kBase, 0, 128_000, 4_096),
-    (
-        "gpt-4-1106-preview",
-        false,
-        Encoding::Cl100kBase,
-        0,
-        128_000,
-        4_096,
-    ),
-    (
-        "gpt-4-0125-preview",
-        false,
-        Encoding::Cl100kBase,
-        0,
-        128_000,
-        4_096,
-    ),
-    (
-        "gpt-4-vision-preview",
-        false,
-        Encoding::Cl100kBase,
-        0,
-        128_000,
-        4_096,
-    ),
-    ("gpt-3.5-turbo", true, Encoding::Cl100kBase, 0, 16_385, 4_096),
-    ("gpt-35-turbo", true, Encoding::Cl100kBase, 0, 16_385, 4_096),
-    ("claude", true, Encoding::Cl100kBase, 20, 200_000, 8_192),
-];
-
-impl Default for ModelTable {
-    fn default() -> Self {
-        ModelTable::new(
-            DEFAULT_MODELS
-                .iter()
-                .map(|&(name, prefix, enc, margin, window, reserve)| ModelSpec {
-                    name: name.to_owned(),
-                    prefix,
-                    tokenizer: if margin == 0 {
-                        Tokenizer::exact(enc)
-                    } else {
-                        Tokenizer::estimate(enc, margin)
-                    },
-                    context_window: window,
-                    output_reserve: reserve,
-                })
-                .collect(),
-        )
-    }
-}
-
 impl ModelTable {
     /// A table of `entries`, sorted by name.
     pub fn new(mut entries: Vec<ModelSpec>) -> Self {
@@ -146,7 +79,7 @@ mod tests {
 
     #[test]
     fn longest_prefix_wins() {
-        let t = ModelTable::default();
+        let t = crate::config::default_catalog().models;
         let name = |m: &str| t.resolve(m).map(|s| s.name.clone());
         assert_eq!(name("gpt-4o-mini").as_deref(), Some("gpt-4o"));
         assert_eq!(name("gpt-4-0613").as_deref(), Some("gpt-4"));
@@ -166,7 +99,7 @@ mod tests {
     /// the same encoding here.
     #[test]
     fn encodings_agree_with_tiktoken() {
-        let t = ModelTable::default();
+        let t = crate::config::default_catalog().models;
         for model in [
             "gpt-5",
             "gpt-5-mini",
@@ -209,7 +142,7 @@ mod tests {
 
     #[test]
     fn encodings_follow_the_model_families() {
-        let t = ModelTable::default();
+        let t = crate::config::default_catalog().models;
         let enc = |m: &str| t.resolve(m).map(|s| s.tokenizer.encoding());
         assert_eq!(enc("gpt-4o"), Some(Encoding::O200kBase));
         assert_eq!(enc("o3-mini"), Some(Encoding::O200kBase));

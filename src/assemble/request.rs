@@ -1,5 +1,7 @@
 //! The domain's input: what a gateway asks to have assembled, free of wire types.
 
+use super::policy::Policy;
+
 /// The role of a message; rendered as its lower-case name when counting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -174,10 +176,10 @@ impl Block {
         }
     }
 
-    /// The priority after applying the kind's default.
-    pub fn effective_priority(&self) -> u32 {
+    /// The priority after applying the policy's default for the kind.
+    pub fn effective_priority(&self, policy: &Policy) -> u32 {
         if self.priority == 0 {
-            self.kind.default_priority()
+            policy.priority(self.kind)
         } else {
             self.priority
         }
@@ -231,4 +233,6 @@ pub struct AssembleRequest {
     pub principal: Principal,
     /// Logged, never rendered.
     pub session_id: String,
+    /// Named policy (empty = `default`).
+    pub policy: String,
 }

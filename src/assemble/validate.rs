@@ -4,7 +4,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::error::FieldViolation;
-use super::models::{ModelSpec, ModelTable};
+use super::models::ModelSpec;
+use super::policy::{Catalog, Policy};
 use super::request::{AssembleRequest, Role};
 
 /// The input budget and output reserve a valid request resolves to.
@@ -19,18 +20,33 @@ pub struct Budget {
 /// What an unknown model name is told.
 pub const UNKNOWN_MODEL: &str = "unknown model: not in the model table (see ListModels)";
 
-/// Checks `req` against the model table. Returns the model and budget, or
-/// every violation found.
-pub fn validate(
-    req: &AssembleRequest,
-    models: &ModelTable,
-) -> Result<(Arc<ModelSpec>, Budget), Vec<FieldViolation>> {
+/// What an unknown policy name is told.
+pub const UNKNOWN_POLICY: &str = "unknown policy: not in the configuration's [policies]";
+
+/// A valid request's model, policy and budget.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The model table entry.
+    pub spec: Arc<ModelSpec>,
+    /// The policy.
+    pub policy: Arc<Policy>,
+    /// The budget.
+    pub budget: Budget,
+}
+
+/// Checks `req` against the catalog. Returns the model, policy and budget,
+/// or every violation found.
+pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Vec<FieldViolation>> {
     let mut v = Vec::new();
-    let model = models.resolve(&req.model).cloned();
+    let model = catalog.models.resolve(&req.model).cloned();
     if req.model.is_empty() {
         v.push(FieldViolation::new("model", "required"));
     } else if model.is_none() {
         v.push(FieldViolation::new("model", UNKNOWN_MODEL));
+    }
+    let policy = catalog.policy(&req.policy).cloned();
+    if policy.is_none() {
+        v.push(FieldViolation::new("policy", UNKNOWN_POLICY));
     }
     if req.query.trim().is_empty() {
         v.push(FieldViolation::new(
@@ -139,8 +155,8 @@ pub fn validate(
             }
         }
     }
-    match model {
-        Some(spec) if v.is_empty() => Ok((spec, budget)),
+    match (model, policy) {
+        (Some(spec), Some(policy)) if v.is_empty() => Ok(Resolved { spec, policy, budget }),
         _ => Err(v),
     }
 }

@@ -156,6 +156,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
                 scopes: principal.scopes,
             },
             session_id: r.session_id,
+            policy: r.policy,
         })
     }
 }
@@ -302,6 +303,7 @@ impl From<domain::AssembleRequest> for pb::AssembleRequest {
                 scopes: r.principal.scopes,
             }),
             session_id: r.session_id,
+            policy: r.policy,
         }
     }
 }

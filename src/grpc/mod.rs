@@ -1,7 +1,9 @@
 //! The only module that knows tonic and prost: generated types, conversions
 //! between wire and domain types, the error-to-status map, and the service.
 
+pub mod admission;
 pub mod convert;
+pub mod frame_limit;
 pub mod json;
 pub mod service;
 pub mod status;

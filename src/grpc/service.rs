@@ -1,42 +1,77 @@
-//! The `Assembler` gRPC service: decode, run the domain off the reactor,
-//! encode. Records request metrics; logs ids, sizes and codes only.
+//! The `Assembler` gRPC service: admit, decode, run the domain off the
+//! reactor under the request's deadline, encode. Records request metrics; logs
+//! ids, sizes and codes only.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tonic::{Request, Response, Status};
-use tracing::{Instrument, info_span, instrument, warn};
+use tracing::{instrument, warn};
 
+use super::admission::{Admission, Permit, Refusal};
 use super::convert;
 use super::pb;
-use super::status::{code_label, to_status};
-use crate::assemble::{self as domain, AssembleError, Assembler};
+use super::status::{code_label, refusal_status, to_status};
+use crate::assemble::{self as domain, AssembleError, Assembler, Cancel};
 use crate::telemetry::metrics;
 
 /// The service over a shared [`Assembler`].
 #[derive(Debug, Clone)]
 pub struct AssemblerService {
     assembler: Arc<Assembler>,
+    admission: Admission,
 }
 
 impl AssemblerService {
-    /// A service over `assembler`.
-    pub fn new(assembler: Arc<Assembler>) -> Self {
-        AssemblerService { assembler }
+    /// A service over `assembler`, admitting requests by `admission`.
+    pub fn new(assembler: Arc<Assembler>, admission: Admission) -> Self {
+        AssemblerService { assembler, admission }
     }
 }
 
-/// Runs CPU-bound domain work on the blocking pool; a panic there becomes
-/// INTERNAL instead of taking the connection down.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
+/// Counts a refusal and turns it into its status.
+fn refuse(rpc: &'static str, refusal: Refusal) -> Status {
+    metrics::refused(rpc, refusal.reason());
+    refusal_status(&refusal)
+}
+
+/// Sets the cancellation flag when dropped: when the deadline fires, and when
+/// the caller goes away and tonic drops the handler.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Runs CPU-bound domain work on the blocking pool, holding `permit` until
+/// the work itself ends, under `timeout`. A panic there becomes INTERNAL
+/// instead of taking the connection down.
+async fn blocking<T: Send + 'static>(
+    rpc: &'static str,
+    permit: Permit,
+    timeout: Option<Duration>,
+    f: impl FnOnce(&Cancel) -> T + Send + 'static,
+) -> Result<T, Status> {
+    let cancel = Cancel::new();
+    let _on_drop = CancelOnDrop(cancel.clone());
     let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || span.in_scope(f))
-        .await
-        .map_err(|e| {
-            // Never the panic payload: it may quote request content.
-            warn!(panicked = e.is_panic(), "domain task failed");
-            Status::internal("internal error while assembling")
-        })
+    let task = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        span.in_scope(|| f(&cancel))
+    });
+    let joined = match timeout {
+        Some(t) => tokio::time::timeout(t, task)
+            .await
+            .map_err(|_| refuse(rpc, Refusal::DeadlineExceeded))?,
+        None => task.await,
+    };
+    joined.map_err(|e| {
+        // Never the panic payload: it may quote request content.
+        warn!(panicked = e.is_panic(), "domain task failed");
+        Status::internal("internal error while assembling")
+    })
 }
 
 /// Records the RPC's metrics and its span's `code` field.
@@ -57,16 +92,26 @@ impl pb::assembler_server::Assembler for AssemblerService {
         &self,
         request: Request<pb::AssembleRequest>,
     ) -> Result<Response<pb::AssembleResponse>, Status> {
+        const RPC: &str = "Assemble";
         let started = Instant::now();
+        let timeout = self.admission.timeout(request.metadata());
         let wire = request.into_inner();
         let span = tracing::Span::current();
         span.record("request_id", wire.request_id.as_str());
         span.record("model", wire.model.as_str());
         span.record("blocks", wire.blocks.len());
-        let assembler = self.assembler.clone();
-        let result = async move {
+        let result = async {
+            let items = wire.blocks.iter().map(|b| b.items.len()).sum();
+            self.admission
+                .check_shape(wire.blocks.len(), items)
+                .map_err(|r| refuse(RPC, r))?;
+            let permit = self.admission.admit().map_err(|r| refuse(RPC, r))?;
             let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
-            let outcome = blocking(move || assembler.assemble(req)).await?;
+            let assembler = self.assembler.clone();
+            let outcome = blocking(RPC, permit, timeout, move |cancel| {
+                assembler.assemble_cancellable(req, cancel)
+            })
+            .await?;
             match outcome {
                 Ok(a) => {
                     metrics::assembly(&a);
@@ -80,9 +125,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 }
             }
         }
-        .instrument(info_span!("assemble"))
         .await;
-        finish("Assemble", started, result)
+        finish(RPC, started, result)
     }
 
     #[instrument(skip_all, fields(rpc = "CountTokens", bytes, code))]
@@ -90,16 +134,21 @@ impl pb::assembler_server::Assembler for AssemblerService {
         &self,
         request: Request<pb::CountTokensRequest>,
     ) -> Result<Response<pb::CountTokensResponse>, Status> {
+        const RPC: &str = "CountTokens";
         let started = Instant::now();
+        let timeout = self.admission.timeout(request.metadata());
         let wire = request.into_inner();
         tracing::Span::current().record("bytes", wire.text.len());
-        let assembler = self.assembler.clone();
-        let result = async move {
+        let result = async {
+            let permit = self.admission.admit().map_err(|r| refuse(RPC, r))?;
             let target = convert::count_target(wire.tokenizer).map_err(|e| to_status(&e))?;
             let text = wire.text;
-            let count = blocking(move || assembler.count_tokens(&target, &text))
-                .await?
-                .map_err(|e| to_status(&e))?;
+            let assembler = self.assembler.clone();
+            let count = blocking(RPC, permit, timeout, move |_| {
+                assembler.count_tokens(&target, &text)
+            })
+            .await?
+            .map_err(|e| to_status(&e))?;
             Ok(pb::CountTokensResponse {
                 tokens: count.tokens,
                 tokenizer: count.tokenizer,
@@ -107,7 +156,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
             })
         }
         .await;
-        finish("CountTokens", started, result)
+        finish(RPC, started, result)
     }
 
     #[instrument(skip_all, fields(rpc = "ListModels", code))]
@@ -116,7 +165,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         _request: Request<pb::ListModelsRequest>,
     ) -> Result<Response<pb::ListModelsResponse>, Status> {
         let started = Instant::now();
-        let result = Ok(convert::model_infos(self.assembler.models()));
+        let result = Ok(convert::model_infos(&self.assembler.catalog().models));
         finish("ListModels", started, result)
     }
 }

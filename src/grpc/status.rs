@@ -3,12 +3,23 @@
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use super::admission::Refusal;
 use crate::assemble::AssembleError;
 
 /// `ErrorInfo.domain` of our errors.
 pub const ERROR_DOMAIN: &str = "context-assembler";
 /// `ErrorInfo.reason` when non-cuttable content exceeds the budget.
 pub const REASON_BUDGET_OVERFLOW: &str = "BUDGET_OVERFLOW";
+/// `ErrorInfo.reason` when the concurrency limit sheds a request.
+pub const REASON_OVERLOADED: &str = "OVERLOADED";
+/// `ErrorInfo.reason` when a request message exceeds the size limit.
+pub const REASON_REQUEST_TOO_LARGE: &str = "REQUEST_TOO_LARGE";
+/// `ErrorInfo.reason` when a request has more blocks than allowed.
+pub const REASON_TOO_MANY_BLOCKS: &str = "TOO_MANY_BLOCKS";
+/// `ErrorInfo.reason` when a request has more items than allowed.
+pub const REASON_TOO_MANY_ITEMS: &str = "TOO_MANY_ITEMS";
+/// The back-off a shed request is told to wait (`google.rpc.RetryInfo`).
+const SHED_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The status for a domain error.
 pub fn to_status(err: &AssembleError) -> Status {
@@ -36,6 +47,45 @@ pub fn to_status(err: &AssembleError) -> Status {
             );
             Status::with_error_details(Code::FailedPrecondition, err.to_string(), details)
         }
+        AssembleError::Cancelled => Status::cancelled(err.to_string()),
+    }
+}
+
+/// The status for a request refused before or instead of being worked on.
+pub fn refusal_status(refusal: &Refusal) -> Status {
+    let message = refusal.to_string();
+    let info = |reason: &str, limit: u64, value: u64| {
+        ErrorDetails::with_error_info(
+            reason,
+            ERROR_DOMAIN,
+            [
+                ("limit".to_owned(), limit.to_string()),
+                ("value".to_owned(), value.to_string()),
+            ],
+        )
+    };
+    match *refusal {
+        Refusal::Overloaded { limit } => {
+            let mut details = info(REASON_OVERLOADED, u64::from(limit), u64::from(limit));
+            details.set_retry_info(Some(SHED_RETRY_DELAY));
+            Status::with_error_details(Code::ResourceExhausted, message, details)
+        }
+        Refusal::TooLarge { bytes, limit } => Status::with_error_details(
+            Code::ResourceExhausted,
+            message,
+            info(REASON_REQUEST_TOO_LARGE, u64::from(limit), u64::from(bytes)),
+        ),
+        Refusal::TooManyBlocks { count, limit } => Status::with_error_details(
+            Code::ResourceExhausted,
+            message,
+            info(REASON_TOO_MANY_BLOCKS, u64::from(limit), count as u64),
+        ),
+        Refusal::TooManyItems { count, limit } => Status::with_error_details(
+            Code::ResourceExhausted,
+            message,
+            info(REASON_TOO_MANY_ITEMS, u64::from(limit), count as u64),
+        ),
+        Refusal::DeadlineExceeded => Status::deadline_exceeded(message),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::assemble::{Assembly, BlockKind};
@@ -27,6 +27,35 @@ pub const ITEMS_FILTERED_TOTAL: &str = "assembler_items_filtered_total";
 pub const BUDGET_OVERFLOW_TOTAL: &str = "assembler_budget_overflow_total";
 /// Prompt tokens per assembled prompt by region.
 pub const PROMPT_TOKENS: &str = "assembler_prompt_tokens";
+/// Requests refused before or instead of being worked on, by rpc and reason.
+pub const REQUESTS_REFUSED_TOTAL: &str = "assembler_requests_refused_total";
+/// Requests being worked on (Assemble and CountTokens).
+pub const IN_FLIGHT_REQUESTS: &str = "assembler_in_flight_requests";
+/// Configuration reloads (SIGHUP) by result: `applied` or `refused`.
+pub const CONFIG_RELOADS_TOTAL: &str = "assembler_config_reloads_total";
+
+/// Refusal reason: the concurrency limit shed the request.
+pub const REFUSED_CONCURRENCY: &str = "concurrency";
+/// Refusal reason: the message exceeded `limits.max_request_bytes`.
+pub const REFUSED_REQUEST_TOO_LARGE: &str = "request_too_large";
+/// Refusal reason: more blocks than `limits.max_blocks`.
+pub const REFUSED_TOO_MANY_BLOCKS: &str = "too_many_blocks";
+/// Refusal reason: more items than `limits.max_items`.
+pub const REFUSED_TOO_MANY_ITEMS: &str = "too_many_items";
+/// Refusal reason: the deadline passed; the work was cancelled.
+pub const REFUSED_DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+/// Every refusal reason.
+pub const REFUSAL_REASONS: [&str; 5] = [
+    REFUSED_CONCURRENCY,
+    REFUSED_REQUEST_TOO_LARGE,
+    REFUSED_TOO_MANY_BLOCKS,
+    REFUSED_TOO_MANY_ITEMS,
+    REFUSED_DEADLINE_EXCEEDED,
+];
+/// Reload result: the new models and policies are in use.
+pub const RELOAD_APPLIED: &str = "applied";
+/// Reload result: the file did not validate; the old configuration stays.
+pub const RELOAD_REFUSED: &str = "refused";
 
 /// Duration buckets: 50 us to 1 s.
 pub const DURATION_BUCKETS_SECONDS: [f64; 14] = [
@@ -99,6 +128,21 @@ pub fn describe() {
         Unit::Count,
         "tokens per assembled prompt, by region"
     );
+    describe_counter!(
+        REQUESTS_REFUSED_TOTAL,
+        Unit::Count,
+        "requests refused by a limit, shed, or cut off by their deadline, by rpc and reason"
+    );
+    describe_gauge!(
+        IN_FLIGHT_REQUESTS,
+        Unit::Count,
+        "Assemble and CountTokens requests being worked on"
+    );
+    describe_counter!(
+        CONFIG_RELOADS_TOTAL,
+        Unit::Count,
+        "configuration reloads on SIGHUP, by result (applied or refused)"
+    );
 }
 
 /// RPC names, as labelled.
@@ -118,9 +162,38 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
     for kind in BlockKind::ALL {
         counter!(ITEMS_DROPPED_TOTAL, "kind" => kind.as_str()).increment(0);
     }
+    models_known(models);
+    for rpc in ["Assemble", "CountTokens"] {
+        for reason in REFUSAL_REASONS {
+            counter!(REQUESTS_REFUSED_TOTAL, "rpc" => rpc, "reason" => reason).increment(0);
+        }
+    }
+    gauge!(IN_FLIGHT_REQUESTS).increment(0.0);
+    for result in [RELOAD_APPLIED, RELOAD_REFUSED] {
+        counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(0);
+    }
+}
+
+/// Starts the budget-overflow series of every model at zero.
+pub fn models_known(models: impl IntoIterator<Item = String>) {
     for model in models {
         counter!(BUDGET_OVERFLOW_TOTAL, "model" => model).increment(0);
     }
+}
+
+/// Records one refused request (`reason` is one of [`REFUSAL_REASONS`]).
+pub fn refused(rpc: &'static str, reason: &'static str) {
+    counter!(REQUESTS_REFUSED_TOTAL, "rpc" => rpc, "reason" => reason).increment(1);
+}
+
+/// Moves the in-flight gauge by `delta`.
+pub fn in_flight(delta: f64) {
+    gauge!(IN_FLIGHT_REQUESTS).increment(delta);
+}
+
+/// Records one configuration reload.
+pub fn config_reload(result: &'static str) {
+    counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(1);
 }
 
 /// Records a request's cache lookups under `metric` (one of the cache

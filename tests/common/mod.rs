@@ -3,9 +3,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use context_assembler::config::{LogFormat, ServerConfig};
+use context_assembler::config::ServeArgs;
 use context_assembler::grpc::pb::assembler_client::AssemblerClient;
 use context_assembler::server::Bound;
 use tokio::sync::oneshot;
@@ -22,15 +21,23 @@ pub struct TestServer {
 }
 
 impl TestServer {
+    /// Loopback, ephemeral ports, a 16 MiB cache, defaults otherwise.
+    pub fn args() -> ServeArgs {
+        ServeArgs {
+            listen: Some("127.0.0.1:0".to_owned()),
+            metrics_listen: Some("127.0.0.1:0".to_owned()),
+            cache_mib: Some(16),
+            ..ServeArgs::default()
+        }
+    }
+
     pub async fn start() -> TestServer {
-        let config = ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-            cache_bytes: 16 << 20,
-            drain: Duration::from_secs(10),
-            log_format: LogFormat::Plain,
-        };
-        let bound = Bound::bind(&config).await.unwrap();
+        TestServer::start_with(TestServer::args()).await
+    }
+
+    pub async fn start_with(args: ServeArgs) -> TestServer {
+        let config = args.validate().unwrap();
+        let bound = Bound::bind(config).await.unwrap();
         let addr = bound.grpc_addr().unwrap();
         let metrics = bound.metrics_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -75,7 +75,7 @@ fn plans() -> impl Strategy<Value = (Vec<BlockPlan>, u64, u32)> {
 }
 
 fn run(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
-    allocate(blocks, base, OVERHEAD, budget, &mut Synthetic(blocks))
+    allocate(blocks, base, [OVERHEAD; 2], budget, &mut Synthetic(blocks))
 }
 
 /// The total recomputed from the forms alone.

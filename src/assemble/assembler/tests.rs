@@ -8,7 +8,7 @@ use crate::assemble::response::{Message, Outcome};
 use crate::assemble::tokenizer::tests::adversarial_text;
 
 fn asm() -> Assembler {
-    Assembler::new(ModelTable::default(), 8 << 20)
+    Assembler::new(crate::config::default_catalog(), 8 << 20)
 }
 
 fn reference(encoding: Encoding) -> &'static tiktoken_rs::CoreBPE {
@@ -210,7 +210,7 @@ proptest! {
                 prop_assert_eq!(cold.as_ref().err(), Some(w));
             }
             (Ok(c), Ok(w)) => {
-                let spec = a.models.resolve(&req.model).unwrap();
+                let spec = a.catalog().models.resolve(&req.model).unwrap().clone();
                 let encoding = spec.tokenizer.encoding();
                 prop_assert_eq!(recount(encoding, &c.messages), c.usage.total_tokens);
                 prop_assert!(c.usage.total_tokens <= c.usage.budget);
@@ -323,7 +323,7 @@ fn filtered_items_are_never_counted_or_rendered() {
     assert_eq!(out.decisions[0].kept_item_ids, vec!["ok"]);
     assert!(out.messages.iter().all(|m| !m.content.contains("salary")));
     let unit = render::unit(BlockKind::Evidence, &secret, &secret.content, FormAttr::Full);
-    let tok = &a.models.resolve("gpt-4o").unwrap().tokenizer;
+    let tok = &a.catalog().models.resolve("gpt-4o").unwrap().tokenizer.clone();
     assert_eq!(
         a.segments.get(&CountCache::key(tok, unit.as_bytes())),
         None,

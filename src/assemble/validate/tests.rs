@@ -9,8 +9,12 @@ fn req(model: &str) -> AssembleRequest {
     }
 }
 
+fn catalog() -> Catalog {
+    crate::config::default_catalog()
+}
+
 fn fields(r: &AssembleRequest) -> Vec<String> {
-    validate(r, &ModelTable::default())
+    validate(r, &catalog())
         .err()
         .unwrap_or_default()
         .into_iter()
@@ -20,7 +24,7 @@ fn fields(r: &AssembleRequest) -> Vec<String> {
 
 #[test]
 fn budget_defaults_to_window_minus_reserve() {
-    let (spec, b) = validate(&req("gpt-4o"), &ModelTable::default()).unwrap();
+    let Resolved { spec, budget: b, .. } = validate(&req("gpt-4o"), &catalog()).unwrap();
     assert_eq!(spec.name, "gpt-4o");
     assert_eq!(
         b,
@@ -31,7 +35,7 @@ fn budget_defaults_to_window_minus_reserve() {
     );
     let mut r = req("gpt-4o");
     r.max_input_tokens = Some(1000);
-    assert_eq!(validate(&r, &ModelTable::default()).unwrap().1.input, 1000);
+    assert_eq!(validate(&r, &catalog()).unwrap().budget.input, 1000);
 }
 
 #[test]
@@ -112,4 +116,15 @@ fn items_need_unique_ids_and_finite_scores() {
             "blocks[0].items[3].score",
         ]
     );
+}
+
+#[test]
+fn policies_resolve_by_name() {
+    let mut r = req("gpt-4o");
+    assert!(fields(&r).is_empty());
+    r.policy = "system-context".to_owned();
+    let resolved = validate(&r, &catalog()).unwrap();
+    assert_eq!(resolved.policy.context_role, Role::System);
+    r.policy = "nope".to_owned();
+    assert_eq!(fields(&r), ["policy"]);
 }

@@ -1,0 +1,63 @@
+//! Named policies and the catalog (model table plus policies) that a request
+//! resolves against. The catalog is swapped whole on reload.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::models::ModelTable;
+use super::request::{BlockKind, Role};
+
+/// The name a request with no `policy` gets.
+pub const DEFAULT_POLICY: &str = "default";
+
+/// How a request is assembled beyond its own fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Role of the context message (evidence, memory, state): user or system.
+    pub context_role: Role,
+    /// Default priority per block kind, in [`BlockKind::ALL`] order (1 = highest).
+    pub priorities: [u32; 6],
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            context_role: Role::User,
+            priorities: BlockKind::ALL.map(BlockKind::default_priority),
+        }
+    }
+}
+
+impl Policy {
+    /// The default priority of blocks of `kind`.
+    pub fn priority(&self, kind: BlockKind) -> u32 {
+        let i = BlockKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
+        self.priorities[i]
+    }
+}
+
+/// What requests resolve against: models and named policies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Catalog {
+    /// The model table.
+    pub models: ModelTable,
+    /// Policies by name; always holds [`DEFAULT_POLICY`].
+    pub policies: BTreeMap<String, Arc<Policy>>,
+}
+
+impl Catalog {
+    /// A catalog of `models` and `policies`; a missing `default` policy is
+    /// added with the built-in defaults.
+    pub fn new(models: ModelTable, mut policies: BTreeMap<String, Arc<Policy>>) -> Self {
+        policies
+            .entry(DEFAULT_POLICY.to_owned())
+            .or_insert_with(|| Arc::new(Policy::default()));
+        Catalog { models, policies }
+    }
+
+    /// The policy a request names (empty = default).
+    pub fn policy(&self, name: &str) -> Option<&Arc<Policy>> {
+        let name = if name.is_empty() { DEFAULT_POLICY } else { name };
+        self.policies.get(name)
+    }
+}

@@ -1,0 +1,328 @@
+//! The TOML configuration file: its schema (every table rejects unknown keys)
+//! and the layering embedded default < file. Flags and environment variables
+//! are layered on top in [`super`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde::Deserialize;
+
+use super::{ConfigError, LogFormat};
+use crate::assemble::{BlockKind, Catalog, Encoding, ModelSpec, ModelTable, Policy, Role, Tokenizer};
+
+/// The embedded default configuration, printed by `config --print-default`.
+pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/default.toml");
+
+/// One configuration file, every value optional (absent = the layer below).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `[server]`.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// `[cache]`.
+    #[serde(default)]
+    pub cache: CacheSection,
+    /// `[limits]`.
+    #[serde(default)]
+    pub limits: LimitsSection,
+    /// `[[models]]`: when present, the whole model table.
+    pub models: Option<Vec<ModelEntry>>,
+    /// `[policies.NAME]`: when present, every policy (`default` is added if
+    /// missing).
+    pub policies: Option<BTreeMap<String, PolicyEntry>>,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// gRPC address.
+    pub listen: Option<String>,
+    /// Metrics address or `off`.
+    pub metrics_listen: Option<String>,
+    /// Drain grace period in seconds.
+    pub drain_secs: Option<u64>,
+    /// Log format.
+    pub log_format: Option<LogFormat>,
+    /// `[server.tls]`.
+    pub tls: Option<TlsSection>,
+}
+
+/// `[server.tls]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// PEM certificate chain.
+    pub cert: Option<PathBuf>,
+    /// PEM private key.
+    pub key: Option<PathBuf>,
+    /// PEM CA bundle; when set, clients must present a certificate it signed.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// `[cache]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSection {
+    /// Cache weight in MiB.
+    pub mib: Option<u64>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Largest request message in bytes.
+    pub max_request_bytes: Option<u64>,
+    /// Most blocks per request.
+    pub max_blocks: Option<u64>,
+    /// Most items per request.
+    pub max_items: Option<u64>,
+    /// Most requests worked on at once.
+    pub max_concurrency: Option<u64>,
+    /// Deadline when the client sends none, in ms (0 = none).
+    pub default_timeout_ms: Option<u64>,
+    /// Most open client connections.
+    pub max_connections: Option<u64>,
+}
+
+/// One `[[models]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// Model name or name prefix.
+    pub name: String,
+    /// Whether the name matches names that continue it with `-`.
+    #[serde(default)]
+    pub prefix: bool,
+    /// `cl100k_base` or `o200k_base`.
+    pub encoding: String,
+    /// 0 = exact; otherwise an estimate with this margin.
+    #[serde(default)]
+    pub estimate_margin_percent: u32,
+    /// Context window in tokens.
+    pub context_window: u32,
+    /// Default output reserve in tokens.
+    pub output_reserve: u32,
+}
+
+/// One `[policies.NAME]` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyEntry {
+    /// `user` or `system`.
+    pub context_role: Option<String>,
+    /// Default priorities by block kind.
+    #[serde(default)]
+    pub priorities: PrioritiesEntry,
+}
+
+/// `[policies.NAME.priorities]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrioritiesEntry {
+    /// STATE.
+    pub state: Option<u32>,
+    /// EVIDENCE.
+    pub evidence: Option<u32>,
+    /// MEMORY.
+    pub memory: Option<u32>,
+    /// SUMMARY.
+    pub summary: Option<u32>,
+    /// RECENT_TURNS.
+    pub recent_turns: Option<u32>,
+    /// HISTORY.
+    pub history: Option<u32>,
+}
+
+impl FileConfig {
+    /// Parses TOML text; the error names the file, line and key.
+    pub fn parse(text: &str, origin: &str) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let at = e
+                .span()
+                .map(|s| {
+                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                    format!(" (line {line})")
+                })
+                .unwrap_or_default();
+            ConfigError::new(origin.to_owned(), format!("{}{at}", e.message()))
+        })
+    }
+
+    /// Reads and parses a file.
+    pub fn read(path: &Path) -> Result<FileConfig, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(origin.clone(), format!("cannot read: {e}")))?;
+        FileConfig::parse(&text, &origin)
+    }
+
+    /// The embedded default, parsed once.
+    pub fn embedded() -> &'static FileConfig {
+        static EMBEDDED: OnceLock<FileConfig> = OnceLock::new();
+        EMBEDDED.get_or_init(|| {
+            // A unit test proves the embedded file parses; an empty config
+            // (every default absent) would fail validation loudly.
+            FileConfig::parse(EMBEDDED_DEFAULT, "embedded default").unwrap_or_default()
+        })
+    }
+
+    /// `self` over `base`: every value `self` sets wins; `models` and
+    /// `policies` replace the base's whole table when present.
+    pub fn over(self, base: &FileConfig) -> FileConfig {
+        let b = base.clone();
+        FileConfig {
+            server: ServerSection {
+                listen: self.server.listen.or(b.server.listen),
+                metrics_listen: self.server.metrics_listen.or(b.server.metrics_listen),
+                drain_secs: self.server.drain_secs.or(b.server.drain_secs),
+                log_format: self.server.log_format.or(b.server.log_format),
+                tls: self.server.tls.or(b.server.tls),
+            },
+            cache: CacheSection {
+                mib: self.cache.mib.or(b.cache.mib),
+            },
+            limits: LimitsSection {
+                max_request_bytes: self.limits.max_request_bytes.or(b.limits.max_request_bytes),
+                max_blocks: self.limits.max_blocks.or(b.limits.max_blocks),
+                max_items: self.limits.max_items.or(b.limits.max_items),
+                max_concurrency: self.limits.max_concurrency.or(b.limits.max_concurrency),
+                default_timeout_ms: self.limits.default_timeout_ms.or(b.limits.default_timeout_ms),
+                max_connections: self.limits.max_connections.or(b.limits.max_connections),
+            },
+            models: self.models.or(b.models),
+            policies: self.policies.or(b.policies),
+        }
+    }
+
+    /// The model table and policies, validated.
+    pub fn catalog(&self) -> Result<Catalog, ConfigError> {
+        let entries = self
+            .models
+            .as_deref()
+            .ok_or_else(|| ConfigError::new("models", "the model table is empty"))?;
+        let models = model_table(entries)?;
+        let mut policies = BTreeMap::new();
+        for (name, entry) in self.policies.iter().flatten() {
+            policies.insert(name.clone(), Arc::new(policy(name, entry)?));
+        }
+        Ok(Catalog::new(models, policies))
+    }
+}
+
+fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
+    if entries.is_empty() {
+        return Err(ConfigError::new("models", "the model table is empty"));
+    }
+    let mut specs: Vec<ModelSpec> = Vec::with_capacity(entries.len());
+    for (i, m) in entries.iter().enumerate() {
+        let key = |f: &str| format!("models[{i}].{f}");
+        if m.name.trim().is_empty() || m.name.len() > 128 {
+            return Err(ConfigError::new(key("name"), "must be 1 to 128 characters"));
+        }
+        if specs.iter().any(|s| s.name == m.name) {
+            return Err(ConfigError::new(
+                key("name"),
+                format!("duplicate model {:?}", m.name),
+            ));
+        }
+        let encoding = Encoding::from_name(&m.encoding).ok_or_else(|| {
+            ConfigError::new(
+                key("encoding"),
+                format!("{:?} is not cl100k_base or o200k_base", m.encoding),
+            )
+        })?;
+        if m.estimate_margin_percent > 100 {
+            return Err(ConfigError::new(
+                key("estimate_margin_percent"),
+                "must be between 0 and 100",
+            ));
+        }
+        if m.context_window == 0 {
+            return Err(ConfigError::new(key("context_window"), "must be positive"));
+        }
+        if m.output_reserve >= m.context_window {
+            return Err(ConfigError::new(
+                key("output_reserve"),
+                "must be less than context_window",
+            ));
+        }
+        specs.push(ModelSpec {
+            name: m.name.clone(),
+            prefix: m.prefix,
+            tokenizer: if m.estimate_margin_percent == 0 {
+                Tokenizer::exact(encoding)
+            } else {
+                Tokenizer::estimate(encoding, m.estimate_margin_percent)
+            },
+            context_window: m.context_window,
+            output_reserve: m.output_reserve,
+        });
+    }
+    Ok(ModelTable::new(specs))
+}
+
+fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
+    let key = |f: &str| format!("policies.{name}.{f}");
+    let valid_name = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+    if !valid_name {
+        return Err(ConfigError::new(
+            format!("policies.{name:?}"),
+            "a policy name is 1 to 64 of A-Z a-z 0-9 - _ .",
+        ));
+    }
+    let mut policy = Policy::default();
+    if let Some(role) = entry.context_role.as_deref() {
+        policy.context_role = match role {
+            "user" => Role::User,
+            "system" => Role::System,
+            other => {
+                return Err(ConfigError::new(
+                    key("context_role"),
+                    format!("{other:?} is not \"user\" or \"system\""),
+                ));
+            }
+        };
+    }
+    let p = &entry.priorities;
+    let given = [
+        p.state,
+        p.evidence,
+        p.memory,
+        p.summary,
+        p.recent_turns,
+        p.history,
+    ];
+    for (i, value) in given.into_iter().enumerate() {
+        if let Some(v) = value {
+            if v == 0 || v > 1000 {
+                let kind = BlockKind::ALL[i].as_str();
+                return Err(ConfigError::new(
+                    key(&format!("priorities.{kind}")),
+                    "must be between 1 and 1000",
+                ));
+            }
+            policy.priorities[i] = v;
+        }
+    }
+    Ok(policy)
+}
+
+/// The embedded default catalog (models and policies).
+pub fn default_catalog() -> Catalog {
+    static CATALOG: OnceLock<Catalog> = OnceLock::new();
+    CATALOG
+        .get_or_init(|| {
+            FileConfig::embedded()
+                .catalog()
+                .unwrap_or_else(|_| Catalog::new(ModelTable::new(Vec::new()), BTreeMap::new()))
+        })
+        .clone()
+}

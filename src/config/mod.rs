@@ -1,0 +1,431 @@
+//! Configuration: the embedded default TOML, under an optional file, under
+//! environment variables, under flags, validated into one [`ServerConfig`]
+//! before any port is bound. Errors name the bad key; the binary exits 64.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+
+use crate::assemble::Catalog;
+
+mod file;
+mod tls;
+
+pub use file::{EMBEDDED_DEFAULT, FileConfig, default_catalog};
+pub use tls::TlsSettings;
+
+/// The exit code for bad configuration (EX_USAGE).
+pub const EXIT_CONFIG: u8 = 64;
+
+/// context-assembler: assembles budgeted, cache-stable LLM prompts over gRPC.
+#[derive(Debug, Parser)]
+#[command(
+    name = "context-assembler",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// What to do; `serve` when omitted.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Server options when no subcommand is given.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve gRPC (the default).
+    Serve(Box<ServeArgs>),
+    /// Assemble one request from a JSON file (proto3 JSON of AssembleRequest)
+    /// without a server, and print the messages and decisions.
+    Assemble(AssembleArgs),
+    /// Print the embedded default configuration, or check a file.
+    Config(ConfigArgs),
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Plain,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options of `serve`. Every option overrides the configuration file, whose
+/// values override the embedded default (`config --print-default`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "CONTEXT_ASSEMBLER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// gRPC listen address [default: 127.0.0.1:50051].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_LISTEN")]
+    pub listen: Option<String>,
+    /// Prometheus listen address (`/metrics`); `off` disables it [default: 127.0.0.1:9464].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+    /// Weight of the token-count caches in MiB [default: 64].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_CACHE_MIB")]
+    pub cache_mib: Option<u64>,
+    /// Grace period for in-flight requests on SIGTERM/SIGINT, in seconds [default: 10].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_DRAIN_SECS")]
+    pub drain_secs: Option<u64>,
+    /// Log format [default: plain].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Largest request message in bytes [default: 4194304].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MAX_REQUEST_BYTES")]
+    pub max_request_bytes: Option<u64>,
+    /// Most blocks per request [default: 64].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MAX_BLOCKS")]
+    pub max_blocks: Option<u64>,
+    /// Most items over all blocks of a request [default: 10000].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MAX_ITEMS")]
+    pub max_items: Option<u64>,
+    /// Most requests worked on at once; more are shed [default: 64].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MAX_CONCURRENCY")]
+    pub max_concurrency: Option<u64>,
+    /// Deadline for requests without grpc-timeout, in ms; 0 = none [default: 30000].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_DEFAULT_TIMEOUT_MS")]
+    pub default_timeout_ms: Option<u64>,
+    /// Most open client connections [default: 1024].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MAX_CONNECTIONS")]
+    pub max_connections: Option<u64>,
+    /// TLS certificate chain (PEM); enables TLS with --tls-key.
+    #[arg(long, env = "CONTEXT_ASSEMBLER_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long, env = "CONTEXT_ASSEMBLER_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) for client certificates: requires mutual TLS.
+    #[arg(long, env = "CONTEXT_ASSEMBLER_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+/// Options of `assemble`.
+#[derive(Debug, Clone, Args)]
+pub struct AssembleArgs {
+    /// The request as proto3 JSON; `-` reads standard input.
+    pub file: PathBuf,
+    /// Print the whole response as proto3 JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Read one request per line and print one JSON line per request: the
+    /// response, or `{"error": {"code": .., "message": ..}}`. Caches stay warm
+    /// across lines.
+    #[arg(long, conflicts_with = "json")]
+    pub jsonl: bool,
+    /// TOML configuration file (its models and policies are used).
+    #[arg(long, env = "CONTEXT_ASSEMBLER_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// Options of `config`.
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct ConfigArgs {
+    /// Print the embedded default configuration.
+    #[arg(long)]
+    pub print_default: bool,
+    /// Validate FILE as the server would at start (exit 64 if invalid).
+    #[arg(long, value_name = "FILE")]
+    pub check: Option<PathBuf>,
+}
+
+/// Request limits, enforced by the gRPC layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request message in bytes.
+    pub max_request_bytes: u32,
+    /// Most blocks per request.
+    pub max_blocks: u32,
+    /// Most items per request.
+    pub max_items: u32,
+    /// Most requests worked on at once.
+    pub max_concurrency: u32,
+    /// Deadline when the client sends none.
+    pub default_timeout: Option<Duration>,
+    /// Most open client connections.
+    pub max_connections: u32,
+}
+
+/// A validated server configuration.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// gRPC address.
+    pub listen: SocketAddr,
+    /// Metrics address, if enabled.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Cache weight in bytes.
+    pub cache_bytes: u64,
+    /// Drain grace period.
+    pub drain: Duration,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Request limits.
+    pub limits: Limits,
+    /// Server TLS, if enabled.
+    pub tls: Option<TlsSettings>,
+    /// The configuration file SIGHUP re-reads, if any.
+    pub config_path: Option<PathBuf>,
+    /// Models and policies.
+    pub catalog: Catalog,
+}
+
+/// A configuration error, naming the bad setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {key}: {message}")]
+pub struct ConfigError {
+    /// The setting at fault: a file key (`limits.max_blocks`,
+    /// `models[2].encoding`), a flag with its env var, or the file itself.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error about `key`.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A value and the name of the setting it came from.
+struct Setting<T> {
+    value: T,
+    key: String,
+}
+
+/// The flag's value if given, else the file's (named by `file_key`), else
+/// the embedded default's.
+fn pick<T: Clone>(
+    flag: Option<T>,
+    flag_key: &str,
+    file: Option<T>,
+    file_key: &str,
+) -> Result<Setting<T>, ConfigError> {
+    match (flag, file) {
+        (Some(value), _) => Ok(Setting {
+            value,
+            key: flag_key.to_owned(),
+        }),
+        (None, Some(value)) => Ok(Setting {
+            value,
+            key: file_key.to_owned(),
+        }),
+        (None, None) => Err(ConfigError::new(file_key, "missing (and no embedded default)")),
+    }
+}
+
+fn within(s: &Setting<u64>, lo: u64, hi: u64) -> Result<u64, ConfigError> {
+    if (lo..=hi).contains(&s.value) {
+        Ok(s.value)
+    } else {
+        Err(ConfigError::new(
+            s.key.clone(),
+            format!("{} is not between {lo} and {hi}", s.value),
+        ))
+    }
+}
+
+/// The file layer: the embedded default, under `path`'s file if given.
+pub fn load_file(path: Option<&std::path::Path>) -> Result<FileConfig, ConfigError> {
+    let embedded = FileConfig::embedded();
+    match path {
+        Some(p) => Ok(FileConfig::read(p)?.over(embedded)),
+        None => Ok(embedded.clone()),
+    }
+}
+
+/// Reads `path` over the embedded default and returns its catalog: what
+/// SIGHUP applies. The whole file must validate.
+pub fn reload_catalog(path: &std::path::Path) -> Result<Catalog, ConfigError> {
+    let args = ServeArgs {
+        config: Some(path.to_owned()),
+        ..ServeArgs::default()
+    };
+    args.validate().map(|c| c.catalog)
+}
+
+impl ServeArgs {
+    /// Layers flags and env over the file over the embedded default, and
+    /// checks every setting; the first bad one is reported by name.
+    pub fn validate(&self) -> Result<ServerConfig, ConfigError> {
+        let f = load_file(self.config.as_deref())?;
+        let listen = pick(
+            self.listen.clone(),
+            "--listen (CONTEXT_ASSEMBLER_LISTEN)",
+            f.server.listen.clone(),
+            "server.listen",
+        )?;
+        let listen: SocketAddr = listen.value.parse().map_err(|e| {
+            ConfigError::new(
+                listen.key.clone(),
+                format!("{:?} is not a socket address: {e}", listen.value),
+            )
+        })?;
+        let metrics = pick(
+            self.metrics_listen.clone(),
+            "--metrics-listen (CONTEXT_ASSEMBLER_METRICS_LISTEN)",
+            f.server.metrics_listen.clone(),
+            "server.metrics_listen",
+        )?;
+        let metrics_listen = if metrics.value == "off" {
+            None
+        } else {
+            Some(metrics.value.parse::<SocketAddr>().map_err(|e| {
+                ConfigError::new(
+                    metrics.key.clone(),
+                    format!("{:?} is not a socket address or `off`: {e}", metrics.value),
+                )
+            })?)
+        };
+        if metrics_listen == Some(listen) && listen.port() != 0 {
+            return Err(ConfigError::new(
+                metrics.key,
+                "must differ from the gRPC listen address",
+            ));
+        }
+        let cache_mib = pick(
+            self.cache_mib,
+            "--cache-mib (CONTEXT_ASSEMBLER_CACHE_MIB)",
+            f.cache.mib,
+            "cache.mib",
+        )?;
+        let drain = pick(
+            self.drain_secs,
+            "--drain-secs (CONTEXT_ASSEMBLER_DRAIN_SECS)",
+            f.server.drain_secs,
+            "server.drain_secs",
+        )?;
+        let log_format = pick(
+            self.log_format,
+            "--log-format",
+            f.server.log_format,
+            "server.log_format",
+        )?;
+        let l = &f.limits;
+        let max_request_bytes = pick(
+            self.max_request_bytes,
+            "--max-request-bytes (CONTEXT_ASSEMBLER_MAX_REQUEST_BYTES)",
+            l.max_request_bytes,
+            "limits.max_request_bytes",
+        )?;
+        let max_blocks = pick(
+            self.max_blocks,
+            "--max-blocks (CONTEXT_ASSEMBLER_MAX_BLOCKS)",
+            l.max_blocks,
+            "limits.max_blocks",
+        )?;
+        let max_items = pick(
+            self.max_items,
+            "--max-items (CONTEXT_ASSEMBLER_MAX_ITEMS)",
+            l.max_items,
+            "limits.max_items",
+        )?;
+        let max_concurrency = pick(
+            self.max_concurrency,
+            "--max-concurrency (CONTEXT_ASSEMBLER_MAX_CONCURRENCY)",
+            l.max_concurrency,
+            "limits.max_concurrency",
+        )?;
+        let timeout = pick(
+            self.default_timeout_ms,
+            "--default-timeout-ms (CONTEXT_ASSEMBLER_DEFAULT_TIMEOUT_MS)",
+            l.default_timeout_ms,
+            "limits.default_timeout_ms",
+        )?;
+        let max_connections = pick(
+            self.max_connections,
+            "--max-connections (CONTEXT_ASSEMBLER_MAX_CONNECTIONS)",
+            l.max_connections,
+            "limits.max_connections",
+        )?;
+        let to_u32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        let limits = Limits {
+            // gRPC frames carry a u32 length; 1 GiB is far past any prompt.
+            max_request_bytes: to_u32(within(&max_request_bytes, 1024, 1 << 30)?),
+            max_blocks: to_u32(within(&max_blocks, 1, 100_000)?),
+            max_items: to_u32(within(&max_items, 1, 10_000_000)?),
+            max_concurrency: to_u32(within(&max_concurrency, 1, 100_000)?),
+            default_timeout: match within(&timeout, 0, 86_400_000)? {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
+            max_connections: to_u32(within(&max_connections, 1, 1_000_000)?),
+        };
+
+        let file_tls = f.server.tls.clone().unwrap_or_default();
+        let tls = match (
+            pick(
+                self.tls_cert.clone(),
+                "--tls-cert (CONTEXT_ASSEMBLER_TLS_CERT)",
+                file_tls.cert,
+                "server.tls.cert",
+            ),
+            pick(
+                self.tls_key.clone(),
+                "--tls-key (CONTEXT_ASSEMBLER_TLS_KEY)",
+                file_tls.key,
+                "server.tls.key",
+            ),
+        ) {
+            (Ok(cert), Ok(key)) => {
+                let ca = pick(
+                    self.tls_client_ca.clone(),
+                    "--tls-client-ca (CONTEXT_ASSEMBLER_TLS_CLIENT_CA)",
+                    file_tls.client_ca,
+                    "server.tls.client_ca",
+                )
+                .ok();
+                let ca_key = ca
+                    .as_ref()
+                    .map_or("server.tls.client_ca".to_owned(), |c| c.key.clone());
+                Some(tls::load(
+                    &cert.value,
+                    &key.value,
+                    ca.as_ref().map(|c| c.value.as_path()),
+                    [&cert.key, &key.key, &ca_key],
+                )?)
+            }
+            (Err(_), Err(_)) => {
+                if self.tls_client_ca.is_some() || file_tls.client_ca.is_some() {
+                    return Err(ConfigError::new(
+                        "server.tls.client_ca",
+                        "mutual TLS needs a certificate and key too",
+                    ));
+                }
+                None
+            }
+            (Ok(_), Err(e)) | (Err(e), Ok(_)) => {
+                return Err(ConfigError::new(e.key, "TLS needs both a certificate and a key"));
+            }
+        };
+
+        Ok(ServerConfig {
+            listen,
+            metrics_listen,
+            cache_bytes: within(&cache_mib, 1, 1 << 20)? * 1024 * 1024,
+            drain: Duration::from_secs(within(&drain, 0, 3600)?),
+            log_format: log_format.value,
+            limits,
+            tls,
+            config_path: self.config.clone(),
+            catalog: f.catalog()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

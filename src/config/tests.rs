@@ -1,0 +1,239 @@
+use std::io::Write as _;
+
+use super::*;
+use crate::assemble::Role;
+
+fn parse(args: &[&str]) -> Cli {
+    Cli::try_parse_from(std::iter::once("context-assembler").chain(args.iter().copied())).unwrap()
+}
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+fn with_file(text: &str) -> (tempfile::NamedTempFile, Result<ServerConfig, ConfigError>) {
+    let f = file(text);
+    let args = ServeArgs {
+        config: Some(f.path().to_owned()),
+        ..ServeArgs::default()
+    };
+    let r = args.validate();
+    (f, r)
+}
+
+fn err_key(text: &str) -> String {
+    with_file(text).1.unwrap_err().key
+}
+
+#[test]
+fn the_embedded_default_gives_the_documented_defaults() {
+    let cli = parse(&[]);
+    assert!(cli.command.is_none());
+    let cfg = cli.serve.validate().unwrap();
+    assert_eq!(cfg.listen, "127.0.0.1:50051".parse().unwrap());
+    assert_eq!(cfg.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+    assert_eq!(cfg.cache_bytes, 64 << 20);
+    assert_eq!(cfg.drain, Duration::from_secs(10));
+    assert_eq!(cfg.log_format, LogFormat::Plain);
+    assert_eq!(
+        cfg.limits,
+        Limits {
+            max_request_bytes: 4 << 20,
+            max_blocks: 64,
+            max_items: 10_000,
+            max_concurrency: 64,
+            default_timeout: Some(Duration::from_secs(30)),
+            max_connections: 1024,
+        }
+    );
+    assert!(cfg.tls.is_none());
+    assert_eq!(cfg.catalog.models.entries().len(), 17);
+    assert!(cfg.catalog.policy("").is_some());
+    assert_eq!(
+        cfg.catalog.policy("system-context").map(|p| p.context_role),
+        Some(Role::System)
+    );
+}
+
+#[test]
+fn the_embedded_default_parses_on_its_own() {
+    let f = FileConfig::parse(EMBEDDED_DEFAULT, "embedded").unwrap();
+    assert!(f.models.is_some() && f.policies.is_some());
+    assert!(f.limits.max_connections.is_some() && f.server.listen.is_some());
+}
+
+#[test]
+fn every_embedded_key_is_also_a_flag() {
+    // The embedded file sets every scalar; a file that sets none of them
+    // validates to the same values.
+    let (_f, empty) = with_file("");
+    let defaults = ServeArgs::default().validate().unwrap();
+    let empty = empty.unwrap();
+    assert_eq!(empty.listen, defaults.listen);
+    assert_eq!(empty.limits, defaults.limits);
+    assert_eq!(empty.catalog, defaults.catalog);
+}
+
+#[test]
+fn flags_override_the_file_which_overrides_the_default() {
+    let f = file("[server]\nlisten = \"127.0.0.1:7001\"\ndrain_secs = 3\n[limits]\nmax_blocks = 5\n");
+    let cli = parse(&[
+        "serve",
+        "--config",
+        f.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:7002",
+    ]);
+    let Some(Command::Serve(args)) = cli.command else {
+        panic!("not serve")
+    };
+    let cfg = args.validate().unwrap();
+    assert_eq!(cfg.listen.port(), 7002, "flag wins over file");
+    assert_eq!(cfg.drain, Duration::from_secs(3), "file wins over default");
+    assert_eq!(cfg.limits.max_blocks, 5);
+    assert_eq!(cfg.limits.max_items, 10_000, "default kept");
+    assert_eq!(cfg.config_path.as_deref(), Some(f.path()));
+}
+
+#[test]
+fn a_file_model_table_replaces_the_default_one() {
+    let (_f, cfg) = with_file(
+        "[[models]]\nname = \"local-llama\"\nprefix = true\nencoding = \"cl100k_base\"\n\
+         estimate_margin_percent = 10\ncontext_window = 8192\noutput_reserve = 512\n\
+         [policies.lean]\ncontext_role = \"system\"\n[policies.lean.priorities]\nhistory = 2\n",
+    );
+    let cfg = cfg.unwrap();
+    let models = &cfg.catalog.models;
+    assert_eq!(models.entries().len(), 1);
+    let spec = models.resolve("local-llama-3-8b").unwrap();
+    assert!(!spec.tokenizer.is_exact());
+    assert!(models.resolve("gpt-4o").is_none());
+    let lean = cfg.catalog.policy("lean").unwrap();
+    assert_eq!(lean.context_role, Role::System);
+    assert_eq!(lean.priority(crate::assemble::BlockKind::History), 2);
+    assert_eq!(lean.priority(crate::assemble::BlockKind::Evidence), 5);
+    assert!(cfg.catalog.policy("default").is_some(), "default is always there");
+    assert!(
+        cfg.catalog.policy("system-context").is_none(),
+        "file policies replace"
+    );
+}
+
+#[test]
+fn bad_settings_name_their_key() {
+    let f_key = |text: &str| err_key(text);
+    assert_eq!(f_key("[limits]\nmax_concurrency = 0\n"), "limits.max_concurrency");
+    assert_eq!(
+        f_key("[limits]\nmax_request_bytes = 10\n"),
+        "limits.max_request_bytes"
+    );
+    assert_eq!(f_key("[server]\nlisten = \"nowhere\"\n"), "server.listen");
+    assert_eq!(
+        f_key("[server]\nmetrics_listen = \"127.0.0.1:50051\"\n"),
+        "server.metrics_listen"
+    );
+    assert_eq!(f_key("[cache]\nmib = 0\n"), "cache.mib");
+    assert_eq!(
+        f_key("[[models]]\nname = \"m\"\nencoding = \"p50k\"\ncontext_window = 10\noutput_reserve = 1\n"),
+        "models[0].encoding"
+    );
+    assert_eq!(
+        f_key(
+            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 10\n"
+        ),
+        "models[0].output_reserve"
+    );
+    assert_eq!(
+        f_key(
+            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n\
+             [[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n"
+        ),
+        "models[1].name"
+    );
+    assert_eq!(f_key("models = []\n"), "models");
+    assert_eq!(
+        f_key("[policies.p]\ncontext_role = \"assistant\"\n"),
+        "policies.p.context_role"
+    );
+    assert_eq!(
+        f_key("[policies.p.priorities]\nmemory = 0\n"),
+        "policies.p.priorities.memory"
+    );
+    assert_eq!(
+        f_key("[server.tls]\ncert = \"/nonexistent.pem\"\n"),
+        "server.tls.key"
+    );
+    assert_eq!(
+        f_key("[server.tls]\ncert = \"/nonexistent.pem\"\nkey = \"/nonexistent.key\"\n"),
+        "server.tls.cert"
+    );
+    let err = parse(&["--cache-mib", "0"]).serve.validate().unwrap_err();
+    assert!(err.key.starts_with("--cache-mib"), "{}", err.key);
+    let err = parse(&["--listen", "127.0.0.1:1", "--metrics-listen", "127.0.0.1:1"])
+        .serve
+        .validate()
+        .unwrap_err();
+    assert!(err.key.starts_with("--metrics-listen"), "{}", err.key);
+}
+
+#[test]
+fn unknown_keys_and_bad_types_name_the_file_line_and_key() {
+    let (f, r) = with_file("[server]\nlisten = \"127.0.0.1:1\"\n\n[limits]\nmax_blockz = 3\n");
+    let e = r.unwrap_err();
+    assert_eq!(e.key, f.path().display().to_string());
+    assert!(e.message.contains("max_blockz"), "{}", e.message);
+    assert!(e.message.contains("line 5"), "{}", e.message);
+    let (_f, r) = with_file("[limits]\nmax_blocks = \"many\"\n");
+    assert!(r.unwrap_err().message.contains("line 2"));
+    let e = ServeArgs {
+        config: Some("/nonexistent/context-assembler.toml".into()),
+        ..ServeArgs::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(e.message.starts_with("cannot read"), "{}", e.message);
+}
+
+#[test]
+fn serve_subcommand_takes_the_same_flags() {
+    let cli = parse(&["serve", "--listen", "0.0.0.0:7000", "--metrics-listen", "off"]);
+    let Some(Command::Serve(args)) = cli.command else {
+        panic!("not serve")
+    };
+    let cfg = args.validate().unwrap();
+    assert_eq!(cfg.listen.port(), 7000);
+    assert_eq!(cfg.metrics_listen, None);
+}
+
+#[test]
+fn assemble_and_config_subcommands_parse() {
+    let cli = parse(&["assemble", "-", "--json"]);
+    let Some(Command::Assemble(a)) = cli.command else {
+        panic!("not assemble")
+    };
+    assert_eq!(a.file, PathBuf::from("-"));
+    assert!(a.json);
+    let cli = parse(&["config", "--print-default"]);
+    assert!(matches!(
+        cli.command,
+        Some(Command::Config(ConfigArgs {
+            print_default: true,
+            ..
+        }))
+    ));
+    assert!(
+        Cli::try_parse_from(["context-assembler", "config"]).is_err(),
+        "config needs an action"
+    );
+}
+
+#[test]
+fn reload_reads_the_catalog_or_refuses() {
+    let f = file("[policies.x]\ncontext_role = \"system\"\n");
+    let catalog = reload_catalog(f.path()).unwrap();
+    assert!(catalog.policy("x").is_some());
+    let bad = file("[policies.x]\ncontext_role = 3\n");
+    assert!(reload_catalog(bad.path()).is_err());
+}

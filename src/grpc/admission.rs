@@ -1,0 +1,235 @@
+//! Admission: what a request must pass before the domain works on it, and the
+//! deadline it is worked under. Every refusal is counted by reason.
+//!
+//! - size: the first gRPC frame header is checked before the body is buffered
+//!   ([`super::frame_limit`]);
+//! - shape: at most `max_blocks` blocks and `max_items` items;
+//! - concurrency: at most `max_concurrency` requests in the domain at once; a
+//!   request over it is shed at once (RESOURCE_EXHAUSTED), nothing queues;
+//! - deadline: the client's `grpc-timeout`, capped by the configured default;
+//!   on expiry the caller gets DEADLINE_EXCEEDED and the work is cancelled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::metadata::MetadataMap;
+
+use crate::config::Limits;
+use crate::telemetry::metrics;
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The concurrency limit is reached.
+    #[error("overloaded: {limit} requests already in progress; retry after a short back-off")]
+    Overloaded {
+        /// `limits.max_concurrency`.
+        limit: u32,
+    },
+    /// The request message is larger than allowed.
+    #[error("request message of {bytes} bytes exceeds the limit of {limit} bytes (limits.max_request_bytes)")]
+    TooLarge {
+        /// Declared message size.
+        bytes: u32,
+        /// `limits.max_request_bytes`.
+        limit: u32,
+    },
+    /// Too many blocks.
+    #[error("{count} blocks exceed the limit of {limit} (limits.max_blocks)")]
+    TooManyBlocks {
+        /// Blocks in the request.
+        count: usize,
+        /// `limits.max_blocks`.
+        limit: u32,
+    },
+    /// Too many items.
+    #[error("{count} items exceed the limit of {limit} (limits.max_items)")]
+    TooManyItems {
+        /// Items in the request.
+        count: usize,
+        /// `limits.max_items`.
+        limit: u32,
+    },
+    /// The deadline passed before the answer was ready.
+    #[error("deadline exceeded before the request finished; its work was cancelled")]
+    DeadlineExceeded,
+}
+
+impl Refusal {
+    /// The bounded metric label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Overloaded { .. } => metrics::REFUSED_CONCURRENCY,
+            Refusal::TooLarge { .. } => metrics::REFUSED_REQUEST_TOO_LARGE,
+            Refusal::TooManyBlocks { .. } => metrics::REFUSED_TOO_MANY_BLOCKS,
+            Refusal::TooManyItems { .. } => metrics::REFUSED_TOO_MANY_ITEMS,
+            Refusal::DeadlineExceeded => metrics::REFUSED_DEADLINE_EXCEEDED,
+        }
+    }
+}
+
+/// Shared admission state.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    permits: Arc<Semaphore>,
+    limits: Limits,
+}
+
+/// A slot in the domain: while it lives the request counts as in flight.
+/// Moved into the blocking task, so a request whose caller went away still
+/// holds its slot until its work has actually stopped.
+#[derive(Debug)]
+pub struct Permit {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        metrics::in_flight(-1.0);
+    }
+}
+
+impl Admission {
+    /// Admission under `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Admission {
+            permits: Arc::new(Semaphore::new(limits.max_concurrency as usize)),
+            limits,
+        }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// A slot, or [`Refusal::Overloaded`] at once.
+    pub fn admit(&self) -> Result<Permit, Refusal> {
+        let permit = self
+            .permits
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Refusal::Overloaded {
+                limit: self.limits.max_concurrency,
+            })?;
+        metrics::in_flight(1.0);
+        Ok(Permit { _permit: permit })
+    }
+
+    /// Checks a request's shape against the block and item limits.
+    pub fn check_shape(&self, blocks: usize, items: usize) -> Result<(), Refusal> {
+        if blocks > self.limits.max_blocks as usize {
+            return Err(Refusal::TooManyBlocks {
+                count: blocks,
+                limit: self.limits.max_blocks,
+            });
+        }
+        if items > self.limits.max_items as usize {
+            return Err(Refusal::TooManyItems {
+                count: items,
+                limit: self.limits.max_items,
+            });
+        }
+        Ok(())
+    }
+
+    /// The time a request may take: the client's `grpc-timeout` or the
+    /// configured default, whichever is shorter.
+    pub fn timeout(&self, metadata: &MetadataMap) -> Option<Duration> {
+        let client = metadata
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_grpc_timeout);
+        match (client, self.limits.default_timeout) {
+            (Some(c), Some(d)) => Some(c.min(d)),
+            (c, d) => c.or(d),
+        }
+    }
+}
+
+/// Parses a `grpc-timeout` value: at most 8 digits and a unit (H, M, S, m,
+/// u, n). `None` for anything else (the header is then ignored).
+pub fn parse_grpc_timeout(v: &str) -> Option<Duration> {
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_per_spec() {
+        assert_eq!(parse_grpc_timeout("1S"), Some(Duration::from_secs(1)));
+        assert_eq!(parse_grpc_timeout("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(
+            parse_grpc_timeout("99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
+        assert_eq!(parse_grpc_timeout("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_grpc_timeout("3M"), Some(Duration::from_secs(180)));
+        assert_eq!(parse_grpc_timeout("7u"), Some(Duration::from_micros(7)));
+        for bad in ["", "S", "123456789S", "1s", "-1S", "1.5S", "１S"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
+        }
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            max_request_bytes: 1024,
+            max_blocks: 2,
+            max_items: 3,
+            max_concurrency: 2,
+            default_timeout: Some(Duration::from_secs(5)),
+            max_connections: 10,
+        }
+    }
+
+    #[test]
+    fn concurrency_sheds_without_queueing_and_frees_on_drop() {
+        let a = Admission::new(limits());
+        let p1 = a.admit().unwrap();
+        let _p2 = a.admit().unwrap();
+        assert_eq!(a.admit().unwrap_err(), Refusal::Overloaded { limit: 2 });
+        drop(p1);
+        assert!(a.admit().is_ok());
+    }
+
+    #[test]
+    fn shape_limits_are_inclusive() {
+        let a = Admission::new(limits());
+        assert!(a.check_shape(2, 3).is_ok());
+        assert_eq!(
+            a.check_shape(3, 0).unwrap_err(),
+            Refusal::TooManyBlocks { count: 3, limit: 2 }
+        );
+        assert_eq!(
+            a.check_shape(1, 4).unwrap_err(),
+            Refusal::TooManyItems { count: 4, limit: 3 }
+        );
+    }
+
+    #[test]
+    fn the_shorter_deadline_wins() {
+        let a = Admission::new(limits());
+        let mut md = MetadataMap::new();
+        assert_eq!(a.timeout(&md), Some(Duration::from_secs(5)));
+        md.insert("grpc-timeout", "100m".parse().unwrap());
+        assert_eq!(a.timeout(&md), Some(Duration::from_millis(100)));
+        md.insert("grpc-timeout", "60S".parse().unwrap());
+        assert_eq!(a.timeout(&md), Some(Duration::from_secs(5)));
+    }
+}

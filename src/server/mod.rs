@@ -1,0 +1,290 @@
+//! Bind, serve and drain: the gRPC service with health and reflection over
+//! hyper's HTTP/2 server (plain or TLS), the Prometheus endpoint, readiness
+//! as a latch, SIGHUP reloads, shutdown under a deadline.
+//!
+//! The HTTP/2 server is hyper's own rather than tonic's transport, so that
+//! every layer a request passes is ours: the size check reads the frame
+//! header before the body, deadlines answer DEADLINE_EXCEEDED (tonic's
+//! transport would answer CANCELLED), and connections are bounded.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+use tonic::service::Routes;
+use tonic_health::ServingStatus;
+use tracing::{debug, info, warn};
+
+use crate::assemble::Assembler;
+use crate::config::ServerConfig;
+use crate::grpc::admission::Admission;
+use crate::grpc::frame_limit::FrameLimit;
+use crate::grpc::{AssemblerService, pb};
+use crate::telemetry::metrics;
+
+mod metrics_http;
+mod signals;
+
+pub use metrics_http::install_metrics;
+pub use signals::{reload, reload_on_sighup, shutdown_signal};
+
+/// HTTP/2 receive windows. Prompts are large (a 32k-token request is about
+/// 150 KB); with the 64 KiB protocol default every request waits for window
+/// updates, so the sidecar advertises room for a whole request at once.
+const HTTP2_STREAM_WINDOW_BYTES: u32 = 8 << 20;
+const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 16 << 20;
+/// Concurrent streams per connection. Admission bounds the work; this bounds
+/// the per-connection bookkeeping.
+const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 1024;
+/// Keep-alive pings find dead peers so their connections are freed.
+const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A TLS handshake that takes longer is abandoned.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Errors while starting or serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A listener could not be bound.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The metrics recorder could not be installed.
+    #[error("metrics: {0}")]
+    Metrics(String),
+    /// Reflection could not be built from the descriptors.
+    #[error("reflection: {0}")]
+    Reflection(String),
+}
+
+/// A server whose listeners are bound but which does not serve yet.
+#[derive(Debug)]
+pub struct Bound {
+    grpc: TcpListener,
+    metrics: Option<TcpListener>,
+    assembler: Arc<Assembler>,
+    config: ServerConfig,
+}
+
+impl Bound {
+    /// Binds the configured addresses (port 0 picks a free port).
+    pub async fn bind(config: ServerConfig) -> Result<Bound, ServeError> {
+        let grpc = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServeError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let metrics = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::Bind { addr, source })?,
+            ),
+            None => None,
+        };
+        Ok(Bound {
+            grpc,
+            metrics,
+            assembler: Arc::new(Assembler::new(config.catalog.clone(), config.cache_bytes)),
+            config,
+        })
+    }
+
+    /// The bound gRPC address.
+    pub fn grpc_addr(&self) -> std::io::Result<SocketAddr> {
+        self.grpc.local_addr()
+    }
+
+    /// The bound metrics address, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The assembler the server uses (tests reload through it).
+    pub fn assembler(&self) -> Arc<Assembler> {
+        self.assembler.clone()
+    }
+
+    /// Serves until `shutdown` resolves, then reports NOT_SERVING, stops
+    /// accepting and waits up to the drain period for in-flight requests.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let Bound {
+            grpc: listener,
+            metrics: metrics_listener,
+            assembler,
+            config,
+        } = self;
+        let handle = install_metrics()?;
+        metrics::initialize(
+            assembler
+                .catalog()
+                .models
+                .entries()
+                .iter()
+                .map(|m| m.name.clone()),
+        );
+        if let Some(l) = metrics_listener {
+            tokio::spawn(metrics_http::serve_metrics(l, handle.clone()));
+        }
+
+        let (reporter, health) = tonic_health::server::health_reporter();
+        type Svc = pb::assembler_server::AssemblerServer<AssemblerService>;
+        reporter.set_not_serving::<Svc>().await;
+        reporter.set_service_status("", ServingStatus::NotServing).await;
+
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(|e| ServeError::Reflection(e.to_string()))?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()
+            .map_err(|e| ServeError::Reflection(e.to_string()))?;
+
+        let limits = config.limits;
+        let assembler_svc = Svc::new(AssemblerService::new(assembler.clone(), Admission::new(limits)))
+            // A backstop behind FrameLimit (which answers first, with
+            // RESOURCE_EXHAUSTED); responses echo the request, so they may be
+            // as large, plus the report.
+            .max_decoding_message_size(limits.max_request_bytes as usize)
+            .max_encoding_message_size(usize::MAX);
+        let routes = Routes::new(health)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(assembler_svc)
+            .prepare();
+        let service = TowerToHyperService::new(FrameLimit::new(routes, limits.max_request_bytes));
+
+        // Readiness latch: SERVING once every vocabulary is loaded.
+        let warm_assembler = assembler.clone();
+        let warm_reporter = reporter.clone();
+        tokio::spawn(async move {
+            match tokio::task::spawn_blocking(move || warm_assembler.warm()).await {
+                Ok(()) => {
+                    warm_reporter.set_serving::<Svc>().await;
+                    warm_reporter.set_service_status("", ServingStatus::Serving).await;
+                    info!("tokenizers loaded: serving");
+                }
+                Err(e) => warn!(err = %e, "tokenizer warm-up failed: staying NOT_SERVING"),
+            }
+        });
+        let reloads = tokio::spawn(reload_on_sighup(config.config_path.clone(), assembler.clone()));
+
+        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW_BYTES)
+            .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS)
+            .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
+        let conn = Arc::new(Conn {
+            http2,
+            service,
+            tls: config.tls.as_ref().map(|t| TlsAcceptor::from(t.config.clone())),
+        });
+
+        info!(
+            addr = ?listener.local_addr().ok(),
+            tls = config.tls.is_some(),
+            mutual_tls = config.tls.as_ref().is_some_and(|t| t.mutual),
+            "gRPC listening"
+        );
+        let graceful = GracefulShutdown::new();
+        let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
+        tokio::pin!(shutdown);
+        loop {
+            // A connection slot first: at the limit, new connections wait in
+            // the kernel's backlog instead of costing memory here.
+            let slot = tokio::select! {
+                s = slots.clone().acquire_owned() => s,
+                () = &mut shutdown => break,
+            };
+            let Ok(slot) = slot else { break };
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                () = &mut shutdown => break,
+            };
+            let (stream, peer) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // E.g. out of file descriptors: back off instead of spinning.
+                    warn!(err = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            // Nagle's algorithm would hold small response frames behind
+            // delayed ACKs (tens of milliseconds).
+            let _ = stream.set_nodelay(true);
+            let conn = conn.clone();
+            let watcher = graceful.watcher();
+            tokio::spawn(async move {
+                let _slot = slot;
+                match &conn.tls {
+                    None => conn.serve(stream, watcher, peer).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                            Ok(Ok(tls)) => conn.serve(tls, watcher, peer).await,
+                            Ok(Err(e)) => debug!(%peer, err = %e, "TLS handshake failed"),
+                            Err(_) => debug!(%peer, "TLS handshake timed out"),
+                        }
+                    }
+                }
+            });
+        }
+
+        info!("shutdown requested: NOT_SERVING, no new connections, draining");
+        reporter.set_not_serving::<Svc>().await;
+        reporter.set_service_status("", ServingStatus::NotServing).await;
+        drop(listener);
+        reloads.abort();
+        match tokio::time::timeout(config.drain, graceful.shutdown()).await {
+            Ok(()) => info!("drained cleanly"),
+            Err(_) => warn!(
+                grace_secs = config.drain.as_secs(),
+                "drain timed out: in-flight requests abandoned"
+            ),
+        }
+        Ok(())
+    }
+}
+
+type Service = TowerToHyperService<FrameLimit<Routes>>;
+
+/// What every connection shares.
+struct Conn {
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    service: Service,
+    tls: Option<TlsAcceptor>,
+}
+
+impl Conn {
+    /// Serves one connection until it closes or the drain ends it.
+    async fn serve<IO>(&self, io: IO, watcher: Watcher, peer: SocketAddr)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let connection = self
+            .http2
+            .serve_connection(TokioIo::new(io), self.service.clone());
+        if let Err(e) = watcher.watch(connection).await {
+            debug!(%peer, err = %e, "connection ended with an error");
+        }
+    }
+}
