@@ -1,4 +1,5 @@
-//! The `assemble` subcommand, run as a process: exit codes and output.
+//! The `assemble` and `config` subcommands and configuration errors, run as
+//! a process: exit codes and output.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write as _;
@@ -78,6 +79,85 @@ fn bad_configuration_exits_64_before_binding() {
     assert_eq!(out.status.code(), Some(64));
     let out = Command::new(BIN).arg("--help").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_bad_configuration_file_exits_64_naming_the_key_before_any_port_is_bound() {
+    // The port is taken: a server that bound before validating would fail
+    // with a bind error (exit 1) instead.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"[limits]\nmax_concurrency = 0\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", &addr, "--metrics-listen", "off"])
+        .env("CONTEXT_ASSEMBLER_CONFIG", file.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("limits.max_concurrency"), "{stderr}");
+
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 9\nwindow = 1\n")
+        .unwrap();
+    let out = Command::new(BIN)
+        .args(["config", "--check"])
+        .arg(file.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown field `window`") && stderr.contains("line 5"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_printed_default_is_the_embedded_file_and_checks_clean() {
+    let out = Command::new(BIN)
+        .args(["config", "--print-default"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/default.toml")).unwrap();
+    assert_eq!(printed, shipped);
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(printed.as_bytes()).unwrap();
+    let out = Command::new(BIN)
+        .args(["config", "--check"])
+        .arg(file.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("17 models, 2 policies"));
+}
+
+#[test]
+fn assemble_uses_the_policies_of_a_configuration_file() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"[policies.default]\ncontext_role = \"system\"\n")
+        .unwrap();
+    let out = Command::new(BIN)
+        .args(["assemble", EXAMPLE, "--json", "--config"])
+        .arg(file.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let messages = json["messages"].as_array().unwrap();
+    let context = &messages[messages.len() - 2];
+    assert!(
+        context["content"]
+            .as_str()
+            .unwrap()
+            .contains("<state id=\"plan\">"),
+        "{context}"
+    );
+    assert_eq!(context["role"], "ROLE_SYSTEM");
 }
 
 #[test]

@@ -51,10 +51,9 @@ fn the_embedded_default_gives_the_documented_defaults() {
     assert!(cfg.tls.is_none());
     assert_eq!(cfg.catalog.models.entries().len(), 17);
     assert!(cfg.catalog.policy("").is_some());
-    assert_eq!(
-        cfg.catalog.policy("system-context").map(|p| p.context_role),
-        Some(Role::System)
-    );
+    let memory_first = cfg.catalog.policy("memory-first").unwrap();
+    assert_eq!(memory_first.context_role, Role::User);
+    assert_eq!(memory_first.priority(crate::assemble::BlockKind::Memory), 5);
 }
 
 #[test]
@@ -116,7 +115,7 @@ fn a_file_model_table_replaces_the_default_one() {
     assert_eq!(lean.priority(crate::assemble::BlockKind::Evidence), 5);
     assert!(cfg.catalog.policy("default").is_some(), "default is always there");
     assert!(
-        cfg.catalog.policy("system-context").is_none(),
+        cfg.catalog.policy("memory-first").is_none(),
         "file policies replace"
     );
 }

@@ -111,3 +111,101 @@ impl TestServer {
         }
     }
 }
+
+/// A request with `items` distinct prose evidence items of about
+/// `item_bytes` each: every item is a cache miss the first time.
+pub fn heavy_request(
+    seed: u64,
+    items: usize,
+    item_bytes: usize,
+) -> context_assembler::grpc::pb::AssembleRequest {
+    use context_assembler::grpc::pb;
+    use context_assembler::workload::{Rng, prose};
+    let mut rng = Rng::new(seed);
+    pb::AssembleRequest {
+        request_id: format!("heavy-{seed}"),
+        model: "gpt-4o".to_owned(),
+        blocks: vec![pb::Block {
+            name: "evidence".to_owned(),
+            kind: pb::BlockKind::Evidence.into(),
+            items: (0..items)
+                .map(|i| pb::Item {
+                    id: format!("e{i}"),
+                    content: prose(&mut rng, item_bytes),
+                    score: 1.0 / (1.0 + i as f64),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        query: "What matters here?".to_owned(),
+        ..Default::default()
+    }
+}
+
+/// The value of the series `name` whose labels include every `labels` pair.
+pub fn metric(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    page.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| {
+            let (series, _) = l.rsplit_once(' ').unwrap_or((l, ""));
+            let bare = series.split('{').next() == Some(name);
+            bare && labels
+                .iter()
+                .all(|(k, v)| series.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit_once(' '))
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+impl TestServer {
+    /// The value of one series on the metrics page (0 if absent).
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let (_, page) = self.http_get("/metrics").await;
+        metric(&page, name, labels).unwrap_or(0.0)
+    }
+}
+
+/// One unary gRPC call over a bare HTTP/2 connection, so that no client-side
+/// timer or limit interferes: returns (grpc-status, grpc-message).
+pub async fn raw_unary(
+    addr: SocketAddr,
+    path: &str,
+    message: &impl prost::Message,
+    headers: &[(&str, &str)],
+) -> (i32, String) {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let payload = message.encode_to_vec();
+    let mut framed = Vec::with_capacity(payload.len() + 5);
+    framed.push(0);
+    framed.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
+    framed.extend_from_slice(&payload);
+    let mut req = http::Request::post(format!("http://{addr}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = send
+        .send_request(req.body(Full::new(bytes::Bytes::from(framed))).unwrap())
+        .await
+        .unwrap();
+    let head = resp.headers().clone();
+    let collected = resp.into_body().collect().await.unwrap();
+    let trailers = collected.trailers().cloned().unwrap_or_default();
+    let get = |k: &str| {
+        trailers
+            .get(k)
+            .or_else(|| head.get(k))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    (get("grpc-status").parse().unwrap_or(-1), get("grpc-message"))
+}

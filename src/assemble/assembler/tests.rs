@@ -3,12 +3,24 @@ use std::collections::HashSet;
 use proptest::prelude::*;
 
 use super::*;
+use crate::assemble::policy::Policy;
 use crate::assemble::request::{Block, Principal, Segment, SegmentKind};
 use crate::assemble::response::{Message, Outcome};
 use crate::assemble::tokenizer::tests::adversarial_text;
 
+/// The default catalog plus `system-ctx`: the context message as `system`
+/// and the default priorities reversed, so policies are part of the proof.
 fn asm() -> Assembler {
-    Assembler::new(crate::config::default_catalog(), 8 << 20)
+    let mut catalog = crate::config::default_catalog();
+    let mut reversed = Policy {
+        context_role: Role::System,
+        ..Policy::default()
+    };
+    reversed.priorities.reverse();
+    catalog
+        .policies
+        .insert("system-ctx".to_owned(), Arc::new(reversed));
+    Assembler::new(catalog, 8 << 20)
 }
 
 fn reference(encoding: Encoding) -> &'static tiktoken_rs::CoreBPE {
@@ -144,6 +156,7 @@ prop_compose! {
         turn_priorities in (prop::sample::select(vec![0u32, 0, 1, 9]), prop::sample::select(vec![0u32, 0, 2, 8])),
         mins in (0u32..60, 0u32..3, 0u32..4),
         summary_prose in prop::collection::vec(prop::sample::select(vec!["One sentence. ", "Another one! ", "Is it? ", "line\n"]), 0..8),
+        policy in prop::sample::select(vec!["", "system-ctx", "memory-first"]),
     ) -> AssembleRequest {
         let mut blocks = vec![
             Block { min_tokens: mins.0, cuttable: Some(mins.2 != 0), ..block("evidence", BlockKind::Evidence, evidence) },
@@ -165,6 +178,7 @@ prop_compose! {
             blocks,
             query: format!("q {query}"),
             principal: Principal { id: "p".to_owned(), scopes: vec!["user".to_owned()] },
+            policy: policy.to_owned(),
             ..AssembleRequest::default()
         }
     }
@@ -235,6 +249,13 @@ proptest! {
                 // Turn pairs intact; the conversation never starts with a tool result.
                 check_turns(&c.messages)?;
                 prop_assert!(c.messages.iter().find(|m| m.role != Role::System).is_none_or(|m| m.role != Role::Tool));
+                // The context message (if any) takes the policy's role.
+                let want = if req.policy == "system-ctx" { Role::System } else { Role::User };
+                for m in c.messages.iter().skip(req.static_segments.len()) {
+                    if m.content.starts_with("<document") || m.content.starts_with("<memory") || m.content.starts_with("<state") {
+                        prop_assert_eq!(m.role, want);
+                    }
+                }
                 // Non-cuttable content is present verbatim, in its wrapper.
                 let context = c.messages.iter().rev().nth(1).map(|m| m.content.as_str()).unwrap_or("");
                 for (bi, b) in req.blocks.iter().enumerate().filter(|(_, b)| b.cuttable == Some(false)) {
@@ -610,4 +631,27 @@ fn of_two_history_blocks_the_older_is_cut_first() {
     assert_eq!(out.decisions[0].kept_item_ids, Vec::<String>::new());
     let turns: Vec<&str> = out.messages.iter().map(|m| m.content.as_str()).collect();
     assert!(!turns.contains(&"old answer"), "{turns:?}");
+}
+
+#[test]
+fn a_cancelled_run_stops_and_caches_nothing_wrong() {
+    let a = asm();
+    let req = request(vec![block(
+        "evidence",
+        BlockKind::Evidence,
+        vec![item("d1", "Refunds within 30 days.", 0.9)],
+    )]);
+    let cancel = Cancel::new();
+    cancel.cancel();
+    assert_eq!(
+        a.assemble_cancellable(req.clone(), &cancel),
+        Err(AssembleError::Cancelled)
+    );
+    // Nothing half-counted was cached: the next run is cold and exact.
+    let done = a.assemble(req).unwrap();
+    assert!(!done.cache.prefix_cache_hit);
+    assert_eq!(
+        recount(Encoding::O200kBase, &done.messages),
+        done.usage.total_tokens
+    );
 }

@@ -122,9 +122,9 @@ fn items_need_unique_ids_and_finite_scores() {
 fn policies_resolve_by_name() {
     let mut r = req("gpt-4o");
     assert!(fields(&r).is_empty());
-    r.policy = "system-context".to_owned();
+    r.policy = "memory-first".to_owned();
     let resolved = validate(&r, &catalog()).unwrap();
-    assert_eq!(resolved.policy.context_role, Role::System);
+    assert_eq!(resolved.policy.priority(BlockKind::Memory), 5);
     r.policy = "nope".to_owned();
     assert_eq!(fields(&r), ["policy"]);
 }

@@ -1,0 +1,180 @@
+//! Limits and load shedding through the real server: request size (refused
+//! from the frame header), blocks and items, the concurrency limit, and
+//! hostile input that must not stall other requests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{TestServer, heavy_request};
+use context_assembler::config::ServeArgs;
+use context_assembler::grpc::pb;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+const REFUSED: &str = "assembler_requests_refused_total";
+
+/// Metrics are process-wide: these tests take turns and compare deltas.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn refused(server: &TestServer, rpc: &str, why: &str) -> f64 {
+    server.metric(REFUSED, &[("rpc", rpc), ("reason", why)]).await
+}
+
+fn reason(status: &tonic::Status) -> String {
+    status
+        .get_details_error_info()
+        .map(|i| i.reason)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_oversized_request_is_resource_exhausted_by_default_limit() {
+    let _turn = SERIAL.lock().await;
+    let server = TestServer::start().await;
+    let before = refused(&server, "Assemble", "request_too_large").await;
+    // Default limit: 4 MiB. One 5 MiB item.
+    let req = heavy_request(1, 1, 5 << 20);
+    let status = server.client().assemble(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(reason(&status), "REQUEST_TOO_LARGE");
+    let info = status.get_details_error_info().unwrap();
+    assert_eq!(info.metadata.get("limit").map(String::as_str), Some("4194304"));
+    assert_eq!(
+        refused(&server, "Assemble", "request_too_large").await - before,
+        1.0
+    );
+    // The connection is still good for the next request.
+    let ok = server.client().assemble(heavy_request(2, 2, 1000)).await;
+    assert!(ok.is_ok(), "{ok:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn size_block_and_item_limits_are_configurable() {
+    let _turn = SERIAL.lock().await;
+    let server = TestServer::start_with(ServeArgs {
+        max_request_bytes: Some(64 * 1024),
+        max_blocks: Some(2),
+        max_items: Some(5),
+        ..TestServer::args()
+    })
+    .await;
+    let mut client = server.client();
+    let counts = [
+        ("Assemble", "request_too_large"),
+        ("CountTokens", "request_too_large"),
+        ("Assemble", "too_many_items"),
+        ("Assemble", "too_many_blocks"),
+    ];
+    let mut before = Vec::new();
+    for (rpc, why) in counts {
+        before.push(refused(&server, rpc, why).await);
+    }
+
+    let status = client
+        .assemble(heavy_request(1, 1, 100 * 1024))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(reason(&status), "REQUEST_TOO_LARGE");
+    let status = client
+        .count_tokens(pb::CountTokensRequest {
+            text: "x".repeat(100 * 1024),
+            tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4o".to_owned())),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+
+    let status = client.assemble(heavy_request(2, 6, 100)).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(reason(&status), "TOO_MANY_ITEMS");
+
+    let mut req = heavy_request(3, 1, 100);
+    for i in 0..2 {
+        let mut b = req.blocks[0].clone();
+        b.name = format!("more-{i}");
+        b.items.clear();
+        req.blocks.push(b);
+    }
+    let status = client.assemble(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(reason(&status), "TOO_MANY_BLOCKS");
+
+    // At the limits exactly: accepted.
+    assert!(client.assemble(heavy_request(4, 5, 100)).await.is_ok());
+
+    for ((rpc, why), before) in counts.into_iter().zip(before) {
+        assert_eq!(refused(&server, rpc, why).await - before, 1.0, "{rpc} {why}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
+    let _turn = SERIAL.lock().await;
+    let server = TestServer::start_with(ServeArgs {
+        max_concurrency: Some(1),
+        ..TestServer::args()
+    })
+    .await;
+    let before = refused(&server, "Assemble", "concurrency").await;
+    // Cold requests big enough to overlap: each tokenizes ~600 KB.
+    let calls = (0..12u64).map(|seed| {
+        let mut client = server.client();
+        tokio::spawn(async move { client.assemble(heavy_request(100 + seed, 60, 10_000)).await })
+    });
+    let mut ok = 0;
+    let mut shed = 0;
+    for call in calls.collect::<Vec<_>>() {
+        match call.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(s) => {
+                assert_eq!(s.code(), Code::ResourceExhausted, "{s:?}");
+                assert_eq!(reason(&s), "OVERLOADED");
+                assert!(
+                    s.get_details_retry_info().is_some(),
+                    "tells the client to back off"
+                );
+                shed += 1;
+            }
+        }
+    }
+    assert!(ok >= 1 && shed >= 1, "ok={ok} shed={shed}");
+    assert_eq!(
+        refused(&server, "Assemble", "concurrency").await - before,
+        f64::from(shed)
+    );
+    // Every permit came back: the next request is admitted.
+    assert!(server.client().assemble(heavy_request(7, 1, 100)).await.is_ok());
+    assert_eq!(server.metric("assembler_in_flight_requests", &[]).await, 0.0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn pathological_input_neither_crashes_nor_blocks_others() {
+    let _turn = SERIAL.lock().await;
+    let server = TestServer::start().await;
+    // Just under 4 MiB of one character, and of alternating whitespace: the
+    // worst cases for regex pre-tokenization and BPE merging.
+    let huge = |content: String| {
+        let mut req = heavy_request(9, 1, 10);
+        req.blocks[0].items[0].content = content;
+        req
+    };
+    let mut a = server.client();
+    let mut b = server.client();
+    let big_a = tokio::spawn(async move { a.assemble(huge("a".repeat(4_000_000))).await });
+    let big_b = tokio::spawn(async move { b.assemble(huge(" \n\t".repeat(1_300_000))).await });
+    // Meanwhile small requests are answered.
+    let mut client = server.client();
+    for seed in 0..20 {
+        let r = client.assemble(heavy_request(200 + seed, 3, 200)).await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+    for big in [big_a, big_b] {
+        let r = big.await.unwrap();
+        assert!(r.is_ok(), "{r:?}");
+    }
+    server.stop().await;
+}

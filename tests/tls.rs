@@ -1,0 +1,160 @@
+//! TLS and mutual TLS through the real server, with a CA, server and client
+//! certificates generated inside the test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{TestServer, heavy_request};
+use context_assembler::config::ServeArgs;
+use context_assembler::grpc::pb::assembler_client::AssemblerClient;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: String,
+    client_cert: String,
+    client_key: String,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+
+        let leaf = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| {
+            let mut params = CertificateParams::new(names).unwrap();
+            params.extended_key_usages = vec![usage];
+            let key = KeyPair::generate().unwrap();
+            let cert = params.signed_by(&key, &ca).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_cert, server_key) = leaf(
+            vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        let (client_cert, client_key) = leaf(vec!["gateway".to_owned()], ExtendedKeyUsagePurpose::ClientAuth);
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, pem: &str| std::fs::write(dir.path().join(name), pem).unwrap();
+        write("ca.pem", &ca.pem());
+        write("server.pem", &server_cert);
+        write("server.key", &server_key);
+        Pki {
+            ca: ca.pem(),
+            dir,
+            client_cert,
+            client_key,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn args(&self, mutual: bool) -> ServeArgs {
+        ServeArgs {
+            tls_cert: Some(self.path("server.pem")),
+            tls_key: Some(self.path("server.key")),
+            tls_client_ca: mutual.then(|| self.path("ca.pem")),
+            ..TestServer::args()
+        }
+    }
+}
+
+async fn tls_channel(addr: std::net::SocketAddr, pki: &Pki, identity: bool) -> Result<Channel, String> {
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&pki.ca))
+        .domain_name("localhost");
+    if identity {
+        tls = tls.identity(Identity::from_pem(&pki.client_cert, &pki.client_key));
+    }
+    Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)
+        .map_err(|e| e.to_string())?
+        .connect()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn assemble(channel: Channel) -> Result<(), tonic::Status> {
+    AssemblerClient::new(channel)
+        .assemble(heavy_request(1, 2, 200))
+        .await
+        .map(|_| ())
+}
+
+async fn start(args: ServeArgs) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let bound = context_assembler::server::Bound::bind(args.validate().unwrap())
+        .await
+        .unwrap();
+    let addr = bound.grpc_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(bound.serve(async {
+        let _ = stopped.await;
+    }));
+    (addr, stop)
+}
+
+#[tokio::test]
+async fn server_tls_serves_tls_clients_only() {
+    let pki = Pki::new();
+    let (addr, stop) = start(pki.args(false)).await;
+    let channel = tls_channel(addr, &pki, false).await.unwrap();
+    // Readiness is a latch: the first call may arrive before SERVING, but
+    // Assemble itself works as soon as the listener accepts.
+    assemble(channel).await.unwrap();
+
+    // A plaintext client gets no answer from a TLS listener.
+    let plain = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await;
+    if let Ok(plain) = plain {
+        assert!(assemble(plain).await.is_err(), "plaintext call succeeded");
+    }
+    let _ = stop.send(());
+}
+
+#[tokio::test]
+async fn mutual_tls_requires_a_client_certificate_from_the_ca() {
+    let pki = Pki::new();
+    let (addr, stop) = start(pki.args(true)).await;
+    let with_cert = tls_channel(addr, &pki, true).await.unwrap();
+    assemble(with_cert).await.unwrap();
+
+    let refused = match tls_channel(addr, &pki, false).await {
+        Err(_) => true,
+        Ok(channel) => assemble(channel).await.is_err(),
+    };
+    assert!(refused, "a client without a certificate was served");
+
+    // A certificate from another CA is refused too.
+    let other = Pki::new();
+    let mut mixed = Pki::new();
+    mixed.ca = pki.ca.clone();
+    mixed.client_cert = other.client_cert.clone();
+    mixed.client_key = other.client_key.clone();
+    let refused = match tls_channel(addr, &mixed, true).await {
+        Err(_) => true,
+        Ok(channel) => assemble(channel).await.is_err(),
+    };
+    assert!(refused, "a client certificate from another CA was accepted");
+    let _ = stop.send(());
+}
+
+#[test]
+fn bad_tls_files_fail_validation_naming_the_key() {
+    let pki = Pki::new();
+    let mut args = pki.args(false);
+    args.tls_key = Some(pki.path("ca.pem"));
+    let err = args.validate().unwrap_err();
+    assert!(err.key.starts_with("--tls-key"), "{err}");
+    let mut args = pki.args(true);
+    args.tls_client_ca = Some(Path::new("/nonexistent/ca.pem").to_owned());
+    let err = args.validate().unwrap_err();
+    assert!(err.key.starts_with("--tls-client-ca"), "{err}");
+}
