@@ -2,7 +2,7 @@
 //! deadline it is worked under. Every refusal is counted by reason.
 //!
 //! - size: the first gRPC frame header is checked before the body is buffered
-//!   ([`super::frame_limit`]);
+//!   ([`super::gate`], which also applies the deadline and takes the slot);
 //! - shape: at most `max_blocks` blocks and `max_items` items;
 //! - concurrency: at most `max_concurrency` requests in the domain at once; a
 //!   request over it is shed at once (RESOURCE_EXHAUSTED), nothing queues;
@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::HeaderMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tonic::metadata::MetadataMap;
 
 use crate::config::Limits;
 use crate::telemetry::metrics;
@@ -136,8 +136,8 @@ impl Admission {
 
     /// The time a request may take: the client's `grpc-timeout` or the
     /// configured default, whichever is shorter.
-    pub fn timeout(&self, metadata: &MetadataMap) -> Option<Duration> {
-        let client = metadata
+    pub fn timeout(&self, headers: &HeaderMap) -> Option<Duration> {
+        let client = headers
             .get("grpc-timeout")
             .and_then(|v| v.to_str().ok())
             .and_then(parse_grpc_timeout);
@@ -225,7 +225,7 @@ mod tests {
     #[test]
     fn the_shorter_deadline_wins() {
         let a = Admission::new(limits());
-        let mut md = MetadataMap::new();
+        let mut md = HeaderMap::new();
         assert_eq!(a.timeout(&md), Some(Duration::from_secs(5)));
         md.insert("grpc-timeout", "100m".parse().unwrap());
         assert_eq!(a.timeout(&md), Some(Duration::from_millis(100)));

@@ -3,7 +3,7 @@
 
 pub mod admission;
 pub mod convert;
-pub mod frame_limit;
+pub mod gate;
 pub mod json;
 pub mod service;
 pub mod status;

@@ -1,15 +1,17 @@
-//! The `Assembler` gRPC service: admit, decode, run the domain off the
-//! reactor under the request's deadline, encode. Records request metrics; logs
-//! ids, sizes and codes only.
+//! The `Assembler` gRPC service: check the shape, run the domain off the
+//! reactor holding the slot the gate admitted the request with, encode.
+//! Deadlines and shedding happen in [`super::gate`]. Records request
+//! metrics; logs ids, sizes and codes only.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tonic::{Request, Response, Status};
 use tracing::{instrument, warn};
 
 use super::admission::{Admission, Permit, Refusal};
 use super::convert;
+use super::gate::Slot;
 use super::pb;
 use super::status::{code_label, refusal_status, to_status};
 use crate::assemble::{self as domain, AssembleError, Assembler, Cancel};
@@ -35,8 +37,17 @@ fn refuse(rpc: &'static str, refusal: Refusal) -> Status {
     refusal_status(&refusal)
 }
 
-/// Sets the cancellation flag when dropped: when the deadline fires, and when
-/// the caller goes away and tonic drops the handler.
+/// The slot the gate admitted `request` with; without a gate (or one that
+/// did not admit it), one is taken here.
+fn slot<T>(admission: &Admission, request: &mut Request<T>) -> Result<Permit, Refusal> {
+    match request.extensions_mut().remove::<Slot>().and_then(|s| s.take()) {
+        Some(permit) => Ok(permit),
+        None => admission.admit(),
+    }
+}
+
+/// Sets the cancellation flag when dropped: when the gate's deadline drops
+/// the handler, and when the caller goes away.
 struct CancelOnDrop(Cancel);
 
 impl Drop for CancelOnDrop {
@@ -46,12 +57,10 @@ impl Drop for CancelOnDrop {
 }
 
 /// Runs CPU-bound domain work on the blocking pool, holding `permit` until
-/// the work itself ends, under `timeout`. A panic there becomes INTERNAL
-/// instead of taking the connection down.
+/// the work itself ends. A panic there becomes INTERNAL instead of taking the
+/// connection down.
 async fn blocking<T: Send + 'static>(
-    rpc: &'static str,
     permit: Permit,
-    timeout: Option<Duration>,
     f: impl FnOnce(&Cancel) -> T + Send + 'static,
 ) -> Result<T, Status> {
     let cancel = Cancel::new();
@@ -61,13 +70,7 @@ async fn blocking<T: Send + 'static>(
         let _permit = permit;
         span.in_scope(|| f(&cancel))
     });
-    let joined = match timeout {
-        Some(t) => tokio::time::timeout(t, task)
-            .await
-            .map_err(|_| refuse(rpc, Refusal::DeadlineExceeded))?,
-        None => task.await,
-    };
-    joined.map_err(|e| {
+    task.await.map_err(|e| {
         // Never the panic payload: it may quote request content.
         warn!(panicked = e.is_panic(), "domain task failed");
         Status::internal("internal error while assembling")
@@ -90,11 +93,11 @@ impl pb::assembler_server::Assembler for AssemblerService {
     #[instrument(skip_all, fields(rpc = "Assemble", request_id, model, blocks, code))]
     async fn assemble(
         &self,
-        request: Request<pb::AssembleRequest>,
+        mut request: Request<pb::AssembleRequest>,
     ) -> Result<Response<pb::AssembleResponse>, Status> {
         const RPC: &str = "Assemble";
         let started = Instant::now();
-        let timeout = self.admission.timeout(request.metadata());
+        let permit = slot(&self.admission, &mut request);
         let wire = request.into_inner();
         let span = tracing::Span::current();
         span.record("request_id", wire.request_id.as_str());
@@ -105,13 +108,10 @@ impl pb::assembler_server::Assembler for AssemblerService {
             self.admission
                 .check_shape(wire.blocks.len(), items)
                 .map_err(|r| refuse(RPC, r))?;
-            let permit = self.admission.admit().map_err(|r| refuse(RPC, r))?;
+            let permit = permit.map_err(|r| refuse(RPC, r))?;
             let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
             let assembler = self.assembler.clone();
-            let outcome = blocking(RPC, permit, timeout, move |cancel| {
-                assembler.assemble_cancellable(req, cancel)
-            })
-            .await?;
+            let outcome = blocking(permit, move |cancel| assembler.assemble_cancellable(req, cancel)).await?;
             match outcome {
                 Ok(a) => {
                     metrics::assembly(&a);
@@ -132,23 +132,21 @@ impl pb::assembler_server::Assembler for AssemblerService {
     #[instrument(skip_all, fields(rpc = "CountTokens", bytes, code))]
     async fn count_tokens(
         &self,
-        request: Request<pb::CountTokensRequest>,
+        mut request: Request<pb::CountTokensRequest>,
     ) -> Result<Response<pb::CountTokensResponse>, Status> {
         const RPC: &str = "CountTokens";
         let started = Instant::now();
-        let timeout = self.admission.timeout(request.metadata());
+        let permit = slot(&self.admission, &mut request);
         let wire = request.into_inner();
         tracing::Span::current().record("bytes", wire.text.len());
         let result = async {
-            let permit = self.admission.admit().map_err(|r| refuse(RPC, r))?;
+            let permit = permit.map_err(|r| refuse(RPC, r))?;
             let target = convert::count_target(wire.tokenizer).map_err(|e| to_status(&e))?;
             let text = wire.text;
             let assembler = self.assembler.clone();
-            let count = blocking(RPC, permit, timeout, move |_| {
-                assembler.count_tokens(&target, &text)
-            })
-            .await?
-            .map_err(|e| to_status(&e))?;
+            let count = blocking(permit, move |_| assembler.count_tokens(&target, &text))
+                .await?
+                .map_err(|e| to_status(&e))?;
             Ok(pb::CountTokensResponse {
                 tokens: count.tokens,
                 tokenizer: count.tokenizer,

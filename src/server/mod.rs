@@ -3,9 +3,10 @@
 //! as a latch, SIGHUP reloads, shutdown under a deadline.
 //!
 //! The HTTP/2 server is hyper's own rather than tonic's transport, so that
-//! every layer a request passes is ours: the size check reads the frame
-//! header before the body, deadlines answer DEADLINE_EXCEEDED (tonic's
-//! transport would answer CANCELLED), and connections are bounded.
+//! every layer a request passes is ours: the gate reads the frame header
+//! before the body and sheds before anything is buffered, deadlines answer
+//! DEADLINE_EXCEEDED (tonic's transport would answer CANCELLED), and
+//! connections are bounded.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,7 +27,7 @@ use tracing::{debug, info, warn};
 use crate::assemble::Assembler;
 use crate::config::ServerConfig;
 use crate::grpc::admission::Admission;
-use crate::grpc::frame_limit::FrameLimit;
+use crate::grpc::gate::Gate;
 use crate::grpc::{AssemblerService, pb};
 use crate::telemetry::metrics;
 
@@ -157,8 +158,9 @@ impl Bound {
             .map_err(|e| ServeError::Reflection(e.to_string()))?;
 
         let limits = config.limits;
-        let assembler_svc = Svc::new(AssemblerService::new(assembler.clone(), Admission::new(limits)))
-            // A backstop behind FrameLimit (which answers first, with
+        let admission = Admission::new(limits);
+        let assembler_svc = Svc::new(AssemblerService::new(assembler.clone(), admission.clone()))
+            // A backstop behind the gate (which answers first, with
             // RESOURCE_EXHAUSTED); responses echo the request, so they may be
             // as large, plus the report.
             .max_decoding_message_size(limits.max_request_bytes as usize)
@@ -168,7 +170,7 @@ impl Bound {
             .add_service(reflection_v1alpha)
             .add_service(assembler_svc)
             .prepare();
-        let service = TowerToHyperService::new(FrameLimit::new(routes, limits.max_request_bytes));
+        let service = TowerToHyperService::new(Gate::new(routes, admission));
 
         // Readiness latch: SERVING once every vocabulary is loaded.
         let warm_assembler = assembler.clone();
@@ -265,7 +267,7 @@ impl Bound {
     }
 }
 
-type Service = TowerToHyperService<FrameLimit<Routes>>;
+type Service = TowerToHyperService<Gate<Routes>>;
 
 /// What every connection shares.
 struct Conn {

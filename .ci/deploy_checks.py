@@ -1,0 +1,665 @@
+"""Checks for deploy/ that no off-the-shelf validator makes; run by .ci/deploy.sh.
+
+Subcommands (each prints what it checked and exits non-zero on a failure):
+  sync-config DEFAULT_TOML POD_TOML     rewrite the pod config as the default plus the pod adjustments
+                                        (needs only the standard library)
+  config DEFAULT_TOML POD_TOML          the pod config differs from the default only where a pod must
+  split RENDERED CORE_OUT CRD_OUT       core Kubernetes kinds vs custom resources, for separate validation
+  manifests RENDERED POD_TOML [CM_NAME] the Deployment, NetworkPolicy and PodMonitor hang together (and
+                                        the ConfigMap is named CM_NAME exactly, if given)
+  custom RULES FILE...                  PodMonitor / PrometheusRule against the prometheus-operator CRD
+                                        models; a PrometheusRule must hold exactly the groups of RULES
+  rules RULES TEST DASHBOARD OUT_RULES  metric names, test coverage of every alert, dashboard structure;
+                                        writes the dashboard's queries as a rules file for promtool
+  server BIN POD_TOML RENDERED          starts the binary, sends traffic, scrapes /metrics, checks names
+  dockerfile DOCKERFILE                 multi-stage, non-root, and the build stage copies every file the
+                                        crate includes at compile time
+"""
+
+import copy
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+
+try:
+    import yaml
+except ImportError:  # sync-config runs on a bare python3
+    yaml = None
+
+# Every assembler_* metric that alerts and the dashboard may use, with its type.
+# The server must export each of them (histograms once a value is recorded).
+EXPECTED_METRICS = {
+    "assembler_requests_total": "counter",
+    "assembler_request_duration_seconds": "histogram",
+    "assembler_prefix_cache_lookups_total": "counter",
+    "assembler_segment_cache_lookups_total": "counter",
+    "assembler_blocks_total": "counter",
+    "assembler_items_dropped_total": "counter",
+    "assembler_items_filtered_total": "counter",
+    "assembler_budget_overflow_total": "counter",
+    "assembler_prompt_tokens": "histogram",
+    "assembler_requests_refused_total": "counter",
+    "assembler_in_flight_requests": "gauge",
+    "assembler_config_reloads_total": "counter",
+}
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+SIDECAR = "context-assembler"
+# The keys of [server] a pod changes, with the new value and why.
+POD_ADJUSTMENTS = {
+    "listen": ('"0.0.0.0:50051"', "all interfaces, because the kubelet's gRPC probes dial the pod IP, never\n"
+               "# 127.0.0.1. The gateway still dials 127.0.0.1:50051; the NetworkPolicy admits\n"
+               "# no other pod to this port."),
+    "metrics_listen": ('"0.0.0.0:9464"', "all interfaces, so that Prometheus can scrape the pod IP."),
+    "log_format": ('"json"', "one JSON object per line for the log collector."),
+}
+POD_ADJUSTED_KEYS = {("server", key) for key in POD_ADJUSTMENTS}
+POD_HEADER = """\
+# context-assembler in a pod: a copy of config/default.toml with three pod
+# adjustments (marked "pod:" below); everything else must stay equal to the
+# default, and .ci/deploy.sh fails when the two drift apart. Regenerate with
+# python3 .ci/deploy_checks.py sync-config config/default.toml THIS_FILE
+#
+# Mounted read-only from the ConfigMap that kustomize generates from this file
+# and passed with `--config`. Check a file without starting:
+# `context-assembler config --check FILE`.
+#
+# Precedence: command-line flag > environment variable > this file > the
+# embedded default. The image sets CONTEXT_ASSEMBLER_METRICS_LISTEN, which
+# therefore wins over `metrics_listen` below (both say 0.0.0.0:9464).
+# Unknown keys are errors. SIGHUP re-reads this file and applies [[models]]
+# and [policies.*] without dropping requests; the other sections need a
+# restart. A file that does not validate is refused and the running
+# configuration stays (deploy/README.md says how to signal the sidecar).
+
+"""
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def fail(msg):
+    raise CheckFailed(msg)
+
+
+def ok(msg):
+    print(f"  ok: {msg}")
+
+
+def load_docs(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def port_of(addr):
+    return int(addr.rsplit(":", 1)[1])
+
+
+# ---------------------------------------------------------------- config
+
+
+def flatten(table, prefix=()):
+    out = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, prefix + (key,)))
+        else:
+            out[prefix + (key,)] = value
+    return out
+
+
+def cmd_sync_config(default_path, pod_path):
+    with open(default_path) as f:
+        text = f.read()
+    head, sep, rest = text.partition("[server]\n")
+    server, sep2, tail = rest.partition("\n[")
+    if not sep or any(line.strip() and not line.startswith("#") for line in head.splitlines()):
+        fail(f"{default_path} must open with comments, then [server]")
+    for key, (value, why) in POD_ADJUSTMENTS.items():
+        adjusted = f"# pod: {why}\n{key} = {value}"
+        server, n = re.subn(rf"^{key} = .*$", lambda _, text=adjusted: text, server, count=1, flags=re.M)
+        if n != 1:
+            fail(f"{default_path}: no `{key} = ...` line in [server]")
+    with open(pod_path, "w") as f:
+        f.write(POD_HEADER + sep + server + sep2 + tail)
+    ok(f"{pod_path} rewritten from {default_path}")
+
+
+def cmd_config(default_path, pod_path):
+    with open(default_path, "rb") as f:
+        default = flatten(tomllib.load(f))
+    with open(pod_path, "rb") as f:
+        pod = flatten(tomllib.load(f))
+    drift = sorted(
+        ".".join(k)
+        for k in default.keys() | pod.keys()
+        if k not in POD_ADJUSTED_KEYS and default.get(k, "<absent>") != pod.get(k, "<absent>")
+    )
+    if drift:
+        fail(f"{pod_path} differs from {default_path} at {', '.join(drift)}: run "
+             f"`python3 .ci/deploy_checks.py sync-config {default_path} {pod_path}`")
+    ok(f"{pod_path} equals {default_path} except {', '.join('.'.join(k) for k in sorted(POD_ADJUSTED_KEYS))}")
+    if not pod[("server", "metrics_listen")].startswith("0.0.0.0:"):
+        fail("server.metrics_listen must bind all interfaces in a pod, or Prometheus cannot scrape it")
+    if not pod[("server", "listen")].startswith("0.0.0.0:"):
+        fail("server.listen must bind all interfaces in a pod: the kubelet's gRPC probes dial the pod IP")
+    ok(f"pod listens on {pod[('server', 'listen')]} (gRPC) and {pod[('server', 'metrics_listen')]} (metrics)")
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def is_custom_resource(doc):
+    group = doc["apiVersion"].rpartition("/")[0]
+    return group.endswith(".coreos.com")
+
+
+def cmd_split(rendered, core_out, crd_out):
+    docs = load_docs(rendered)
+    core = [d for d in docs if not is_custom_resource(d)]
+    crds = [d for d in docs if is_custom_resource(d)]
+    for path, part in ((core_out, core), (crd_out, crds)):
+        with open(path, "w") as f:
+            yaml.safe_dump_all(part, f, sort_keys=False)
+    def kinds(part):
+        return ", ".join(f"{d['kind']}/{d['metadata']['name']}" for d in part)
+
+    ok(f"rendered {len(docs)} resources: core [{kinds(core)}], custom [{kinds(crds)}]")
+
+
+def one(docs, kind):
+    found = [d for d in docs if d["kind"] == kind]
+    if len(found) != 1:
+        fail(f"expected one {kind}, found {len(found)}")
+    return found[0]
+
+
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def cmd_manifests(rendered, pod_toml, configmap_name=None):
+    docs = load_docs(rendered)
+    with open(pod_toml, "rb") as f:
+        conf = tomllib.load(f)
+    grpc_port = port_of(conf["server"]["listen"])
+    metrics_port = port_of(conf["server"]["metrics_listen"])
+    drain = conf["server"]["drain_secs"]
+
+    deploy = one(docs, "Deployment")
+    configmap = one(docs, "ConfigMap")
+    netpol = one(docs, "NetworkPolicy")
+    podmon = one(docs, "PodMonitor")
+    pod = deploy["spec"]["template"]["spec"]
+    pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+    if not selects(deploy["spec"]["selector"], pod_labels):
+        fail("the Deployment's selector does not select its own pods")
+
+    sidecars = [c for c in pod.get("initContainers", []) if c["name"] == SIDECAR]
+    if len(sidecars) != 1 or sidecars[0].get("restartPolicy") != "Always":
+        fail(f"{SIDECAR} must be an init container with restartPolicy: Always (a native sidecar)")
+    sidecar = sidecars[0]
+    ok(f"{SIDECAR} is a native sidecar (initContainers, restartPolicy: Always)")
+
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        probe = sidecar.get(kind) or fail(f"{SIDECAR} has no {kind}")
+        grpc = probe.get("grpc") or fail(f"{SIDECAR} {kind} is not a gRPC probe")
+        if grpc.get("port") != grpc_port or grpc.get("service", "") != "":
+            fail(f"{SIDECAR} {kind} must probe service \"\" on port {grpc_port}, the configured listen port")
+    ok(f"startup, readiness and liveness probes are grpc.health.v1 on port {grpc_port}")
+
+    ports = {p.get("name"): p["containerPort"] for p in sidecar.get("ports", [])}
+    if ports.get("metrics") != metrics_port:
+        fail(f"{SIDECAR} must name its metrics port 'metrics' = {metrics_port}")
+    ok(f"named port metrics = {metrics_port}, matching server.metrics_listen")
+
+    # --config FILE must point into a read-only mount of the generated ConfigMap.
+    args = sidecar.get("args", [])
+    if "--config" not in args:
+        fail(f"{SIDECAR} is not started with --config")
+    config_path = args[args.index("--config") + 1]
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mount = next((m for m in sidecar.get("volumeMounts", [])
+                  if config_path.startswith(m["mountPath"].rstrip("/") + "/")), None)
+    if mount is None or not mount.get("readOnly"):
+        fail(f"--config {config_path} is not inside a read-only volume mount")
+    source = volumes[mount["name"]].get("configMap", {})
+    key = config_path[len(mount["mountPath"].rstrip("/")) + 1:]
+    if source.get("name") != configmap["metadata"]["name"] or key not in configmap.get("data", {}):
+        fail(f"--config {config_path} is not a key of ConfigMap {configmap['metadata']['name']}")
+    if tomllib.loads(configmap["data"][key]) != conf:
+        fail(f"ConfigMap key {key} is not {pod_toml}")
+    if configmap_name is not None and configmap["metadata"]["name"] != configmap_name:
+        fail(f"the ConfigMap is named {configmap['metadata']['name']}, not {configmap_name}")
+    ok(f"--config {config_path} is {pod_toml}, mounted read-only from ConfigMap {configmap['metadata']['name']}")
+
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    if grace <= drain:
+        fail(f"terminationGracePeriodSeconds {grace} must exceed drain_secs {drain}")
+    ok(f"terminationGracePeriodSeconds {grace} > drain_secs {drain}")
+
+    pod_sc = pod.get("securityContext", {})
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        sc = c.get("securityContext", {})
+        name = c["name"]
+        if not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
+            fail(f"{name}: runAsNonRoot is not set")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            fail(f"{name}: readOnlyRootFilesystem must be true")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            fail(f"{name}: allowPrivilegeEscalation must be false")
+        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+            fail(f"{name}: capabilities must drop ALL")
+        seccomp = sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}
+        if seccomp.get("type") != "RuntimeDefault":
+            fail(f"{name}: seccompProfile must be RuntimeDefault")
+        res = c.get("resources", {})
+        for part in ("requests", "limits"):
+            if not {"cpu", "memory"} <= res.get(part, {}).keys():
+                fail(f"{name}: resources.{part} must set cpu and memory")
+    ok("every container: non-root, read-only root, no privilege escalation, drops ALL, "
+       "seccomp RuntimeDefault, cpu/memory requests and limits")
+
+    addrs = [e.get("value") for c in pod["containers"] for e in c.get("env", [])]
+    if f"127.0.0.1:{grpc_port}" not in addrs:
+        fail(f"no container is pointed at the sidecar on 127.0.0.1:{grpc_port}")
+    ok(f"the gateway dials the sidecar on 127.0.0.1:{grpc_port}")
+
+    if not selects(netpol["spec"]["podSelector"], pod_labels):
+        fail("the NetworkPolicy does not select the gateway pods")
+    for rule in netpol["spec"].get("ingress", []):
+        rule_ports = rule.get("ports") or fail("a NetworkPolicy ingress rule without ports admits every port")
+        for p in rule_ports:
+            if p.get("port") in (grpc_port, "grpc"):
+                fail(f"the NetworkPolicy admits the sidecar's gRPC port {grpc_port}")
+    ok(f"the NetworkPolicy admits no other pod to gRPC port {grpc_port}")
+
+    if not selects(podmon["spec"]["selector"], pod_labels):
+        fail("the PodMonitor does not select the gateway pods")
+    endpoints = podmon["spec"]["podMetricsEndpoints"]
+    if [e.get("port") for e in endpoints] != ["metrics"] or endpoints[0].get("path", "/metrics") != "/metrics":
+        fail("the PodMonitor must scrape port 'metrics' at /metrics")
+    ok("the PodMonitor selects the gateway pods and scrapes port 'metrics' at /metrics")
+
+
+def unknown_keys(given, dumped, path=""):
+    """Keys of `given` that a model dropped on the way through (fields it does not know)."""
+    if isinstance(given, dict) and isinstance(dumped, dict):
+        out = []
+        for key, value in given.items():
+            if key not in dumped:
+                out.append(f"{path}.{key}".lstrip("."))
+            else:
+                out += unknown_keys(value, dumped[key], f"{path}.{key}")
+        return out
+    if isinstance(given, list) and isinstance(dumped, list):
+        if len(given) != len(dumped):
+            return [f"{path} (items dropped)"]
+        pairs = zip(given, dumped, strict=True)
+        return [k for i, (g, d) in enumerate(pairs) for k in unknown_keys(g, d, f"{path}[{i}]")]
+    return []
+
+
+def cmd_custom(rules_path, *paths):
+    from cloudcoil.models.prometheus_operator import v1  # types, enums and patterns of the CRDs
+
+    models = {"PodMonitor": v1.PodMonitor, "PrometheusRule": v1.PrometheusRule}
+    for path in paths:
+        for doc in load_docs(path):
+            kind = doc["kind"]
+            if doc["apiVersion"] != "monitoring.coreos.com/v1" or kind not in models:
+                fail(f"{path}: unexpected custom resource {doc['apiVersion']} {kind}")
+            model = models[kind].model_validate(copy.deepcopy(doc))
+            dumped = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+            extra = unknown_keys(doc, dumped)
+            if extra:
+                fail(f"{kind}/{doc['metadata']['name']}: unknown fields {', '.join(extra)}")
+            if kind == "PrometheusRule" and doc["spec"]["groups"] != load_docs(rules_path)[0]["groups"]:
+                fail(f"{path}: its groups are not those of {rules_path}")
+            ok(f"{kind}/{doc['metadata']['name']} matches the monitoring.coreos.com/v1 schema "
+               f"(types, enums, patterns, no unknown fields)")
+
+
+# ---------------------------------------------------------------- rules and dashboard
+
+NAME = re.compile(r"\bassembler_[a-z0-9_]+")
+
+
+def base_name(name):
+    for suffix in HISTOGRAM_SUFFIXES:
+        stem = name[: -len(suffix)]
+        if name.endswith(suffix) and EXPECTED_METRICS.get(stem) == "histogram":
+            return stem
+    return name
+
+
+def check_names(where, exprs):
+    used = {base_name(n) for e in exprs for n in NAME.findall(e)}
+    unknown = sorted(used - EXPECTED_METRICS.keys())
+    if unknown:
+        fail(f"{where} uses metrics the server does not export: {', '.join(unknown)}")
+    for e in exprs:
+        for n in NAME.findall(e):
+            b = base_name(n)
+            if EXPECTED_METRICS[b] == "histogram" and n == b:
+                fail(f"{where}: histogram {b} used without _bucket/_sum/_count in: {e}")
+    return used
+
+
+def dashboard_queries(dash):
+    panels = []
+    for p in dash["panels"]:
+        panels.append(p)
+        panels.extend(p.get("panels", []))
+    return panels
+
+
+def cmd_rules(rules_path, test_path, dash_path, out_rules):
+    rules = [r for g in load_docs(rules_path)[0]["groups"] for r in g["rules"]]
+    alerts = [r for r in rules if "alert" in r]
+    for r in alerts:
+        if "for" not in r or r.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
+            fail(f"{r['alert']}: every alert needs `for` and a severity label")
+        notes = r.get("annotations", {})
+        if not notes.get("summary") or "Runbook:" not in notes.get("description", ""):
+            fail(f"{r['alert']}: needs a summary and a description with a Runbook: hint")
+    used = check_names(rules_path, [r["expr"] for r in rules])
+    ok(f"{len(alerts)} alerts have `for`, severity, summary and a runbook hint; "
+       f"metrics used: {', '.join(sorted(used))}")
+
+    fires, quiet = set(), set()
+    for test in load_docs(test_path)[0]["tests"]:
+        for case in test.get("alert_rule_test", []):
+            (fires if case.get("exp_alerts") else quiet).add(case["alertname"])
+    names = {r["alert"] for r in alerts}
+    missing = sorted(f"{a} ({'fires' if a not in fires else 'stays quiet'})"
+                     for a in names for s in (fires, quiet) if a not in s)
+    if missing:
+        fail(f"{test_path} lacks a case where {', '.join(missing)}")
+    ok(f"{test_path} tests every alert both firing and quiet")
+
+    with open(dash_path) as f:
+        dash = json.load(f)
+    if dash.get("schemaVersion", 0) < 36:
+        fail("the dashboard's schemaVersion is older than Grafana 9")
+    variables = {v["name"]: v for v in dash.get("templating", {}).get("list", [])}
+    ds_var = variables.get("DS_PROMETHEUS", {})
+    if ds_var.get("type") != "datasource" or ds_var.get("query") != "prometheus":
+        fail("the dashboard needs a datasource variable DS_PROMETHEUS of type prometheus")
+    panels = dashboard_queries(dash)
+    ids = [p["id"] for p in panels]
+    if len(ids) != len(set(ids)):
+        fail("dashboard panel ids are not unique")
+    exprs = []
+    for p in panels:
+        g = p.get("gridPos", {})
+        if g.get("x", 0) + g.get("w", 0) > 24 or not g.get("h"):
+            fail(f"panel {p['title']!r}: bad gridPos {g}")
+        if p["type"] == "row":
+            continue
+        sources = [p.get("datasource")] + [t.get("datasource") for t in p.get("targets", [])]
+        if any((s or {}).get("uid") != "${DS_PROMETHEUS}" for s in sources):
+            fail(f"panel {p['title']!r} does not use the ${{DS_PROMETHEUS}} datasource variable")
+        if not p.get("targets") or not all(t.get("expr") for t in p["targets"]):
+            fail(f"panel {p['title']!r} has no query")
+        exprs += [t["expr"] for t in p["targets"]]
+    for v in variables.values():
+        if v.get("type") == "query":
+            exprs.append(re.sub(r"^label_values\((.*),\s*\w+\)$", r"\1", v["definition"]))
+    dash_used = check_names(dash_path, exprs)
+    unused = sorted(EXPECTED_METRICS.keys() - dash_used)
+    if unused:
+        fail(f"no dashboard panel shows {', '.join(unused)}")
+    rows = sum(p["type"] == "row" for p in panels)
+    ok(f"dashboard: {len(panels) - rows} panels in {rows} rows, {len(exprs)} queries, ${{DS_PROMETHEUS}} everywhere, "
+       f"every exported metric shown")
+
+    # promtool has no expression checker: hand it the queries as recording rules,
+    # with Grafana's variables replaced by what they expand to.
+    expand = {"$__rate_interval": "5m", "$__range": "1h", "$__interval": "1m", "$namespace": ".*", "$pod": ".*"}
+    records = []
+    for i, e in enumerate(exprs):
+        for var, value in expand.items():
+            e = e.replace(var, value)
+        if "$" in e:
+            fail(f"unexpanded variable in dashboard query: {e}")
+        records.append({"record": f"dashboard:query_{i}", "expr": e})
+    with open(out_rules, "w") as f:
+        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}, f, sort_keys=False)
+    ok(f"dashboard queries written to {out_rules} for promtool")
+
+
+# ---------------------------------------------------------------- server
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_bytes(field, payload):
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+
+def pb_str(field, text):
+    return pb_bytes(field, text.encode())
+
+
+def pb_uint(field, value):
+    return varint(field << 3) + varint(value)
+
+
+def pb_double(field, value):
+    return varint(field << 3 | 1) + struct.pack("<d", value)
+
+
+def assemble_request(request_id, max_input_tokens, items):
+    """An AssembleRequest (proto/context_assembler/v1/assembler.proto) encoded by hand."""
+    segment = pb_str(1, "system") + pb_uint(2, 1) + pb_str(3, "You answer from the documents provided.")
+    block = pb_str(1, "kb") + pb_uint(2, 2)  # BLOCK_KIND_EVIDENCE
+    for i in range(items):
+        item = (pb_str(1, f"doc-{i}") + pb_str(2, f"Document {i}: " + "the quick brown fox jumps. " * 12)
+                + pb_double(3, 1.0 - i / 10) + pb_str(4, f"kb/{i}.md"))
+        block += pb_bytes(7, item)
+    return (pb_str(1, request_id) + pb_str(2, "gpt-4o") + pb_uint(3, max_input_tokens)
+            + pb_bytes(5, segment) + pb_bytes(6, block) + pb_str(7, "What do the documents say?")
+            + pb_bytes(8, pb_str(1, "deploy-ci")))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read().decode()
+
+
+def exported(text):
+    """{name: type} from # TYPE lines, plus sample names (histogram samples folded to their base)."""
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    for name in re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M):
+        stem = re.sub(r"_(bucket|sum|count)$", "", name)
+        if types.get(stem) == "histogram" or EXPECTED_METRICS.get(stem) == "histogram":
+            types.setdefault(stem, "histogram")
+        else:
+            types.setdefault(name, "untyped")
+    return types
+
+
+def sample(text, name, **labels):
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def cmd_server(binary, pod_toml, rendered):
+    import grpc  # grpcio: generic calls with hand-encoded bytes, no generated code
+
+    grpc_addr = f"127.0.0.1:{free_port()}"
+    metrics_addr = f"127.0.0.1:{free_port()}"
+    helptext = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
+    if "--config" in helptext:
+        # The sidecar's own arguments from the rendered Deployment, with the
+        # ConfigMap's path replaced by the file it is generated from.
+        deploy = one(load_docs(rendered), "Deployment")
+        sidecar = next(c for c in deploy["spec"]["template"]["spec"]["initContainers"] if c["name"] == SIDECAR)
+        args = list(sidecar["args"])
+        args[args.index("--config") + 1] = pod_toml
+        ok(f"starting the binary with the manifest's arguments {sidecar['args']} (--config {pod_toml})")
+    else:
+        args = []
+        print("  SKIP: this binary has no --config: the pod config and the manifest's arguments are not "
+              "checked against it")
+    cmd = [binary, *args, "--listen", grpc_addr, "--metrics-listen", metrics_addr]
+    log_path = os.environ.get("DEPLOY_CI_SERVER_LOG", os.devnull)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        channel = grpc.insecure_channel(grpc_addr)
+        check = channel.unary_unary("/grpc.health.v1.Health/Check")
+        statuses = []
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                fail(f"the server exited with {proc.returncode} before serving (log: {log_path})")
+            try:
+                reply = check(b"", timeout=2)  # service "", as the kubelet asks
+                statuses.append({b"\x08\x01": "SERVING", b"\x08\x02": "NOT_SERVING"}.get(reply, repr(reply)))
+                if statuses[-1] == "SERVING":
+                    break
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    fail(f"grpc.health.v1.Health/Check: {e.code()}")
+            if time.monotonic() > deadline:
+                fail(f"health never turned SERVING: {statuses[-5:]}")
+            time.sleep(0.05)
+        seen = " -> ".join(dict.fromkeys(statuses))
+        ok(f"grpc.health.v1 Check(\"\") on {grpc_addr}: {seen} (what the probes ask)")
+
+        def call(method, body):
+            return channel.unary_unary(f"/context_assembler.v1.Assembler/{method}")(body, timeout=10)
+
+        call("ListModels", b"")
+        call("CountTokens", pb_str(1, "gpt-4o") + pb_str(3, "hello world"))
+        for i in range(3):
+            call("Assemble", assemble_request(f"deploy-ci-{i}", 300, items=8))
+        try:
+            call("Assemble", assemble_request("deploy-ci-overflow", 5, items=1))
+            fail("an Assemble over budget was not refused")
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                fail(f"an Assemble over budget answered {e.code()}, not FAILED_PRECONDITION")
+        ok("traffic: ListModels, CountTokens, 3 Assemble under budget pressure, 1 budget overflow")
+
+        url = f"http://{metrics_addr}/metrics"
+        text = scrape(url)
+        types = exported(text)
+        missing = sorted(n for n in EXPECTED_METRICS if n not in types)
+        wrong = sorted(f"{n} is {types[n]}, expected {t}" for n, t in EXPECTED_METRICS.items()
+                       if n in types and types[n] not in (t, "untyped"))
+        if sample(text, "assembler_requests_total", rpc="Assemble", code="OK") != 3:
+            fail("assembler_requests_total{rpc=\"Assemble\",code=\"OK\"} is not 3 after 3 assemblies")
+        if sample(text, "assembler_budget_overflow_total", model="gpt-4o") != 1:
+            fail("assembler_budget_overflow_total{model=\"gpt-4o\"} is not 1 after one overflow")
+        if wrong:
+            fail("; ".join(wrong))
+        if missing:
+            fail(f"{url} lacks {', '.join(missing)} (used by deploy/prometheus)")
+        extra = sorted(n for n in types if n.startswith("assembler_") and n not in EXPECTED_METRICS)
+        ok(f"{url} exports all {len(EXPECTED_METRICS)} metrics the rules and dashboard use, with their types"
+           + (f"; exported but unused: {', '.join(extra)}" if extra else ""))
+
+        if args:
+            os.kill(proc.pid, signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while sample(scrape(url), "assembler_config_reloads_total", result="applied") != 1:
+                if time.monotonic() > deadline:
+                    fail("SIGHUP did not count an applied reload of the pod config")
+                time.sleep(0.1)
+            ok("SIGHUP reloaded the pod config: assembler_config_reloads_total{result=\"applied\"} = 1")
+
+        proc.send_signal(signal.SIGTERM)
+        with open(pod_toml, "rb") as f:
+            drain = tomllib.load(f)["server"]["drain_secs"]
+        code = proc.wait(timeout=drain + 5)
+        if code != 0:
+            fail(f"SIGTERM: the server exited with {code}")
+        ok("SIGTERM: drained and exited 0")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- dockerfile
+
+INCLUDE = re.compile(r'include_(?:str|bytes)!\(\s*"([^"]+)"\s*\)')
+
+
+def cmd_dockerfile(path):
+    with open(path) as f:
+        lines = [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+    stages = [line for line in lines if line.upper().startswith("FROM ")]
+    if len(stages) < 2:
+        fail(f"{path} is not a multi-stage build")
+    final = lines[lines.index(stages[-1]):]
+    users = [line.split()[1] for line in final if line.upper().startswith("USER ")]
+    if not users or users[-1].split(":")[0] in ("0", "root"):
+        fail(f"{path}: the runtime stage must end with a non-root USER")
+    ok(f"{path}: {len(stages)} stages, runtime {stages[-1].split()[1]} as USER {users[-1]}")
+
+    copied = set()
+    for line in lines[: lines.index(stages[-1])]:
+        if line.upper().startswith("COPY ") and "--from=" not in line:
+            copied.update(os.path.normpath(a).split(os.sep)[0] for a in line.split()[1:-1] if not a.startswith("--"))
+    needed = {}
+    for root, _, files in os.walk("src"):
+        for name in files:
+            if name.endswith(".rs"):
+                source = os.path.join(root, name)
+                with open(source) as f:
+                    for rel in INCLUDE.findall(f.read()):
+                        target = os.path.normpath(os.path.join(root, rel))
+                        needed.setdefault(target.split(os.sep)[0], source)
+    missing = sorted(f"{top}/ (for {src})" for top, src in needed.items() if top not in copied)
+    if missing:
+        fail(f"{path}: the build stage does not COPY {', '.join(missing)}")
+    ok(f"{path}: the build stage copies {', '.join(sorted(copied))}, including every include_str!/include_bytes! "
+       f"source ({', '.join(sorted(needed)) or 'none'})")
+
+
+COMMANDS = {
+    "sync-config": cmd_sync_config,
+    "config": cmd_config,
+    "split": cmd_split,
+    "manifests": cmd_manifests,
+    "custom": cmd_custom,
+    "rules": cmd_rules,
+    "server": cmd_server,
+    "dockerfile": cmd_dockerfile,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    try:
+        COMMANDS[sys.argv[1]](*sys.argv[2:])
+    except CheckFailed as e:
+        print(f"  FAILED: {e}", file=sys.stderr)
+        sys.exit(1)
