@@ -84,6 +84,9 @@ fn serve(args: &ServeArgs) -> ExitCode {
         let bound = server::Bound::bind(config).await?;
         bound.serve(server::shutdown_signal()).await
     });
+    // After the drain, blocking work still running (a request abandoned at
+    // the end of the grace period) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{TestServer, heavy_request};
 use tonic::Code;
@@ -14,17 +14,26 @@ use tonic::Code;
 async fn an_expired_deadline_is_deadline_exceeded_and_the_work_stops() {
     let server = TestServer::start().await;
     const ITEMS: usize = 3000;
+    // How long a cold request of this size takes here (debug or release,
+    // fast or slow machine), so the deadline lands inside the work: after the
+    // upload and decoding, which are a small part of it.
+    let timed = Instant::now();
+    server
+        .client()
+        .assemble(heavy_request(1, ITEMS, 1000))
+        .await
+        .unwrap();
+    let full = timed.elapsed();
+    let deadline_ms = (full.as_millis() / 3).max(20);
+
     let before = misses(&server).await;
-    // ~3 MB of distinct text: seconds of tokenizing in a debug build (about
-    // 0.3 s in release), cut off after 250 ms: after the upload and decoding,
-    // during the work.
     // Over a bare HTTP/2 connection: tonic's client would enforce the
     // header itself and answer CANCELLED locally before the server answers.
     let (code, message) = common::raw_unary(
         server.addr,
         "/context_assembler.v1.Assembler/Assemble",
-        &heavy_request(1, ITEMS, 1000),
-        &[("grpc-timeout", "250m")],
+        &heavy_request(2, ITEMS, 1000),
+        &[("grpc-timeout", &format!("{deadline_ms}m"))],
     )
     .await;
     assert_eq!(code, Code::DeadlineExceeded as i32, "{message}");
@@ -41,7 +50,8 @@ async fn an_expired_deadline_is_deadline_exceeded_and_the_work_stops() {
     }
     assert_eq!(in_flight, 0.0, "the cancelled work did not stop");
     let counted = misses(&server).await - before;
-    eprintln!("counted {counted} of {ITEMS} items before the cancellation was noticed");
+    eprintln!("counted {counted} of {ITEMS} items in {deadline_ms} ms of a {full:?} request");
+    assert!(counted > 0.0, "the work never started: the test proves nothing");
     assert!(
         counted < ITEMS as f64,
         "counted {counted} of {ITEMS} items after the deadline"

@@ -178,3 +178,77 @@ async fn pathological_input_neither_crashes_nor_blocks_others() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_stalled_upload_holds_no_work_slot() {
+    let _turn = SERIAL.lock().await;
+    let server = TestServer::start_with(ServeArgs {
+        max_concurrency: Some(1),
+        ..TestServer::args()
+    })
+    .await;
+    // Declares 64 KiB, sends 16 bytes, stalls.
+    let (upload, _answer) = common::stalled_upload(
+        server.addr,
+        "/context_assembler.v1.Assembler/Assemble",
+        64 * 1024,
+        16,
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // The only work slot is free: requests are served, not shed.
+    for seed in 0..3 {
+        let r = server.client().assemble(heavy_request(300 + seed, 2, 200)).await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+    assert_eq!(server.metric("assembler_in_flight_requests", &[]).await, 0.0);
+    // Ending the upload lets the drain finish at once.
+    drop(upload);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn at_the_connection_limit_new_connections_fail_fast() {
+    let _turn = SERIAL.lock().await;
+    let server = TestServer::start_with(ServeArgs {
+        max_connections: Some(2),
+        ..TestServer::args()
+    })
+    .await;
+    let before = server.metric("assembler_connections_refused_total", &[]).await;
+    // The test server's own channel holds one connection; one more idles.
+    let idle = tonic::transport::Channel::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let third = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.addr))
+            .unwrap()
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        pb::assembler_client::AssemblerClient::new(channel)
+            .list_models(pb::ListModelsRequest {})
+            .await
+            .map(|_| ())
+            .map_err(|s| s.to_string())
+    })
+    .await;
+    let refused_fast = matches!(third, Ok(Err(_)));
+    assert!(
+        refused_fast,
+        "the third connection was not refused promptly: {third:?}"
+    );
+    assert!(server.metric("assembler_connections_refused_total", &[]).await > before);
+    // The connections inside the limit still work.
+    assert!(
+        server
+            .client()
+            .list_models(pb::ListModelsRequest {})
+            .await
+            .is_ok()
+    );
+    drop(idle);
+    server.stop().await;
+}

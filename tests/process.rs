@@ -16,12 +16,30 @@ use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Reads the addresses the child logged for its listeners (it binds port 0,
+/// so no port is picked and released before it binds).
+fn listening(stderr: std::process::ChildStderr) -> (SocketAddr, SocketAddr) {
+    use std::io::BufRead as _;
+    let (mut grpc, mut metrics) = (None, None);
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    while grpc.is_none() || metrics.is_none() {
+        let line = lines
+            .next()
+            .expect("the sidecar exited before listening")
+            .unwrap();
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let addr = event["addr"].as_str().and_then(|a| a.parse().ok());
+        match event["message"].as_str() {
+            Some("gRPC listening") => grpc = addr,
+            Some("metrics listening") => metrics = addr,
+            _ => {}
+        }
+    }
+    // Keep draining the pipe so the child never blocks on a full one.
+    std::thread::spawn(move || for _ in lines {});
+    (grpc.unwrap(), metrics.unwrap())
 }
 
 struct Sidecar {
@@ -32,22 +50,22 @@ struct Sidecar {
 
 impl Sidecar {
     fn spawn(extra: &[&str]) -> Sidecar {
-        let grpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_context-assembler"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_context-assembler"))
             .args([
                 "serve",
                 "--listen",
-                &grpc.to_string(),
+                "127.0.0.1:0",
                 "--metrics-listen",
-                &metrics.to_string(),
+                "127.0.0.1:0",
             ])
+            .args(["--log-format", "json"])
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let (grpc, metrics) = listening(child.stderr.take().unwrap());
         Sidecar { child, grpc, metrics }
     }
 
@@ -122,6 +140,19 @@ impl Drop for Sidecar {
 async fn sigterm_drains_in_flight_requests_and_exits_zero() {
     let sidecar = Sidecar::spawn(&["--drain-secs", "30"]);
     let channel = sidecar.channel().await;
+    // A health Watch stream stays open, as a gateway's health checking keeps
+    // one: the drain must not wait for it.
+    let mut watch = HealthClient::new(channel.clone())
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        watch.message().await.unwrap().unwrap().status,
+        ServingStatus::Serving as i32
+    );
     // Cold, distinct requests that take a while each in a debug build.
     let calls: Vec<_> = (0..6u64)
         .map(|seed| {
@@ -136,6 +167,7 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     sidecar.signal("-TERM");
+    let signalled = Instant::now();
     for call in calls {
         let response = call.await.unwrap();
         let response = response.expect("an in-flight request failed during the drain");
@@ -143,6 +175,13 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
     }
     let grpc = sidecar.grpc;
     assert_eq!(sidecar.exit_code(Duration::from_secs(30)).await, Some(0));
+    // Once the requests were answered, the open Watch did not hold the exit
+    // for the 30 s grace period.
+    assert!(
+        signalled.elapsed() < Duration::from_secs(20),
+        "exit took {:?}",
+        signalled.elapsed()
+    );
     assert!(
         tokio::net::TcpStream::connect(grpc).await.is_err(),
         "still accepting after exit"

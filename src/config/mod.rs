@@ -174,8 +174,9 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// Server TLS, if enabled.
     pub tls: Option<TlsSettings>,
-    /// The configuration file SIGHUP re-reads, if any.
-    pub config_path: Option<PathBuf>,
+    /// What this configuration was made from: SIGHUP validates the same
+    /// flags and environment over the re-read file.
+    pub source: ServeArgs,
     /// Models and policies.
     pub catalog: Catalog,
 }
@@ -248,14 +249,14 @@ pub fn load_file(path: Option<&std::path::Path>) -> Result<FileConfig, ConfigErr
     }
 }
 
-/// Reads `path` over the embedded default and returns its catalog: what
-/// SIGHUP applies. The whole file must validate.
-pub fn reload_catalog(path: &std::path::Path) -> Result<Catalog, ConfigError> {
-    let args = ServeArgs {
-        config: Some(path.to_owned()),
-        ..ServeArgs::default()
-    };
-    args.validate().map(|c| c.catalog)
+impl ServerConfig {
+    /// Re-reads the configuration file under the same flags and environment
+    /// and returns its catalog: what SIGHUP applies. The whole layered
+    /// configuration must validate. `None` without a file.
+    pub fn reload_catalog(&self) -> Option<Result<Catalog, ConfigError>> {
+        self.source.config.as_ref()?;
+        Some(self.source.validate().map(|c| c.catalog))
+    }
 }
 
 impl ServeArgs {
@@ -291,7 +292,12 @@ impl ServeArgs {
                 )
             })?)
         };
-        if metrics_listen == Some(listen) && listen.port() != 0 {
+        let clash = |m: SocketAddr| {
+            m.port() == listen.port()
+                && listen.port() != 0
+                && (m.ip() == listen.ip() || m.ip().is_unspecified() || listen.ip().is_unspecified())
+        };
+        if metrics_listen.is_some_and(clash) {
             return Err(ConfigError::new(
                 metrics.key,
                 "must differ from the gRPC listen address",
@@ -400,16 +406,35 @@ impl ServeArgs {
                 )?)
             }
             (Err(_), Err(_)) => {
-                if self.tls_client_ca.is_some() || file_tls.client_ca.is_some() {
+                let key = match (&self.tls_client_ca, &file_tls.client_ca) {
+                    (Some(_), _) => "--tls-client-ca (CONTEXT_ASSEMBLER_TLS_CLIENT_CA)",
+                    (None, Some(_)) => "server.tls.client_ca",
+                    (None, None) => "",
+                };
+                if !key.is_empty() {
                     return Err(ConfigError::new(
-                        "server.tls.client_ca",
-                        "mutual TLS needs a certificate and key too",
+                        key,
+                        "mutual TLS needs a certificate and a key too",
                     ));
                 }
                 None
             }
-            (Ok(_), Err(e)) | (Err(e), Ok(_)) => {
-                return Err(ConfigError::new(e.key, "TLS needs both a certificate and a key"));
+            (Ok(given), Err(_)) | (Err(_), Ok(given)) => {
+                // Name the missing half the way the given half was given.
+                let from_flag = given.key.starts_with("--");
+                let missing = match (given.key.contains("cert"), from_flag) {
+                    (true, true) => "--tls-key (CONTEXT_ASSEMBLER_TLS_KEY)",
+                    (true, false) => "server.tls.key",
+                    (false, true) => "--tls-cert (CONTEXT_ASSEMBLER_TLS_CERT)",
+                    (false, false) => "server.tls.cert",
+                };
+                return Err(ConfigError::new(
+                    missing,
+                    format!(
+                        "missing: TLS needs both a certificate and a key ({} is set)",
+                        given.key
+                    ),
+                ));
             }
         };
 
@@ -421,7 +446,7 @@ impl ServeArgs {
             log_format: log_format.value,
             limits,
             tls,
-            config_path: self.config.clone(),
+            source: self.clone(),
             catalog: f.catalog()?,
         })
     }

@@ -93,7 +93,7 @@ fn flags_override_the_file_which_overrides_the_default() {
     assert_eq!(cfg.drain, Duration::from_secs(3), "file wins over default");
     assert_eq!(cfg.limits.max_blocks, 5);
     assert_eq!(cfg.limits.max_items, 10_000, "default kept");
-    assert_eq!(cfg.config_path.as_deref(), Some(f.path()));
+    assert_eq!(cfg.source.config.as_deref(), Some(f.path()));
 }
 
 #[test]
@@ -229,10 +229,60 @@ fn assemble_and_config_subcommands_parse() {
 }
 
 #[test]
-fn reload_reads_the_catalog_or_refuses() {
-    let f = file("[policies.x]\ncontext_role = \"system\"\n");
-    let catalog = reload_catalog(f.path()).unwrap();
+fn reload_reads_the_catalog_under_the_same_flags_or_refuses() {
+    // Valid only because a flag overrides the file's clashing address.
+    let f = file("[server]\nmetrics_listen = \"127.0.0.1:50051\"\n[policies.x]\ncontext_role = \"system\"\n");
+    let args = ServeArgs {
+        config: Some(f.path().to_owned()),
+        metrics_listen: Some("off".to_owned()),
+        ..ServeArgs::default()
+    };
+    let cfg = args.validate().unwrap();
+    let catalog = cfg.reload_catalog().unwrap().unwrap();
     assert!(catalog.policy("x").is_some());
-    let bad = file("[policies.x]\ncontext_role = 3\n");
-    assert!(reload_catalog(bad.path()).is_err());
+    std::fs::write(f.path(), "[policies.x]\ncontext_role = 3\n").unwrap();
+    assert!(cfg.reload_catalog().unwrap().is_err());
+    assert!(
+        ServeArgs::default()
+            .validate()
+            .unwrap()
+            .reload_catalog()
+            .is_none()
+    );
+}
+
+#[test]
+fn tls_errors_name_the_missing_half_as_the_other_was_given() {
+    let only_cert_flag = ServeArgs {
+        tls_cert: Some("/x.pem".into()),
+        ..ServeArgs::default()
+    };
+    assert!(
+        only_cert_flag
+            .validate()
+            .unwrap_err()
+            .key
+            .starts_with("--tls-key")
+    );
+    assert_eq!(err_key("[server.tls]\nkey = \"/x.key\"\n"), "server.tls.cert");
+    let only_ca = ServeArgs {
+        tls_client_ca: Some("/ca.pem".into()),
+        ..ServeArgs::default()
+    };
+    assert!(only_ca.validate().unwrap_err().key.starts_with("--tls-client-ca"));
+}
+
+#[test]
+fn metrics_may_not_share_the_grpc_port_on_any_overlapping_address() {
+    let err = parse(&["--listen", "127.0.0.1:7100", "--metrics-listen", "0.0.0.0:7100"])
+        .serve
+        .validate()
+        .unwrap_err();
+    assert!(err.key.starts_with("--metrics-listen"), "{err}");
+    assert!(
+        parse(&["--listen", "127.0.0.1:7100", "--metrics-listen", "127.0.0.2:7100"])
+            .serve
+            .validate()
+            .is_ok()
+    );
 }

@@ -73,7 +73,15 @@ impl Refusal {
 #[derive(Debug, Clone)]
 pub struct Admission {
     permits: Arc<Semaphore>,
+    /// Upload budget in KiB: `max_concurrency x max_request_bytes`.
+    upload_kib: Arc<Semaphore>,
     limits: Limits,
+}
+
+/// Bytes of the upload budget held while a message is received and decoded.
+#[derive(Debug)]
+pub struct Reserved {
+    _permit: OwnedSemaphorePermit,
 }
 
 /// A slot in the domain: while it lives the request counts as in flight.
@@ -93,10 +101,33 @@ impl Drop for Permit {
 impl Admission {
     /// Admission under `limits`.
     pub fn new(limits: Limits) -> Self {
+        let per_request_kib = limits.max_request_bytes.div_ceil(1024) as usize;
+        let budget_kib = (limits.max_concurrency as usize)
+            .saturating_mul(per_request_kib)
+            .min(Semaphore::MAX_PERMITS);
         Admission {
             permits: Arc::new(Semaphore::new(limits.max_concurrency as usize)),
+            upload_kib: Arc::new(Semaphore::new(budget_kib)),
             limits,
         }
+    }
+
+    /// Reserves `bytes` of the upload budget, or [`Refusal::Overloaded`] at
+    /// once.
+    pub fn reserve_upload(&self, bytes: u32) -> Result<Reserved, Refusal> {
+        let kib = bytes.div_ceil(1024).max(1);
+        self.upload_kib
+            .clone()
+            .try_acquire_many_owned(kib)
+            .map(|p| Reserved { _permit: p })
+            .map_err(|_| Refusal::Overloaded {
+                limit: self.limits.max_concurrency,
+            })
+    }
+
+    /// Requests holding a work slot now.
+    pub fn in_flight(&self) -> usize {
+        (self.limits.max_concurrency as usize).saturating_sub(self.permits.available_permits())
     }
 
     /// The limits.
@@ -206,6 +237,20 @@ mod tests {
         assert_eq!(a.admit().unwrap_err(), Refusal::Overloaded { limit: 2 });
         drop(p1);
         assert!(a.admit().is_ok());
+    }
+
+    #[test]
+    fn the_upload_budget_is_concurrency_times_the_request_limit() {
+        let a = Admission::new(limits());
+        // 2 x 1 KiB.
+        let first = a.reserve_upload(1024).unwrap();
+        let _second = a.reserve_upload(1).unwrap();
+        assert!(a.reserve_upload(1).is_err());
+        drop(first);
+        assert!(a.reserve_upload(1000).is_ok());
+        assert_eq!(a.in_flight(), 0);
+        let _p = a.admit().unwrap();
+        assert_eq!(a.in_flight(), 1);
     }
 
     #[test]

@@ -6,11 +6,15 @@
 //!    caller gets DEADLINE_EXCEEDED and the work is cancelled;
 //! 2. the size limit, read from the 5-byte gRPC frame header before the body:
 //!    a larger message is RESOURCE_EXHAUSTED without a byte of it buffered;
-//! 3. a concurrency slot, or RESOURCE_EXHAUSTED at once (nothing queues), so
-//!    at most `max_concurrency` request bodies are ever buffered or worked on.
+//! 3. the upload budget: the declared size is reserved from a budget of
+//!    `max_concurrency x max_request_bytes` (or RESOURCE_EXHAUSTED at once)
+//!    and the message is received within 10 s;
+//! 4. a work slot, or RESOURCE_EXHAUSTED at once (nothing queues): at most
+//!    `max_concurrency` requests are decoded or worked on, and a slow
+//!    uploader never holds one.
 //!
-//! Other paths (health, reflection) get the size check only: probes are
-//! never shed. (tonic's own decode limit, behind this, would answer
+//! Other paths (health, reflection) get the size check only, with the same
+//! 10 s for the frame header: probes are never shed. (tonic's own decode limit, behind this, would answer
 //! OUT_OF_RANGE; its transport would answer CANCELLED on deadlines.)
 
 use std::convert::Infallible;
@@ -35,6 +39,9 @@ use crate::telemetry::metrics;
 const FRAME_HEADER_BYTES: usize = 5;
 /// The RPCs that are admitted, shed and deadlined here.
 const ADMITTED: [&str; 2] = ["Assemble", "CountTokens"];
+/// The longest a client may take to send the first message (within its
+/// deadline): a stalled upload is cut off and its memory released.
+const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A concurrency slot handed from the gate to the handler through the
 /// request's extensions (which must be `Clone`, hence the shared cell).
@@ -123,7 +130,35 @@ where
     }
 }
 
-/// Checks the frame header, takes a slot if `admit`, and calls `inner`.
+/// Why reading the request body stopped early.
+enum Upload {
+    /// The body ended (or trailers came) before `want` bytes.
+    Ended(Option<HeaderMap>),
+    /// The body failed.
+    Broken,
+}
+
+/// Reads from `body` into `buf` until it holds `want` bytes (or more, if a
+/// frame straddles), or the body ends.
+async fn read_to(body: &mut Incoming, buf: &mut BytesMut, want: usize) -> Result<(), Upload> {
+    while buf.len() < want {
+        match body.frame().await {
+            None => return Err(Upload::Ended(None)),
+            Some(Err(_)) => return Err(Upload::Broken),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => buf.extend_from_slice(&data),
+                Err(frame) => return Err(Upload::Ended(frame.into_trailers().ok())),
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Reads the first message's frame header and checks its size. For admitted
+/// RPCs it then reserves the message's bytes in the upload budget, receives
+/// the whole message, and only then takes a work slot, so a slow uploader
+/// holds memory it declared but never a work slot. The upload has at most
+/// [`UPLOAD_TIMEOUT`] (within the request's deadline).
 async fn pass<S>(
     mut inner: S,
     req: http::Request<Incoming>,
@@ -137,31 +172,33 @@ where
 {
     let (mut parts, mut body) = req.into_parts();
     let mut head = BytesMut::new();
-    let mut trailers = None;
-    let mut ended = false;
-    while head.len() < FRAME_HEADER_BYTES {
-        match body.frame().await {
-            None => {
-                ended = true;
-                break;
-            }
-            Some(Err(_)) => return tonic::Status::cancelled("request body ended abnormally").into_http(),
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => head.extend_from_slice(&data),
-                Err(frame) => {
-                    trailers = frame.into_trailers().ok();
-                    ended = true;
-                    break;
-                }
-            },
-        }
-    }
-    if head.len() >= FRAME_HEADER_BYTES {
+    let mut rest_ended = None;
+    let mut _bytes = None;
+    let upload = async {
+        read_to(&mut body, &mut head, FRAME_HEADER_BYTES).await?;
         let bytes = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
         let limit = admission.limits().max_request_bytes;
         if bytes > limit {
-            return refuse(rpc, Refusal::TooLarge { bytes, limit }, started);
+            return Ok(Some(Refusal::TooLarge { bytes, limit }));
         }
+        if admit {
+            match admission.reserve_upload(bytes) {
+                Ok(reserved) => _bytes = Some(reserved),
+                Err(refusal) => return Ok(Some(refusal)),
+            }
+            read_to(&mut body, &mut head, FRAME_HEADER_BYTES + bytes as usize).await?;
+        }
+        Ok(None)
+    };
+    match tokio::time::timeout(UPLOAD_TIMEOUT, upload).await {
+        Err(_) => return refuse(rpc, Refusal::DeadlineExceeded, started),
+        Ok(Ok(Some(refusal))) => return refuse(rpc, refusal, started),
+        Ok(Ok(None)) => {}
+        Ok(Err(Upload::Broken)) => {
+            return tonic::Status::cancelled("request body ended abnormally").into_http();
+        }
+        // A short or empty body: tonic answers it (it is malformed or empty).
+        Ok(Err(Upload::Ended(trailers))) => rest_ended = Some(trailers),
     }
     if admit {
         match admission.admit() {
@@ -171,9 +208,13 @@ where
             Err(refusal) => return refuse(rpc, refusal, started),
         }
     }
+    let (rest, trailers) = match rest_ended {
+        Some(trailers) => (None, trailers),
+        None => (Some(body), None),
+    };
     let body = Prefixed {
         head: Some(head.freeze()),
-        rest: (!ended).then_some(body),
+        rest,
         trailers,
     };
     match inner

@@ -13,12 +13,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tonic::service::Routes;
 use tonic_health::ServingStatus;
@@ -31,20 +28,30 @@ use crate::grpc::gate::Gate;
 use crate::grpc::{AssemblerService, pb};
 use crate::telemetry::metrics;
 
+mod conn;
 mod metrics_http;
 mod signals;
 
+use conn::{Conn, Unary};
+
 pub use metrics_http::install_metrics;
-pub use signals::{reload, reload_on_sighup, shutdown_signal};
+pub use signals::{Hangups, reload, shutdown_signal};
 
 /// HTTP/2 receive windows. Prompts are large (a 32k-token request is about
 /// 150 KB); with the 64 KiB protocol default every request waits for window
-/// updates, so the sidecar advertises room for a whole request at once.
-const HTTP2_STREAM_WINDOW_BYTES: u32 = 8 << 20;
-const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 16 << 20;
+/// updates, so the sidecar advertises room for a default-limit request at
+/// once. The gate reads bodies as they arrive, so the windows bound what a
+/// stalled stream can leave unread, per stream and per connection.
+const HTTP2_STREAM_WINDOW_BYTES: u32 = 4 << 20;
+const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 8 << 20;
 /// Concurrent streams per connection. Admission bounds the work; this bounds
 /// the per-connection bookkeeping.
-const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 1024;
+const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 256;
+/// After the last unary request of a drain is answered, how long responses
+/// get to reach the socket before the remaining connections are closed.
+const FLUSH_GRACE: Duration = Duration::from_millis(250);
+/// How often the drain looks at what is still open.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
 /// Keep-alive pings find dead peers so their connections are freed.
 const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,11 +84,13 @@ pub struct Bound {
     metrics: Option<TcpListener>,
     assembler: Arc<Assembler>,
     config: ServerConfig,
+    hangups: Hangups,
 }
 
 impl Bound {
     /// Binds the configured addresses (port 0 picks a free port).
     pub async fn bind(config: ServerConfig) -> Result<Bound, ServeError> {
+        let hangups = Hangups::register();
         let grpc = TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind {
@@ -101,6 +110,7 @@ impl Bound {
             metrics,
             assembler: Arc::new(Assembler::new(config.catalog.clone(), config.cache_bytes)),
             config,
+            hangups,
         })
     }
 
@@ -127,7 +137,9 @@ impl Bound {
             metrics: metrics_listener,
             assembler,
             config,
+            hangups,
         } = self;
+        let config = Arc::new(config);
         let handle = install_metrics()?;
         metrics::initialize(
             assembler
@@ -138,6 +150,10 @@ impl Bound {
                 .map(|m| m.name.clone()),
         );
         if let Some(l) = metrics_listener {
+            info!(
+                addr = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+                "metrics listening"
+            );
             tokio::spawn(metrics_http::serve_metrics(l, handle.clone()));
         }
 
@@ -170,7 +186,6 @@ impl Bound {
             .add_service(reflection_v1alpha)
             .add_service(assembler_svc)
             .prepare();
-        let service = TowerToHyperService::new(Gate::new(routes, admission));
 
         // Readiness latch: SERVING once every vocabulary is loaded.
         let warm_assembler = assembler.clone();
@@ -185,7 +200,7 @@ impl Bound {
                 Err(e) => warn!(err = %e, "tokenizer warm-up failed: staying NOT_SERVING"),
             }
         });
-        let reloads = tokio::spawn(reload_on_sighup(config.config_path.clone(), assembler.clone()));
+        let reloads = tokio::spawn(hangups.reload_on_each(config.clone(), assembler.clone()));
 
         let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         http2
@@ -195,29 +210,24 @@ impl Bound {
             .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS)
             .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
             .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
+        let unary = Unary::default();
         let conn = Arc::new(Conn {
             http2,
-            service,
-            tls: config.tls.as_ref().map(|t| TlsAcceptor::from(t.config.clone())),
+            service: Gate::new(routes, admission.clone()),
+            unary: unary.clone(),
         });
+        let tls = config.tls.as_ref().map(|t| TlsAcceptor::from(t.config.clone()));
 
         info!(
-            addr = ?listener.local_addr().ok(),
+            addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
             tls = config.tls.is_some(),
             mutual_tls = config.tls.as_ref().is_some_and(|t| t.mutual),
             "gRPC listening"
         );
-        let graceful = GracefulShutdown::new();
+        let (drain_tx, drain_rx) = watch::channel(false);
         let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
         tokio::pin!(shutdown);
         loop {
-            // A connection slot first: at the limit, new connections wait in
-            // the kernel's backlog instead of costing memory here.
-            let slot = tokio::select! {
-                s = slots.clone().acquire_owned() => s,
-                () = &mut shutdown => break,
-            };
-            let Ok(slot) = slot else { break };
             let accepted = tokio::select! {
                 a = listener.accept() => a,
                 () = &mut shutdown => break,
@@ -231,23 +241,33 @@ impl Bound {
                     continue;
                 }
             };
+            // At the limit the connection is closed at once: the client fails
+            // fast instead of waiting in the backlog.
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                metrics::connection_refused();
+                debug!(%peer, limit = limits.max_connections, "connection limit reached: closed");
+                continue;
+            };
             // Nagle's algorithm would hold small response frames behind
             // delayed ACKs (tens of milliseconds).
             let _ = stream.set_nodelay(true);
             let conn = conn.clone();
-            let watcher = graceful.watcher();
+            let tls = tls.clone();
+            let drain = drain_rx.clone();
             tokio::spawn(async move {
                 let _slot = slot;
-                match &conn.tls {
-                    None => conn.serve(stream, watcher, peer).await,
+                metrics::connections(1.0);
+                match tls {
+                    None => conn.serve(stream, peer, drain).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => conn.serve(tls, watcher, peer).await,
+                            Ok(Ok(tls)) => conn.serve(tls, peer, drain).await,
                             Ok(Err(e)) => debug!(%peer, err = %e, "TLS handshake failed"),
                             Err(_) => debug!(%peer, "TLS handshake timed out"),
                         }
                     }
                 }
+                metrics::connections(-1.0);
             });
         }
 
@@ -256,10 +276,17 @@ impl Bound {
         reporter.set_service_status("", ServingStatus::NotServing).await;
         drop(listener);
         reloads.abort();
-        match tokio::time::timeout(config.drain, graceful.shutdown()).await {
-            Ok(()) => info!("drained cleanly"),
+        let _ = drain_tx.send(true);
+        let open_connections = || (limits.max_connections as usize).saturating_sub(slots.available_permits());
+        match tokio::time::timeout(config.drain, drained(&unary, open_connections)).await {
+            Ok(0) => info!("drained cleanly"),
+            Ok(streams) => info!(
+                connections = streams,
+                "drained: unary requests answered; connections holding only long-lived streams closed"
+            ),
             Err(_) => warn!(
                 grace_secs = config.drain.as_secs(),
+                unary = unary.open(),
                 "drain timed out: in-flight requests abandoned"
             ),
         }
@@ -267,26 +294,24 @@ impl Bound {
     }
 }
 
-type Service = TowerToHyperService<Gate<Routes>>;
-
-/// What every connection shares.
-struct Conn {
-    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
-    service: Service,
-    tls: Option<TlsAcceptor>,
-}
-
-impl Conn {
-    /// Serves one connection until it closes or the drain ends it.
-    async fn serve<IO>(&self, io: IO, watcher: Watcher, peer: SocketAddr)
-    where
-        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let connection = self
-            .http2
-            .serve_connection(TokioIo::new(io), self.service.clone());
-        if let Err(e) = watcher.watch(connection).await {
-            debug!(%peer, err = %e, "connection ended with an error");
+/// Resolves once every connection has closed (0), or once no unary request
+/// has been open for [`FLUSH_GRACE`] while connections with only long-lived
+/// streams remain (their number).
+async fn drained(unary: &Unary, open_connections: impl Fn() -> usize) -> usize {
+    let mut quiet_since: Option<std::time::Instant> = None;
+    loop {
+        let connections = open_connections();
+        if connections == 0 {
+            return 0;
         }
+        if unary.open() == 0 {
+            let since = *quiet_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() >= FLUSH_GRACE {
+                return connections;
+            }
+        } else {
+            quiet_since = None;
+        }
+        tokio::time::sleep(DRAIN_POLL).await;
     }
 }

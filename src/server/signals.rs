@@ -2,13 +2,12 @@
 //! file and applies its models and policies, or refuses a bad file and keeps
 //! the running configuration.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use tracing::{info, warn};
 
 use crate::assemble::Assembler;
-use crate::config;
+use crate::config::ServerConfig;
 use crate::telemetry::metrics;
 
 /// Resolves on SIGTERM or SIGINT.
@@ -33,30 +32,30 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Re-reads `path` and swaps in its catalog; a file that does not validate
-/// is refused, counted and logged, and the running catalog stays.
-pub async fn reload(path: Option<PathBuf>, assembler: Arc<Assembler>) {
-    let Some(path) = path else {
-        info!("SIGHUP: no configuration file was given; nothing to reload");
-        return;
-    };
+/// Re-reads the configuration file under the server's flags and environment
+/// and swaps in its catalog; a configuration that does not validate is
+/// refused, counted and logged, and the running catalog stays.
+pub async fn reload(config: Arc<ServerConfig>, assembler: Arc<Assembler>) {
     let result = tokio::task::spawn_blocking(move || {
-        let catalog = config::reload_catalog(&path)?;
-        let (models, policies) = (catalog.models.entries().len(), catalog.policies.len());
-        metrics::models_known(catalog.models.entries().iter().map(|m| m.name.clone()));
-        assembler.set_catalog(catalog);
-        Ok::<_, config::ConfigError>((models, policies))
+        let catalog = config.reload_catalog()?;
+        Some(catalog.map(|catalog| {
+            let (models, policies) = (catalog.models.entries().len(), catalog.policies.len());
+            metrics::models_known(catalog.models.entries().iter().map(|m| m.name.clone()));
+            assembler.set_catalog(catalog);
+            (models, policies)
+        }))
     })
     .await;
     match result {
-        Ok(Ok((models, policies))) => {
+        Ok(None) => info!("SIGHUP: no configuration file was given; nothing to reload"),
+        Ok(Some(Ok((models, policies)))) => {
             metrics::config_reload(metrics::RELOAD_APPLIED);
             info!(
                 models,
                 policies, "configuration reloaded: models and policies applied"
             );
         }
-        Ok(Err(e)) => {
+        Ok(Some(Err(e))) => {
             metrics::config_reload(metrics::RELOAD_REFUSED);
             warn!(error = %e, "configuration reload refused: the running configuration stays");
         }
@@ -67,25 +66,38 @@ pub async fn reload(path: Option<PathBuf>, assembler: Arc<Assembler>) {
     }
 }
 
-/// Reloads on every SIGHUP until the process ends. Installed even without a
-/// configuration file, so SIGHUP never terminates the sidecar.
-pub async fn reload_on_sighup(path: Option<PathBuf>, assembler: Arc<Assembler>) {
+/// The SIGHUP listener, registered at once (before binding), so that a
+/// SIGHUP never terminates the sidecar, not even during start-up.
+#[derive(Debug)]
+pub struct Hangups {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hup = match signal(SignalKind::hangup()) {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(err = %e, "cannot listen for SIGHUP: reloads disabled");
-                return;
-            }
-        };
-        while hup.recv().await.is_some() {
-            reload(path.clone(), assembler.clone()).await;
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Hangups {
+    /// Registers the handler (inside a tokio runtime).
+    pub fn register() -> Hangups {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let signal = signal(SignalKind::hangup())
+                .map_err(|e| warn!(err = %e, "cannot listen for SIGHUP: reloads disabled"))
+                .ok();
+            Hangups { signal }
         }
+        #[cfg(not(unix))]
+        Hangups {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = (path, assembler);
+
+    /// Reloads on every SIGHUP until the process ends.
+    pub async fn reload_on_each(self, config: Arc<ServerConfig>, assembler: Arc<Assembler>) {
+        #[cfg(unix)]
+        if let Some(mut signal) = self.signal {
+            while signal.recv().await.is_some() {
+                reload(config.clone(), assembler.clone()).await;
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (config, assembler);
     }
 }

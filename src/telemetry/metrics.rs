@@ -34,6 +34,11 @@ pub const IN_FLIGHT_REQUESTS: &str = "assembler_in_flight_requests";
 /// Configuration reloads (SIGHUP) by result: `applied` or `refused`.
 pub const CONFIG_RELOADS_TOTAL: &str = "assembler_config_reloads_total";
 
+/// Client connections open now.
+pub const OPEN_CONNECTIONS: &str = "assembler_open_connections";
+/// Connections closed at once because `limits.max_connections` were open.
+pub const CONNECTIONS_REFUSED_TOTAL: &str = "assembler_connections_refused_total";
+
 /// Refusal reason: the concurrency limit shed the request.
 pub const REFUSED_CONCURRENCY: &str = "concurrency";
 /// Refusal reason: the message exceeded `limits.max_request_bytes`.
@@ -138,6 +143,12 @@ pub fn describe() {
         Unit::Count,
         "Assemble and CountTokens requests being worked on"
     );
+    describe_gauge!(OPEN_CONNECTIONS, Unit::Count, "client connections open");
+    describe_counter!(
+        CONNECTIONS_REFUSED_TOTAL,
+        Unit::Count,
+        "connections closed at once because the connection limit was reached"
+    );
     describe_counter!(
         CONFIG_RELOADS_TOTAL,
         Unit::Count,
@@ -169,6 +180,8 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
         }
     }
     gauge!(IN_FLIGHT_REQUESTS).increment(0.0);
+    gauge!(OPEN_CONNECTIONS).increment(0.0);
+    counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
     for result in [RELOAD_APPLIED, RELOAD_REFUSED] {
         counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(0);
     }
@@ -189,6 +202,16 @@ pub fn refused(rpc: &'static str, reason: &'static str) {
 /// Moves the in-flight gauge by `delta`.
 pub fn in_flight(delta: f64) {
     gauge!(IN_FLIGHT_REQUESTS).increment(delta);
+}
+
+/// Moves the open-connections gauge by `delta`.
+pub fn connections(delta: f64) {
+    gauge!(OPEN_CONNECTIONS).increment(delta);
+}
+
+/// Records a connection closed at the connection limit.
+pub fn connection_refused() {
+    counter!(CONNECTIONS_REFUSED_TOTAL).increment(1);
 }
 
 /// Records one configuration reload.

@@ -209,3 +209,44 @@ pub async fn raw_unary(
     };
     (get("grpc-status").parse().unwrap_or(-1), get("grpc-message"))
 }
+
+/// An upload that declares a `declared`-byte message, sends its frame header
+/// and `sent` bytes, then stalls. Keep the returned handles to keep it open.
+pub async fn stalled_upload(
+    addr: SocketAddr,
+    path: &str,
+    declared: u32,
+    sent: usize,
+) -> (
+    tokio::sync::mpsc::Sender<Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>>,
+    tokio::task::JoinHandle<Option<String>>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let body = http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let mut first = vec![0u8];
+    first.extend_from_slice(&declared.to_be_bytes());
+    first.extend(std::iter::repeat_n(b'x', sent));
+    tx.send(Ok(http_body::Frame::data(bytes::Bytes::from(first))))
+        .await
+        .unwrap();
+    let req = http::Request::post(format!("http://{addr}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(body)
+        .unwrap();
+    // Resolves with the grpc-status the server answers with, if it does.
+    let answer = tokio::spawn(async move {
+        let resp = send.send_request(req).await.ok()?;
+        resp.headers()
+            .get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    });
+    (tx, answer)
+}
