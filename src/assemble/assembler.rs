@@ -317,28 +317,31 @@ impl<'a> Pipeline<'a> {
     }
 
     /// Tokens of the static prefix messages: one lookup when the prefix is
-    /// known, else one per segment.
+    /// known, else one per segment (single flight: concurrent requests with a
+    /// new prefix count it once). A cancelled count is not cached.
     fn static_tokens(&self, digest: &[u8; 32]) -> (u32, bool) {
         let key = CountCache::key(self.tok, digest);
-        let cached = self.asm.prefixes.get(&key);
+        let counted = self.asm.prefixes.get_or_try_count(key, || {
+            let n = self
+                .req
+                .static_segments
+                .iter()
+                .map(|s| self.message_cost(Role::System, self.count(&s.content)))
+                .fold(0, u32::saturating_add);
+            if self.cancel.is_cancelled() {
+                Err(AssembleError::Cancelled)
+            } else {
+                Ok(n)
+            }
+        });
+        // Cancelled: the run is abandoned at the next check.
+        let (n, hit) = counted.unwrap_or((0, false));
         metrics::cache_lookups(
             metrics::PREFIX_CACHE_LOOKUPS_TOTAL,
-            u64::from(cached.is_some()),
-            u64::from(cached.is_none()),
+            u64::from(hit),
+            u64::from(!hit),
         );
-        if let Some(n) = cached {
-            return (n, true);
-        }
-        let n = self
-            .req
-            .static_segments
-            .iter()
-            .map(|s| self.message_cost(Role::System, self.count(&s.content)))
-            .fold(0, u32::saturating_add);
-        if !self.cancel.is_cancelled() {
-            self.asm.prefixes.insert(key, n);
-        }
-        (n, false)
+        (n, hit)
     }
 
     fn check_cancelled(&self) -> Result<(), AssembleError> {

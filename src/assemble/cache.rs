@@ -59,15 +59,31 @@ impl CountCache {
     }
 
     /// Counts `text` through the cache: a hit costs a hash and a lookup.
-    /// Returns the count and whether it was a hit.
+    /// Returns the count and whether it was a hit. Single flight: callers
+    /// that miss the same key at once tokenize it once; the others wait for
+    /// that count and see a hit (they tokenized nothing).
     pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
         let key = Self::key(tokenizer, text.as_bytes());
         if let Some(n) = self.get(&key) {
             return (n, true);
         }
-        let n = tokenizer.count(text);
-        self.insert(key, n);
-        (n, false)
+        let entry = self.inner.entry(key).or_insert_with(|| tokenizer.count(text));
+        (entry.value().to_owned(), !entry.is_fresh())
+    }
+
+    /// The count under `key`, made by `init` on a miss (single flight, as
+    /// [`CountCache::count`]); an `Err` from `init` is returned and nothing
+    /// is cached. Returns the count and whether it was a hit.
+    pub fn get_or_try_count<E: Send + Sync + 'static>(
+        &self,
+        key: Key,
+        init: impl FnOnce() -> Result<u32, E>,
+    ) -> Result<(u32, bool), std::sync::Arc<E>> {
+        if let Some(n) = self.get(&key) {
+            return Ok((n, true));
+        }
+        let entry = self.inner.entry(key).or_try_insert_with(init)?;
+        Ok((entry.value().to_owned(), !entry.is_fresh()))
     }
 
     /// Entries currently held (approximate until pending work runs).
@@ -100,6 +116,29 @@ mod tests {
         assert!(!hit);
         assert_eq!(cache.count(&t, "hello world"), (n, true));
         assert_eq!(cache.get(&CountCache::key(&t, b"hello world")), Some(n));
+    }
+
+    #[test]
+    fn concurrent_misses_of_one_key_count_once() {
+        let cache = CountCache::new(1 << 20);
+        let t = Tokenizer::exact(Encoding::O200kBase);
+        let text = "a fairly long text to count. ".repeat(20_000);
+        let start = std::sync::Barrier::new(8);
+        let misses: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        usize::from(!cache.count(&t, &text).1)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(misses, 1);
+        let failed: Result<_, _> = cache.get_or_try_count([7; 32], || Err::<u32, ()>(()));
+        assert!(failed.is_err());
+        assert_eq!(cache.get(&[7; 32]), None, "an error is not cached");
     }
 
     #[test]
