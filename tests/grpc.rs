@@ -308,3 +308,48 @@ async fn health_and_reflection_v1_and_v1alpha_answer() {
     ));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn tools_in_any_key_order_give_one_prefix_hash_and_bad_tools_are_named() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let with_tools = |tools: &[&str]| {
+        let mut r = request();
+        r.tools = tools.iter().map(|t| (*t).to_owned()).collect();
+        r
+    };
+    let a = client
+        .assemble(with_tools(&[
+            r#"{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"id":{"type":"string"}}}}}"#,
+        ]))
+        .await
+        .unwrap()
+        .into_inner();
+    let b = client
+        .assemble(with_tools(&[
+            "{\n \"function\": {\"parameters\": {\"properties\": {\"id\": {\"type\": \"string\"}}, \"type\": \"object\"}, \"name\": \"lookup\"},\n \"type\": \"function\"\n}",
+        ]))
+        .await
+        .unwrap()
+        .into_inner();
+    let none = client.assemble(request()).await.unwrap().into_inner();
+    let hash = |r: &pb::AssembleResponse| r.cache.as_ref().unwrap().prefix_hash.clone();
+    assert_eq!(hash(&a), hash(&b));
+    assert_eq!(a.tools, b.tools);
+    assert_ne!(hash(&a), hash(&none), "tools are part of the prefix");
+    let usage = a.usage.unwrap();
+    assert!(usage.tools_tokens > 10);
+    assert!(usage.total_tokens + usage.tools_tokens <= usage.budget);
+    assert_eq!(
+        usage.total_tokens,
+        none.usage.unwrap().total_tokens,
+        "tools are not messages"
+    );
+
+    let status = client
+        .assemble(with_tools(&[r#"{"ok":1}"#, "{not json", "[]"]))
+        .await
+        .unwrap_err();
+    assert_eq!(violations(&status), ["tools[1]", "tools[2]"]);
+    server.stop().await;
+}

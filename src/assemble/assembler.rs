@@ -149,9 +149,14 @@ impl Assembler {
         req: AssembleRequest,
         cancel: &Cancel,
     ) -> Result<Assembly, AssembleError> {
-        let Resolved { spec, policy, budget } =
-            validate::validate(&req, &self.catalog()).map_err(AssembleError::InvalidArgument)?;
+        let Resolved {
+            spec,
+            policy,
+            budget,
+            tools,
+        } = validate::validate(&req, &self.catalog()).map_err(AssembleError::InvalidArgument)?;
         let mut pipeline = Pipeline::new(self, &spec, &policy, &req, budget, cancel);
+        pipeline.tools = &tools;
         let result = pipeline.run();
         pipeline.record_lookups();
         let (plan, usage, cache, decisions, warnings) = result?;
@@ -163,6 +168,7 @@ impl Assembler {
             cache,
             decisions,
             warnings,
+            tools,
         })
     }
 }
@@ -206,6 +212,8 @@ pub(crate) struct Pipeline<'a> {
     pub tok: &'a Tokenizer,
     cancel: &'a Cancel,
     pub req: &'a AssembleRequest,
+    /// Canonical tool definitions.
+    tools: &'a [String],
     budget: Budget,
     pub measured: Vec<Measured>,
     pub warnings: Vec<Warning>,
@@ -229,6 +237,7 @@ impl<'a> Pipeline<'a> {
             tok: &spec.tokenizer,
             cancel,
             req,
+            tools: &[],
             budget,
             measured: Vec::new(),
             warnings: Vec::new(),
@@ -270,10 +279,19 @@ impl<'a> Pipeline<'a> {
 
     fn run(&mut self) -> Result<RunOutput, AssembleError> {
         let req = self.req;
-        let (prefix_hash, prefix_digest, prefix_bytes) = render::prefix_hash(&req.static_segments);
+        let (prefix_hash, prefix_digest, prefix_bytes) =
+            render::prefix_hash(self.tools, &req.static_segments);
         let (static_tokens, prefix_hit) = self.static_tokens(&prefix_digest);
         let query_tokens = self.message_cost(Role::User, self.count(&req.query));
-        let base = u64::from(static_tokens) + u64::from(query_tokens) + u64::from(REPLY_PRIMING_TOKENS);
+        let tools_tokens = self
+            .tools
+            .iter()
+            .map(|t| self.count(t))
+            .fold(0, u32::saturating_add);
+        let base = u64::from(static_tokens)
+            + u64::from(query_tokens)
+            + u64::from(REPLY_PRIMING_TOKENS)
+            + u64::from(tools_tokens);
 
         let plans = self.measure();
         self.check_cancelled()?;
@@ -295,7 +313,8 @@ impl<'a> Pipeline<'a> {
         self.check_cancelled()?;
         let plan = layout::plan(self, &alloc);
         let decisions = report::decisions(self, &plans, &alloc);
-        let total = u32::try_from(alloc.used).unwrap_or(u32::MAX);
+        // The tools are reserved from the budget but are not messages.
+        let total = u32::try_from(alloc.used.saturating_sub(u64::from(tools_tokens))).unwrap_or(u32::MAX);
         let usage = Usage {
             budget: self.budget.input,
             total_tokens: total,
@@ -305,6 +324,7 @@ impl<'a> Pipeline<'a> {
             exact: self.tok.is_exact(),
             output_reserve: self.budget.output_reserve,
             context_window: self.spec.context_window,
+            tools_tokens,
         };
         let cache = CacheInfo {
             prefix_hash,

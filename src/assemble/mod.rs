@@ -22,6 +22,7 @@ mod report;
 pub mod request;
 pub mod response;
 pub mod tokenizer;
+pub mod tools;
 pub mod turns;
 pub mod validate;
 

@@ -176,10 +176,20 @@ pub fn alternating_order(n: usize) -> Vec<usize> {
 /// The hash of the static prefix as rendered: the rendering version, then
 /// each message's role and content, length-framed. Returns (lower-case hex,
 /// digest, content bytes).
-pub fn prefix_hash(segments: &[Segment]) -> (String, [u8; 32], u64) {
+pub fn prefix_hash(tools: &[String], segments: &[Segment]) -> (String, [u8; 32], u64) {
     let mut h = blake3::Hasher::new();
     h.update(PREFIX_VERSION.as_bytes());
     let mut bytes = 0u64;
+    // Tools come first, as providers place them before the system prompt.
+    // Without tools nothing is hashed for them, so such hashes are unchanged.
+    if !tools.is_empty() {
+        h.update(b"\0tools");
+        h.update(&(tools.len() as u64).to_le_bytes());
+        for t in tools {
+            h.update(&(t.len() as u64).to_le_bytes());
+            h.update(t.as_bytes());
+        }
+    }
     for s in segments {
         let role = super::request::Role::System.as_str();
         h.update(&(role.len() as u64).to_le_bytes());

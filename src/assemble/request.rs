@@ -235,4 +235,6 @@ pub struct AssembleRequest {
     pub session_id: String,
     /// Named policy (empty = `default`).
     pub policy: String,
+    /// Tool definitions, one JSON object each, in the order to send them.
+    pub tools: Vec<String>,
 }

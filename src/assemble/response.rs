@@ -46,6 +46,9 @@ pub struct Usage {
     pub output_reserve: u32,
     /// The model's context window.
     pub context_window: u32,
+    /// Tokens of the canonical tool definitions' JSON text, reserved from the
+    /// budget (providers count tools their own way: an estimate).
+    pub tools_tokens: u32,
 }
 
 /// Prompt-cache facts about the static prefix.
@@ -144,4 +147,6 @@ pub struct Assembly {
     pub decisions: Vec<BlockDecision>,
     /// Observations.
     pub warnings: Vec<Warning>,
+    /// The tool definitions as canonical JSON, in the given order.
+    pub tools: Vec<String>,
 }

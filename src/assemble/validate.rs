@@ -32,6 +32,8 @@ pub struct Resolved {
     pub policy: Arc<Policy>,
     /// The budget.
     pub budget: Budget,
+    /// The tool definitions as canonical JSON.
+    pub tools: Vec<String>,
 }
 
 /// Checks `req` against the catalog. Returns the model, policy and budget,
@@ -44,6 +46,10 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
     } else if model.is_none() {
         v.push(FieldViolation::new("model", UNKNOWN_MODEL));
     }
+    let tools = super::tools::canonicalize(&req.tools).unwrap_or_else(|bad| {
+        v.extend(bad);
+        Vec::new()
+    });
     let policy = catalog.policy(&req.policy).cloned();
     if policy.is_none() {
         v.push(FieldViolation::new("policy", UNKNOWN_POLICY));
@@ -156,7 +162,12 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
         }
     }
     match (model, policy) {
-        (Some(spec), Some(policy)) if v.is_empty() => Ok(Resolved { spec, policy, budget }),
+        (Some(spec), Some(policy)) if v.is_empty() => Ok(Resolved {
+            spec,
+            policy,
+            budget,
+            tools,
+        }),
         _ => Err(v),
     }
 }

@@ -157,6 +157,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
             },
             session_id: r.session_id,
             policy: r.policy,
+            tools: r.tools,
         })
     }
 }
@@ -166,6 +167,7 @@ impl From<Assembly> for pb::AssembleResponse {
         pb::AssembleResponse {
             request_id: a.request_id,
             model: a.model,
+            tools: a.tools,
             messages: a
                 .messages
                 .into_iter()
@@ -185,6 +187,7 @@ impl From<Assembly> for pb::AssembleResponse {
                 exact: a.usage.exact,
                 output_reserve: a.usage.output_reserve,
                 context_window: a.usage.context_window,
+                tools_tokens: a.usage.tools_tokens,
             }),
             cache: Some(pb::CacheInfo {
                 prefix_hash: a.cache.prefix_hash,
@@ -304,6 +307,7 @@ impl From<domain::AssembleRequest> for pb::AssembleRequest {
             }),
             session_id: r.session_id,
             policy: r.policy,
+            tools: r.tools,
         }
     }
 }

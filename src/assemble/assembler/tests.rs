@@ -157,6 +157,11 @@ prop_compose! {
         mins in (0u32..60, 0u32..3, 0u32..4),
         summary_prose in prop::collection::vec(prop::sample::select(vec!["One sentence. ", "Another one! ", "Is it? ", "line\n"]), 0..8),
         policy in prop::sample::select(vec!["", "system-ctx", "memory-first"]),
+        tools in prop::collection::vec(prop::sample::select(vec![
+            r#"{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}"#,
+            "{ \"function\": {\"parameters\": {\"type\": \"object\"}, \"name\": \"lookup\"}, \"type\": \"function\" }",
+            r#"{"name":"search","description":"Searches the knowledge base for the query.","input_schema":{"type":"object","properties":{"q":{"type":"string"}}}}"#,
+        ]), 0..3),
     ) -> AssembleRequest {
         let mut blocks = vec![
             Block { min_tokens: mins.0, cuttable: Some(mins.2 != 0), ..block("evidence", BlockKind::Evidence, evidence) },
@@ -179,6 +184,7 @@ prop_compose! {
             query: format!("q {query}"),
             principal: Principal { id: "p".to_owned(), scopes: vec!["user".to_owned()] },
             policy: policy.to_owned(),
+            tools: tools.into_iter().map(str::to_owned).collect(),
             ..AssembleRequest::default()
         }
     }
@@ -227,7 +233,12 @@ proptest! {
                 let spec = a.catalog().models.resolve(&req.model).unwrap().clone();
                 let encoding = spec.tokenizer.encoding();
                 prop_assert_eq!(recount(encoding, &c.messages), c.usage.total_tokens);
-                prop_assert!(c.usage.total_tokens <= c.usage.budget);
+                prop_assert!(c.usage.total_tokens + c.usage.tools_tokens <= c.usage.budget);
+                // Tools: canonical, in order, and counted exactly.
+                prop_assert_eq!(c.tools.len(), req.tools.len());
+                let bpe = reference(encoding);
+                let tools_tokens: usize = c.tools.iter().map(|t| bpe.encode_ordinary(t).len()).sum();
+                prop_assert_eq!(tools_tokens as u32, c.usage.tools_tokens);
                 let statics = &c.messages[..req.static_segments.len()];
                 prop_assert_eq!(recount(encoding, statics) - 3, c.usage.static_tokens);
                 // Deterministic, and warm equals cold.

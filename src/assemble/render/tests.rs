@@ -132,11 +132,17 @@ fn prefix_hash_depends_only_on_contents() {
         kind: crate::assemble::request::SegmentKind::System,
         content: c.to_owned(),
     };
-    let (a, _, bytes) = prefix_hash(&[seg("x", "ab"), seg("y", "c")]);
-    let (b, _, _) = prefix_hash(&[seg("other", "ab"), seg("ids", "c")]);
-    let (c, _, _) = prefix_hash(&[seg("x", "a"), seg("y", "bc")]);
+    let (a, _, bytes) = prefix_hash(&[], &[seg("x", "ab"), seg("y", "c")]);
+    let (b, _, _) = prefix_hash(&[], &[seg("other", "ab"), seg("ids", "c")]);
+    let (c, _, _) = prefix_hash(&[], &[seg("x", "a"), seg("y", "bc")]);
     assert_eq!(a, b);
     assert_ne!(a, c, "framing keeps segment boundaries apart");
     assert_eq!(bytes, 3);
     assert_eq!(a.len(), 64);
+    // Tools are part of the prefix, framed apart from the segments.
+    let tools = |t: &[&str]| t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let (d, _, _) = prefix_hash(&tools(&["{}"]), &[seg("x", "ab"), seg("y", "c")]);
+    let (e, _, _) = prefix_hash(&tools(&["{}", "{}"]), &[seg("x", "ab"), seg("y", "c")]);
+    assert_ne!(a, d);
+    assert_ne!(d, e);
 }
