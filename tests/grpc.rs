@@ -353,3 +353,32 @@ async fn tools_in_any_key_order_give_one_prefix_hash_and_bad_tools_are_named() {
     assert_eq!(violations(&status), ["tools[1]", "tools[2]"]);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_timestamp_in_the_system_prompt_is_warned_about_cold_and_warm() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let mut req = request();
+    req.static_segments[0].content =
+        "You answer from the documents only. Current time: 2026-11-22T03:05:43Z.".to_owned();
+    for _ in 0..2 {
+        let resp = client.assemble(req.clone()).await.unwrap().into_inner();
+        let warning = resp
+            .warnings
+            .iter()
+            .find(|w| w.code == "VOLATILE_PREFIX")
+            .expect("a volatile-prefix warning");
+        assert!(warning.message.contains("timestamp") && warning.message.contains("static_segments[0]"));
+        assert!(
+            !warning.message.contains("03:05"),
+            "the value itself is not echoed"
+        );
+    }
+    let page = server.http_get("/metrics").await.1;
+    let n = common::metric(&page, "assembler_prefix_volatile_total", &[("kind", "timestamp")]);
+    assert!(n >= Some(2.0), "{n:?}");
+    // A stable prompt gets no such warning.
+    let resp = client.assemble(request()).await.unwrap().into_inner();
+    assert!(resp.warnings.iter().all(|w| w.code != "VOLATILE_PREFIX"));
+    server.stop().await;
+}

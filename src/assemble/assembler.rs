@@ -21,7 +21,56 @@ use super::response::{Assembly, CacheInfo, Usage, Warning};
 use super::tokenizer::{Encoding, Tokenizer};
 use super::turns;
 use super::validate::{self, Budget, Resolved, UNKNOWN_MODEL};
+use super::volatile::{self, Volatile};
 use crate::telemetry::metrics;
+
+/// Warning code for a volatile value in the static prefix.
+pub const VOLATILE_PREFIX: &str = "VOLATILE_PREFIX";
+
+/// Where in the prefix a volatile value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Segment,
+    Tool,
+}
+
+/// What the prefix cache remembers about a static prefix.
+#[derive(Debug, Clone, Copy, Default)]
+struct PrefixFacts {
+    /// Tokens of the static prefix messages.
+    tokens: u32,
+    /// A bit per [`Volatile::ALL`] kind found.
+    volatile: u8,
+    /// The first volatile value: where (tools first), and its kind.
+    first: Option<(Place, u16, Volatile)>,
+}
+
+impl PrefixFacts {
+    fn scan(tokens: u32, segments: &[super::request::Segment], tools: &[String]) -> Self {
+        let mut facts = PrefixFacts {
+            tokens,
+            ..PrefixFacts::default()
+        };
+        let texts = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (Place::Tool, i, t.as_str()))
+            .chain(
+                segments
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (Place::Segment, i, s.content.as_str())),
+            );
+        for (place, i, text) in texts {
+            let (kinds, first) = volatile::scan(text);
+            facts.volatile |= kinds;
+            if let (None, Some((kind, _))) = (facts.first, first) {
+                facts.first = Some((place, u16::try_from(i).unwrap_or(u16::MAX), kind));
+            }
+        }
+        facts
+    }
+}
 
 /// Tokens every reply is primed with (chat formula).
 const REPLY_PRIMING_TOKENS: u32 = 3;
@@ -35,7 +84,7 @@ pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 pub struct Assembler {
     catalog: RwLock<Arc<Catalog>>,
     segments: CountCache,
-    prefixes: CountCache,
+    prefixes: CountCache<PrefixFacts>,
 }
 
 /// A cancellation flag shared between a request's waiter and its worker: once
@@ -336,32 +385,59 @@ impl<'a> Pipeline<'a> {
         Ok((plan, usage, cache, decisions, std::mem::take(&mut self.warnings)))
     }
 
-    /// Tokens of the static prefix messages: one lookup when the prefix is
-    /// known, else one per segment (single flight: concurrent requests with a
-    /// new prefix count it once). A cancelled count is not cached.
-    fn static_tokens(&self, digest: &[u8; 32]) -> (u32, bool) {
-        let key = CountCache::key(self.tok, digest);
+    /// Tokens of the static prefix messages and its volatile values: one
+    /// lookup when the prefix is known, else one count and one scan per
+    /// segment and tool (single flight: concurrent requests with a new
+    /// prefix do it once). A cancelled count is not cached. Volatile values
+    /// give a warning and are counted in every response that carries them.
+    fn static_tokens(&mut self, digest: &[u8; 32]) -> (u32, bool) {
+        let key = super::cache::key(self.tok, digest);
         let counted = self.asm.prefixes.get_or_try_count(key, || {
-            let n = self
+            let tokens = self
                 .req
                 .static_segments
                 .iter()
                 .map(|s| self.message_cost(Role::System, self.count(&s.content)))
                 .fold(0, u32::saturating_add);
             if self.cancel.is_cancelled() {
-                Err(AssembleError::Cancelled)
-            } else {
-                Ok(n)
+                return Err(AssembleError::Cancelled);
             }
+            Ok(PrefixFacts::scan(tokens, &self.req.static_segments, self.tools))
         });
         // Cancelled: the run is abandoned at the next check.
-        let (n, hit) = counted.unwrap_or((0, false));
+        let (facts, hit) = counted.unwrap_or((PrefixFacts::default(), false));
         metrics::cache_lookups(
             metrics::PREFIX_CACHE_LOOKUPS_TOTAL,
             u64::from(hit),
             u64::from(!hit),
         );
-        (n, hit)
+        if let Some((place, index, kind)) = facts.first {
+            for (bit, k) in Volatile::ALL.iter().enumerate() {
+                if facts.volatile & (1 << bit) != 0 {
+                    metrics::prefix_volatile(k.as_str());
+                }
+            }
+            let at = match place {
+                Place::Tool => format!("tools[{index}]"),
+                Place::Segment => {
+                    let id = self
+                        .req
+                        .static_segments
+                        .get(usize::from(index))
+                        .map_or("", |s| s.id.as_str());
+                    format!("static_segments[{index}] (id {id:?})")
+                }
+            };
+            self.warnings.push(Warning {
+                code: VOLATILE_PREFIX,
+                message: format!(
+                    "the static prefix holds a {} in {at}: a value that changes between requests changes \
+                     prefix_hash and defeats provider prompt caches; move it to a block or the query",
+                    kind.as_str()
+                ),
+            });
+        }
+        (facts.tokens, hit)
     }
 
     fn check_cancelled(&self) -> Result<(), AssembleError> {

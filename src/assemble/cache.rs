@@ -15,13 +15,21 @@ pub type Key = [u8; 32];
 /// Approximate bytes one entry costs (key, value and moka's bookkeeping).
 const ENTRY_WEIGHT_BYTES: u32 = 128;
 
-/// A bounded map from content digest to token count.
-#[derive(Clone)]
-pub struct CountCache {
-    inner: Cache<Key, u32>,
+/// The key of `bytes` counted with `tokenizer`.
+pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
+    let mut h = tokenizer.hasher();
+    h.update(bytes);
+    *h.finalize().as_bytes()
 }
 
-impl std::fmt::Debug for CountCache {
+/// A bounded map from content digest to token count (or, for static
+/// prefixes, to a small `Copy` record of facts about it).
+#[derive(Clone)]
+pub struct CountCache<V = u32> {
+    inner: Cache<Key, V>,
+}
+
+impl<V: Copy + Send + Sync + 'static> std::fmt::Debug for CountCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CountCache")
             .field("entries", &self.inner.entry_count())
@@ -29,58 +37,40 @@ impl std::fmt::Debug for CountCache {
     }
 }
 
-impl CountCache {
+impl<V: Copy + Send + Sync + 'static> CountCache<V> {
     /// A cache holding at most about `max_bytes` of entries. Lookups are not
     /// counted here: callers tally them per request and record once.
     pub fn new(max_bytes: u64) -> Self {
         CountCache {
             inner: Cache::builder()
                 .max_capacity(max_bytes)
-                .weigher(|_: &Key, _: &u32| ENTRY_WEIGHT_BYTES)
+                .weigher(|_: &Key, _: &V| ENTRY_WEIGHT_BYTES)
                 .build(),
         }
     }
 
-    /// The key of `bytes` counted with `tokenizer`.
-    pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
-        let mut h = tokenizer.hasher();
-        h.update(bytes);
-        *h.finalize().as_bytes()
-    }
-
-    /// The cached count.
-    pub fn get(&self, key: &Key) -> Option<u32> {
+    /// The cached value.
+    pub fn get(&self, key: &Key) -> Option<V> {
         self.inner.get(key)
     }
 
-    /// Remembers a count.
-    pub fn insert(&self, key: Key, count: u32) {
-        self.inner.insert(key, count);
+    /// Remembers a value.
+    pub fn insert(&self, key: Key, value: V) {
+        self.inner.insert(key, value);
     }
 
-    /// Counts `text` through the cache: a hit costs a hash and a lookup.
-    /// Returns the count and whether it was a hit. Single flight: callers
-    /// that miss the same key at once tokenize it once; the others wait for
-    /// that count and see a hit (they tokenized nothing).
-    pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
-        let key = Self::key(tokenizer, text.as_bytes());
-        if let Some(n) = self.get(&key) {
-            return (n, true);
-        }
-        let entry = self.inner.entry(key).or_insert_with(|| tokenizer.count(text));
-        (entry.value().to_owned(), !entry.is_fresh())
-    }
-
-    /// The count under `key`, made by `init` on a miss (single flight, as
-    /// [`CountCache::count`]); an `Err` from `init` is returned and nothing
-    /// is cached. Returns the count and whether it was a hit.
+    /// The value under `key`, made by `init` on a miss (single flight: of
+    /// callers that miss the same key at once, one runs `init` and the
+    /// others wait for its value and see a hit); an `Err` from `init` is
+    /// returned and nothing is cached. Returns the value and whether it was
+    /// a hit.
     pub fn get_or_try_count<E: Send + Sync + 'static>(
         &self,
         key: Key,
-        init: impl FnOnce() -> Result<u32, E>,
-    ) -> Result<(u32, bool), std::sync::Arc<E>> {
-        if let Some(n) = self.get(&key) {
-            return Ok((n, true));
+        init: impl FnOnce() -> Result<V, E>,
+    ) -> Result<(V, bool), std::sync::Arc<E>> {
+        if let Some(v) = self.get(&key) {
+            return Ok((v, true));
         }
         let entry = self.inner.entry(key).or_try_insert_with(init)?;
         Ok((entry.value().to_owned(), !entry.is_fresh()))
@@ -90,6 +80,26 @@ impl CountCache {
     pub fn entry_count(&self) -> u64 {
         self.inner.run_pending_tasks();
         self.inner.entry_count()
+    }
+}
+
+impl CountCache<u32> {
+    /// The key of `bytes` counted with `tokenizer`.
+    pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
+        key(tokenizer, bytes)
+    }
+
+    /// Counts `text` through the cache: a hit costs a hash and a lookup.
+    /// Returns the count and whether it was a hit. Single flight: callers
+    /// that miss the same key at once tokenize it once; the others wait for
+    /// that count and see a hit (they tokenized nothing).
+    pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
+        let key = key(tokenizer, text.as_bytes());
+        if let Some(n) = self.get(&key) {
+            return (n, true);
+        }
+        let entry = self.inner.entry(key).or_insert_with(|| tokenizer.count(text));
+        (entry.value().to_owned(), !entry.is_fresh())
     }
 }
 

@@ -25,6 +25,7 @@ pub mod tokenizer;
 pub mod tools;
 pub mod turns;
 pub mod validate;
+pub mod volatile;
 
 pub use assembler::{Assembler, Cancel, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
 pub use error::{AssembleError, FieldViolation};

@@ -34,6 +34,8 @@ pub const IN_FLIGHT_REQUESTS: &str = "assembler_in_flight_requests";
 /// Configuration reloads (SIGHUP) by result: `applied` or `refused`.
 pub const CONFIG_RELOADS_TOTAL: &str = "assembler_config_reloads_total";
 
+/// Responses whose static prefix holds a volatile value, by kind.
+pub const PREFIX_VOLATILE_TOTAL: &str = "assembler_prefix_volatile_total";
 /// Client connections open now.
 pub const OPEN_CONNECTIONS: &str = "assembler_open_connections";
 /// Connections closed at once because `limits.max_connections` were open.
@@ -145,6 +147,11 @@ pub fn describe() {
     );
     describe_gauge!(OPEN_CONNECTIONS, Unit::Count, "client connections open");
     describe_counter!(
+        PREFIX_VOLATILE_TOTAL,
+        Unit::Count,
+        "assembled prompts whose static prefix holds a volatile value (timestamp, date, uuid, hex_id)"
+    );
+    describe_counter!(
         CONNECTIONS_REFUSED_TOTAL,
         Unit::Count,
         "connections closed at once because the connection limit was reached"
@@ -181,6 +188,9 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
     }
     gauge!(IN_FLIGHT_REQUESTS).increment(0.0);
     gauge!(OPEN_CONNECTIONS).increment(0.0);
+    for kind in crate::assemble::volatile::Volatile::ALL {
+        counter!(PREFIX_VOLATILE_TOTAL, "kind" => kind.as_str()).increment(0);
+    }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
     for result in [RELOAD_APPLIED, RELOAD_REFUSED] {
         counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(0);
@@ -202,6 +212,11 @@ pub fn refused(rpc: &'static str, reason: &'static str) {
 /// Moves the in-flight gauge by `delta`.
 pub fn in_flight(delta: f64) {
     gauge!(IN_FLIGHT_REQUESTS).increment(delta);
+}
+
+/// Records a static prefix holding a volatile value of `kind`.
+pub fn prefix_volatile(kind: &'static str) {
+    counter!(PREFIX_VOLATILE_TOTAL, "kind" => kind).increment(1);
 }
 
 /// Moves the open-connections gauge by `delta`.
