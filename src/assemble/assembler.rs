@@ -198,6 +198,30 @@ impl Assembler {
         req: AssembleRequest,
         cancel: &Cancel,
     ) -> Result<Assembly, AssembleError> {
+        self.assemble_with_prefix(req, None, cancel).0
+    }
+
+    /// [`Assembler::assemble_cancellable`] with the prefix hash already
+    /// made for identical static parts (batches hash each prefix once).
+    /// Returns the prefix key it used, when it got that far.
+    pub(crate) fn assemble_with_prefix(
+        &self,
+        req: AssembleRequest,
+        prefix: Option<&PrefixKey>,
+        cancel: &Cancel,
+    ) -> (Result<Assembly, AssembleError>, Option<PrefixKey>) {
+        match self.assemble_inner(req, prefix, cancel) {
+            Ok((a, key)) => (Ok(a), Some(key)),
+            Err(e) => (Err(e), None),
+        }
+    }
+
+    fn assemble_inner(
+        &self,
+        req: AssembleRequest,
+        prefix: Option<&PrefixKey>,
+        cancel: &Cancel,
+    ) -> Result<(Assembly, PrefixKey), AssembleError> {
         let Resolved {
             spec,
             policy,
@@ -206,10 +230,14 @@ impl Assembler {
         } = validate::validate(&req, &self.catalog()).map_err(AssembleError::InvalidArgument)?;
         let mut pipeline = Pipeline::new(self, &spec, &policy, &req, budget, cancel);
         pipeline.tools = &tools;
+        let key = prefix
+            .cloned()
+            .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
+        pipeline.prefix = Some(key.clone());
         let result = pipeline.run();
         pipeline.record_lookups();
         let (plan, usage, cache, decisions, warnings) = result?;
-        Ok(Assembly {
+        let assembly = Assembly {
             request_id: req.request_id.clone(),
             model: spec.name.clone(),
             messages: layout::materialize(plan, req),
@@ -218,7 +246,24 @@ impl Assembler {
             decisions,
             warnings,
             tools,
-        })
+        };
+        Ok((assembly, key))
+    }
+}
+
+/// A static prefix's hash (hex and digest) and content bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixKey {
+    hex: String,
+    digest: [u8; 32],
+    bytes: u64,
+}
+
+impl PrefixKey {
+    /// Hashes canonical `tools` and `segments`.
+    pub fn of(tools: &[String], segments: &[super::request::Segment]) -> Self {
+        let (hex, digest, bytes) = render::prefix_hash(tools, segments);
+        PrefixKey { hex, digest, bytes }
     }
 }
 
@@ -263,6 +308,8 @@ pub(crate) struct Pipeline<'a> {
     pub req: &'a AssembleRequest,
     /// Canonical tool definitions.
     tools: &'a [String],
+    /// The static prefix's hash.
+    prefix: Option<PrefixKey>,
     budget: Budget,
     pub measured: Vec<Measured>,
     pub warnings: Vec<Warning>,
@@ -287,6 +334,7 @@ impl<'a> Pipeline<'a> {
             cancel,
             req,
             tools: &[],
+            prefix: None,
             budget,
             measured: Vec::new(),
             warnings: Vec::new(),
@@ -328,8 +376,14 @@ impl<'a> Pipeline<'a> {
 
     fn run(&mut self) -> Result<RunOutput, AssembleError> {
         let req = self.req;
-        let (prefix_hash, prefix_digest, prefix_bytes) =
-            render::prefix_hash(self.tools, &req.static_segments);
+        let PrefixKey {
+            hex: prefix_hash,
+            digest: prefix_digest,
+            bytes: prefix_bytes,
+        } = self
+            .prefix
+            .take()
+            .unwrap_or_else(|| PrefixKey::of(self.tools, &req.static_segments));
         let (static_tokens, prefix_hit) = self.static_tokens(&prefix_digest);
         let query_tokens = self.message_cost(Role::User, self.count(&req.query));
         let tools_tokens = self

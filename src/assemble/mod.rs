@@ -12,6 +12,7 @@
 
 pub mod allocate;
 pub mod assembler;
+pub mod batch;
 pub mod cache;
 pub mod error;
 mod layout;

@@ -237,4 +237,7 @@ pub struct AssembleRequest {
     pub policy: String,
     /// Tool definitions, one JSON object each, in the order to send them.
     pub tools: Vec<String>,
+    /// Partitions provider and engine caches (e.g. per tenant): requests
+    /// with different salts are never grouped together.
+    pub cache_salt: String,
 }

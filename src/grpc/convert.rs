@@ -158,6 +158,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
             session_id: r.session_id,
             policy: r.policy,
             tools: r.tools,
+            cache_salt: r.cache_salt,
         })
     }
 }
@@ -308,7 +309,27 @@ impl From<domain::AssembleRequest> for pb::AssembleRequest {
             session_id: r.session_id,
             policy: r.policy,
             tools: r.tools,
+            cache_salt: r.cache_salt,
         }
+    }
+}
+
+/// A request's error as it travels inside a batch or stream answer.
+pub fn request_error(status: &tonic::Status) -> pb::RequestError {
+    pb::RequestError {
+        code: status.code() as i32,
+        message: status.message().to_owned(),
+        status_details: status.details().to_vec(),
+    }
+}
+
+/// One request's outcome as a wire result.
+pub fn assemble_result(outcome: Result<Assembly, AssembleError>) -> pb::AssembleResult {
+    pb::AssembleResult {
+        result: Some(match outcome {
+            Ok(a) => pb::assemble_result::Result::Response(a.into()),
+            Err(e) => pb::assemble_result::Result::Error(request_error(&super::status::to_status(&e))),
+        }),
     }
 }
 

@@ -14,7 +14,7 @@ use super::convert;
 use super::gate::Slot;
 use super::pb;
 use super::status::{code_label, refusal_status, to_status};
-use crate::assemble::{self as domain, AssembleError, Assembler, Cancel};
+use crate::assemble::{self as domain, AssembleError, Assembler, Cancel, batch};
 use crate::telemetry::metrics;
 
 /// The service over a shared [`Assembler`].
@@ -29,6 +29,43 @@ impl AssemblerService {
     pub fn new(assembler: Arc<Assembler>, admission: Admission) -> Self {
         AssemblerService { assembler, admission }
     }
+
+    /// One Assemble: shape, slot, conversion, the domain, metrics.
+    async fn assemble_one(
+        &self,
+        rpc: &'static str,
+        permit: Result<Permit, Refusal>,
+        wire: pb::AssembleRequest,
+    ) -> Result<pb::AssembleResponse, Status> {
+        let span = tracing::Span::current();
+        span.record("request_id", wire.request_id.as_str());
+        span.record("model", wire.model.as_str());
+        span.record("blocks", wire.blocks.len());
+        let items = wire.blocks.iter().map(|b| b.items.len()).sum();
+        self.admission
+            .check_shape(wire.blocks.len(), items)
+            .map_err(|r| refuse(rpc, r))?;
+        let permit = permit.map_err(|r| refuse(rpc, r))?;
+        let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
+        let assembler = self.assembler.clone();
+        let outcome = blocking(permit, move |cancel| assembler.assemble_cancellable(req, cancel)).await?;
+        record(outcome)
+            .map(pb::AssembleResponse::from)
+            .map_err(|e| to_status(&e))
+    }
+}
+
+/// Answers buffered per AssembleStream.
+const STREAM_BUFFER: usize = 16;
+
+/// Records an assembly's metrics (or a budget overflow) and passes it on.
+fn record(outcome: Result<domain::Assembly, AssembleError>) -> Result<domain::Assembly, AssembleError> {
+    match &outcome {
+        Ok(a) => metrics::assembly(a),
+        Err(AssembleError::BudgetOverflow { model, .. }) => metrics::budget_overflow(model.clone()),
+        Err(_) => {}
+    }
+    outcome
 }
 
 /// Counts a refusal and turns it into its status.
@@ -98,35 +135,133 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "Assemble";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
+        let result = self.assemble_one(RPC, permit, request.into_inner()).await;
+        finish(RPC, started, result)
+    }
+
+    #[instrument(skip_all, fields(rpc = "AssembleBatch", requests, code))]
+    async fn assemble_batch(
+        &self,
+        mut request: Request<pb::AssembleBatchRequest>,
+    ) -> Result<Response<pb::AssembleBatchResponse>, Status> {
+        const RPC: &str = "AssembleBatch";
+        let started = Instant::now();
+        let permit = slot(&self.admission, &mut request);
         let wire = request.into_inner();
-        let span = tracing::Span::current();
-        span.record("request_id", wire.request_id.as_str());
-        span.record("model", wire.model.as_str());
-        span.record("blocks", wire.blocks.len());
+        tracing::Span::current().record("requests", wire.requests.len());
         let result = async {
-            let items = wire.blocks.iter().map(|b| b.items.len()).sum();
-            self.admission
-                .check_shape(wire.blocks.len(), items)
-                .map_err(|r| refuse(RPC, r))?;
             let permit = permit.map_err(|r| refuse(RPC, r))?;
-            let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
-            let assembler = self.assembler.clone();
-            let outcome = blocking(permit, move |cancel| assembler.assemble_cancellable(req, cancel)).await?;
-            match outcome {
-                Ok(a) => {
-                    metrics::assembly(&a);
-                    Ok(pb::AssembleResponse::from(a))
-                }
-                Err(e) => {
-                    if let AssembleError::BudgetOverflow { model, .. } = &e {
-                        metrics::budget_overflow(model.clone());
+            let n = wire.requests.len();
+            // Shape and conversion per request: one bad request fails alone.
+            let mut early: Vec<Option<Status>> = Vec::with_capacity(n);
+            let mut valid: Vec<usize> = Vec::with_capacity(n);
+            let mut requests = Vec::with_capacity(n);
+            for (i, r) in wire.requests.into_iter().enumerate() {
+                let items = r.blocks.iter().map(|b| b.items.len()).sum();
+                let converted = self
+                    .admission
+                    .check_shape(r.blocks.len(), items)
+                    .map_err(|x| refuse(RPC, x))
+                    .and_then(|()| domain::AssembleRequest::try_from(r).map_err(|e| to_status(&e)));
+                match converted {
+                    Ok(req) => {
+                        valid.push(i);
+                        requests.push(req);
+                        early.push(None);
                     }
-                    Err(to_status(&e))
+                    Err(status) => early.push(Some(status)),
                 }
             }
+            let assembler = self.assembler.clone();
+            let outcome = blocking(permit, move |cancel| {
+                batch::assemble_batch(&assembler, requests, cancel)
+            })
+            .await?;
+            let mut results: Vec<pb::AssembleResult> = early
+                .into_iter()
+                .map(|e| pb::AssembleResult {
+                    result: e.map(|s| pb::assemble_result::Result::Error(convert::request_error(&s))),
+                })
+                .collect();
+            for (k, r) in outcome.results.into_iter().enumerate() {
+                results[valid[k]] = convert::assemble_result(record(r));
+            }
+            let at = |k: usize| u32::try_from(valid[k]).unwrap_or(u32::MAX);
+            Ok(pb::AssembleBatchResponse {
+                results,
+                groups: outcome
+                    .groups
+                    .into_iter()
+                    .map(|g| pb::BatchGroup {
+                        model: g.model,
+                        tokenizer: g.tokenizer,
+                        cache_salt: g.cache_salt,
+                        prefix_hash: g.prefix_hash,
+                        members: g.members.iter().map(|&m| at(m)).collect(),
+                        warmup: at(g.warmup),
+                        shared_prefix_tokens: g.shared_prefix_tokens,
+                        tokens_saved: g.tokens_saved,
+                    })
+                    .collect(),
+                order: outcome.order.into_iter().map(at).collect(),
+            })
         }
         .await;
         finish(RPC, started, result)
+    }
+
+    type AssembleStreamStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<pb::AssembleStreamResponse, Status>> + Send>,
+    >;
+
+    #[instrument(skip_all, fields(rpc = "AssembleStream"))]
+    async fn assemble_stream(
+        &self,
+        request: Request<tonic::Streaming<pb::AssembleRequest>>,
+    ) -> Result<Response<Self::AssembleStreamStream>, Status> {
+        const RPC: &str = "AssembleStream";
+        let mut inbound = request.into_inner();
+        let service = self.clone();
+        // One message at a time; a small buffer of answers. A client that
+        // stops reading stops the stream's work.
+        let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(async move {
+            let mut index = 0u64;
+            loop {
+                let wire = match inbound.message().await {
+                    Ok(Some(m)) => m,
+                    Ok(None) => break,
+                    Err(status) => {
+                        let _ = tx.send(Err(status)).await;
+                        break;
+                    }
+                };
+                let started = Instant::now();
+                let request_id = wire.request_id.clone();
+                let result = service.assemble_one(RPC, service.admission.admit(), wire).await;
+                let code = result.as_ref().map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+                metrics::request(RPC, code_label(code), started.elapsed());
+                let answer = pb::AssembleStreamResponse {
+                    index,
+                    request_id,
+                    result: Some(match result {
+                        Ok(r) => pb::AssembleResult {
+                            result: Some(pb::assemble_result::Result::Response(r)),
+                        },
+                        Err(s) => pb::AssembleResult {
+                            result: Some(pb::assemble_result::Result::Error(convert::request_error(&s))),
+                        },
+                    }),
+                };
+                if tx.send(Ok(answer)).await.is_err() {
+                    break;
+                }
+                index += 1;
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     #[instrument(skip_all, fields(rpc = "CountTokens", bytes, code))]

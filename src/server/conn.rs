@@ -128,8 +128,10 @@ where
 
     fn call(&mut self, req: http::Request<Incoming>) -> Self::Future {
         let path = req.uri().path();
-        let unary =
-            (path.ends_with("/Assemble") || path.ends_with("/CountTokens")).then(|| self.unary.clone());
+        let unary = ["/Assemble", "/CountTokens", "/AssembleBatch"]
+            .iter()
+            .any(|m| path.ends_with(m))
+            .then(|| self.unary.clone());
         self.activity.open.fetch_add(1, Ordering::AcqRel);
         if let Some(u) = &unary {
             u.0.fetch_add(1, Ordering::AcqRel);

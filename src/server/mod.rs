@@ -278,7 +278,9 @@ impl Bound {
         reloads.abort();
         let _ = drain_tx.send(true);
         let open_connections = || (limits.max_connections as usize).saturating_sub(slots.available_permits());
-        match tokio::time::timeout(config.drain, drained(&unary, open_connections)).await {
+        // Unary calls not yet answered, and work in progress (stream messages).
+        let busy = || unary.open() + admission.in_flight();
+        match tokio::time::timeout(config.drain, drained(busy, open_connections)).await {
             Ok(0) => info!("drained cleanly"),
             Ok(streams) => info!(
                 connections = streams,
@@ -294,17 +296,17 @@ impl Bound {
     }
 }
 
-/// Resolves once every connection has closed (0), or once no unary request
-/// has been open for [`FLUSH_GRACE`] while connections with only long-lived
-/// streams remain (their number).
-async fn drained(unary: &Unary, open_connections: impl Fn() -> usize) -> usize {
+/// Resolves once every connection has closed (0), or once nothing has been
+/// `busy` for [`FLUSH_GRACE`] while connections with only long-lived streams
+/// remain (their number).
+async fn drained(busy: impl Fn() -> usize, open_connections: impl Fn() -> usize) -> usize {
     let mut quiet_since: Option<std::time::Instant> = None;
     loop {
         let connections = open_connections();
         if connections == 0 {
             return 0;
         }
-        if unary.open() == 0 {
+        if busy() == 0 {
             let since = *quiet_since.get_or_insert_with(std::time::Instant::now);
             if since.elapsed() >= FLUSH_GRACE {
                 return connections;

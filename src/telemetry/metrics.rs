@@ -164,7 +164,13 @@ pub fn describe() {
 }
 
 /// RPC names, as labelled.
-pub const RPCS: [&str; 3] = ["Assemble", "CountTokens", "ListModels"];
+pub const RPCS: [&str; 5] = [
+    "Assemble",
+    "CountTokens",
+    "ListModels",
+    "AssembleBatch",
+    "AssembleStream",
+];
 
 /// Starts the series alerts and dashboards rely on at zero, so that a fresh
 /// sidecar's scrape already has them (`rate()` needs two samples).
@@ -181,7 +187,7 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
         counter!(ITEMS_DROPPED_TOTAL, "kind" => kind.as_str()).increment(0);
     }
     models_known(models);
-    for rpc in ["Assemble", "CountTokens"] {
+    for rpc in ["Assemble", "CountTokens", "AssembleBatch", "AssembleStream"] {
         for reason in REFUSAL_REASONS {
             counter!(REQUESTS_REFUSED_TOTAL, "rpc" => rpc, "reason" => reason).increment(0);
         }

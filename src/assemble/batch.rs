@@ -1,0 +1,230 @@
+//! Batches: many requests assembled together, grouped by what a provider or
+//! engine prompt cache can share, and ordered for dispatch.
+//!
+//! - Each distinct static prefix (tools and segments) is found by byte
+//!   comparison, hashed once per batch and counted once (the prefix cache and
+//!   single flight do the rest).
+//! - Groups partition the successful results by (model entry, tokenizer,
+//!   `cache_salt`, prefix hash); the first member is the warm-up: send it
+//!   first, the rest once it has primed the provider's cache.
+//! - The dispatch order keeps each group contiguous and walks the groups
+//!   depth-first over the tree of their static segments (children in order
+//!   of first appearance), so requests sharing longer prefixes are adjacent.
+
+use std::collections::HashMap;
+
+use super::assembler::{Assembler, Cancel, PrefixKey};
+use super::error::AssembleError;
+use super::request::AssembleRequest;
+use super::response::Assembly;
+
+/// One group of requests sharing a cacheable prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// The model table entry.
+    pub model: String,
+    /// The tokenizer id.
+    pub tokenizer: String,
+    /// The members' `cache_salt`.
+    pub cache_salt: String,
+    /// The shared prefix hash.
+    pub prefix_hash: String,
+    /// Indexes into the batch, ascending.
+    pub members: Vec<usize>,
+    /// The member to send first.
+    pub warmup: usize,
+    /// Tokens of the shared static prefix.
+    pub shared_prefix_tokens: u32,
+    /// Prefix tokens a prefix cache saves if the warm-up primes it:
+    /// `shared_prefix_tokens x (members - 1)`.
+    pub tokens_saved: u64,
+}
+
+/// The outcome of a batch.
+#[derive(Debug)]
+pub struct BatchOutcome {
+    /// One result per request, in request order.
+    pub results: Vec<Result<Assembly, AssembleError>>,
+    /// Groups of the successful results.
+    pub groups: Vec<Group>,
+    /// Dispatch order: indexes of the successful results.
+    pub order: Vec<usize>,
+}
+
+/// Assembles every request; one failing never fails the others.
+pub fn assemble_batch(asm: &Assembler, requests: Vec<AssembleRequest>, cancel: &Cancel) -> BatchOutcome {
+    // Distinct static parts, by byte comparison: the first request of each
+    // class hashes it, the others reuse that hash.
+    let mut reps: Vec<usize> = Vec::new();
+    let class: Vec<usize> = requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let same = reps.iter().position(|&rep| {
+                let other = &requests[rep];
+                other.tools == r.tools
+                    && other.static_segments.len() == r.static_segments.len()
+                    && other
+                        .static_segments
+                        .iter()
+                        .zip(&r.static_segments)
+                        .all(|(a, b)| a.content == b.content)
+            });
+            same.unwrap_or_else(|| {
+                reps.push(i);
+                reps.len() - 1
+            })
+        })
+        .collect();
+    let mut keys: Vec<Option<PrefixKey>> = vec![None; reps.len()];
+
+    // Segment paths for the dispatch tree: segments interned in order of
+    // first appearance.
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let paths: Vec<Vec<u32>> = requests
+        .iter()
+        .map(|r| {
+            r.static_segments
+                .iter()
+                .map(|s| {
+                    let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+                    *ids.entry(s.content.as_str()).or_insert(next)
+                })
+                .collect()
+        })
+        .collect();
+    let salts: Vec<String> = requests.iter().map(|r| r.cache_salt.clone()).collect();
+
+    let results: Vec<Result<Assembly, AssembleError>> = requests
+        .into_iter()
+        .zip(&class)
+        .map(|(r, &c)| {
+            let (result, key) = asm.assemble_with_prefix(r, keys[c].as_ref(), cancel);
+            if keys[c].is_none() {
+                keys[c] = key;
+            }
+            result
+        })
+        .collect();
+
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_path: Vec<&Vec<u32>> = Vec::new();
+    for (i, result) in results.iter().enumerate() {
+        let Ok(a) = result else { continue };
+        let found = groups.iter_mut().find(|g| {
+            g.model == a.model
+                && g.tokenizer == a.usage.tokenizer
+                && g.cache_salt == salts[i]
+                && g.prefix_hash == a.cache.prefix_hash
+        });
+        match found {
+            Some(g) => {
+                g.members.push(i);
+                g.tokens_saved += u64::from(g.shared_prefix_tokens);
+            }
+            None => {
+                groups.push(Group {
+                    model: a.model.clone(),
+                    tokenizer: a.usage.tokenizer.clone(),
+                    cache_salt: salts[i].clone(),
+                    prefix_hash: a.cache.prefix_hash.clone(),
+                    members: vec![i],
+                    warmup: i,
+                    shared_prefix_tokens: a.cache.prefix_tokens,
+                    tokens_saved: 0,
+                });
+                group_path.push(&paths[i]);
+            }
+        }
+    }
+    // Depth-first over the segment tree = lexicographic order of the paths
+    // (a parent's path is a prefix of its children's, so it comes first);
+    // ties keep first appearance.
+    let mut by_tree: Vec<usize> = (0..groups.len()).collect();
+    by_tree.sort_by(|&a, &b| group_path[a].cmp(group_path[b]).then(a.cmp(&b)));
+    let order = by_tree
+        .iter()
+        .flat_map(|&g| groups[g].members.iter().copied())
+        .collect();
+    let groups = by_tree.into_iter().map(|g| groups[g].clone()).collect();
+    BatchOutcome {
+        results,
+        groups,
+        order,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::assemble::request::{Segment, SegmentKind};
+
+    fn request(statics: &[usize], model: &str, salt: &str, q: usize) -> AssembleRequest {
+        const TEXTS: [&str; 3] = ["You are careful. ", "Be brief. ", "Cite sources. "];
+        AssembleRequest {
+            model: model.to_owned(),
+            cache_salt: salt.to_owned(),
+            static_segments: statics
+                .iter()
+                .map(|&i| Segment {
+                    id: format!("s{i}"),
+                    kind: SegmentKind::System,
+                    content: TEXTS[i].to_owned(),
+                })
+                .collect(),
+            query: format!("question {q}"),
+            ..AssembleRequest::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Groups partition the successes by (model, tokenizer, salt, hash);
+        /// the order is a permutation of the successes that keeps each group
+        /// contiguous, warm-up first, and never puts a group before one whose
+        /// segments are a prefix of its own.
+        #[test]
+        fn groups_and_order_follow_the_rules(specs in prop::collection::vec(
+            (prop::collection::vec(0usize..3, 0..3), prop::sample::select(vec!["gpt-4o", "gpt-4", "nope"]),
+             prop::sample::select(vec!["", "t1"]), 0usize..3), 0..12)) {
+            let asm = Assembler::new(crate::config::default_catalog(), 1 << 20);
+            let reqs: Vec<AssembleRequest> = specs.iter().map(|(s, m, salt, q)| request(s, m, salt, *q)).collect();
+            let out = assemble_batch(&asm, reqs.clone(), &Cancel::new());
+            prop_assert_eq!(out.results.len(), reqs.len());
+            let ok: Vec<usize> = (0..reqs.len()).filter(|&i| out.results[i].is_ok()).collect();
+            let mut members: Vec<usize> = out.groups.iter().flat_map(|g| g.members.clone()).collect();
+            members.sort_unstable();
+            prop_assert_eq!(&members, &ok);
+            let mut sorted = out.order.clone();
+            sorted.sort_unstable();
+            prop_assert_eq!(&sorted, &ok);
+            let mut at = 0;
+            for g in &out.groups {
+                prop_assert_eq!(g.warmup, g.members[0]);
+                prop_assert_eq!(out.order[at], g.warmup);
+                let mut span: Vec<usize> = out.order[at..at + g.members.len()].to_vec();
+                span.sort_unstable();
+                prop_assert_eq!(&span, &g.members);
+                at += g.members.len();
+                for &m in &g.members {
+                    let a = out.results[m].as_ref().unwrap();
+                    prop_assert_eq!(&a.model, &g.model);
+                    prop_assert_eq!(&a.cache.prefix_hash, &g.prefix_hash);
+                    prop_assert_eq!(&reqs[m].cache_salt, &g.cache_salt);
+                }
+                prop_assert_eq!(g.tokens_saved, u64::from(g.shared_prefix_tokens) * (g.members.len() as u64 - 1));
+            }
+            // A group whose segments are a strict prefix of another's comes first.
+            let path = |g: &Group| specs[g.warmup].0.clone();
+            for (i, gi) in out.groups.iter().enumerate() {
+                for gj in &out.groups[..i] {
+                    let (pi, pj) = (path(gi), path(gj));
+                    prop_assert!(!(pi.len() < pj.len() && pj.starts_with(&pi)), "{:?} after {:?}", pi, pj);
+                }
+            }
+        }
+    }
+}
