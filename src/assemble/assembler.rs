@@ -236,7 +236,7 @@ impl Assembler {
         pipeline.prefix = Some(key.clone());
         let result = pipeline.run();
         pipeline.record_lookups();
-        let (plan, usage, cache, decisions, warnings) = result?;
+        let (plan, usage, cache, hints, decisions, warnings) = result?;
         let assembly = Assembly {
             request_id: req.request_id.clone(),
             model: spec.name.clone(),
@@ -246,6 +246,7 @@ impl Assembler {
             decisions,
             warnings,
             tools,
+            hints,
         };
         Ok((assembly, key))
     }
@@ -294,6 +295,7 @@ type RunOutput = (
     layout::Plan,
     Usage,
     CacheInfo,
+    super::response::CacheHints,
     Vec<super::response::BlockDecision>,
     Vec<Warning>,
 );
@@ -415,6 +417,15 @@ impl<'a> Pipeline<'a> {
 
         self.check_cancelled()?;
         let plan = layout::plan(self, &alloc);
+        let hints = super::hints::of(
+            self.spec,
+            req,
+            self.tools.len(),
+            &plan,
+            &prefix_hash,
+            static_tokens,
+            tools_tokens,
+        );
         let decisions = report::decisions(self, &plans, &alloc);
         // The tools are reserved from the budget but are not messages.
         let total = u32::try_from(alloc.used.saturating_sub(u64::from(tools_tokens))).unwrap_or(u32::MAX);
@@ -436,7 +447,14 @@ impl<'a> Pipeline<'a> {
             prefix_message_count: u32::try_from(req.static_segments.len()).unwrap_or(u32::MAX),
             prefix_cache_hit: prefix_hit,
         };
-        Ok((plan, usage, cache, decisions, std::mem::take(&mut self.warnings)))
+        Ok((
+            plan,
+            usage,
+            cache,
+            hints,
+            decisions,
+            std::mem::take(&mut self.warnings),
+        ))
     }
 
     /// Tokens of the static prefix messages and its volatile values: one

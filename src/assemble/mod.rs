@@ -15,6 +15,7 @@ pub mod assembler;
 pub mod batch;
 pub mod cache;
 pub mod error;
+mod hints;
 mod layout;
 pub mod models;
 pub mod policy;
@@ -33,5 +34,8 @@ pub use error::{AssembleError, FieldViolation};
 pub use models::{ModelSpec, ModelTable};
 pub use policy::{Catalog, DEFAULT_POLICY, Policy};
 pub use request::{AssembleRequest, Block, BlockKind, Item, Principal, Role, Segment, SegmentKind};
-pub use response::{Assembly, BlockDecision, CacheInfo, Message, Outcome, Usage, Warning};
+pub use response::{
+    Assembly, BlockDecision, Breakpoint, BreakpointKind, CacheHints, CacheInfo, Message, Outcome, Usage,
+    Warning,
+};
 pub use tokenizer::{Encoding, Tokenizer};

@@ -18,6 +18,30 @@ pub struct ModelSpec {
     pub context_window: u32,
     /// Default output reserve in tokens.
     pub output_reserve: u32,
+    /// What the model's provider or engine caches need.
+    pub cache: CacheSettings,
+}
+
+/// Prompt-cache settings of a model's provider or serving engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// The provider's minimum cacheable prefix, in tokens.
+    pub min_tokens: u32,
+    /// The engine's cache block size (vLLM 16, TensorRT-LLM 32), in tokens.
+    pub engine_block_tokens: u32,
+    /// Shards of the OpenAI `prompt_cache_key`, to keep each key under the
+    /// provider's ~15 requests/minute spill-over.
+    pub key_shards: u32,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            min_tokens: 1024,
+            engine_block_tokens: 16,
+            key_shards: 1,
+        }
+    }
 }
 
 impl ModelSpec {

@@ -66,6 +66,49 @@ pub struct CacheInfo {
     pub prefix_cache_hit: bool,
 }
 
+/// Where a prompt-cache breakpoint goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakpointKind {
+    /// After the last tool definition (`index` into the tools).
+    EndOfTools,
+    /// After the last non-example static message (`index` into messages).
+    EndOfSystem,
+    /// After the last static examples message (`index` into messages).
+    EndOfExamples,
+    /// After the last conversation turn: stable in the session's next request.
+    LastStableMessage,
+}
+
+/// An Anthropic/Bedrock-style cache breakpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breakpoint {
+    /// What it closes.
+    pub kind: BreakpointKind,
+    /// Index into the tools (`EndOfTools`) or the messages.
+    pub index: u32,
+}
+
+/// Hints for provider, engine and router caches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheHints {
+    /// The version of the rendering rules the prefix hash covers.
+    pub prefix_version: String,
+    /// At most 4, in prompt order.
+    pub breakpoints: Vec<Breakpoint>,
+    /// OpenAI `prompt_cache_key`: prefix hash plus a shard suffix.
+    pub prompt_cache_key: String,
+    /// A key for self-hosted cache-aware routers.
+    pub affinity_key: String,
+    /// Header names and values those routers read.
+    pub routing_headers: Vec<(String, String)>,
+    /// Prefix tokens floored to the engine's cache block size.
+    pub engine_cacheable_tokens: u32,
+    /// The provider's minimum cacheable prefix.
+    pub provider_minimum_tokens: u32,
+    /// Whether tools plus static prefix are below that minimum (nothing cached).
+    pub below_provider_minimum: bool,
+}
+
 /// What happened to a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
@@ -149,4 +192,6 @@ pub struct Assembly {
     pub warnings: Vec<Warning>,
     /// The tool definitions as canonical JSON, in the given order.
     pub tools: Vec<String>,
+    /// Cache hints.
+    pub hints: CacheHints,
 }

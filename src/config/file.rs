@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use serde::Deserialize;
 
 use super::{ConfigError, LogFormat};
+use crate::assemble::models::CacheSettings;
 use crate::assemble::{BlockKind, Catalog, Encoding, ModelSpec, ModelTable, Policy, Role, Tokenizer};
 
 /// The embedded default configuration, printed by `config --print-default`.
@@ -106,6 +107,12 @@ pub struct ModelEntry {
     pub context_window: u32,
     /// Default output reserve in tokens.
     pub output_reserve: u32,
+    /// Provider minimum cacheable prefix in tokens (default 1024).
+    pub cache_min_tokens: Option<u32>,
+    /// Engine cache block size in tokens (default 16).
+    pub engine_block_tokens: Option<u32>,
+    /// Shards of the OpenAI prompt_cache_key (default 1).
+    pub prompt_cache_key_shards: Option<u32>,
 }
 
 /// One `[policies.NAME]` entry.
@@ -250,7 +257,34 @@ fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
                 "must be less than context_window",
             ));
         }
+        let defaults = CacheSettings::default();
+        let cache = CacheSettings {
+            min_tokens: m
+                .cache_min_tokens
+                .unwrap_or(defaults.min_tokens.min(m.context_window)),
+            engine_block_tokens: m.engine_block_tokens.unwrap_or(defaults.engine_block_tokens),
+            key_shards: m.prompt_cache_key_shards.unwrap_or(defaults.key_shards),
+        };
+        if cache.min_tokens > m.context_window {
+            return Err(ConfigError::new(
+                key("cache_min_tokens"),
+                "must not exceed context_window",
+            ));
+        }
+        if !(1..=4096).contains(&cache.engine_block_tokens) {
+            return Err(ConfigError::new(
+                key("engine_block_tokens"),
+                "must be between 1 and 4096",
+            ));
+        }
+        if !(1..=1024).contains(&cache.key_shards) {
+            return Err(ConfigError::new(
+                key("prompt_cache_key_shards"),
+                "must be between 1 and 1024",
+            ));
+        }
         specs.push(ModelSpec {
+            cache,
             name: m.name.clone(),
             prefix: m.prefix,
             tokenizer: if m.estimate_margin_percent == 0 {

@@ -153,6 +153,20 @@ fn bad_settings_name_their_key() {
     );
     assert_eq!(f_key("models = []\n"), "models");
     assert_eq!(
+        f_key(
+            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n\
+             engine_block_tokens = 0\n"
+        ),
+        "models[0].engine_block_tokens"
+    );
+    assert_eq!(
+        f_key(
+            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n\
+             cache_min_tokens = 11\n"
+        ),
+        "models[0].cache_min_tokens"
+    );
+    assert_eq!(
         f_key("[policies.p]\ncontext_role = \"assistant\"\n"),
         "policies.p.context_role"
     );

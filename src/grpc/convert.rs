@@ -169,6 +169,7 @@ impl From<Assembly> for pb::AssembleResponse {
             request_id: a.request_id,
             model: a.model,
             tools: a.tools,
+            hints: Some(hints_to_wire(a.hints)),
             messages: a
                 .messages
                 .into_iter()
@@ -311,6 +312,37 @@ impl From<domain::AssembleRequest> for pb::AssembleRequest {
             tools: r.tools,
             cache_salt: r.cache_salt,
         }
+    }
+}
+
+fn hints_to_wire(h: domain::CacheHints) -> pb::CacheHints {
+    use domain::BreakpointKind as K;
+    pb::CacheHints {
+        prefix_version: h.prefix_version,
+        breakpoints: h
+            .breakpoints
+            .into_iter()
+            .map(|b| pb::Breakpoint {
+                kind: match b.kind {
+                    K::EndOfTools => pb::BreakpointKind::EndOfTools,
+                    K::EndOfSystem => pb::BreakpointKind::EndOfSystem,
+                    K::EndOfExamples => pb::BreakpointKind::EndOfExamples,
+                    K::LastStableMessage => pb::BreakpointKind::LastStableMessage,
+                }
+                .into(),
+                index: b.index,
+            })
+            .collect(),
+        prompt_cache_key: h.prompt_cache_key,
+        affinity_key: h.affinity_key,
+        routing_headers: h
+            .routing_headers
+            .into_iter()
+            .map(|(name, value)| pb::RoutingHeader { name, value })
+            .collect(),
+        engine_cacheable_tokens: h.engine_cacheable_tokens,
+        provider_minimum_tokens: h.provider_minimum_tokens,
+        below_provider_minimum: h.below_provider_minimum,
     }
 }
 

@@ -666,3 +666,80 @@ fn a_cancelled_run_stops_and_caches_nothing_wrong() {
         done.usage.total_tokens
     );
 }
+
+#[test]
+fn cache_hints_place_breakpoints_and_keys() {
+    use crate::assemble::response::BreakpointKind as K;
+    let a = asm();
+    let mut req = request(vec![
+        block(
+            "history",
+            BlockKind::History,
+            vec![
+                turn("h1", Role::User, "Hi."),
+                turn("h2", Role::Assistant, "Hello!"),
+            ],
+        ),
+        block(
+            "evidence",
+            BlockKind::Evidence,
+            vec![item("d1", "Refunds within 30 days.", 0.9)],
+        ),
+    ]);
+    req.static_segments.push(Segment {
+        id: "examples".to_owned(),
+        kind: SegmentKind::Examples,
+        content: "Q: x? A: y.".to_owned(),
+    });
+    req.tools = vec![
+        r#"{"name":"lookup"}"#.to_owned(),
+        r#"{"name":"search"}"#.to_owned(),
+    ];
+    req.session_id = "session-7".to_owned();
+    let out = a.assemble(req.clone()).unwrap();
+    let h = &out.hints;
+    let kinds: Vec<(K, u32)> = h.breakpoints.iter().map(|b| (b.kind, b.index)).collect();
+    // tools[1]; system = messages[0]; examples = messages[1]; turns at 2, 3.
+    assert_eq!(
+        kinds,
+        [
+            (K::EndOfTools, 1),
+            (K::EndOfSystem, 0),
+            (K::EndOfExamples, 1),
+            (K::LastStableMessage, 3)
+        ]
+    );
+    assert_eq!(out.messages[3].content, "Hello!");
+    assert_eq!(h.prompt_cache_key, format!("{}-0", &out.cache.prefix_hash[..32]));
+    assert_eq!(h.affinity_key, &out.cache.prefix_hash[..32]);
+    assert_eq!(
+        h.routing_headers,
+        [
+            ("X-SMG-Routing-Key".to_owned(), h.affinity_key.clone()),
+            ("x-session-id".to_owned(), "session-7".to_owned())
+        ]
+    );
+    assert_eq!(h.engine_cacheable_tokens, out.cache.prefix_tokens / 16 * 16);
+    assert!(h.below_provider_minimum, "a short prefix is below 1024 tokens");
+    assert_eq!(h.prefix_version, render::PREFIX_VERSION);
+
+    // A long prefix is cacheable; shards spread sessions over keys.
+    let mut catalog = crate::config::default_catalog();
+    let mut entries: Vec<ModelSpec> = catalog.models.entries().iter().map(|e| (**e).clone()).collect();
+    for e in &mut entries {
+        e.cache.key_shards = 8;
+    }
+    catalog.models = crate::assemble::ModelTable::new(entries);
+    let sharded = Assembler::new(catalog, 1 << 20);
+    req.static_segments[0].content = "You are a careful assistant. ".repeat(300);
+    let mut shards = HashSet::new();
+    for s in 0..40 {
+        req.session_id = format!("session-{s}");
+        let out = sharded.assemble(req.clone()).unwrap();
+        assert!(!out.hints.below_provider_minimum);
+        let (key, shard) = out.hints.prompt_cache_key.rsplit_once('-').unwrap();
+        assert_eq!(key, &out.cache.prefix_hash[..32]);
+        shards.insert(shard.parse::<u32>().unwrap());
+    }
+    assert!(shards.len() > 1 && shards.iter().all(|&s| s < 8), "{shards:?}");
+}
