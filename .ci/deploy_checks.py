@@ -40,6 +40,8 @@ EXPECTED_METRICS = {
     "assembler_requests_total": "counter",
     "assembler_request_duration_seconds": "histogram",
     "assembler_prefix_cache_lookups_total": "counter",
+    "assembler_prefix_hash_changes_total": "counter",
+    "assembler_prefix_volatile_total": "counter",
     "assembler_segment_cache_lookups_total": "counter",
     "assembler_blocks_total": "counter",
     "assembler_items_dropped_total": "counter",

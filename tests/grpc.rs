@@ -382,3 +382,44 @@ async fn a_timestamp_in_the_system_prompt_is_warned_about_cold_and_warm() {
     assert!(resp.warnings.iter().all(|w| w.code != "VOLATILE_PREFIX"));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn prefix_hash_changes_are_counted_per_family() {
+    use std::io::Write as _;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"[cache]\nfamilies = [\"support\", \"stable\"]\n")
+        .unwrap();
+    let server = TestServer::start_with(context_assembler::config::ServeArgs {
+        config: Some(file.path().to_owned()),
+        ..TestServer::args()
+    })
+    .await;
+    let mut client = server.client();
+    let changes = |page: &str, family: &str| {
+        common::metric(page, "assembler_prefix_hash_changes_total", &[("family", family)]).unwrap_or(-1.0)
+    };
+    let page = server.http_get("/metrics").await.1;
+    assert_eq!(changes(&page, "stable"), 0.0, "configured families start at zero");
+    assert_eq!(changes(&page, "other"), 0.0);
+    for i in 0..5 {
+        // A prompt with a per-request id: a new hash every time.
+        let mut volatile = request();
+        volatile.prefix_family = "support".to_owned();
+        volatile.static_segments[0].content = format!("You answer from the documents. Request {i}.");
+        client.assemble(volatile).await.unwrap();
+        // A stable prompt: one hash.
+        let mut stable = request();
+        stable.prefix_family = "stable".to_owned();
+        client.assemble(stable).await.unwrap();
+        // An unknown family name is counted as "other", never as a label.
+        let mut unknown = request();
+        unknown.prefix_family = format!("tenant-{i}");
+        client.assemble(unknown).await.unwrap();
+    }
+    let page = server.http_get("/metrics").await.1;
+    assert_eq!(changes(&page, "support"), 5.0);
+    assert_eq!(changes(&page, "stable"), 1.0);
+    assert_eq!(changes(&page, "other"), 1.0);
+    assert!(!page.contains("tenant-"), "request strings never become labels");
+    server.stop().await;
+}

@@ -85,6 +85,7 @@ pub struct Assembler {
     catalog: RwLock<Arc<Catalog>>,
     segments: CountCache,
     prefixes: CountCache<PrefixFacts>,
+    families: super::families::FamilyTracker,
 }
 
 /// A cancellation flag shared between a request's waiter and its worker: once
@@ -137,6 +138,7 @@ impl Assembler {
             catalog: RwLock::new(Arc::new(catalog)),
             segments: CountCache::new(cache_bytes / 8 * 7),
             prefixes: CountCache::new(cache_bytes / 8),
+            families: super::families::FamilyTracker::default(),
         }
     }
 
@@ -222,17 +224,22 @@ impl Assembler {
         prefix: Option<&PrefixKey>,
         cancel: &Cancel,
     ) -> Result<(Assembly, PrefixKey), AssembleError> {
+        let catalog = self.catalog();
         let Resolved {
             spec,
             policy,
             budget,
             tools,
-        } = validate::validate(&req, &self.catalog()).map_err(AssembleError::InvalidArgument)?;
+        } = validate::validate(&req, &catalog).map_err(AssembleError::InvalidArgument)?;
         let mut pipeline = Pipeline::new(self, &spec, &policy, &req, budget, cancel);
         pipeline.tools = &tools;
         let key = prefix
             .cloned()
             .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
+        if let Some(family) = catalog.family_label(&req.prefix_family) {
+            self.families
+                .observe(family, &key.digest, std::time::Instant::now());
+        }
         pipeline.prefix = Some(key.clone());
         let result = pipeline.run();
         pipeline.record_lookups();

@@ -15,6 +15,7 @@ pub mod assembler;
 pub mod batch;
 pub mod cache;
 pub mod error;
+pub mod families;
 mod hints;
 mod layout;
 pub mod models;

@@ -43,6 +43,8 @@ pub struct Catalog {
     pub models: ModelTable,
     /// Policies by name; always holds [`DEFAULT_POLICY`].
     pub policies: BTreeMap<String, Arc<Policy>>,
+    /// Configured prefix families (metric labels; others count as `other`).
+    pub families: Vec<String>,
 }
 
 impl Catalog {
@@ -52,7 +54,25 @@ impl Catalog {
         policies
             .entry(DEFAULT_POLICY.to_owned())
             .or_insert_with(|| Arc::new(Policy::default()));
-        Catalog { models, policies }
+        Catalog {
+            models,
+            policies,
+            families: Vec::new(),
+        }
+    }
+
+    /// The metric label of a request's prefix family: the name if
+    /// configured, else `other`; `None` when the request names none.
+    pub fn family_label(&self, family: &str) -> Option<&str> {
+        if family.is_empty() {
+            return None;
+        }
+        Some(
+            self.families
+                .iter()
+                .find(|f| *f == family)
+                .map_or(super::families::OTHER, String::as_str),
+        )
     }
 
     /// The policy a request names (empty = default).

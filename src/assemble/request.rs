@@ -240,4 +240,6 @@ pub struct AssembleRequest {
     /// Partitions provider and engine caches (e.g. per tenant): requests
     /// with different salts are never grouped together.
     pub cache_salt: String,
+    /// The prefix family the request belongs to (for cache-busting metrics).
+    pub prefix_family: String,
 }

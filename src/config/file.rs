@@ -69,6 +69,8 @@ pub struct TlsSection {
 pub struct CacheSection {
     /// Cache weight in MiB.
     pub mib: Option<u64>,
+    /// Prefix family names (metric labels).
+    pub families: Option<Vec<String>>,
 }
 
 /// `[limits]`.
@@ -191,6 +193,7 @@ impl FileConfig {
             },
             cache: CacheSection {
                 mib: self.cache.mib.or(b.cache.mib),
+                families: self.cache.families.or(b.cache.families),
             },
             limits: LimitsSection {
                 max_request_bytes: self.limits.max_request_bytes.or(b.limits.max_request_bytes),
@@ -216,7 +219,9 @@ impl FileConfig {
         for (name, entry) in self.policies.iter().flatten() {
             policies.insert(name.clone(), Arc::new(policy(name, entry)?));
         }
-        Ok(Catalog::new(models, policies))
+        let mut catalog = Catalog::new(models, policies);
+        catalog.families = families(self.cache.families.as_deref().unwrap_or_default())?;
+        Ok(catalog)
     }
 }
 
@@ -297,6 +302,34 @@ fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
         });
     }
     Ok(ModelTable::new(specs))
+}
+
+/// Most prefix families (each is a metric label).
+const MAX_FAMILIES: usize = 64;
+
+fn families(names: &[String]) -> Result<Vec<String>, ConfigError> {
+    if names.len() > MAX_FAMILIES {
+        return Err(ConfigError::new(
+            "cache.families",
+            format!("at most {MAX_FAMILIES} families (each is a metric label)"),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        let ok = !n.is_empty()
+            && n.len() <= 64
+            && n != crate::assemble::families::OTHER
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+        if !ok || out.contains(n) {
+            return Err(ConfigError::new(
+                format!("cache.families[{i}]"),
+                "a unique name of 1 to 64 of A-Z a-z 0-9 - _ . (not \"other\")",
+            ));
+        }
+        out.push(n.clone());
+    }
+    Ok(out)
 }
 
 fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {

@@ -153,6 +153,11 @@ fn bad_settings_name_their_key() {
     );
     assert_eq!(f_key("models = []\n"), "models");
     assert_eq!(
+        f_key("[cache]\nfamilies = [\"a\", \"other\"]\n"),
+        "cache.families[1]"
+    );
+    assert_eq!(f_key("[cache]\nfamilies = [\"a\", \"a\"]\n"), "cache.families[1]");
+    assert_eq!(
         f_key(
             "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n\
              engine_block_tokens = 0\n"

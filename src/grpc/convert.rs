@@ -159,6 +159,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
             policy: r.policy,
             tools: r.tools,
             cache_salt: r.cache_salt,
+            prefix_family: r.prefix_family,
         })
     }
 }
@@ -311,6 +312,7 @@ impl From<domain::AssembleRequest> for pb::AssembleRequest {
             policy: r.policy,
             tools: r.tools,
             cache_salt: r.cache_salt,
+            prefix_family: r.prefix_family,
         }
     }
 }

@@ -36,6 +36,8 @@ pub const CONFIG_RELOADS_TOTAL: &str = "assembler_config_reloads_total";
 
 /// Responses whose static prefix holds a volatile value, by kind.
 pub const PREFIX_VOLATILE_TOTAL: &str = "assembler_prefix_volatile_total";
+/// New static-prefix hashes per prefix family (within a 10-minute window).
+pub const PREFIX_HASH_CHANGES_TOTAL: &str = "assembler_prefix_hash_changes_total";
 /// Client connections open now.
 pub const OPEN_CONNECTIONS: &str = "assembler_open_connections";
 /// Connections closed at once because `limits.max_connections` were open.
@@ -147,6 +149,11 @@ pub fn describe() {
     );
     describe_gauge!(OPEN_CONNECTIONS, Unit::Count, "client connections open");
     describe_counter!(
+        PREFIX_HASH_CHANGES_TOTAL,
+        Unit::Count,
+        "static-prefix hashes a prefix family had not used in the last 10 minutes, by family"
+    );
+    describe_counter!(
         PREFIX_VOLATILE_TOTAL,
         Unit::Count,
         "assembled prompts whose static prefix holds a volatile value (timestamp, date, uuid, hex_id)"
@@ -218,6 +225,21 @@ pub fn refused(rpc: &'static str, reason: &'static str) {
 /// Moves the in-flight gauge by `delta`.
 pub fn in_flight(delta: f64) {
     gauge!(IN_FLIGHT_REQUESTS).increment(delta);
+}
+
+/// Starts the prefix-hash-change series of every family (and `other`).
+pub fn families_known(families: impl IntoIterator<Item = String>) {
+    for family in families
+        .into_iter()
+        .chain([crate::assemble::families::OTHER.to_owned()])
+    {
+        counter!(PREFIX_HASH_CHANGES_TOTAL, "family" => family).increment(0);
+    }
+}
+
+/// Records a prefix hash new to `family` (a configured name or `other`).
+pub fn prefix_hash_change(family: String) {
+    counter!(PREFIX_HASH_CHANGES_TOTAL, "family" => family).increment(1);
 }
 
 /// Records a static prefix holding a volatile value of `kind`.
