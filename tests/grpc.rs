@@ -423,3 +423,48 @@ async fn prefix_hash_changes_are_counted_per_family() {
     assert!(!page.contains("tenant-"), "request strings never become labels");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn provider_usage_reports_are_compared_with_the_sidecars_count() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let mut req = request();
+    req.request_id = "feedback-1".to_owned();
+    let assembled = client.assemble(req).await.unwrap().into_inner();
+    let ours = assembled.usage.unwrap().total_tokens;
+    let report = |id: &str, provider: &str, prompt: u32| pb::ReportUsageRequest {
+        request_id: id.to_owned(),
+        provider: provider.to_owned(),
+        prompt_tokens: prompt,
+        cached_tokens: prompt / 2,
+        ..Default::default()
+    };
+    let exact = client
+        .report_usage(report("feedback-1", "openai", ours))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(exact.matched);
+    assert_eq!(exact.sidecar_tokens, ours);
+    assert_eq!(exact.relative_error, 0.0);
+    let unknown = client
+        .report_usage(report("never-assembled", "openai", 100))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!unknown.matched);
+    let status = client
+        .report_usage(report("feedback-1", "", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(violations(&status), ["provider"]);
+    let page = server.http_get("/metrics").await.1;
+    let prompt = common::metric(
+        &page,
+        "assembler_provider_prompt_tokens_total",
+        &[("provider", "openai")],
+    );
+    assert!(prompt >= Some(f64::from(ours) + 100.0), "{prompt:?}");
+    assert!(page.contains("assembler_token_count_relative_error_bucket"));
+    server.stop().await;
+}

@@ -86,6 +86,7 @@ pub struct Assembler {
     segments: CountCache,
     prefixes: CountCache<PrefixFacts>,
     families: super::families::FamilyTracker,
+    feedback: super::feedback::Feedback,
 }
 
 /// A cancellation flag shared between a request's waiter and its worker: once
@@ -139,6 +140,7 @@ impl Assembler {
             segments: CountCache::new(cache_bytes / 8 * 7),
             prefixes: CountCache::new(cache_bytes / 8),
             families: super::families::FamilyTracker::default(),
+            feedback: super::feedback::Feedback::default(),
         }
     }
 
@@ -164,6 +166,12 @@ impl Assembler {
         for e in self.catalog().models.encodings() {
             e.warm();
         }
+    }
+
+    /// Compares a provider's usage report with the sidecar's count for the
+    /// request, and records both.
+    pub fn report_usage(&self, report: &super::feedback::UsageReport) -> Option<super::feedback::Comparison> {
+        self.feedback.report(report)
     }
 
     /// Counts `text` with the tokenizer of a model or an encoding.
@@ -244,6 +252,11 @@ impl Assembler {
         let result = pipeline.run();
         pipeline.record_lookups();
         let (plan, usage, cache, hints, decisions, warnings) = result?;
+        self.feedback.remember(
+            &req.request_id,
+            &spec.name,
+            usage.total_tokens.saturating_add(usage.tools_tokens),
+        );
         let assembly = Assembly {
             request_id: req.request_id.clone(),
             model: spec.name.clone(),

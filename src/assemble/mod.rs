@@ -16,6 +16,7 @@ pub mod batch;
 pub mod cache;
 pub mod error;
 pub mod families;
+pub mod feedback;
 mod hints;
 mod layout;
 pub mod models;

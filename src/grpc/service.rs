@@ -292,6 +292,36 @@ impl pb::assembler_server::Assembler for AssemblerService {
         finish(RPC, started, result)
     }
 
+    #[instrument(skip_all, fields(rpc = "ReportUsage", code))]
+    async fn report_usage(
+        &self,
+        request: Request<pb::ReportUsageRequest>,
+    ) -> Result<Response<pb::ReportUsageResponse>, Status> {
+        let started = Instant::now();
+        let r = request.into_inner();
+        let result = if r.provider.is_empty() {
+            Err(to_status(&AssembleError::invalid("provider", "required")))
+        } else {
+            let report = domain::feedback::UsageReport {
+                request_id: r.request_id,
+                provider: r.provider,
+                prompt_tokens: r.prompt_tokens,
+                cached_tokens: r.cached_tokens,
+                cache_read_tokens: r.cache_read_tokens,
+                cache_creation_tokens: r.cache_creation_tokens,
+            };
+            Ok(match self.assembler.report_usage(&report) {
+                Some(c) => pb::ReportUsageResponse {
+                    matched: true,
+                    sidecar_tokens: c.ours,
+                    relative_error: c.relative_error,
+                },
+                None => pb::ReportUsageResponse::default(),
+            })
+        };
+        finish("ReportUsage", started, result)
+    }
+
     #[instrument(skip_all, fields(rpc = "ListModels", code))]
     async fn list_models(
         &self,

@@ -38,6 +38,16 @@ pub const CONFIG_RELOADS_TOTAL: &str = "assembler_config_reloads_total";
 pub const PREFIX_VOLATILE_TOTAL: &str = "assembler_prefix_volatile_total";
 /// New static-prefix hashes per prefix family (within a 10-minute window).
 pub const PREFIX_HASH_CHANGES_TOTAL: &str = "assembler_prefix_hash_changes_total";
+/// Prompt tokens providers counted, as gateways report them, by provider.
+pub const PROVIDER_PROMPT_TOKENS_TOTAL: &str = "assembler_provider_prompt_tokens_total";
+/// Prompt tokens providers served from their caches, by provider.
+pub const PROVIDER_CACHED_TOKENS_TOTAL: &str = "assembler_provider_cached_tokens_total";
+/// (sidecar count - provider count) / provider count, by model.
+pub const TOKEN_COUNT_RELATIVE_ERROR: &str = "assembler_token_count_relative_error";
+/// Relative-error buckets: exact counts land in the 0 bucket.
+pub const RELATIVE_ERROR_BUCKETS: [f64; 13] = [
+    -0.5, -0.2, -0.1, -0.05, -0.02, -0.01, 0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
+];
 /// Client connections open now.
 pub const OPEN_CONNECTIONS: &str = "assembler_open_connections";
 /// Connections closed at once because `limits.max_connections` were open.
@@ -92,6 +102,12 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
             &DURATION_BUCKETS_SECONDS,
         )
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(PROMPT_TOKENS.to_owned()), &TOKEN_BUCKETS))
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(TOKEN_COUNT_RELATIVE_ERROR.to_owned()),
+                &RELATIVE_ERROR_BUCKETS,
+            )
+        })
         .map_err(|e| e.to_string())?
         .build_recorder();
     let handle = recorder.handle();
@@ -149,6 +165,21 @@ pub fn describe() {
     );
     describe_gauge!(OPEN_CONNECTIONS, Unit::Count, "client connections open");
     describe_counter!(
+        PROVIDER_PROMPT_TOKENS_TOTAL,
+        Unit::Count,
+        "prompt tokens providers counted (ReportUsage), by provider"
+    );
+    describe_counter!(
+        PROVIDER_CACHED_TOKENS_TOTAL,
+        Unit::Count,
+        "prompt tokens providers served from cache (ReportUsage), by provider"
+    );
+    describe_histogram!(
+        TOKEN_COUNT_RELATIVE_ERROR,
+        Unit::Count,
+        "(sidecar count - provider count) / provider count per reported request, by model"
+    );
+    describe_counter!(
         PREFIX_HASH_CHANGES_TOTAL,
         Unit::Count,
         "static-prefix hashes a prefix family had not used in the last 10 minutes, by family"
@@ -171,12 +202,13 @@ pub fn describe() {
 }
 
 /// RPC names, as labelled.
-pub const RPCS: [&str; 5] = [
+pub const RPCS: [&str; 6] = [
     "Assemble",
     "CountTokens",
     "ListModels",
     "AssembleBatch",
     "AssembleStream",
+    "ReportUsage",
 ];
 
 /// Starts the series alerts and dashboards rely on at zero, so that a fresh
@@ -201,6 +233,10 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
     }
     gauge!(IN_FLIGHT_REQUESTS).increment(0.0);
     gauge!(OPEN_CONNECTIONS).increment(0.0);
+    for provider in crate::assemble::feedback::PROVIDERS.into_iter().chain(["other"]) {
+        counter!(PROVIDER_PROMPT_TOKENS_TOTAL, "provider" => provider).increment(0);
+        counter!(PROVIDER_CACHED_TOKENS_TOTAL, "provider" => provider).increment(0);
+    }
     for kind in crate::assemble::volatile::Volatile::ALL {
         counter!(PREFIX_VOLATILE_TOTAL, "kind" => kind.as_str()).increment(0);
     }
@@ -225,6 +261,17 @@ pub fn refused(rpc: &'static str, reason: &'static str) {
 /// Moves the in-flight gauge by `delta`.
 pub fn in_flight(delta: f64) {
     gauge!(IN_FLIGHT_REQUESTS).increment(delta);
+}
+
+/// Records a provider's usage report.
+pub fn provider_usage(provider: &'static str, prompt: u64, cached: u64) {
+    counter!(PROVIDER_PROMPT_TOKENS_TOTAL, "provider" => provider).increment(prompt);
+    counter!(PROVIDER_CACHED_TOKENS_TOTAL, "provider" => provider).increment(cached);
+}
+
+/// Records the relative error of the sidecar's count against a provider's.
+pub fn count_error(model: String, relative: f64) {
+    histogram!(TOKEN_COUNT_RELATIVE_ERROR, "model" => model).record(relative);
 }
 
 /// Starts the prefix-hash-change series of every family (and `other`).
