@@ -468,3 +468,62 @@ async fn provider_usage_reports_are_compared_with_the_sidecars_count() {
     assert!(page.contains("assembler_token_count_relative_error_bucket"));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_estimate_margin_adapts_from_provider_reports() {
+    use std::io::Write as _;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(
+        b"[[models]]\nname = \"estimated\"\nencoding = \"cl100k_base\"\nestimate_margin_percent = 20\n\
+          estimate_margin_min_percent = 5\nestimate_margin_max_percent = 30\n\
+          context_window = 100000\noutput_reserve = 1000\n",
+    )
+    .unwrap();
+    let server = TestServer::start_with(context_assembler::config::ServeArgs {
+        config: Some(file.path().to_owned()),
+        ..TestServer::args()
+    })
+    .await;
+    let mut client = server.client();
+    let mut last = None;
+    for i in 0..20 {
+        let mut req = request();
+        req.model = "estimated".to_owned();
+        req.request_id = format!("adapt-{i}");
+        let usage = client.assemble(req).await.unwrap().into_inner().usage.unwrap();
+        assert_eq!(usage.tokenizer, "estimate(cl100k_base,+20%)");
+        // The provider counts 10% over the base count (ours / 1.2).
+        let provider = (f64::from(usage.total_tokens) / 1.2 * 1.1).round() as u32;
+        last = Some(
+            client
+                .report_usage(pb::ReportUsageRequest {
+                    request_id: format!("adapt-{i}"),
+                    provider: "anthropic".to_owned(),
+                    prompt_tokens: provider,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner(),
+        );
+    }
+    assert!(last.unwrap().matched);
+    let mut req = request();
+    req.model = "estimated".to_owned();
+    let usage = client.assemble(req).await.unwrap().into_inner().usage.unwrap();
+    let margin: u32 = usage
+        .tokenizer
+        .trim_start_matches("estimate(cl100k_base,+")
+        .trim_end_matches("%)")
+        .parse()
+        .unwrap();
+    assert!((11..=14).contains(&margin), "{}", usage.tokenizer);
+    let page = server.http_get("/metrics").await.1;
+    let gauge = common::metric(
+        &page,
+        "assembler_estimate_margin_percent",
+        &[("model", "estimated")],
+    );
+    assert_eq!(gauge, Some(f64::from(margin)));
+    server.stop().await;
+}

@@ -171,7 +171,46 @@ impl Assembler {
     /// Compares a provider's usage report with the sidecar's count for the
     /// request, and records both.
     pub fn report_usage(&self, report: &super::feedback::UsageReport) -> Option<super::feedback::Comparison> {
-        self.feedback.report(report)
+        let c = self.feedback.report(report)?;
+        let catalog = self.catalog();
+        let spec = catalog.models.entries().iter().find(|e| *e.name == *c.model)?;
+        if let (Some(bounds), false) = (spec.margin_bounds, spec.tokenizer.is_exact()) {
+            let wanted = self
+                .feedback
+                .adapt(&c, report.prompt_tokens, bounds, std::time::Instant::now());
+            if let Some(margin) = wanted.filter(|&m| m != spec.tokenizer.margin_percent()) {
+                self.set_margin(&c.model, margin);
+            }
+        }
+        Some(c)
+    }
+
+    /// Gives the estimating model `name` a new margin (read-modify-write of
+    /// the catalog under its lock, so a concurrent reload is not undone).
+    fn set_margin(&self, name: &str, margin: u32) {
+        let mut guard = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
+        let mut catalog = (**guard).clone();
+        let entries = catalog
+            .models
+            .entries()
+            .iter()
+            .map(|e| {
+                let mut e = (**e).clone();
+                if e.name == name {
+                    e.tokenizer = Tokenizer::estimate(e.tokenizer.encoding(), margin);
+                }
+                e
+            })
+            .collect();
+        catalog.models = super::models::ModelTable::new(entries);
+        *guard = Arc::new(catalog);
+        drop(guard);
+        metrics::estimate_margin(name.to_owned(), margin);
+        tracing::info!(
+            model = name,
+            margin_percent = margin,
+            "estimate margin adapted from provider feedback"
+        );
     }
 
     /// Counts `text` with the tokenizer of a model or an encoding.
@@ -255,6 +294,7 @@ impl Assembler {
         self.feedback.remember(
             &req.request_id,
             &spec.name,
+            spec.tokenizer.margin_percent(),
             usage.total_tokens.saturating_add(usage.tools_tokens),
         );
         let assembly = Assembly {

@@ -48,18 +48,40 @@ pub struct UsageReport {
 }
 
 /// The comparison made for a report.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Comparison {
+    /// The model-table entry the request was assembled for.
+    pub model: Arc<str>,
+    /// The estimate margin the count was made with (0 = exact).
+    pub margin_percent: u32,
     /// The sidecar's count for the request (prompt plus tools).
     pub ours: u32,
     /// `(ours - provider) / provider`.
     pub relative_error: f64,
 }
 
+/// Reports an estimated model needs before its margin may change.
+pub const ADAPT_AFTER_REPORTS: u32 = 20;
+/// The least time between two margin changes of one model.
+pub const ADAPT_EVERY: Duration = Duration::from_secs(60);
+/// Headroom kept above the observed under-count, in percent.
+pub const ADAPT_HEADROOM_PERCENT: f64 = 2.0;
+/// Weight of each new report in the moving average.
+const ADAPT_WEIGHT: f64 = 0.1;
+
+/// The moving average of provider count / base count of one model.
+#[derive(Debug, Default, Clone, Copy)]
+struct Adapting {
+    ratio: f64,
+    reports: u32,
+    changed: Option<std::time::Instant>,
+}
+
 /// Recent request counts, by request id.
 #[derive(Clone)]
 pub struct Feedback {
-    recent: Cache<String, (Arc<str>, u32)>,
+    recent: Cache<String, (Arc<str>, u32, u32)>,
+    adapting: Arc<std::sync::Mutex<std::collections::HashMap<Arc<str>, Adapting>>>,
 }
 
 impl std::fmt::Debug for Feedback {
@@ -75,6 +97,7 @@ impl Default for Feedback {
                 .max_capacity(REMEMBER_AT_MOST)
                 .time_to_live(REMEMBER_FOR)
                 .build(),
+            adapting: Arc::default(),
         }
     }
 }
@@ -82,11 +105,51 @@ impl Default for Feedback {
 impl Feedback {
     /// Keeps `tokens` (the prompt plus tools) of request `request_id`,
     /// assembled for model-table entry `model`.
-    pub fn remember(&self, request_id: &str, model: &str, tokens: u32) {
+    pub fn remember(&self, request_id: &str, model: &str, margin_percent: u32, tokens: u32) {
         if !request_id.is_empty() {
             self.recent
-                .insert(request_id.to_owned(), (Arc::from(model), tokens));
+                .insert(request_id.to_owned(), (Arc::from(model), margin_percent, tokens));
         }
+    }
+
+    /// Folds one comparison of an estimated model into its moving average
+    /// and returns the margin it should now have, within `bounds`: the
+    /// observed under-count plus [`ADAPT_HEADROOM_PERCENT`], rounded up.
+    /// `None` until [`ADAPT_AFTER_REPORTS`] reports, and within
+    /// [`ADAPT_EVERY`] of the last change.
+    pub fn adapt(
+        &self,
+        c: &Comparison,
+        provider_tokens: u32,
+        bounds: (u32, u32),
+        now: std::time::Instant,
+    ) -> Option<u32> {
+        let base = f64::from(c.ours) / (1.0 + f64::from(c.margin_percent) / 100.0);
+        if base <= 0.0 || provider_tokens == 0 {
+            return None;
+        }
+        let ratio = f64::from(provider_tokens) / base;
+        let mut all = self
+            .adapting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let a = all.entry(c.model.clone()).or_default();
+        a.ratio = if a.reports == 0 {
+            ratio
+        } else {
+            a.ratio * (1.0 - ADAPT_WEIGHT) + ratio * ADAPT_WEIGHT
+        };
+        a.reports = a.reports.saturating_add(1);
+        if a.reports < ADAPT_AFTER_REPORTS || a.changed.is_some_and(|t| now.duration_since(t) < ADAPT_EVERY) {
+            return None;
+        }
+        // Rounded up, ignoring floating-point noise (12.000000000000002 is 12).
+        let wanted = ((a.ratio - 1.0) * 100.0 + ADAPT_HEADROOM_PERCENT - 1e-9).ceil();
+        let wanted = wanted.clamp(f64::from(bounds.0), f64::from(bounds.1)) as u32;
+        if wanted != c.margin_percent {
+            a.changed = Some(now);
+        }
+        Some(wanted)
     }
 
     /// Records a report: provider totals always; the relative error when the
@@ -98,13 +161,18 @@ impl Feedback {
             u64::from(r.prompt_tokens),
             u64::from(r.cached_tokens) + u64::from(r.cache_read_tokens),
         );
-        let (model, ours) = self.recent.get(&r.request_id)?;
+        let (model, margin_percent, ours) = self.recent.get(&r.request_id)?;
         if r.prompt_tokens == 0 {
             return None;
         }
         let relative_error = (f64::from(ours) - f64::from(r.prompt_tokens)) / f64::from(r.prompt_tokens);
         metrics::count_error(model.to_string(), relative_error);
-        Some(Comparison { ours, relative_error })
+        Some(Comparison {
+            model,
+            margin_percent,
+            ours,
+            relative_error,
+        })
     }
 }
 
@@ -115,7 +183,7 @@ mod tests {
     #[test]
     fn reports_compare_with_the_remembered_count() {
         let f = Feedback::default();
-        f.remember("r1", "gpt-4o", 110);
+        f.remember("r1", "gpt-4o", 0, 110);
         let report = |id: &str, prompt| UsageReport {
             request_id: id.to_owned(),
             provider: "OpenAI".to_owned(),
@@ -127,8 +195,54 @@ mod tests {
         assert!((c.relative_error - 0.1).abs() < 1e-9);
         assert_eq!(f.report(&report("unknown", 100)), None);
         assert_eq!(f.report(&report("r1", 0)), None);
-        f.remember("", "gpt-4o", 5);
+        f.remember("", "gpt-4o", 0, 5);
         assert_eq!(f.report(&report("", 5)), None, "no id, nothing kept");
+    }
+
+    #[test]
+    fn an_estimate_margin_follows_the_provider_within_bounds() {
+        let f = Feedback::default();
+        let start = std::time::Instant::now();
+        // Counted with +20%: base 100 -> 120; the provider says 110 (+10%).
+        let c = Comparison {
+            model: Arc::from("claude"),
+            margin_percent: 20,
+            ours: 120,
+            relative_error: 0.0,
+        };
+        for _ in 1..ADAPT_AFTER_REPORTS {
+            assert_eq!(f.adapt(&c, 110, (5, 30), start), None, "too few reports");
+        }
+        assert_eq!(
+            f.adapt(&c, 110, (5, 30), start),
+            Some(12),
+            "10% under-count + 2% headroom"
+        );
+        let lowered = Comparison {
+            margin_percent: 12,
+            ours: 112,
+            ..c.clone()
+        };
+        let soon = start + Duration::from_secs(1);
+        assert_eq!(f.adapt(&lowered, 110, (5, 30), soon), None, "rate-limited");
+        // The provider now counts 156 for base 100: raised, but not past 30.
+        let mut changed = Vec::new();
+        for i in 0..60 {
+            let at = start + ADAPT_EVERY * (2 + i);
+            changed.extend(f.adapt(&lowered, 156, (5, 30), at));
+        }
+        assert!(
+            changed.windows(2).all(|w| w[0] <= w[1]),
+            "rises steadily: {changed:?}"
+        );
+        assert_eq!(changed.last(), Some(&30));
+        // And not under the lower bound.
+        let g = Feedback::default();
+        let mut low = None;
+        for _ in 0..ADAPT_AFTER_REPORTS {
+            low = g.adapt(&c, 80, (5, 30), start);
+        }
+        assert_eq!(low, Some(5));
     }
 
     #[test]

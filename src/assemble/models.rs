@@ -20,6 +20,9 @@ pub struct ModelSpec {
     pub output_reserve: u32,
     /// What the model's provider or engine caches need.
     pub cache: CacheSettings,
+    /// For an estimating tokenizer: the bounds (min, max percent) its
+    /// margin may adapt within from provider feedback; `None` = fixed.
+    pub margin_bounds: Option<(u32, u32)>,
 }
 
 /// Prompt-cache settings of a model's provider or serving engine.

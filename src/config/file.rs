@@ -115,6 +115,10 @@ pub struct ModelEntry {
     pub engine_block_tokens: Option<u32>,
     /// Shards of the OpenAI prompt_cache_key (default 1).
     pub prompt_cache_key_shards: Option<u32>,
+    /// Lowest margin provider feedback may lower an estimate to.
+    pub estimate_margin_min_percent: Option<u32>,
+    /// Highest margin provider feedback may raise an estimate to.
+    pub estimate_margin_max_percent: Option<u32>,
 }
 
 /// One `[policies.NAME]` entry.
@@ -288,8 +292,29 @@ fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
                 "must be between 1 and 1024",
             ));
         }
+        let margin = m.estimate_margin_percent;
+        let margin_bounds = match (m.estimate_margin_min_percent, m.estimate_margin_max_percent) {
+            (None, None) => None,
+            (lo, hi) => {
+                let (lo, hi) = (lo.unwrap_or(margin), hi.unwrap_or(margin));
+                if margin == 0 {
+                    return Err(ConfigError::new(
+                        key("estimate_margin_min_percent"),
+                        "margin bounds apply to estimated models (estimate_margin_percent > 0)",
+                    ));
+                }
+                if lo == 0 || lo > margin || margin > hi || hi > 100 {
+                    return Err(ConfigError::new(
+                        key("estimate_margin_max_percent"),
+                        "needs 1 <= estimate_margin_min_percent <= estimate_margin_percent <= estimate_margin_max_percent <= 100",
+                    ));
+                }
+                Some((lo, hi))
+            }
+        };
         specs.push(ModelSpec {
             cache,
+            margin_bounds,
             name: m.name.clone(),
             prefix: m.prefix,
             tokenizer: if m.estimate_margin_percent == 0 {

@@ -150,6 +150,7 @@ impl Bound {
                 .map(|m| m.name.clone()),
         );
         metrics::families_known(assembler.catalog().families.iter().cloned());
+        metrics::estimate_margins(&assembler.catalog().models);
         if let Some(l) = metrics_listener {
             info!(
                 addr = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),

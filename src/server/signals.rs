@@ -42,6 +42,7 @@ pub async fn reload(config: Arc<ServerConfig>, assembler: Arc<Assembler>) {
             let (models, policies) = (catalog.models.entries().len(), catalog.policies.len());
             metrics::models_known(catalog.models.entries().iter().map(|m| m.name.clone()));
             metrics::families_known(catalog.families.iter().cloned());
+            metrics::estimate_margins(&catalog.models);
             assembler.set_catalog(catalog);
             (models, policies)
         }))

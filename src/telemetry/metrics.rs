@@ -48,6 +48,8 @@ pub const TOKEN_COUNT_RELATIVE_ERROR: &str = "assembler_token_count_relative_err
 pub const RELATIVE_ERROR_BUCKETS: [f64; 13] = [
     -0.5, -0.2, -0.1, -0.05, -0.02, -0.01, 0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
 ];
+/// The current margin of an estimating model, in percent.
+pub const ESTIMATE_MARGIN_PERCENT: &str = "assembler_estimate_margin_percent";
 /// Client connections open now.
 pub const OPEN_CONNECTIONS: &str = "assembler_open_connections";
 /// Connections closed at once because `limits.max_connections` were open.
@@ -164,6 +166,11 @@ pub fn describe() {
         "Assemble and CountTokens requests being worked on"
     );
     describe_gauge!(OPEN_CONNECTIONS, Unit::Count, "client connections open");
+    describe_gauge!(
+        ESTIMATE_MARGIN_PERCENT,
+        Unit::Percent,
+        "the safety margin of an estimating model's token counts, by model"
+    );
     describe_counter!(
         PROVIDER_PROMPT_TOKENS_TOTAL,
         Unit::Count,
@@ -261,6 +268,18 @@ pub fn refused(rpc: &'static str, reason: &'static str) {
 /// Moves the in-flight gauge by `delta`.
 pub fn in_flight(delta: f64) {
     gauge!(IN_FLIGHT_REQUESTS).increment(delta);
+}
+
+/// Exports the margin of every estimating model in `table`.
+pub fn estimate_margins(table: &crate::assemble::ModelTable) {
+    for e in table.entries().iter().filter(|e| !e.tokenizer.is_exact()) {
+        estimate_margin(e.name.clone(), e.tokenizer.margin_percent());
+    }
+}
+
+/// Records an estimating model's margin.
+pub fn estimate_margin(model: String, margin: u32) {
+    gauge!(ESTIMATE_MARGIN_PERCENT, "model" => model).set(f64::from(margin));
 }
 
 /// Records a provider's usage report.
