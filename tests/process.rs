@@ -113,6 +113,15 @@ impl Sidecar {
         common::metric(&page, name, labels).unwrap_or(0.0)
     }
 
+    /// Polls the metric until it reaches `at_least` (20 s at most).
+    async fn wait_for(&self, name: &str, labels: &[(&str, &str)], at_least: f64, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.metric(name, labels).await < at_least {
+            assert!(Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits for the process to exit; returns its exit code.
     async fn exit_code(mut self, within: Duration) -> Option<i32> {
         let deadline = Instant::now() + within;
@@ -244,15 +253,14 @@ async fn sighup_reloads_models_and_policies_and_refuses_a_bad_file() {
     )
     .unwrap();
     sidecar.signal("-HUP");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while sidecar
-        .metric("assembler_config_reloads_total", &[("result", "applied")])
-        .await
-        < 1.0
-    {
-        assert!(Instant::now() < deadline, "reload never applied");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    sidecar
+        .wait_for(
+            "assembler_config_reloads_total",
+            &[("result", "applied")],
+            1.0,
+            "reload never applied",
+        )
+        .await;
     let listed = names(
         client
             .list_models(pb::ListModelsRequest {})
@@ -275,15 +283,14 @@ async fn sighup_reloads_models_and_policies_and_refuses_a_bad_file() {
     // A bad file is refused; the running configuration stays.
     std::fs::write(&path, "[[models]]\nname = \"broken\"\nencoding = \"p50k\"\n").unwrap();
     sidecar.signal("-HUP");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while sidecar
-        .metric("assembler_config_reloads_total", &[("result", "refused")])
-        .await
-        < 1.0
-    {
-        assert!(Instant::now() < deadline, "bad reload never refused");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    sidecar
+        .wait_for(
+            "assembler_config_reloads_total",
+            &[("result", "refused")],
+            1.0,
+            "bad reload never refused",
+        )
+        .await;
     let listed = names(
         client
             .list_models(pb::ListModelsRequest {})

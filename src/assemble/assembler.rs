@@ -287,8 +287,7 @@ impl Assembler {
             self.families
                 .observe(family, &key.digest, std::time::Instant::now());
         }
-        pipeline.prefix = Some(key.clone());
-        let result = pipeline.run();
+        let result = pipeline.run(key.clone());
         pipeline.record_lookups();
         let (plan, usage, cache, hints, decisions, warnings) = result?;
         self.feedback.remember(
@@ -370,8 +369,6 @@ pub(crate) struct Pipeline<'a> {
     pub req: &'a AssembleRequest,
     /// Canonical tool definitions.
     tools: &'a [String],
-    /// The static prefix's hash.
-    prefix: Option<PrefixKey>,
     budget: Budget,
     pub measured: Vec<Measured>,
     pub warnings: Vec<Warning>,
@@ -396,7 +393,6 @@ impl<'a> Pipeline<'a> {
             cancel,
             req,
             tools: &[],
-            prefix: None,
             budget,
             measured: Vec::new(),
             warnings: Vec::new(),
@@ -436,16 +432,13 @@ impl<'a> Pipeline<'a> {
         &self.req.blocks[bi].items[self.measured[bi].candidates[ci]]
     }
 
-    fn run(&mut self) -> Result<RunOutput, AssembleError> {
+    fn run(&mut self, prefix: PrefixKey) -> Result<RunOutput, AssembleError> {
         let req = self.req;
         let PrefixKey {
             hex: prefix_hash,
             digest: prefix_digest,
             bytes: prefix_bytes,
-        } = self
-            .prefix
-            .take()
-            .unwrap_or_else(|| PrefixKey::of(self.tools, &req.static_segments));
+        } = prefix;
         let (static_tokens, prefix_hit) = self.static_tokens(&prefix_digest);
         let query_tokens = self.message_cost(Role::User, self.count(&req.query));
         let tools_tokens = self

@@ -357,12 +357,12 @@ pub fn request_error(status: &tonic::Status) -> pb::RequestError {
     }
 }
 
-/// One request's outcome as a wire result.
-pub fn assemble_result(outcome: Result<Assembly, AssembleError>) -> pb::AssembleResult {
+/// One request's outcome as a wire result (batches and streams).
+pub fn wire_result(outcome: Result<pb::AssembleResponse, tonic::Status>) -> pb::AssembleResult {
     pb::AssembleResult {
         result: Some(match outcome {
-            Ok(a) => pb::assemble_result::Result::Response(a.into()),
-            Err(e) => pb::assemble_result::Result::Error(request_error(&super::status::to_status(&e))),
+            Ok(r) => pb::assemble_result::Result::Response(r),
+            Err(s) => pb::assemble_result::Result::Error(request_error(&s)),
         }),
     }
 }

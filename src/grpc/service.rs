@@ -41,10 +41,7 @@ impl AssemblerService {
         span.record("request_id", wire.request_id.as_str());
         span.record("model", wire.model.as_str());
         span.record("blocks", wire.blocks.len());
-        let items = wire.blocks.iter().map(|b| b.items.len()).sum();
-        self.admission
-            .check_shape(wire.blocks.len(), items)
-            .map_err(|r| refuse(rpc, r))?;
+        check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
         let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
         let assembler = self.assembler.clone();
@@ -53,6 +50,12 @@ impl AssemblerService {
             .map(pb::AssembleResponse::from)
             .map_err(|e| to_status(&e))
     }
+}
+
+/// Checks a wire request against the block and item limits.
+fn check_shape(admission: &Admission, r: &pb::AssembleRequest) -> Result<(), Refusal> {
+    let items = r.blocks.iter().map(|b| b.items.len()).sum();
+    admission.check_shape(r.blocks.len(), items)
 }
 
 /// Answers buffered per AssembleStream.
@@ -157,10 +160,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
             let mut valid: Vec<usize> = Vec::with_capacity(n);
             let mut requests = Vec::with_capacity(n);
             for (i, r) in wire.requests.into_iter().enumerate() {
-                let items = r.blocks.iter().map(|b| b.items.len()).sum();
-                let converted = self
-                    .admission
-                    .check_shape(r.blocks.len(), items)
+                let converted = check_shape(&self.admission, &r)
                     .map_err(|x| refuse(RPC, x))
                     .and_then(|()| domain::AssembleRequest::try_from(r).map_err(|e| to_status(&e)));
                 match converted {
@@ -184,7 +184,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 })
                 .collect();
             for (k, r) in outcome.results.into_iter().enumerate() {
-                results[valid[k]] = convert::assemble_result(record(r));
+                results[valid[k]] =
+                    convert::wire_result(record(r).map(Into::into).map_err(|e| to_status(&e)));
             }
             let at = |k: usize| u32::try_from(valid[k]).unwrap_or(u32::MAX);
             Ok(pb::AssembleBatchResponse {
@@ -244,14 +245,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 let answer = pb::AssembleStreamResponse {
                     index,
                     request_id,
-                    result: Some(match result {
-                        Ok(r) => pb::AssembleResult {
-                            result: Some(pb::assemble_result::Result::Response(r)),
-                        },
-                        Err(s) => pb::AssembleResult {
-                            result: Some(pb::assemble_result::Result::Error(convert::request_error(&s))),
-                        },
-                    }),
+                    result: Some(convert::wire_result(result)),
                 };
                 if tx.send(Ok(answer)).await.is_err() {
                     break;
