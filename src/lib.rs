@@ -5,6 +5,8 @@
 //! - [`assemble`] is the domain (no gRPC): filter by permission, measure with
 //!   the model's tokenizer through blake3-keyed caches, reserve what may never
 //!   be cut, allocate the rest by priority, order for attention and caches.
+//! - [`compact`] is the conversation compactor (no gRPC): a deterministic
+//!   summary, tool-call-safe cuts, a per-session breaker and emergency trim.
 //! - [`grpc`] is the only module that knows tonic/prost: it converts wire
 //!   types to domain types and maps domain errors to `Status` in one place.
 //! - [`server`] binds, serves health/reflection/metrics and drains on signal.
@@ -15,6 +17,7 @@
 
 pub mod assemble;
 pub mod cli;
+pub mod compact;
 pub mod config;
 pub mod grpc;
 pub mod server;

@@ -233,6 +233,13 @@ impl Assembler {
         })
     }
 
+    /// Counts `text` with `tokenizer` through the segment cache (shared with
+    /// Assemble, so a conversation re-sent each turn is tokenized once).
+    /// Returns the count and whether it was a cache hit.
+    pub fn count_cached(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
+        self.segments.count(tokenizer, text)
+    }
+
     /// Assembles one prompt, consuming the request (its texts move into the
     /// answer). CPU-bound: call it off the async reactor.
     pub fn assemble(&self, req: AssembleRequest) -> Result<Assembly, AssembleError> {

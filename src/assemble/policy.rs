@@ -17,6 +17,9 @@ pub struct Policy {
     pub context_role: Role,
     /// Default priority per block kind, in [`BlockKind::ALL`] order (1 = highest).
     pub priorities: [u32; 6],
+    /// Whether conversation turns that do not fit are compacted into a
+    /// summary before they are dropped (compact before drop).
+    pub compact_turns: bool,
 }
 
 impl Default for Policy {
@@ -24,6 +27,7 @@ impl Default for Policy {
         Policy {
             context_role: Role::User,
             priorities: BlockKind::ALL.map(BlockKind::default_priority),
+            compact_turns: true,
         }
     }
 }
@@ -45,6 +49,8 @@ pub struct Catalog {
     pub policies: BTreeMap<String, Arc<Policy>>,
     /// Configured prefix families (metric labels; others count as `other`).
     pub families: Vec<String>,
+    /// Conversation compaction defaults (`[compaction]`).
+    pub compaction: crate::compact::CompactionSettings,
 }
 
 impl Catalog {
@@ -58,6 +64,7 @@ impl Catalog {
             models,
             policies,
             families: Vec::new(),
+            compaction: crate::compact::CompactionSettings::default(),
         }
     }
 

@@ -55,6 +55,17 @@ pub const OPEN_CONNECTIONS: &str = "assembler_open_connections";
 /// Connections closed at once because `limits.max_connections` were open.
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "assembler_connections_refused_total";
 
+/// Conversation compactions by source (`compact`, `assemble`) and outcome.
+pub const COMPACTIONS_TOTAL: &str = "assembler_compactions_total";
+/// Tokens a compaction or trim removed, by source.
+pub const COMPACTION_TOKENS_SAVED: &str = "assembler_compaction_tokens_saved";
+/// Session circuit breakers opened (compaction kept failing; trimming instead).
+pub const COMPACTION_BREAKER_OPEN_TOTAL: &str = "assembler_compaction_breaker_open_total";
+/// Compaction source: the Compact RPC.
+pub const COMPACTION_SOURCE_COMPACT: &str = "compact";
+/// Compaction source: turns compacted before they were dropped in Assemble.
+pub const COMPACTION_SOURCE_ASSEMBLE: &str = "assemble";
+
 /// Refusal reason: the concurrency limit shed the request.
 pub const REFUSED_CONCURRENCY: &str = "concurrency";
 /// Refusal reason: the message exceeded `limits.max_request_bytes`.
@@ -104,6 +115,9 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
             &DURATION_BUCKETS_SECONDS,
         )
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(PROMPT_TOKENS.to_owned()), &TOKEN_BUCKETS))
+        .and_then(|b| {
+            b.set_buckets_for_metric(Matcher::Full(COMPACTION_TOKENS_SAVED.to_owned()), &TOKEN_BUCKETS)
+        })
         .and_then(|b| {
             b.set_buckets_for_metric(
                 Matcher::Full(TOKEN_COUNT_RELATIVE_ERROR.to_owned()),
@@ -202,6 +216,21 @@ pub fn describe() {
         "connections closed at once because the connection limit was reached"
     );
     describe_counter!(
+        COMPACTIONS_TOTAL,
+        Unit::Count,
+        "conversation compactions by source (compact, assemble) and outcome"
+    );
+    describe_histogram!(
+        COMPACTION_TOKENS_SAVED,
+        Unit::Count,
+        "tokens a compaction or trim removed from a conversation, by source"
+    );
+    describe_counter!(
+        COMPACTION_BREAKER_OPEN_TOTAL,
+        Unit::Count,
+        "session circuit breakers opened after consecutive compactions over target"
+    );
+    describe_counter!(
         CONFIG_RELOADS_TOTAL,
         Unit::Count,
         "configuration reloads on SIGHUP, by result (applied or refused)"
@@ -209,8 +238,9 @@ pub fn describe() {
 }
 
 /// RPC names, as labelled.
-pub const RPCS: [&str; 6] = [
+pub const RPCS: [&str; 7] = [
     "Assemble",
+    "Compact",
     "CountTokens",
     "ListModels",
     "AssembleBatch",
@@ -233,7 +263,13 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
         counter!(ITEMS_DROPPED_TOTAL, "kind" => kind.as_str()).increment(0);
     }
     models_known(models);
-    for rpc in ["Assemble", "CountTokens", "AssembleBatch", "AssembleStream"] {
+    for rpc in [
+        "Assemble",
+        "CountTokens",
+        "AssembleBatch",
+        "AssembleStream",
+        "Compact",
+    ] {
         for reason in REFUSAL_REASONS {
             counter!(REQUESTS_REFUSED_TOTAL, "rpc" => rpc, "reason" => reason).increment(0);
         }
@@ -248,6 +284,13 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
         counter!(PREFIX_VOLATILE_TOTAL, "kind" => kind.as_str()).increment(0);
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
+    for outcome in crate::compact::CompactOutcome::ALL {
+        counter!(COMPACTIONS_TOTAL, "source" => COMPACTION_SOURCE_COMPACT, "outcome" => outcome.as_str())
+            .increment(0);
+    }
+    counter!(COMPACTIONS_TOTAL, "source" => COMPACTION_SOURCE_ASSEMBLE, "outcome" => COMPACTION_OUTCOME_SUMMARIZED)
+        .increment(0);
+    counter!(COMPACTION_BREAKER_OPEN_TOTAL).increment(0);
     for result in [RELOAD_APPLIED, RELOAD_REFUSED] {
         counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(0);
     }
@@ -321,6 +364,23 @@ pub fn connections(delta: f64) {
 /// Records a connection closed at the connection limit.
 pub fn connection_refused() {
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(1);
+}
+
+/// Outcome of a compaction inside Assemble: turns summarized before dropping.
+pub const COMPACTION_OUTCOME_SUMMARIZED: &str = "summarized";
+
+/// Records one compaction (`outcome` is a bounded `as_str` label) and the
+/// tokens it removed.
+pub fn compaction(source: &'static str, outcome: &'static str, saved: u32) {
+    counter!(COMPACTIONS_TOTAL, "source" => source, "outcome" => outcome).increment(1);
+    if saved > 0 {
+        histogram!(COMPACTION_TOKENS_SAVED, "source" => source).record(f64::from(saved));
+    }
+}
+
+/// Records a session breaker opening.
+pub fn compaction_breaker_opened() {
+    counter!(COMPACTION_BREAKER_OPEN_TOTAL).increment(1);
 }
 
 /// Records one configuration reload.

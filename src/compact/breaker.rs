@@ -1,0 +1,215 @@
+//! The per-session circuit breaker (seed 002): after `breaker_failures`
+//! consecutive compactions that leave a session over its target, the session
+//! is trimmed instead of compacted until `breaker_cooldown` passes (then one
+//! compaction is tried again) or a compaction succeeds.
+//!
+//! State is a small record per session id in a bounded cache: at most
+//! [`MAX_SESSIONS`] sessions, each forgotten after [`IDLE_EXPIRY`] without a
+//! compaction request, so memory stays bounded whatever session ids callers
+//! send. A forgotten breaker is a closed one.
+
+use std::time::{Duration, Instant};
+
+use moka::sync::Cache;
+
+use super::CompactionSettings;
+
+/// Most sessions whose breaker state is remembered.
+pub const MAX_SESSIONS: u64 = 100_000;
+/// A session's state is forgotten after this long without a request; the
+/// longest configurable cooldown.
+pub const IDLE_EXPIRY: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Clone, Copy, Default)]
+struct State {
+    failures: u32,
+    opened_at: Option<Instant>,
+}
+
+/// What the breaker says about a session now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Compact as usual.
+    Closed,
+    /// Too many failures and the cooldown has not passed: trim instead.
+    Open,
+    /// The cooldown has passed: one compaction is tried; a failure reopens.
+    HalfOpen,
+}
+
+/// A session's breaker after a request, as reported to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BreakerState {
+    /// Consecutive failed compactions.
+    pub consecutive_failures: u32,
+    /// Whether the session is being trimmed instead of compacted.
+    pub open: bool,
+    /// Whether this request opened it.
+    pub opened_now: bool,
+}
+
+/// Breakers of every session.
+#[derive(Clone)]
+pub struct Breakers {
+    sessions: Cache<String, State>,
+}
+
+impl std::fmt::Debug for Breakers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Breakers")
+            .field("sessions", &self.sessions.entry_count())
+            .finish()
+    }
+}
+
+impl Default for Breakers {
+    fn default() -> Self {
+        Breakers::new(MAX_SESSIONS)
+    }
+}
+
+impl Breakers {
+    /// Breakers for at most `max_sessions` sessions.
+    pub fn new(max_sessions: u64) -> Self {
+        Breakers {
+            sessions: Cache::builder()
+                .max_capacity(max_sessions)
+                .time_to_idle(IDLE_EXPIRY)
+                .build(),
+        }
+    }
+
+    /// The gate for `session` at `now`. An empty session id has no breaker.
+    pub fn gate(&self, session: &str, settings: &CompactionSettings, now: Instant) -> Gate {
+        if session.is_empty() {
+            return Gate::Closed;
+        }
+        match self.sessions.get(session) {
+            Some(State {
+                failures,
+                opened_at: Some(at),
+            }) if failures >= settings.breaker_failures => {
+                if now.saturating_duration_since(at) < settings.breaker_cooldown {
+                    Gate::Open
+                } else {
+                    Gate::HalfOpen
+                }
+            }
+            _ => Gate::Closed,
+        }
+    }
+
+    /// The state of `session` without changing it.
+    pub fn state(&self, session: &str, settings: &CompactionSettings, now: Instant) -> BreakerState {
+        let failures = self.sessions.get(session).map_or(0, |s| s.failures);
+        BreakerState {
+            consecutive_failures: failures,
+            open: self.gate(session, settings, now) == Gate::Open,
+            opened_now: false,
+        }
+    }
+
+    /// Records a compaction of `session`: a success closes its breaker, a
+    /// failure counts and opens it at the threshold (or reopens it after a
+    /// failed half-open try). Atomic per session.
+    pub fn record(
+        &self,
+        session: &str,
+        success: bool,
+        settings: &CompactionSettings,
+        now: Instant,
+    ) -> BreakerState {
+        if session.is_empty() {
+            return BreakerState::default();
+        }
+        if success {
+            self.sessions.invalidate(session);
+            return BreakerState::default();
+        }
+        let mut opened_now = false;
+        let entry = self.sessions.entry(session.to_owned()).and_upsert_with(|old| {
+            let old = old.map(|e| e.into_value()).unwrap_or_default();
+            let failures = old.failures.saturating_add(1);
+            let opens = failures >= settings.breaker_failures;
+            opened_now = opens;
+            State {
+                failures,
+                opened_at: if opens { Some(now) } else { old.opened_at },
+            }
+        });
+        BreakerState {
+            consecutive_failures: entry.value().failures,
+            open: opened_now,
+            opened_now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> CompactionSettings {
+        CompactionSettings {
+            breaker_failures: 3,
+            breaker_cooldown: Duration::from_secs(60),
+            ..CompactionSettings::default()
+        }
+    }
+
+    #[test]
+    fn three_failures_open_and_the_cooldown_half_opens() {
+        let b = Breakers::default();
+        let s = settings();
+        let t0 = Instant::now();
+        assert!(!b.record("s", false, &s, t0).open);
+        assert_eq!(b.record("s", false, &s, t0).consecutive_failures, 2);
+        assert_eq!(b.gate("s", &s, t0), Gate::Closed);
+        let third = b.record("s", false, &s, t0);
+        assert!(third.opened_now && third.open);
+        assert_eq!(b.gate("s", &s, t0 + Duration::from_secs(59)), Gate::Open);
+        assert_eq!(b.gate("other", &s, t0), Gate::Closed);
+        let later = t0 + Duration::from_secs(61);
+        assert_eq!(b.gate("s", &s, later), Gate::HalfOpen);
+        // A failed half-open try reopens for another cooldown.
+        assert!(b.record("s", false, &s, later).opened_now);
+        assert_eq!(b.gate("s", &s, later + Duration::from_secs(30)), Gate::Open);
+    }
+
+    #[test]
+    fn a_success_closes_and_resets() {
+        let b = Breakers::default();
+        let s = settings();
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            b.record("s", false, &s, t0);
+        }
+        assert_eq!(b.gate("s", &s, t0), Gate::Open);
+        assert_eq!(b.record("s", true, &s, t0), BreakerState::default());
+        assert_eq!(b.gate("s", &s, t0), Gate::Closed);
+        assert_eq!(b.record("s", false, &s, t0).consecutive_failures, 1);
+    }
+
+    #[test]
+    fn sessions_without_an_id_have_no_breaker() {
+        let b = Breakers::default();
+        let s = settings();
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            assert_eq!(b.record("", false, &s, t0), BreakerState::default());
+        }
+        assert_eq!(b.gate("", &s, t0), Gate::Closed);
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_session_limit() {
+        let b = Breakers::new(100);
+        let s = settings();
+        let t0 = Instant::now();
+        for i in 0..5_000 {
+            b.record(&format!("session-{i}"), false, &s, t0);
+        }
+        b.sessions.run_pending_tasks();
+        assert!(b.sessions.entry_count() <= 100, "{}", b.sessions.entry_count());
+    }
+}

@@ -1,0 +1,632 @@
+//! The compactor: measures a conversation with the model's tokenizer and,
+//! past the trigger, replaces its older part with a deterministic summary
+//! (merging an earlier one), re-injects the pinned items and keeps the recent
+//! messages verbatim. A session whose compactions keep failing is trimmed
+//! instead (circuit breaker), and a conversation the provider refused as too
+//! long is trimmed two turns at a time (emergency trim).
+//!
+//! Token counts use the *compaction formula*, exact under the model's
+//! tokenizer and recountable from the output alone:
+//!
+//! ```text
+//! tokens = 3 + Σ over messages (3 + tokens(role) + Σ over blocks tokens(block))
+//! ```
+//!
+//! where a text block counts its text, a tool use its name plus its input,
+//! and a tool result its output (ids are metadata, as in Assemble).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::debug;
+
+use super::CompactionSettings;
+use super::breaker::{BreakerState, Breakers, Gate};
+use super::conversation::{CompactRequest, Content, Msg, Pinned};
+use super::cut::Boundaries;
+use super::summary::Summary;
+use crate::assemble::validate::UNKNOWN_MODEL;
+use crate::assemble::{AssembleError, Assembler, Cancel, FieldViolation, Role, Tokenizer, Warning};
+use crate::telemetry::metrics;
+
+/// Tokens every reply is primed with (chat formula).
+const REPLY_PRIMING_TOKENS: u32 = 3;
+/// Tokens every message costs besides its role and content (chat formula).
+const MESSAGE_OVERHEAD_TOKENS: u32 = 3;
+/// Turns an emergency or breaker trim drops per step.
+pub const TURNS_PER_TRIM_STEP: usize = 2;
+/// Opening of a pinned item's wrapper; how earlier pinned items are found.
+const PINNED_OPEN: &str = "<pinned";
+
+/// Warning: a compaction left the conversation over its target.
+pub const OVER_TARGET: &str = "COMPACTION_OVER_TARGET";
+/// Warning: the session's breaker is open; the conversation was trimmed.
+pub const BREAKER_OPEN: &str = "COMPACTION_BREAKER_OPEN";
+/// Warning: a tool result whose call is nowhere before it.
+pub const ORPHAN_TOOL_RESULT: &str = "ORPHAN_TOOL_RESULT";
+/// Warning: a tool call that no later message answers (not the last message).
+pub const UNANSWERED_TOOL_CALL: &str = "UNANSWERED_TOOL_CALL";
+
+/// What a Compact request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactOutcome {
+    /// Compacted to at most the target.
+    Compacted,
+    /// Compacted, but still over the target (a failure for the breaker).
+    CompactedOverTarget,
+    /// Below the trigger: unchanged.
+    BelowTrigger,
+    /// At or past the trigger, but no clean cut keeps the recent messages
+    /// and summarizes anything: unchanged.
+    NothingToCompact,
+    /// The session's breaker is open: the oldest turns were trimmed instead.
+    BreakerTrimmed,
+    /// The provider refused the conversation as too long: the oldest turns
+    /// were trimmed.
+    EmergencyTrimmed,
+}
+
+impl CompactOutcome {
+    /// Every outcome, for metric series.
+    pub const ALL: [CompactOutcome; 6] = [
+        CompactOutcome::Compacted,
+        CompactOutcome::CompactedOverTarget,
+        CompactOutcome::BelowTrigger,
+        CompactOutcome::NothingToCompact,
+        CompactOutcome::BreakerTrimmed,
+        CompactOutcome::EmergencyTrimmed,
+    ];
+
+    /// A stable lower-case name, used as a bounded metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactOutcome::Compacted => "compacted",
+            CompactOutcome::CompactedOverTarget => "compacted_over_target",
+            CompactOutcome::BelowTrigger => "below_trigger",
+            CompactOutcome::NothingToCompact => "nothing_to_compact",
+            CompactOutcome::BreakerTrimmed => "breaker_trimmed",
+            CompactOutcome::EmergencyTrimmed => "emergency_trimmed",
+        }
+    }
+
+    /// Whether a summary replaced older messages.
+    pub fn compacted(self) -> bool {
+        matches!(
+            self,
+            CompactOutcome::Compacted | CompactOutcome::CompactedOverTarget
+        )
+    }
+}
+
+/// Which input messages a summary covers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Provenance {
+    /// Non-empty ids of the summarized messages, in order.
+    pub message_ids: Vec<String>,
+    /// First summarized input index.
+    pub start: u32,
+    /// One past the last summarized input index.
+    pub end: u32,
+    /// Input index of an earlier summary merged into this one.
+    pub merged_summary_index: Option<u32>,
+}
+
+/// One step of a trim: the turns dropped and the tokens left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrimStep {
+    /// Non-empty ids of the dropped messages, in order.
+    pub message_ids: Vec<String>,
+    /// First dropped input index.
+    pub start: u32,
+    /// One past the last dropped input index.
+    pub end: u32,
+    /// Tokens of the conversation after this step.
+    pub tokens_after: u32,
+}
+
+/// The answer to a Compact request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    /// Echo of the request id.
+    pub request_id: String,
+    /// The model table entry used.
+    pub model: String,
+    /// The conversation to send next.
+    pub messages: Vec<Msg>,
+    /// What was done.
+    pub outcome: CompactOutcome,
+    /// Why, in a few words.
+    pub reason: String,
+    /// Tokens of the input conversation.
+    pub tokens_before: u32,
+    /// Tokens of `messages`.
+    pub tokens_after: u32,
+    /// The trigger applied.
+    pub trigger_tokens: u32,
+    /// The target applied.
+    pub target_tokens: u32,
+    /// The recent-message count applied.
+    pub preserve_recent: u32,
+    /// Tokenizer id.
+    pub tokenizer: String,
+    /// Whether counts are exact for the model.
+    pub exact: bool,
+    /// What the summary covers (when compacted).
+    pub provenance: Option<Provenance>,
+    /// Index in `messages` of the continuation message (when compacted).
+    pub summary_index: Option<u32>,
+    /// Trim steps (breaker and emergency trims).
+    pub trim_steps: Vec<TrimStep>,
+    /// The session's breaker after this request.
+    pub breaker: BreakerState,
+    /// Observations (ids and counts only).
+    pub warnings: Vec<Warning>,
+}
+
+/// Compacts conversations. Cheap to share: clone it (the breakers are shared).
+#[derive(Debug, Clone)]
+pub struct Compactor {
+    assembler: Arc<Assembler>,
+    breakers: Breakers,
+}
+
+/// A validated request's resolved parameters.
+struct Resolved {
+    model: String,
+    tokenizer: Tokenizer,
+    settings: CompactionSettings,
+    trigger: u32,
+    target: u32,
+    preserve: u32,
+}
+
+/// The conversation's parts, found once.
+struct Layout {
+    /// Leading system messages: always kept, never summarized.
+    head: usize,
+    /// Index of an earlier continuation message, and its summary.
+    earlier: Option<(usize, Summary)>,
+    /// Where the messages that may be summarized or trimmed start (after
+    /// the head, an earlier summary and the pinned items restored with it).
+    body: usize,
+}
+
+impl Compactor {
+    /// A compactor counting through `assembler`'s caches, resolving models
+    /// and defaults in its catalog.
+    pub fn new(assembler: Arc<Assembler>) -> Self {
+        Compactor {
+            assembler,
+            breakers: Breakers::default(),
+        }
+    }
+
+    /// Compacts one conversation (CPU-bound: call it off the reactor).
+    /// Stops early with [`AssembleError::Cancelled`] once `cancel` is set.
+    pub fn compact(&self, req: CompactRequest, cancel: &Cancel) -> Result<Compaction, AssembleError> {
+        self.compact_at(req, cancel, Instant::now())
+    }
+
+    /// [`Compactor::compact`] at a given time (the breaker's clock).
+    pub fn compact_at(
+        &self,
+        req: CompactRequest,
+        cancel: &Cancel,
+        now: Instant,
+    ) -> Result<Compaction, AssembleError> {
+        let r = self.resolve(&req)?;
+        let mut hits = 0u64;
+        let mut costs = Vec::with_capacity(req.messages.len());
+        for m in &req.messages {
+            if cancel.is_cancelled() {
+                return Err(AssembleError::Cancelled);
+            }
+            costs.push(self.cost(&r.tokenizer, m, &mut hits));
+        }
+        metrics::cache_lookups(
+            metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
+            hits,
+            blocks(&req.messages) - hits,
+        );
+        let before = total(&costs);
+        let layout = Layout::of(&req.messages);
+        let bounds = Boundaries::of(&req.messages, layout.body);
+        let mut out = Compaction {
+            request_id: req.request_id.clone(),
+            model: r.model.clone(),
+            messages: Vec::new(),
+            outcome: CompactOutcome::BelowTrigger,
+            reason: String::new(),
+            tokens_before: before,
+            tokens_after: before,
+            trigger_tokens: r.trigger,
+            target_tokens: r.target,
+            preserve_recent: r.preserve,
+            tokenizer: r.tokenizer.to_string(),
+            exact: r.tokenizer.is_exact(),
+            provenance: None,
+            summary_index: None,
+            trim_steps: Vec::new(),
+            breaker: self.breakers.state(&req.session_id, &r.settings, now),
+            warnings: pairing_warnings(&req.messages, &bounds),
+        };
+
+        if req.context_length_exceeded {
+            self.trim(req, &costs, &layout, &bounds, &r, &mut out, true);
+        } else if before < r.trigger {
+            out.reason = format!("{before} tokens are below the trigger of {}", r.trigger);
+            out.messages = req.messages;
+        } else if self.breakers.gate(&req.session_id, &r.settings, now) == Gate::Open {
+            out.warnings.push(Warning {
+                code: BREAKER_OPEN,
+                message: format!(
+                    "{} consecutive compactions of this session ended over the target: trimming the \
+                     oldest turns instead until the breaker closes (a success, or {} s)",
+                    out.breaker.consecutive_failures,
+                    r.settings.breaker_cooldown.as_secs()
+                ),
+            });
+            self.trim(req, &costs, &layout, &bounds, &r, &mut out, false);
+        } else {
+            self.summarize(req, &costs, layout, &bounds, &r, &mut out, now)?;
+        }
+        if cancel.is_cancelled() {
+            return Err(AssembleError::Cancelled);
+        }
+        metrics::compaction(
+            metrics::COMPACTION_SOURCE_COMPACT,
+            out.outcome.as_str(),
+            out.tokens_before.saturating_sub(out.tokens_after),
+        );
+        debug!(
+            outcome = out.outcome.as_str(),
+            messages_before = costs.len(),
+            messages_after = out.messages.len(),
+            tokens_before = out.tokens_before,
+            tokens_after = out.tokens_after,
+            "compact"
+        );
+        Ok(out)
+    }
+
+    fn resolve(&self, req: &CompactRequest) -> Result<Resolved, AssembleError> {
+        let catalog = self.assembler.catalog();
+        let mut v = super::conversation::validate(req);
+        let spec = catalog.models.resolve(&req.model);
+        if spec.is_none() {
+            v.push(FieldViolation::new("model", UNKNOWN_MODEL));
+        }
+        if req.target_tokens == Some(0) {
+            v.push(FieldViolation::new("target_tokens", "must be positive when set"));
+        }
+        let spec = match spec {
+            Some(s) if v.is_empty() => s,
+            _ => return Err(AssembleError::InvalidArgument(v)),
+        };
+        let settings = catalog.compaction;
+        let budget = spec.context_window.saturating_sub(spec.output_reserve);
+        Ok(Resolved {
+            model: spec.name.clone(),
+            tokenizer: spec.tokenizer.clone(),
+            trigger: req
+                .trigger_tokens
+                .unwrap_or_else(|| CompactionSettings::share(budget, settings.trigger_percent)),
+            target: req
+                .target_tokens
+                .unwrap_or_else(|| CompactionSettings::share(budget, settings.target_percent)),
+            preserve: req.preserve_recent.unwrap_or(settings.preserve_recent),
+            settings,
+        })
+    }
+
+    /// Tokens of one message under the compaction formula, counting each
+    /// block through the shared count cache.
+    fn cost(&self, tok: &Tokenizer, m: &Msg, hits: &mut u64) -> u32 {
+        let mut n = MESSAGE_OVERHEAD_TOKENS.saturating_add(tok.role_tokens(m.role));
+        for c in &m.content {
+            for text in c.counted_texts() {
+                if !text.is_empty() {
+                    let (count, hit) = self.assembler.count_cached(tok, text);
+                    *hits += u64::from(hit);
+                    n = n.saturating_add(count);
+                }
+            }
+        }
+        n
+    }
+
+    /// Replaces `messages[body..cut]` with a summary (merged into an earlier
+    /// one) followed by the pinned items, and records the breaker.
+    #[allow(clippy::too_many_arguments)]
+    fn summarize(
+        &self,
+        req: CompactRequest,
+        costs: &[u32],
+        layout: Layout,
+        bounds: &Boundaries,
+        r: &Resolved,
+        out: &mut Compaction,
+        now: Instant,
+    ) -> Result<(), AssembleError> {
+        let Some(cut) = bounds.compaction_cut(r.preserve as usize) else {
+            out.outcome = CompactOutcome::NothingToCompact;
+            out.reason = format!(
+                "{} tokens reach the trigger of {}, but no clean cut keeps the {} most recent messages \
+                 and summarizes anything",
+                out.tokens_before, r.trigger, r.preserve
+            );
+            out.messages = req.messages;
+            return Ok(());
+        };
+        let Layout { head, earlier, body } = layout;
+        let (earlier_index, earlier_summary) = earlier.unzip();
+        let summary = Summary::of(&req.messages[body..cut], earlier_summary);
+        let mut hits = 0;
+        let continuation = Msg {
+            id: String::new(),
+            role: Role::User,
+            content: vec![Content::Text(summary.continuation())],
+        };
+        // New pinned items replace the ones restored last time; without new
+        // ones, those are carried forward.
+        let pinned: Vec<Msg> = if req.pinned.is_empty() {
+            let start = earlier_index.map_or(body, |i| i + 1);
+            req.messages[start..body].to_vec()
+        } else {
+            req.pinned.iter().map(pinned_message).collect()
+        };
+        let added = std::iter::once(&continuation)
+            .chain(&pinned)
+            .map(|m| self.cost(&r.tokenizer, m, &mut hits))
+            .fold(0, u32::saturating_add);
+        let after = REPLY_PRIMING_TOKENS
+            .saturating_add(costs[..head].iter().copied().fold(0, u32::saturating_add))
+            .saturating_add(added)
+            .saturating_add(costs[cut..].iter().copied().fold(0, u32::saturating_add));
+
+        out.provenance = Some(Provenance {
+            message_ids: ids(&req.messages[body..cut]),
+            start: index(body),
+            end: index(cut),
+            merged_summary_index: earlier_index.map(index),
+        });
+        out.summary_index = Some(index(head));
+        out.tokens_after = after;
+        let success = after <= r.target;
+        out.breaker = self.breakers.record(&req.session_id, success, &r.settings, now);
+        if out.breaker.opened_now {
+            metrics::compaction_breaker_opened();
+        }
+        if success {
+            out.outcome = CompactOutcome::Compacted;
+            out.reason = format!(
+                "{} messages summarized: {} tokens to {after}",
+                cut - body,
+                out.tokens_before
+            );
+        } else {
+            out.outcome = CompactOutcome::CompactedOverTarget;
+            out.reason = format!(
+                "{} messages summarized, but {after} tokens are still over the target of {}",
+                cut - body,
+                r.target
+            );
+            out.warnings.push(Warning {
+                code: OVER_TARGET,
+                message: format!(
+                    "{after} tokens after compaction, over the target of {}: the {} preserved messages \
+                     or the pinned items are too large ({} consecutive failures for this session)",
+                    r.target, r.preserve, out.breaker.consecutive_failures
+                ),
+            });
+        }
+        let mut messages = req.messages;
+        let recent = messages.split_off(cut);
+        messages.truncate(head);
+        messages.push(continuation);
+        messages.extend(pinned);
+        messages.extend(recent);
+        out.messages = messages;
+        Ok(())
+    }
+
+    /// Drops the oldest turns of the body, [`TURNS_PER_TRIM_STEP`] at a time
+    /// (a call and its results are one turn), until the conversation is at
+    /// most the target or only the last turn is left. An emergency trim
+    /// drops at least one step: the provider has already refused it.
+    #[allow(clippy::too_many_arguments)]
+    fn trim(
+        &self,
+        req: CompactRequest,
+        costs: &[u32],
+        layout: &Layout,
+        bounds: &Boundaries,
+        r: &Resolved,
+        out: &mut Compaction,
+        emergency: bool,
+    ) {
+        let mut tokens = out.tokens_before;
+        let mut k = layout.body;
+        while tokens > r.target || (emergency && out.trim_steps.is_empty()) {
+            let Some(next) = bounds.after_turns(k, TURNS_PER_TRIM_STEP) else {
+                break;
+            };
+            let dropped = costs[k..next].iter().copied().fold(0, u32::saturating_add);
+            tokens = tokens.saturating_sub(dropped);
+            out.trim_steps.push(TrimStep {
+                message_ids: ids(&req.messages[k..next]),
+                start: index(k),
+                end: index(next),
+                tokens_after: tokens,
+            });
+            k = next;
+        }
+        out.outcome = if emergency {
+            CompactOutcome::EmergencyTrimmed
+        } else {
+            CompactOutcome::BreakerTrimmed
+        };
+        out.tokens_after = tokens;
+        out.reason = format!(
+            "{} trim steps dropped {} messages: {} tokens to {tokens}",
+            out.trim_steps.len(),
+            k - layout.body,
+            out.tokens_before
+        );
+        if tokens > r.target {
+            out.warnings.push(Warning {
+                code: OVER_TARGET,
+                message: format!(
+                    "{tokens} tokens after trimming, over the target of {}: only the last turn is left",
+                    r.target
+                ),
+            });
+        }
+        let mut messages = req.messages;
+        messages.drain(layout.body..k);
+        out.messages = messages;
+    }
+}
+
+impl Layout {
+    fn of(msgs: &[Msg]) -> Self {
+        let head = msgs.iter().take_while(|m| m.role == Role::System).count();
+        let earlier = msgs
+            .get(head)
+            .and_then(|m| match m.content.as_slice() {
+                [Content::Text(t)] => Summary::parse(t),
+                _ => None,
+            })
+            .map(|s| (head, s));
+        let body = match earlier {
+            Some(_) => {
+                head + 1
+                    + msgs[head + 1..]
+                        .iter()
+                        .take_while(|m| is_pinned_message(m))
+                        .count()
+            }
+            None => head,
+        };
+        Layout { head, earlier, body }
+    }
+}
+
+/// The message restoring a pinned item.
+pub fn pinned_message(p: &Pinned) -> Msg {
+    let mut text = String::with_capacity(p.content.len() + p.kind.len() + p.id.len() + 40);
+    text.push_str(PINNED_OPEN);
+    for (name, value) in [("kind", &p.kind), ("id", &p.id)] {
+        if !value.is_empty() {
+            text.push(' ');
+            text.push_str(name);
+            text.push_str("=\"");
+            for c in value.chars() {
+                match c {
+                    '&' => text.push_str("&amp;"),
+                    '"' => text.push_str("&quot;"),
+                    '<' => text.push_str("&lt;"),
+                    '>' => text.push_str("&gt;"),
+                    '\n' | '\r' => text.push(' '),
+                    c => text.push(c),
+                }
+            }
+            text.push('"');
+        }
+    }
+    text.push_str(">\n");
+    text.push_str(&p.content);
+    text.push_str("\n</pinned>");
+    Msg {
+        id: p.id.clone(),
+        role: Role::User,
+        content: vec![Content::Text(text)],
+    }
+}
+
+/// Whether `m` is a pinned item this module restored.
+fn is_pinned_message(m: &Msg) -> bool {
+    m.role == Role::User
+        && matches!(m.content.as_slice(), [Content::Text(t)]
+            if t.starts_with(PINNED_OPEN) && t[PINNED_OPEN.len()..].starts_with([' ', '>']))
+}
+
+/// Tokens of a conversation whose messages cost `costs`.
+fn total(costs: &[u32]) -> u32 {
+    costs
+        .iter()
+        .copied()
+        .fold(REPLY_PRIMING_TOKENS, u32::saturating_add)
+}
+
+/// Tokens of `messages` under the compaction formula, counted from scratch
+/// (no cache): what every reported count must equal.
+pub fn recount(tok: &Tokenizer, messages: &[Msg]) -> u32 {
+    let costs: Vec<u32> = messages
+        .iter()
+        .map(|m| {
+            m.content
+                .iter()
+                .flat_map(Content::counted_texts)
+                .map(|t| tok.count(t))
+                .fold(
+                    MESSAGE_OVERHEAD_TOKENS + tok.role_tokens(m.role),
+                    u32::saturating_add,
+                )
+        })
+        .collect();
+    total(&costs)
+}
+
+/// Non-empty texts counted over all blocks (cache lookups made).
+fn blocks(msgs: &[Msg]) -> u64 {
+    msgs.iter()
+        .flat_map(|m| &m.content)
+        .flat_map(Content::counted_texts)
+        .filter(|t| !t.is_empty())
+        .count() as u64
+}
+
+fn ids(msgs: &[Msg]) -> Vec<String> {
+    msgs.iter()
+        .filter(|m| !m.id.is_empty())
+        .map(|m| m.id.clone())
+        .collect()
+}
+
+fn index(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+/// Warnings for pairs already broken in the input: results whose call is
+/// nowhere before them, and calls that no later message answers (except in
+/// the last message, where the gateway is waiting for the tool).
+fn pairing_warnings(msgs: &[Msg], bounds: &Boundaries) -> Vec<Warning> {
+    let mut out = Vec::new();
+    if !bounds.orphans.is_empty() {
+        out.push(Warning {
+            code: ORPHAN_TOOL_RESULT,
+            message: format!(
+                "{} tool results without their call; they stay with the oldest messages",
+                bounds.orphans.len()
+            ),
+        });
+    }
+    let answered: std::collections::HashSet<&str> = msgs.iter().flat_map(Msg::tool_results).collect();
+    let unanswered = msgs
+        .iter()
+        .take(msgs.len().saturating_sub(1))
+        .flat_map(Msg::tool_uses)
+        .filter(|id| !answered.contains(id))
+        .count();
+    if unanswered > 0 {
+        out.push(Warning {
+            code: UNANSWERED_TOOL_CALL,
+            message: format!("{unanswered} tool calls have no result in the conversation"),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
