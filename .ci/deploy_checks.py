@@ -51,6 +51,9 @@ EXPECTED_METRICS = {
     "assembler_requests_refused_total": "counter",
     "assembler_in_flight_requests": "gauge",
     "assembler_config_reloads_total": "counter",
+    "assembler_compactions_total": "counter",
+    "assembler_compaction_tokens_saved": "histogram",
+    "assembler_compaction_breaker_open_total": "counter",
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 SIDECAR = "context-assembler"
@@ -480,6 +483,18 @@ def assemble_request(request_id, max_input_tokens, items):
             + pb_bytes(8, pb_str(1, "deploy-ci")))
 
 
+def compact_request(request_id, session_id, trigger_tokens, target_tokens, preserve_recent, messages=8):
+    """A CompactRequest (proto/context_assembler/v1/assembler.proto) encoded by hand: `messages`
+    alternating user and assistant text messages of a few hundred tokens each."""
+    body = b""
+    for i in range(messages):
+        role = 2 if i % 2 == 0 else 3  # ROLE_USER, ROLE_ASSISTANT
+        text = f"Turn {i}: " + "the quick brown fox jumps over the lazy dog. " * 40
+        body += pb_bytes(4, pb_str(1, f"m{i}") + pb_uint(2, role) + pb_bytes(3, pb_str(1, text)))
+    return (pb_str(1, request_id) + pb_str(2, "gpt-4o") + pb_str(3, session_id) + body
+            + pb_uint(5, trigger_tokens) + pb_uint(6, target_tokens) + pb_uint(7, preserve_recent))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -505,7 +520,7 @@ def exported(text):
 
 def sample(text, name, **labels):
     for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+        if line.startswith((name + "{", name + " ")) and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
 
@@ -569,6 +584,16 @@ def cmd_server(binary, pod_toml, rendered):
                 fail(f"an Assemble over budget answered {e.code()}, not FAILED_PRECONDITION")
         ok("traffic: ListModels, CountTokens, 3 Assemble under budget pressure, 1 budget overflow")
 
+        # Compact: one compaction under its target, then one session whose
+        # compactions all end over target until its breaker opens (after
+        # compaction.breaker_failures in a row), and one more, trimmed instead.
+        with open(pod_toml, "rb") as f:
+            failures = tomllib.load(f).get("compaction", {}).get("breaker_failures", 3)
+        call("Compact", compact_request("deploy-ci-compact", "deploy-ci-ok", 100, 100000, 2))
+        for i in range(failures + 1):
+            call("Compact", compact_request(f"deploy-ci-breaker-{i}", "deploy-ci-breaker", 100, 1, 2))
+        ok(f"traffic: 1 Compact under target, {failures} over target (the session's breaker opens), 1 trimmed")
+
         url = f"http://{metrics_addr}/metrics"
         text = scrape(url)
         types = exported(text)
@@ -579,6 +604,15 @@ def cmd_server(binary, pod_toml, rendered):
             fail("assembler_requests_total{rpc=\"Assemble\",code=\"OK\"} is not 3 after 3 assemblies")
         if sample(text, "assembler_budget_overflow_total", model="gpt-4o") != 1:
             fail("assembler_budget_overflow_total{model=\"gpt-4o\"} is not 1 after one overflow")
+        compactions = {outcome: sample(text, "assembler_compactions_total", source="compact", outcome=outcome)
+                       for outcome in ("compacted", "compacted_over_target", "breaker_trimmed")}
+        if compactions != {"compacted": 1, "compacted_over_target": failures, "breaker_trimmed": 1}:
+            fail(f"assembler_compactions_total{{source=\"compact\"}} by outcome is {compactions} after 1 compaction "
+                 f"under target, {failures} over target and 1 breaker trim")
+        if sample(text, "assembler_compaction_breaker_open_total") != 1:
+            fail("assembler_compaction_breaker_open_total is not 1 after one session's breaker opened")
+        if not sample(text, "assembler_compaction_tokens_saved_count", source="compact"):
+            fail("assembler_compaction_tokens_saved{source=\"compact\"} recorded nothing after a compaction")
         if wrong:
             fail("; ".join(wrong))
         if missing:

@@ -97,6 +97,8 @@ pub enum DropReason {
     IncompleteToolCall,
     /// An older turn dropped because a newer one did not fit.
     OlderThanCut,
+    /// A turn that did not fit, covered by the compaction summary instead.
+    Summarized,
 }
 
 /// The form a unit is kept in.
@@ -146,8 +148,22 @@ pub struct Allocation {
     pub costs: Vec<Vec<u32>>,
     /// Per block.
     pub fates: Vec<BlockFate>,
+    /// The summary of the oldest turns that did not fit, when one is kept.
+    pub summary: Option<TurnSummary>,
     /// Exact tokens of the whole prompt.
     pub used: u64,
+}
+
+/// Turns that did not fit, compacted into one summary unit instead of
+/// dropped (compact before drop).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnSummary {
+    /// The turn units covered, (block, unit), oldest first.
+    pub units: Vec<(usize, usize)>,
+    /// Tokens of the summary unit in the summary message.
+    pub cost: u32,
+    /// Tokens the covered turns would have cost in full.
+    pub covered: u64,
 }
 
 /// Non-cuttable content alone exceeds the budget.
@@ -165,7 +181,15 @@ pub trait Shrink {
     /// The longest sentence-boundary prefix of the unit whose cost is at most
     /// `limit`: (bytes kept, cost). `None` if not even one sentence fits.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)>;
+    /// Tokens of one summary unit covering the turn units `units`
+    /// ((block, unit), oldest first) in the summary message; `None` when
+    /// turns are not compacted (the policy says drop).
+    fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32>;
 }
+
+/// Most verbatim turns given up to make room for the summary of the turns
+/// that did not fit: each try re-renders and recounts the summary.
+const MAX_EVICTIONS: usize = 8;
 
 /// Sorts positions by descending score, ties in original order: the one
 /// ranking used both to decide what survives and where it is placed.
@@ -224,11 +248,13 @@ pub fn allocate(
     for bi in order {
         st.fill(bi, &blocks[bi], shrink);
     }
+    let summary = st.summarize_turns(blocks, shrink);
 
     Ok(Allocation {
         forms: st.forms,
         costs: st.costs,
         fates: st.fates,
+        summary,
         used: st.used,
     })
 }
@@ -348,6 +374,92 @@ impl State {
             && valid.iter().any(|&ui| !self.forms[bi][ui].is_kept())
         {
             self.cut_chrono = Some(self.cut_chrono.map_or(c, |old| old.max(c)));
+        }
+    }
+
+    /// Compact before drop: the turns older than every kept turn (all of
+    /// them when none is kept) become one summary unit, when it fits in the
+    /// room left and costs less than the turns it covers. Until it does, the
+    /// oldest verbatim turns are given up one by one (at most
+    /// [`MAX_EVICTIONS`], never the newest kept turn, a pinned one, or one
+    /// its block's `min_tokens` needs); when no summary fits, everything is
+    /// as before. Room a given-up turn frees beyond the summary's cost is not
+    /// offered again to blocks filled earlier.
+    fn summarize_turns(&mut self, blocks: &[BlockPlan], shrink: &mut dyn Shrink) -> Option<TurnSummary> {
+        let mut chrono: Vec<usize> = (0..blocks.len())
+            .filter(|&b| blocks[b].chrono.is_some())
+            .collect();
+        chrono.sort_by_key(|&b| blocks[b].chrono);
+        let seq: Vec<(usize, usize)> = chrono
+            .iter()
+            .flat_map(|&b| (0..blocks[b].units.len()).map(move |u| (b, u)))
+            .filter(|&(b, u)| blocks[b].units[u].invalid.is_none())
+            .collect();
+        let kept = |st: &Self, (b, u): (usize, usize)| st.forms[b][u].is_kept();
+        let last_kept = seq.iter().rposition(|&x| kept(self, x));
+        let mut next = 0;
+        let mut covered: Vec<(usize, usize)> = Vec::new();
+        let full = |&(b, u): &(usize, usize)| u64::from(blocks[b].units[u].full);
+        let snapshot = (self.used, self.fates.clone());
+        let mut evicted: Vec<(usize, usize, Form, u32)> = Vec::new();
+        let summary = loop {
+            // Cover every dropped turn up to the next kept one.
+            while let Some(&x) = seq.get(next).filter(|&&x| !kept(self, x)) {
+                covered.push(x);
+                next += 1;
+            }
+            if covered.is_empty() {
+                return None;
+            }
+            let Some(cost) = shrink.summarize(&covered) else {
+                break None;
+            };
+            let covered_full: u64 = covered.iter().map(full).sum();
+            let fits = u64::from(cost) + self.open_cost(Slot::Summary) <= self.room();
+            if fits && u64::from(cost) < covered_full {
+                break Some(TurnSummary {
+                    units: covered,
+                    cost,
+                    covered: covered_full,
+                });
+            }
+            // Give up the oldest kept turn, never the newest, and cover it.
+            let Some(&(b, u)) = seq.get(next).filter(|_| Some(next) < last_kept) else {
+                break None;
+            };
+            let block_kept: u64 = self.costs[b].iter().map(|&c| u64::from(c)).sum();
+            let cost = self.costs[b][u];
+            let spare = block_kept - u64::from(cost) >= u64::from(blocks[b].min_tokens);
+            if evicted.len() == MAX_EVICTIONS || blocks[b].units[u].pinned || !blocks[b].cuttable || !spare {
+                break None;
+            }
+            evicted.push((b, u, self.forms[b][u], cost));
+            self.used -= u64::from(cost);
+            self.costs[b][u] = 0;
+            self.forms[b][u] = Form::Dropped(DropReason::OlderThanCut);
+            self.fates[b] = BlockFate::Cut;
+            covered.push((b, u));
+            next += 1;
+        };
+        match summary {
+            Some(s) => {
+                self.used += self.open_cost(Slot::Summary) + u64::from(s.cost);
+                if let Some(i) = Slot::Summary.index() {
+                    self.open[i] = true;
+                }
+                for &(b, u) in &s.units {
+                    self.forms[b][u] = Form::Dropped(DropReason::Summarized);
+                }
+                Some(s)
+            }
+            None => {
+                for (b, u, form, cost) in evicted {
+                    self.forms[b][u] = form;
+                    self.costs[b][u] = cost;
+                }
+                (self.used, self.fates) = snapshot;
+                None
+            }
         }
     }
 

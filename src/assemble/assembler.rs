@@ -465,7 +465,11 @@ impl<'a> Pipeline<'a> {
             self.message_cost(self.policy.context_role, 0),
             self.message_cost(Role::User, 0),
         ];
-        let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, &mut Shrinker { p: self })
+        let mut shrinker = Shrinker {
+            p: self,
+            turn_summary: None,
+        };
+        let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, &mut shrinker)
             .map_err(|o| {
                 debug!(non_cuttable = o.non_cuttable, budget = self.budget.input, model = %self.spec.name, "budget overflow");
                 AssembleError::BudgetOverflow {
@@ -475,8 +479,16 @@ impl<'a> Pipeline<'a> {
                 }
             })?;
 
+        let turn_summary = shrinker.turn_summary.take().filter(|_| alloc.summary.is_some());
         self.check_cancelled()?;
-        let plan = layout::plan(self, &alloc);
+        if let Some(s) = &alloc.summary {
+            metrics::compaction(
+                metrics::COMPACTION_SOURCE_ASSEMBLE,
+                metrics::COMPACTION_OUTCOME_SUMMARIZED,
+                u32::try_from(s.covered.saturating_sub(u64::from(s.cost))).unwrap_or(u32::MAX),
+            );
+        }
+        let plan = layout::plan(self, &alloc, turn_summary);
         let hints = super::hints::of(
             self.spec,
             req,
@@ -712,12 +724,45 @@ impl<'a> Pipeline<'a> {
     }
 }
 
-/// Measures compact and truncated forms on demand.
+/// Measures compact and truncated forms, and the summary of turns that do
+/// not fit, on demand.
 struct Shrinker<'p, 'a> {
     p: &'p Pipeline<'a>,
+    /// The last turn summary unit rendered (the one kept, if any).
+    turn_summary: Option<String>,
 }
 
+/// The id of the summary unit of compacted turns.
+pub const TURN_SUMMARY_ID: &str = "compacted-turns";
+/// The source attribute of the summary unit of compacted turns.
+const TURN_SUMMARY_SOURCE: &str = "context-assembler";
+
 impl Shrink for Shrinker<'_, '_> {
+    /// The summary unit of the turns' items (the Compact RPC's summary), as
+    /// one `<summary id="compacted-turns">` unit of the summary message, so
+    /// its count adds exactly to the units beside it.
+    fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
+        if !self.p.policy.compact_turns || self.p.cancel.is_cancelled() {
+            return None;
+        }
+        let msgs: Vec<crate::compact::Msg> = units
+            .iter()
+            .flat_map(|&(b, u)| &self.p.measured[b].units[u].members)
+            .map(|&(mb, mc)| turn_message(self.p.item(mb, mc)))
+            .collect();
+        let text = crate::compact::summary::Summary::of(&msgs, None).plain();
+        let item = Item {
+            id: TURN_SUMMARY_ID.to_owned(),
+            source: TURN_SUMMARY_SOURCE.to_owned(),
+            trusted: true,
+            ..Item::default()
+        };
+        let unit = render::unit(BlockKind::Summary, &item, &text, FormAttr::Compact);
+        let cost = self.p.count(&unit);
+        self.turn_summary = Some(unit);
+        Some(cost)
+    }
+
     fn compact_cost(&mut self, block: usize, unit: usize) -> u32 {
         let item = self.p.item(block, unit);
         let text = item.compact_form.as_deref().unwrap_or_default();
@@ -760,6 +805,33 @@ impl Shrink for Shrinker<'_, '_> {
             }
         }
         best
+    }
+}
+
+/// A conversation turn as a compaction message: its text, the calls it
+/// makes (tool names are not known here), or the result it carries.
+fn turn_message(item: &Item) -> crate::compact::Msg {
+    use crate::compact::Content;
+    let role = item.role.unwrap_or(Role::User);
+    let mut content = Vec::with_capacity(1 + item.tool_call_ids.len());
+    if role == Role::Tool {
+        content.push(Content::ToolResult {
+            tool_use_id: item.tool_call_id.clone(),
+            output: item.content.clone(),
+            is_error: false,
+        });
+    } else {
+        content.push(Content::Text(item.content.clone()));
+    }
+    content.extend(item.tool_call_ids.iter().map(|id| Content::ToolUse {
+        id: id.clone(),
+        name: String::new(),
+        input: String::new(),
+    }));
+    crate::compact::Msg {
+        id: item.id.clone(),
+        role,
+        content,
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! 1. one system message per static segment, verbatim, in the given order:
 //!    the cacheable prefix, whose bytes depend on nothing else;
-//! 2. one user message with the SUMMARY units, before the turns it covers;
+//! 2. one user message with the SUMMARY units, then the summary of turns
+//!    compacted to fit (if any), before the turns they cover;
 //! 3. HISTORY then RECENT_TURNS turns, chronological, in their own roles (an
 //!    append-only conversation extends the cacheable prefix turn by turn);
 //! 4. one user context message: the best evidence first, memory/profile near
@@ -53,8 +54,9 @@ fn unit_text<'p>(p: &'p Pipeline<'_>, bi: usize, ui: usize, form: Form) -> Cow<'
     }
 }
 
-/// Orders the kept units into messages.
-pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation) -> Plan {
+/// Orders the kept units into messages; `turn_summary` is the rendered
+/// summary unit of compacted turns, when the allocation kept one.
+pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation, turn_summary: Option<String>) -> Plan {
     let req = p.req;
     let kept = |bi: usize| -> Vec<usize> {
         (0..alloc.forms[bi].len())
@@ -83,6 +85,10 @@ pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation) -> Plan {
         for ui in kept(bi) {
             push_unit(&mut summary, (bi, ui));
         }
+    }
+    // The compacted turns are newer than any summary the caller sent.
+    if let Some(unit) = turn_summary {
+        summary.push_str(&unit);
     }
     if !summary.is_empty() {
         plan.push((Role::User, Content::Rendered(summary)));

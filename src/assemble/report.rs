@@ -37,11 +37,15 @@ pub(crate) fn decisions(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Alloc
             priority: plan.priority,
             outcome: Outcome::Kept,
             tokens_offered: plan.units.iter().map(|u| u.full).fold(0, u32::saturating_add),
-            tokens_kept: alloc.costs[bi].iter().copied().fold(0, u32::saturating_add),
+            tokens_kept: alloc.costs[bi]
+                .iter()
+                .copied()
+                .fold(summary_cost(alloc, bi), u32::saturating_add),
             kept_item_ids: Vec::new(),
             dropped_item_ids: Vec::new(),
             filtered_item_ids: m.filtered.iter().map(|&i| id(i)).collect(),
             compacted_item_ids: Vec::new(),
+            summarized_item_ids: Vec::new(),
             reason: String::new(),
         };
         let block_forms: Vec<Form> = forms[bi]
@@ -51,6 +55,10 @@ pub(crate) fn decisions(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Alloc
         for (ci, form) in block_forms.iter().enumerate() {
             let item_id = id(m.candidates[ci]);
             match form {
+                Form::Dropped(DropReason::Summarized) => {
+                    d.summarized_item_ids.push(item_id.clone());
+                    d.dropped_item_ids.push(item_id);
+                }
                 Form::Dropped(_) => d.dropped_item_ids.push(item_id),
                 Form::Compact => {
                     d.compacted_item_ids.push(item_id.clone());
@@ -91,6 +99,15 @@ pub(crate) fn decisions(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Alloc
     }
     warn_about_gaps(p, plans, alloc);
     out
+}
+
+/// The turn summary's tokens, counted in the block of the newest turn it
+/// covers.
+fn summary_cost(alloc: &Allocation, bi: usize) -> u32 {
+    match &alloc.summary {
+        Some(s) if s.units.last().map(|&(b, _)| b) == Some(bi) => s.cost,
+        _ => 0,
+    }
 }
 
 /// Warns when the conversation has a hole: older turns were dropped because
@@ -146,6 +163,9 @@ fn reason(block: &Block, fate: BlockFate, forms: &[Form], outcome: Outcome) -> &
         (Outcome::Kept, _) => "fits",
         _ if forms.contains(&Form::Dropped(DropReason::BlockLimit)) => "max_tokens reached",
         (Outcome::Truncated, _) => "over budget: truncated at a sentence boundary",
+        _ if forms.contains(&Form::Dropped(DropReason::Summarized)) => {
+            "over budget: oldest turns compacted into a summary"
+        }
         _ if block.kind.is_turns() => "over budget: dropped oldest turns",
         _ if forms.contains(&Form::Compact) => "over budget: compact forms before dropping lowest-scored",
         _ => "over budget: dropped lowest-scored items",

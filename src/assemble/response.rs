@@ -160,6 +160,9 @@ pub struct BlockDecision {
     pub filtered_item_ids: Vec<String>,
     /// Items kept in compact form.
     pub compacted_item_ids: Vec<String>,
+    /// Dropped turns covered by the compaction summary (a subset of
+    /// `dropped_item_ids`).
+    pub summarized_item_ids: Vec<String>,
     /// Why, in a few words.
     pub reason: String,
 }

@@ -180,6 +180,12 @@ impl Summary {
         format!("{PREAMBLE}\n\n<summary>\n{}</summary>\n\n{CLOSING}", self.body())
     }
 
+    /// The continuation as plain text, without the `<summary>` tags (for a
+    /// wrapper of its own, as Assemble renders it).
+    pub fn plain(&self) -> String {
+        format!("{PREAMBLE}\n\n{}\n{CLOSING}", self.body())
+    }
+
     /// Parses a continuation message this module rendered; `None` when `text`
     /// is not one. Lines it does not know are ignored.
     pub fn parse(text: &str) -> Option<Summary> {
@@ -300,6 +306,9 @@ fn entry(m: &Msg) -> String {
         out.push(' ');
         match c {
             Content::Text(t) => out.push_str(&clip(t, CLIP_CHARS)),
+            Content::ToolUse { name, input, .. } if name.is_empty() => {
+                let _ = write!(out, "[tool call] {}", clip(input, CLIP_CHARS));
+            }
             Content::ToolUse { name, input, .. } => {
                 let _ = write!(out, "[called {}] {}", tool_name(name), clip(input, CLIP_CHARS));
             }

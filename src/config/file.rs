@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::{ConfigError, LogFormat};
 use crate::assemble::models::CacheSettings;
 use crate::assemble::{BlockKind, Catalog, Encoding, ModelSpec, ModelTable, Policy, Role, Tokenizer};
+use crate::compact::CompactionSettings;
 
 /// The embedded default configuration, printed by `config --print-default`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/default.toml");
@@ -28,6 +29,9 @@ pub struct FileConfig {
     /// `[limits]`.
     #[serde(default)]
     pub limits: LimitsSection,
+    /// `[compaction]`.
+    #[serde(default)]
+    pub compaction: CompactionSection,
     /// `[[models]]`: when present, the whole model table.
     pub models: Option<Vec<ModelEntry>>,
     /// `[policies.NAME]`: when present, every policy (`default` is added if
@@ -91,6 +95,22 @@ pub struct LimitsSection {
     pub max_connections: Option<u64>,
 }
 
+/// `[compaction]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionSection {
+    /// Default trigger, in percent of the model's input budget.
+    pub trigger_percent: Option<u32>,
+    /// Default target, in percent of the model's input budget.
+    pub target_percent: Option<u32>,
+    /// Default count of recent messages kept verbatim.
+    pub preserve_recent: Option<u32>,
+    /// Consecutive failed compactions that open a session's breaker.
+    pub breaker_failures: Option<u32>,
+    /// Seconds an open breaker stays open.
+    pub breaker_cooldown_secs: Option<u64>,
+}
+
 /// One `[[models]]` entry.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -130,6 +150,8 @@ pub struct PolicyEntry {
     /// Default priorities by block kind.
     #[serde(default)]
     pub priorities: PrioritiesEntry,
+    /// Whether turns that do not fit are compacted before they are dropped.
+    pub compact_turns: Option<bool>,
 }
 
 /// `[policies.NAME.priorities]`.
@@ -207,6 +229,16 @@ impl FileConfig {
                 default_timeout_ms: self.limits.default_timeout_ms.or(b.limits.default_timeout_ms),
                 max_connections: self.limits.max_connections.or(b.limits.max_connections),
             },
+            compaction: CompactionSection {
+                trigger_percent: self.compaction.trigger_percent.or(b.compaction.trigger_percent),
+                target_percent: self.compaction.target_percent.or(b.compaction.target_percent),
+                preserve_recent: self.compaction.preserve_recent.or(b.compaction.preserve_recent),
+                breaker_failures: self.compaction.breaker_failures.or(b.compaction.breaker_failures),
+                breaker_cooldown_secs: self
+                    .compaction
+                    .breaker_cooldown_secs
+                    .or(b.compaction.breaker_cooldown_secs),
+            },
             models: self.models.or(b.models),
             policies: self.policies.or(b.policies),
         }
@@ -225,6 +257,7 @@ impl FileConfig {
         }
         let mut catalog = Catalog::new(models, policies);
         catalog.families = families(self.cache.families.as_deref().unwrap_or_default())?;
+        catalog.compaction = compaction(&self.compaction)?;
         Ok(catalog)
     }
 }
@@ -357,6 +390,49 @@ fn families(names: &[String]) -> Result<Vec<String>, ConfigError> {
     Ok(out)
 }
 
+fn compaction(c: &CompactionSection) -> Result<CompactionSettings, ConfigError> {
+    let d = CompactionSettings::default();
+    let percent = |v: Option<u32>, d: u32, key: &str| match v.unwrap_or(d) {
+        p @ 1..=100 => Ok(p),
+        _ => Err(ConfigError::new(key, "must be between 1 and 100")),
+    };
+    let settings = CompactionSettings {
+        trigger_percent: percent(c.trigger_percent, d.trigger_percent, "compaction.trigger_percent")?,
+        target_percent: percent(c.target_percent, d.target_percent, "compaction.target_percent")?,
+        preserve_recent: c.preserve_recent.unwrap_or(d.preserve_recent),
+        breaker_failures: c.breaker_failures.unwrap_or(d.breaker_failures),
+        breaker_cooldown: c
+            .breaker_cooldown_secs
+            .map_or(d.breaker_cooldown, std::time::Duration::from_secs),
+    };
+    if settings.target_percent > settings.trigger_percent {
+        return Err(ConfigError::new(
+            "compaction.target_percent",
+            "must not exceed compaction.trigger_percent",
+        ));
+    }
+    if settings.preserve_recent > 10_000 {
+        return Err(ConfigError::new(
+            "compaction.preserve_recent",
+            "must be at most 10000",
+        ));
+    }
+    if !(1..=1000).contains(&settings.breaker_failures) {
+        return Err(ConfigError::new(
+            "compaction.breaker_failures",
+            "must be between 1 and 1000",
+        ));
+    }
+    if settings.breaker_cooldown.is_zero() || settings.breaker_cooldown > crate::compact::breaker::IDLE_EXPIRY
+    {
+        return Err(ConfigError::new(
+            "compaction.breaker_cooldown_secs",
+            "must be between 1 and 3600",
+        ));
+    }
+    Ok(settings)
+}
+
 fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
     let key = |f: &str| format!("policies.{name}.{f}");
     let valid_name = !name.is_empty()
@@ -371,6 +447,7 @@ fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
         ));
     }
     let mut policy = Policy::default();
+    policy.compact_turns = entry.compact_turns.unwrap_or(policy.compact_turns);
     if let Some(role) = entry.context_role.as_deref() {
         policy.context_role = match role {
             "user" => Role::User,

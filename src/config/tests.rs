@@ -54,6 +54,43 @@ fn the_embedded_default_gives_the_documented_defaults() {
     let memory_first = cfg.catalog.policy("memory-first").unwrap();
     assert_eq!(memory_first.context_role, Role::User);
     assert_eq!(memory_first.priority(crate::assemble::BlockKind::Memory), 5);
+    assert!(memory_first.compact_turns);
+    assert_eq!(
+        cfg.catalog.compaction,
+        crate::compact::CompactionSettings::default()
+    );
+}
+
+#[test]
+fn compaction_settings_are_read_and_checked() {
+    let (_f, cfg) = with_file(
+        "[compaction]\ntrigger_percent = 90\ntarget_percent = 70\nbreaker_cooldown_secs = 5\n\
+         [policies.drop-only]\ncompact_turns = false\n",
+    );
+    let cfg = cfg.unwrap();
+    let c = cfg.catalog.compaction;
+    assert_eq!(
+        (c.trigger_percent, c.target_percent, c.preserve_recent),
+        (90, 70, 4)
+    );
+    assert_eq!(c.breaker_cooldown, Duration::from_secs(5));
+    assert!(!cfg.catalog.policy("drop-only").unwrap().compact_turns);
+    assert_eq!(
+        err_key("[compaction]\ntrigger_percent = 0\n"),
+        "compaction.trigger_percent"
+    );
+    assert_eq!(
+        err_key("[compaction]\ntarget_percent = 90\n"),
+        "compaction.target_percent"
+    );
+    assert_eq!(
+        err_key("[compaction]\nbreaker_failures = 0\n"),
+        "compaction.breaker_failures"
+    );
+    assert_eq!(
+        err_key("[compaction]\nbreaker_cooldown_secs = 7200\n"),
+        "compaction.breaker_cooldown_secs"
+    );
 }
 
 #[test]

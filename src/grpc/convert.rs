@@ -27,6 +27,10 @@ macro_rules! wire_enum {
     };
 }
 
+mod compact;
+
+pub use compact::{items as compact_items, message_to_wire};
+
 wire_enum!(role_to_wire, role_from_wire_enum, Role, pb::Role, {
     Role::System => pb::Role::System,
     Role::User => pb::Role::User,
@@ -214,17 +218,19 @@ impl From<Assembly> for pb::AssembleResponse {
                     filtered_item_ids: d.filtered_item_ids,
                     compacted_item_ids: d.compacted_item_ids,
                     reason: d.reason,
+                    summarized_item_ids: d.summarized_item_ids,
                 })
                 .collect(),
-            warnings: a
-                .warnings
-                .into_iter()
-                .map(|w| pb::Warning {
-                    code: w.code.to_owned(),
-                    message: w.message,
-                })
-                .collect(),
+            warnings: a.warnings.into_iter().map(warning_to_wire).collect(),
         }
+    }
+}
+
+/// A warning on the wire.
+fn warning_to_wire(w: domain::Warning) -> pb::Warning {
+    pb::Warning {
+        code: w.code.to_owned(),
+        message: w.message,
     }
 }
 

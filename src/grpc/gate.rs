@@ -1,5 +1,5 @@
 //! The gate every request passes before tonic decodes it. For the admitted
-//! RPCs (Assemble, CountTokens), in order:
+//! RPCs (Assemble, CountTokens, AssembleBatch, Compact), in order:
 //!
 //! 1. the deadline starts: the client's `grpc-timeout` or the configured
 //!    default, covering the body upload, decoding and the work; on expiry the
@@ -38,7 +38,7 @@ use crate::telemetry::metrics;
 /// Length of a gRPC frame header: compression flag and big-endian u32 length.
 const FRAME_HEADER_BYTES: usize = 5;
 /// The RPCs that are admitted, shed and deadlined here.
-const ADMITTED: [&str; 3] = ["Assemble", "CountTokens", "AssembleBatch"];
+const ADMITTED: [&str; 4] = ["Assemble", "CountTokens", "AssembleBatch", "Compact"];
 /// The longest a client may take to send the first message (within its
 /// deadline): a stalled upload is cut off and its memory released.
 const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -15,19 +15,26 @@ use super::gate::Slot;
 use super::pb;
 use super::status::{code_label, refusal_status, to_status};
 use crate::assemble::{self as domain, AssembleError, Assembler, Cancel, batch};
+use crate::compact::{self, Compactor};
 use crate::telemetry::metrics;
 
 /// The service over a shared [`Assembler`].
 #[derive(Debug, Clone)]
 pub struct AssemblerService {
     assembler: Arc<Assembler>,
+    compactor: Compactor,
     admission: Admission,
 }
 
 impl AssemblerService {
-    /// A service over `assembler`, admitting requests by `admission`.
+    /// A service over `assembler` (and a compactor sharing its caches and
+    /// catalog), admitting requests by `admission`.
     pub fn new(assembler: Arc<Assembler>, admission: Admission) -> Self {
-        AssemblerService { assembler, admission }
+        AssemblerService {
+            compactor: Compactor::new(assembler.clone()),
+            assembler,
+            admission,
+        }
     }
 
     /// One Assemble: shape, slot, conversion, the domain, metrics.
@@ -314,6 +321,35 @@ impl pb::assembler_server::Assembler for AssemblerService {
             })
         };
         finish("ReportUsage", started, result)
+    }
+
+    #[instrument(skip_all, fields(rpc = "Compact", request_id, model, messages, code))]
+    async fn compact(
+        &self,
+        mut request: Request<pb::CompactRequest>,
+    ) -> Result<Response<pb::CompactResponse>, Status> {
+        const RPC: &str = "Compact";
+        let started = Instant::now();
+        let permit = slot(&self.admission, &mut request);
+        let wire = request.into_inner();
+        let span = tracing::Span::current();
+        span.record("request_id", wire.request_id.as_str());
+        span.record("model", wire.model.as_str());
+        span.record("messages", wire.messages.len());
+        let result = async {
+            self.admission
+                .check_shape(0, convert::compact_items(&wire))
+                .map_err(|r| refuse(RPC, r))?;
+            let permit = permit.map_err(|r| refuse(RPC, r))?;
+            let req = compact::CompactRequest::try_from(wire).map_err(|e| to_status(&e))?;
+            let compactor = self.compactor.clone();
+            blocking(permit, move |cancel| compactor.compact(req, cancel))
+                .await?
+                .map(pb::CompactResponse::from)
+                .map_err(|e| to_status(&e))
+        }
+        .await;
+        finish(RPC, started, result)
     }
 
     #[instrument(skip_all, fields(rpc = "ListModels", code))]

@@ -3,8 +3,9 @@ use proptest::prelude::*;
 use super::*;
 
 /// Synthetic shrink: compact costs a third, truncation keeps what fits in
-/// steps of 5 tokens (sentence ends), at least 5.
-struct Synthetic<'a>(&'a [BlockPlan]);
+/// steps of 5 tokens (sentence ends), at least 5; a turn summary costs 6
+/// plus 3 per unit covered (none when turns are not compacted).
+struct Synthetic<'a>(&'a [BlockPlan], bool);
 
 impl Shrink for Synthetic<'_> {
     fn compact_cost(&mut self, block: usize, unit: usize) -> u32 {
@@ -14,6 +15,10 @@ impl Shrink for Synthetic<'_> {
         let full = self.0[block].units[unit].full;
         let cost = (limit.min(full.saturating_sub(1)) / 5) * 5;
         (cost >= 5).then_some((cost as usize, cost))
+    }
+    fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
+        self.1
+            .then(|| 6 + 3 * u32::try_from(units.len()).unwrap_or(u32::MAX))
     }
 }
 
@@ -75,7 +80,11 @@ fn plans() -> impl Strategy<Value = (Vec<BlockPlan>, u64, u32)> {
 }
 
 fn run(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
-    allocate(blocks, base, [OVERHEAD; 2], budget, &mut Synthetic(blocks))
+    allocate(blocks, base, [OVERHEAD; 2], budget, &mut Synthetic(blocks, true))
+}
+
+fn run_without_summary(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
+    allocate(blocks, base, [OVERHEAD; 2], budget, &mut Synthetic(blocks, false))
 }
 
 /// The total recomputed from the forms alone.
@@ -85,12 +94,14 @@ fn recount(blocks: &[BlockPlan], a: &Allocation, base: u64) -> u64 {
         let open = blocks
             .iter()
             .enumerate()
-            .any(|(bi, b)| b.slot == slot && a.forms[bi].iter().any(|f| f.is_kept()));
+            .any(|(bi, b)| b.slot == slot && a.forms[bi].iter().any(|f| f.is_kept()))
+            || (slot == Slot::Summary && a.summary.is_some());
         if open {
             total += u64::from(OVERHEAD);
         }
     }
-    total + a.costs.iter().flatten().map(|&c| u64::from(c)).sum::<u64>()
+    let summary = a.summary.as_ref().map_or(0, |s| u64::from(s.cost));
+    total + summary + a.costs.iter().flatten().map(|&c| u64::from(c)).sum::<u64>()
 }
 
 proptest! {
@@ -98,7 +109,13 @@ proptest! {
 
     #[test]
     fn allocation_invariants_hold((blocks, base, budget) in plans()) {
-        match run(&blocks, base, budget) {
+        // With turn summaries: exact accounting within the budget.
+        if let Ok(a) = run(&blocks, base, budget) {
+            prop_assert_eq!(recount(&blocks, &a, base), a.used);
+            prop_assert!(a.used <= u64::from(budget));
+        }
+        // The fill itself (turn summaries are checked against it below).
+        match run_without_summary(&blocks, base, budget) {
             Err(Overflow { non_cuttable }) => {
                 prop_assert!(non_cuttable > u64::from(budget));
             }
@@ -165,6 +182,49 @@ proptest! {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Compact before drop: a summary covers exactly the turns older than
+    /// every kept turn, costs less than they would, and everything else is
+    /// what dropping alone would decide, but for the oldest turns given up
+    /// to make room for it.
+    #[test]
+    fn turn_summaries_cover_the_oldest_turns((blocks, base, budget) in plans()) {
+        let (Ok(a), Ok(plain)) = (run(&blocks, base, budget), run_without_summary(&blocks, base, budget)) else {
+            return Ok(());
+        };
+        prop_assert!(plain.summary.is_none());
+        let mut chrono: Vec<usize> = (0..blocks.len()).filter(|&b| blocks[b].chrono.is_some()).collect();
+        chrono.sort_by_key(|&b| blocks[b].chrono);
+        let seq: Vec<(usize, usize)> = chrono.iter()
+            .flat_map(|&b| (0..blocks[b].units.len()).map(move |u| (b, u)))
+            .filter(|&(b, u)| blocks[b].units[u].invalid.is_none())
+            .collect();
+        let Some(s) = &a.summary else {
+            prop_assert_eq!(&a, &plain);
+            return Ok(());
+        };
+        let first_kept = seq.iter().position(|&(b, u)| a.forms[b][u].is_kept()).unwrap_or(seq.len());
+        prop_assert!(first_kept > 0);
+        prop_assert_eq!(&s.units[..], &seq[..first_kept]);
+        let covered: u64 = s.units.iter().map(|&(b, u)| u64::from(blocks[b].units[u].full)).sum();
+        prop_assert_eq!(s.covered, covered);
+        prop_assert!(u64::from(s.cost) < covered);
+        for &(b, u) in &s.units {
+            prop_assert_eq!(a.forms[b][u], Form::Dropped(DropReason::Summarized));
+            prop_assert_eq!(a.costs[b][u], 0);
+        }
+        // Turns the plain allocation kept and the summary covers were given
+        // up for it: at most MAX_EVICTIONS, and every other decision is equal.
+        let given_up = s.units.iter().filter(|&&(b, u)| plain.forms[b][u].is_kept()).count();
+        prop_assert!(given_up <= MAX_EVICTIONS);
+        for (bi, forms) in a.forms.iter().enumerate() {
+            for (ui, f) in forms.iter().enumerate() {
+                if !s.units.contains(&(bi, ui)) {
+                    prop_assert_eq!(*f, plain.forms[bi][ui]);
                 }
             }
         }
@@ -249,4 +309,69 @@ fn older_turn_blocks_are_dropped_when_newer_turns_were_cut() {
         vec![Form::Dropped(DropReason::NoRoom), Form::Full, Form::Full]
     );
     assert_eq!(a.used, 20);
+}
+
+fn turns(kind: BlockKind, priority: u32, chrono: usize, fulls: &[u32]) -> BlockPlan {
+    BlockPlan {
+        kind,
+        priority,
+        cuttable: true,
+        min_tokens: 0,
+        max_tokens: None,
+        slot: Slot::Own,
+        chrono: Some(chrono),
+        units: fulls
+            .iter()
+            .map(|&full| UnitPlan {
+                full,
+                score: 0.0,
+                has_compact: false,
+                invalid: None,
+                pinned: false,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn turns_that_do_not_fit_are_summarized_before_they_are_dropped() {
+    // 40 tokens: the newest two turns (20) fit, the 30 and the 50 do not; a
+    // summary of those two (6 + 3 * 2 = 12, + 4 to open the summary message)
+    // fits in the 20 left.
+    let blocks = [turns(BlockKind::RecentTurns, 8, 0, &[50, 30, 10, 10])];
+    let a = run(&blocks, 0, 40).unwrap();
+    let s = a.summary.clone().unwrap();
+    assert_eq!((s.units, s.cost, s.covered), (vec![(0, 0), (0, 1)], 12, 80));
+    assert_eq!(
+        a.forms[0],
+        vec![
+            Form::Dropped(DropReason::Summarized),
+            Form::Dropped(DropReason::Summarized),
+            Form::Full,
+            Form::Full
+        ]
+    );
+    assert_eq!(a.used, 20 + 12 + u64::from(OVERHEAD));
+    // Without compaction they are dropped.
+    let plain = run_without_summary(&blocks, 0, 40).unwrap();
+    assert!(plain.summary.is_none());
+    assert_eq!(plain.used, 20);
+}
+
+#[test]
+fn the_oldest_kept_turns_make_room_for_the_summary() {
+    // 30 tokens: three 10-token turns fit, the 40 does not, and no room is
+    // left. A summary of the 40 (9 + 4) does not fit; giving up the oldest
+    // kept turn leaves 10, not enough for a summary of two (12 + 4); giving
+    // up the next leaves 20, enough for a summary of three (15 + 4).
+    let blocks = [turns(BlockKind::History, 9, 0, &[40, 10, 10, 10])];
+    let a = run(&blocks, 0, 30).unwrap();
+    let s = a.summary.clone().unwrap();
+    assert_eq!(s.units, vec![(0, 0), (0, 1), (0, 2)]);
+    assert_eq!(a.forms[0][3], Form::Full);
+    assert_eq!(a.used, 10 + 15 + u64::from(OVERHEAD));
+    // The newest turn is never given up: with room for it alone, no summary.
+    let a = run(&[turns(BlockKind::History, 9, 0, &[40, 10])], 0, 10).unwrap();
+    assert!(a.summary.is_none());
+    assert_eq!(a.forms[0], vec![Form::Dropped(DropReason::NoRoom), Form::Full]);
 }

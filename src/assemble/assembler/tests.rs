@@ -276,12 +276,59 @@ proptest! {
                         prop_assert!(context.contains(&unit), "non-cuttable {} not verbatim", it.id);
                     }
                 }
+                // Turns covered by a compaction summary are dropped turns,
+                // and the summary is in the message before the turns.
+                let summarized: usize = c.decisions.iter().map(|d| d.summarized_item_ids.len()).sum();
+                for d in &c.decisions {
+                    prop_assert!(d.summarized_item_ids.iter().all(|id| d.dropped_item_ids.contains(id)));
+                }
+                let marker = format!("<summary id=\"{TURN_SUMMARY_ID}\"");
+                let with_marker = c.messages.iter().filter(|m| m.content.contains(&marker)).count();
+                prop_assert_eq!(with_marker, usize::from(summarized > 0));
                 // Decisions account for every item once.
                 for (b, d) in req.blocks.iter().zip(&c.decisions) {
                     prop_assert_eq!(d.kept_item_ids.len() + d.dropped_item_ids.len() + d.filtered_item_ids.len(), b.items.len());
                 }
             }
             _ => prop_assert!(false, "cold and warm disagree: {:?} vs {:?}", cold, warm),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Compact before drop on adversarial text (about one case in five keeps
+    /// a summary): long conversations (with
+    /// tool calls, some broken) under budgets that keep only some turns.
+    /// The summary unit's count adds exactly (a from-scratch recount equals
+    /// usage), covers only dropped turns, sits before the kept turns, and
+    /// never leaves a tool result without its call.
+    #[test]
+    fn turn_summaries_recount_exactly(
+        turns in conversation(),
+        repeat in 20usize..150,
+        budget in 1000u32..30000,
+    ) {
+        let turns: Vec<Item> = turns
+            .into_iter()
+            .map(|t| Item { content: t.content.repeat(repeat), ..t })
+            .collect();
+        let mut req = request(vec![block("recent", BlockKind::RecentTurns, turns)]);
+        req.max_input_tokens = Some(budget);
+        let Ok(out) = asm().assemble(req) else {
+            return Ok(());
+        };
+        prop_assert_eq!(recount(Encoding::O200kBase, &out.messages), out.usage.total_tokens);
+        prop_assert!(out.usage.total_tokens <= budget);
+        check_turns(&out.messages)?;
+        let d = &out.decisions[0];
+        prop_assert!(d.summarized_item_ids.iter().all(|id| d.dropped_item_ids.contains(id)));
+        let marker = format!("<summary id=\"{TURN_SUMMARY_ID}\"");
+        let at = out.messages.iter().position(|m| m.content.contains(&marker));
+        prop_assert_eq!(at.is_some(), !d.summarized_item_ids.is_empty());
+        if let Some(at) = at {
+            prop_assert_eq!(at, 1, "the summary message follows the static prefix");
         }
     }
 }
@@ -642,6 +689,93 @@ fn of_two_history_blocks_the_older_is_cut_first() {
     assert_eq!(out.decisions[0].kept_item_ids, Vec::<String>::new());
     let turns: Vec<&str> = out.messages.iter().map(|m| m.content.as_str()).collect();
     assert!(!turns.contains(&"old answer"), "{turns:?}");
+}
+
+/// A 20-turn conversation of turns of about 400 tokens; about half fit.
+fn long_conversation() -> AssembleRequest {
+    let turns: Vec<Item> = (0..20)
+        .map(|i| {
+            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            turn(
+                &format!("t{i}"),
+                role,
+                &format!(
+                    "Turn {i}: we discussed src/mod{i}.rs at length. {}",
+                    "More detail. ".repeat(130)
+                ),
+            )
+        })
+        .collect();
+    let mut req = request(vec![block("recent", BlockKind::RecentTurns, turns)]);
+    req.max_input_tokens = Some(4000);
+    req
+}
+
+#[test]
+fn turns_that_do_not_fit_are_compacted_into_a_summary_before_the_turns() {
+    let req = long_conversation();
+    let out = asm().assemble(req.clone()).unwrap();
+    let d = &out.decisions[0];
+    assert!(!d.summarized_item_ids.is_empty());
+    assert_eq!(d.summarized_item_ids, d.dropped_item_ids);
+    assert_eq!(d.summarized_item_ids[0], "t0");
+    assert_eq!(d.reason, "over budget: oldest turns compacted into a summary");
+    assert_eq!(d.outcome, Outcome::Compacted);
+    // The summary message follows the static prefix, before the kept turns.
+    let summary = &out.messages[1];
+    assert_eq!(summary.role, Role::User);
+    assert!(
+        summary
+            .content
+            .starts_with("<summary id=\"compacted-turns\" source=\"context-assembler\" form=\"compact\">\n")
+    );
+    assert!(summary.content.contains("Key files:\n- src/mod"));
+    let first_kept = &d.kept_item_ids[0];
+    assert_eq!(
+        out.messages[2].content,
+        req.blocks[0]
+            .items
+            .iter()
+            .find(|i| &i.id == first_kept)
+            .unwrap()
+            .content
+    );
+    assert_eq!(
+        recount(Encoding::O200kBase, &out.messages),
+        out.usage.total_tokens
+    );
+    assert!(out.usage.total_tokens <= 4000);
+    // The summary's tokens count in the block.
+    let turns: u32 = out.messages[2..out.messages.len() - 1]
+        .iter()
+        .map(|m| recount(Encoding::O200kBase, std::slice::from_ref(m)) - 3)
+        .sum();
+    let summary_unit = recount(Encoding::O200kBase, std::slice::from_ref(summary)) - 3 - 3 - 1;
+    assert_eq!(d.tokens_kept, turns + summary_unit);
+}
+
+#[test]
+fn a_policy_may_drop_turns_instead_of_compacting_them() {
+    let mut catalog = crate::config::default_catalog();
+    catalog.policies.insert(
+        "drop-only".to_owned(),
+        Arc::new(Policy {
+            compact_turns: false,
+            ..Policy::default()
+        }),
+    );
+    let a = Assembler::new(catalog, 8 << 20);
+    let mut req = long_conversation();
+    req.policy = "drop-only".to_owned();
+    let out = a.assemble(req).unwrap();
+    assert!(out.decisions[0].summarized_item_ids.is_empty());
+    assert_eq!(out.decisions[0].reason, "over budget: dropped oldest turns");
+    assert!(!out.messages.iter().any(|m| m.content.contains("compacted-turns")));
+    // Compacting keeps more of the conversation's substance, not fewer turns
+    // than the verbatim budget allows: the drop-only prompt keeps at least as
+    // many verbatim turns.
+    let compacted = asm().assemble(long_conversation()).unwrap();
+    assert!(out.decisions[0].kept_item_ids.len() >= compacted.decisions[0].kept_item_ids.len());
 }
 
 #[test]
