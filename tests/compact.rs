@@ -320,3 +320,19 @@ async fn a_conversation_over_the_item_limit_is_resource_exhausted() {
     assert_eq!(info.reason, "TOO_MANY_ITEMS");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_readme_example_compacts_through_the_json_mapping() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/compact.json")).unwrap();
+    let req: pb::CompactRequest = serde_json::from_str(&text).unwrap();
+    let server = TestServer::start().await;
+    let out = server.client().compact(req).await.unwrap().into_inner();
+    assert_eq!(out.outcome(), pb::CompactOutcome::Compacted);
+    // The cut walks back from [m4, m5] over nothing; m1..m3 (a call with its
+    // result) are summarized, the task is restored, m4 and m5 stay verbatim.
+    assert_eq!(out.provenance.unwrap().message_ids, ["m1", "m2", "m3"]);
+    let ids: Vec<&str> = out.messages.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["m0", "", "task", "m4", "m5"]);
+    assert!(first_text(&out.messages[1]).contains("src/parser/lexer.rs"));
+    server.stop().await;
+}
