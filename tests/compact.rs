@@ -323,7 +323,8 @@ async fn a_conversation_over_the_item_limit_is_resource_exhausted() {
 
 #[tokio::test]
 async fn the_readme_example_compacts_through_the_json_mapping() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/compact.json")).unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/compact.json")).unwrap();
     let req: pb::CompactRequest = serde_json::from_str(&text).unwrap();
     let server = TestServer::start().await;
     let out = server.client().compact(req).await.unwrap().into_inner();
