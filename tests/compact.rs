@@ -114,6 +114,17 @@ fn recount(messages: &[pb::ConversationMessage]) -> usize {
         .sum::<usize>()
 }
 
+/// The fields a BadRequest detail names.
+fn violations(status: &tonic::Status) -> Vec<String> {
+    status
+        .get_details_bad_request()
+        .expect("BadRequest detail")
+        .field_violations
+        .into_iter()
+        .map(|v| v.field)
+        .collect()
+}
+
 fn first_text(m: &pb::ConversationMessage) -> &str {
     match m.content[0].block.as_ref() {
         Some(Block::Text(t)) => t,
@@ -269,13 +280,7 @@ async fn bad_conversations_are_invalid_argument_naming_each_field() {
     bad.model = "no-such-model".to_owned();
     let status = server.client().compact(bad).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
-    let fields: Vec<String> = status
-        .get_details_bad_request()
-        .expect("BadRequest detail")
-        .field_violations
-        .into_iter()
-        .map(|v| v.field)
-        .collect();
+    let fields = violations(&status);
     assert_eq!(fields, ["messages[0].role"]);
 
     let mut bad = request(vec![
@@ -289,13 +294,7 @@ async fn bad_conversations_are_invalid_argument_naming_each_field() {
     ]);
     bad.model = "no-such-model".to_owned();
     let status = server.client().compact(bad).await.unwrap_err();
-    let fields: Vec<String> = status
-        .get_details_bad_request()
-        .expect("BadRequest detail")
-        .field_violations
-        .into_iter()
-        .map(|v| v.field)
-        .collect();
+    let fields = violations(&status);
     assert_eq!(
         fields,
         [

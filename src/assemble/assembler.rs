@@ -73,9 +73,9 @@ impl PrefixFacts {
 }
 
 /// Tokens every reply is primed with (chat formula).
-const REPLY_PRIMING_TOKENS: u32 = 3;
+pub const REPLY_PRIMING_TOKENS: u32 = 3;
 /// Tokens every message costs besides its role and content (chat formula).
-const MESSAGE_OVERHEAD_TOKENS: u32 = 3;
+pub const MESSAGE_OVERHEAD_TOKENS: u32 = 3;
 /// Default weight of the token-count caches.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 

@@ -95,7 +95,9 @@ pub fn unit(kind: BlockKind, item: &Item, content: &str, form: FormAttr) -> Stri
     s
 }
 
-fn escape_attr(out: &mut String, value: &str) {
+/// Appends `value` escaped for a double-quoted attribute (no quote, angle
+/// bracket or line break survives).
+pub fn escape_attr(out: &mut String, value: &str) {
     for c in value.chars() {
         match c {
             '&' => out.push_str("&amp;"),

@@ -3,6 +3,10 @@
 //! APIs with tools model them.
 
 use crate::assemble::Role;
+use crate::assemble::render::escape_attr;
+
+/// Opening of a pinned item's wrapper; how earlier pinned items are found.
+const PINNED_OPEN: &str = "<pinned";
 
 /// One content block of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,4 +193,34 @@ pub fn validate(req: &CompactRequest) -> Vec<crate::assemble::FieldViolation> {
         }
     }
     v
+}
+
+/// The message restoring a pinned item.
+pub fn pinned_message(p: &Pinned) -> Msg {
+    let mut text = String::with_capacity(p.content.len() + p.kind.len() + p.id.len() + 40);
+    text.push_str(PINNED_OPEN);
+    for (name, value) in [("kind", &p.kind), ("id", &p.id)] {
+        if !value.is_empty() {
+            text.push(' ');
+            text.push_str(name);
+            text.push_str("=\"");
+            escape_attr(&mut text, value);
+            text.push('"');
+        }
+    }
+    text.push_str(">\n");
+    text.push_str(&p.content);
+    text.push_str("\n</pinned>");
+    Msg {
+        id: p.id.clone(),
+        role: Role::User,
+        content: vec![Content::Text(text)],
+    }
+}
+
+/// Whether `m` is a pinned item this module restored.
+pub fn is_pinned_message(m: &Msg) -> bool {
+    m.role == Role::User
+        && matches!(m.content.as_slice(), [Content::Text(t)]
+            if t.starts_with(PINNED_OPEN) && t[PINNED_OPEN.len()..].starts_with([' ', '>']))
 }

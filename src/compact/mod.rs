@@ -7,6 +7,7 @@
 //! - [`cut`]: where a conversation may be cut (tool-call pair safety);
 //! - [`summary`]: the deterministic, bounded, mergeable summary;
 //! - [`breaker`]: the per-session circuit breaker;
+//! - [`outcome`]: what a request answers;
 //! - [`compactor`]: trigger, compaction, breaker fallback and emergency trim,
 //!   with exact token counts.
 
@@ -14,12 +15,16 @@ pub mod breaker;
 pub mod compactor;
 pub mod conversation;
 pub mod cut;
+pub mod outcome;
 pub mod summary;
+#[cfg(test)]
+mod test_support;
 
 use std::time::Duration;
 
-pub use compactor::{CompactOutcome, Compaction, Compactor, Provenance, TrimStep};
+pub use compactor::Compactor;
 pub use conversation::{CompactRequest, Content, Msg, Pinned};
+pub use outcome::{CompactOutcome, Compaction, Provenance, TrimStep};
 
 /// Default trigger: compact at this share of the model's input budget.
 pub const DEFAULT_TRIGGER_PERCENT: u32 = 80;

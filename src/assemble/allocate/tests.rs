@@ -279,25 +279,6 @@ fn non_cuttable_overflow_is_reported_not_truncated() {
 
 #[test]
 fn older_turn_blocks_are_dropped_when_newer_turns_were_cut() {
-    let turns = |kind, priority, chrono, fulls: &[u32]| BlockPlan {
-        kind,
-        priority,
-        cuttable: true,
-        min_tokens: 0,
-        max_tokens: None,
-        slot: Slot::Own,
-        chrono: Some(chrono),
-        units: fulls
-            .iter()
-            .map(|&full| UnitPlan {
-                full,
-                score: 0.0,
-                has_compact: false,
-                invalid: None,
-                pinned: false,
-            })
-            .collect(),
-    };
     let blocks = [
         turns(BlockKind::History, 9, 0, &[5, 5]),
         turns(BlockKind::RecentTurns, 8, 1, &[50, 10, 10]),

@@ -4,7 +4,11 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::assemble::Encoding;
+use crate::compact::breaker::BreakerState;
+use crate::compact::conversation::Pinned;
+use crate::compact::outcome::*;
 use crate::compact::summary::PREAMBLE;
+use crate::compact::test_support::{call, result};
 
 const MODEL: &str = "gpt-5";
 
@@ -26,36 +30,6 @@ fn text(role: Role, t: &str) -> Msg {
 fn with_id(mut m: Msg, id: &str) -> Msg {
     m.id = id.to_owned();
     m
-}
-
-fn call(ids: &[&str]) -> Msg {
-    Msg {
-        id: String::new(),
-        role: Role::Assistant,
-        content: ids
-            .iter()
-            .map(|id| Content::ToolUse {
-                id: (*id).to_owned(),
-                name: "bash".into(),
-                input: format!(r#"{{"cmd": "cat src/{id}.rs"}}"#),
-            })
-            .collect(),
-    }
-}
-
-fn result(ids: &[&str]) -> Msg {
-    Msg {
-        id: String::new(),
-        role: Role::Tool,
-        content: ids
-            .iter()
-            .map(|id| Content::ToolResult {
-                tool_use_id: (*id).to_owned(),
-                output: format!("contents of {id}: fn main() {{}}"),
-                is_error: false,
-            })
-            .collect(),
-    }
 }
 
 fn request(messages: Vec<Msg>) -> CompactRequest {

@@ -2,41 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::assemble::Role;
-use crate::compact::conversation::Content;
-
-fn user(t: &str) -> Msg {
-    Msg::text(Role::User, t)
-}
-
-fn call(ids: &[&str]) -> Msg {
-    Msg {
-        id: String::new(),
-        role: Role::Assistant,
-        content: ids
-            .iter()
-            .map(|id| Content::ToolUse {
-                id: (*id).to_owned(),
-                name: "bash".into(),
-                input: "{}".into(),
-            })
-            .collect(),
-    }
-}
-
-fn result(ids: &[&str]) -> Msg {
-    Msg {
-        id: String::new(),
-        role: Role::Tool,
-        content: ids
-            .iter()
-            .map(|id| Content::ToolResult {
-                tool_use_id: (*id).to_owned(),
-                output: "ok".into(),
-                is_error: false,
-            })
-            .collect(),
-    }
-}
+use crate::compact::test_support::{call, result, user};
 
 // REFERENCE section 3: preserve 2 over [user, call, result, "Done."] walks
 // back to keep the call with its result: one message summarized.
