@@ -262,17 +262,23 @@ fn keep_last(list: &mut Vec<String>, n: usize) {
 pub fn clip(text: &str, max: usize) -> String {
     let mut out = String::new();
     let mut chars = 0;
+    let ellipsis = |mut out: String| {
+        let trimmed = out.trim_end().len();
+        out.truncate(trimmed);
+        out.push('…');
+        defuse(out)
+    };
     for word in text.split_whitespace() {
         if chars > 0 {
+            if chars >= max {
+                return ellipsis(out);
+            }
             out.push(' ');
             chars += 1;
         }
         for c in word.chars() {
-            if chars == max {
-                let trimmed = out.trim_end().len();
-                out.truncate(trimmed);
-                out.push('…');
-                return defuse(out);
+            if chars >= max {
+                return ellipsis(out);
             }
             out.push(c);
             chars += 1;
@@ -327,9 +333,34 @@ fn entry(m: &Msg) -> String {
 
 /// Sentences of `text` naming pending work (case-insensitive whole words).
 fn pending_sentences(text: &str) -> impl Iterator<Item = &str> {
-    text.split_inclusive(['.', '!', '?', '\n'])
+    sentences(text)
         .map(str::trim)
         .filter(|s| !s.is_empty() && PENDING_WORDS.iter().any(|w| has_word(s, w)))
+}
+
+/// The sentences of `text`: each ends after `.`, `!` or `?` followed by
+/// whitespace (or the end), or at a line break, so `src/main.rs` or `3.5`
+/// never end one.
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    std::iter::from_fn(move || {
+        while let Some((i, c)) = chars.next() {
+            let next = chars.peek().map(|&(_, n)| n);
+            let stop = matches!(c, '.' | '!' | '?') && next.is_none_or(char::is_whitespace);
+            if c == '\n' || stop {
+                let end = i + c.len_utf8();
+                let sentence = &text[start..end];
+                start = end;
+                return Some(sentence);
+            }
+        }
+        (start < text.len()).then(|| {
+            let rest = &text[start..];
+            start = text.len();
+            rest
+        })
+    })
 }
 
 /// Whether `word` occurs in `s` between non-alphanumeric characters.

@@ -127,6 +127,21 @@ fn pending_work_is_one_item_per_sentence() {
         s.pending,
         vec!["Next: update tests and follow up on remaining CLI polish.".to_owned()]
     );
+    // A path or a number does not end a sentence.
+    let s = Summary::of(
+        &[msg(
+            Role::Assistant,
+            "Fixed. Next I will run the tests in tests/repl.rs to confirm the fix. Version 3.5 is pending!",
+        )],
+        None,
+    );
+    assert_eq!(
+        s.pending,
+        vec![
+            "Next I will run the tests in tests/repl.rs to confirm the fix.".to_owned(),
+            "Version 3.5 is pending!".to_owned()
+        ]
+    );
     // Whole words only: "nextval" and "todos" are not pending work.
     let s = Summary::of(&[msg(Role::User, "Call nextval() on the sequence.")], None);
     assert!(s.pending.is_empty());
@@ -182,6 +197,17 @@ fn a_long_block_is_clipped_in_the_timeline() {
     assert!(entry.ends_with('…'));
     assert_eq!(clip(&"y".repeat(400), CLIP_CHARS).chars().count(), 161);
     assert_eq!(clip("short", CLIP_CHARS), "short");
+}
+
+// Regression: a word ending exactly at the limit, followed by more words,
+// kept the whole text (the limit was tested for equality after the space).
+#[test]
+fn a_word_ending_at_the_limit_is_still_clipped() {
+    assert_eq!(clip("aaaa bbbb", 4), "aaaa…");
+    assert_eq!(clip("aaa bbbb", 4), "aaa…");
+    assert_eq!(clip("aaaa", 4), "aaaa");
+    let grep = "src/eval/interp.rs:40: .map(|item| parse_let(item, &env)) ".repeat(40);
+    assert!(clip(&grep, CLIP_CHARS).chars().count() <= CLIP_CHARS + 1);
 }
 
 #[test]
@@ -242,6 +268,21 @@ fn message() -> impl Strategy<Value = Msg> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Clipping never passes the limit (plus the ellipsis) and keeps text
+    /// that fits whole, on one line.
+    #[test]
+    fn clip_is_bounded(text in "[a-z \n.]{0,80}", max in 1usize..20) {
+        let out = clip(&text, max);
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        prop_assert!(out.chars().count() <= max + 1);
+        prop_assert!(!out.contains('\n'));
+        if words.chars().count() <= max {
+            prop_assert_eq!(out, words);
+        } else {
+            prop_assert!(out.ends_with('…'));
+        }
+    }
 
     /// Compacting a compacted conversation 50 times merges instead of
     /// nesting: the summary's size stays under a fixed bound, it parses
