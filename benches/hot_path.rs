@@ -1,13 +1,16 @@
 //! Hot-path benchmarks by size: counting (ours vs tiktoken-rs), cache
-//! lookups, and whole assemblies warm and cold at 10/100/1000 items and
-//! 1k/8k/32k tokens, including the wire decode/encode a server does.
+//! lookups, whole assemblies warm and cold at 10/100/1000 items and
+//! 1k/8k/32k tokens, including the wire decode/encode a server does, and
+//! conversation compaction at 50/200/1000 messages.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
 use context_assembler::assemble::cache::CountCache;
-use context_assembler::assemble::{AssembleRequest, Assembler, Encoding, Tokenizer};
+use context_assembler::assemble::{AssembleRequest, Assembler, Cancel, Encoding, Role, Tokenizer};
+use context_assembler::compact::{CompactRequest, Compactor, Content, Msg};
 use context_assembler::grpc::pb;
 use context_assembler::workload::{self, Rng, Shape};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -177,11 +180,91 @@ fn assemble_by_items(c: &mut Criterion) {
     g.finish();
 }
 
+/// A conversation of `n` messages: user requests, assistant calls with
+/// code-like inputs, tool results of prose or code, answers.
+fn conversation(n: usize, seed: u64) -> Vec<Msg> {
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|i| {
+            let id = format!("call{}", i / 4);
+            let (role, content) = match i % 4 {
+                0 => (Role::User, vec![Content::Text(workload::prose(&mut rng, 200))]),
+                1 => (
+                    Role::Assistant,
+                    vec![Content::ToolUse {
+                        id,
+                        name: "read_file".to_owned(),
+                        input: format!(r#"{{"path": "src/m{i}.rs"}}"#),
+                    }],
+                ),
+                2 => (
+                    Role::Tool,
+                    vec![Content::ToolResult {
+                        tool_use_id: id,
+                        output: workload::code(&mut rng, 2_000),
+                        is_error: false,
+                    }],
+                ),
+                _ => (
+                    Role::Assistant,
+                    vec![Content::Text(workload::prose(&mut rng, 400))],
+                ),
+            };
+            Msg {
+                id: format!("m{i}"),
+                role,
+                content,
+            }
+        })
+        .collect()
+}
+
+/// Compact on conversations of 50/200/1000 messages (about 0.7k tokens
+/// each 4 messages): warm (every block counted before), and cold.
+fn compaction(c: &mut Criterion) {
+    let mut g = c.benchmark_group("compact");
+    g.sample_size(20);
+    for n in [50usize, 200, 1000] {
+        let req = CompactRequest {
+            model: "gpt-5".to_owned(),
+            messages: conversation(n, 5),
+            trigger_tokens: Some(0),
+            target_tokens: Some(u32::MAX),
+            ..CompactRequest::default()
+        };
+        g.throughput(Throughput::Elements(n as u64));
+        let warm = Compactor::new(Arc::new(Assembler::new(
+            context_assembler::config::default_catalog(),
+            CACHE_BYTES,
+        )));
+        warm.compact(req.clone(), &Cancel::new()).unwrap();
+        g.bench_with_input(BenchmarkId::new("warm", n), &req, |b, req| {
+            b.iter_batched(
+                || req.clone(),
+                |r| warm.compact(black_box(r), &Cancel::new()).unwrap().tokens_after,
+                criterion::BatchSize::LargeInput,
+            )
+        });
+        g.bench_with_input(BenchmarkId::new("cold", n), &req, |b, req| {
+            b.iter_batched(
+                || {
+                    let asm = Assembler::new(context_assembler::config::default_catalog(), CACHE_BYTES);
+                    (Compactor::new(Arc::new(asm)), req.clone())
+                },
+                |(cold, r)| cold.compact(black_box(r), &Cancel::new()).unwrap().tokens_after,
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     counting,
     cache_lookup,
     assemble_by_tokens,
-    assemble_by_items
+    assemble_by_items,
+    compaction
 );
 criterion_main!(benches);

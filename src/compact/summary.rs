@@ -333,9 +333,13 @@ fn entry(m: &Msg) -> String {
 
 /// Sentences of `text` naming pending work (case-insensitive whole words).
 fn pending_sentences(text: &str) -> impl Iterator<Item = &str> {
-    sentences(text)
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && PENDING_WORDS.iter().any(|w| has_word(s, w)))
+    sentences(text).map(str::trim).filter(|s| {
+        if s.is_empty() {
+            return false;
+        }
+        let lower = s.to_lowercase();
+        PENDING_WORDS.iter().any(|w| has_word(&lower, w))
+    })
 }
 
 /// The sentences of `text`: each ends after `.`, `!` or `?` followed by
@@ -363,9 +367,9 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Whether `word` occurs in `s` between non-alphanumeric characters.
-fn has_word(s: &str, word: &str) -> bool {
-    let lower = s.to_lowercase();
+/// Whether the lower-case `word` occurs in the lower-cased `lower` between
+/// non-alphanumeric characters.
+fn has_word(lower: &str, word: &str) -> bool {
     lower.match_indices(word).any(|(at, _)| {
         let before = lower[..at].chars().next_back();
         let after = lower[at + word.len()..].chars().next();
@@ -377,7 +381,12 @@ fn has_word(s: &str, word: &str) -> bool {
 /// surrounding punctuation and a `:line` suffix trimmed; no URLs) to `files`,
 /// moving a repeated one to the end.
 fn collect_files(text: &str, files: &mut Vec<String>) {
-    let separators = |c: char| c.is_whitespace() || "\"'`<>()[]{},;|=".contains(c);
+    let separators = |c: char| {
+        matches!(
+            c,
+            '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '|' | '='
+        ) || c.is_whitespace()
+    };
     for token in text.split(separators) {
         let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
         // `path:line` and `path:line:column`.
