@@ -111,35 +111,70 @@ impl Summary {
         s.compactions += 1;
         for m in msgs {
             s.scope.add(m.role);
-            for c in &m.content {
-                match c {
-                    Content::ToolUse { name, input, .. } => {
-                        let name = tool_name(name);
-                        if !name.is_empty() && !s.tools.contains(&name) {
-                            s.tools.push(name);
-                        }
-                        collect_files(input, &mut s.files);
-                    }
-                    Content::Text(t) => {
-                        collect_files(t, &mut s.files);
-                        for sentence in pending_sentences(t) {
-                            push_distinct(&mut s.pending, clip(sentence, CLIP_CHARS));
-                        }
-                        if !t.trim().is_empty() {
-                            s.current = clip(t, CURRENT_CHARS);
-                        }
-                    }
-                    Content::ToolResult { .. } => {}
+            for name in m.content.iter().filter_map(|c| match c {
+                Content::ToolUse { name, .. } => Some(tool_name(name)),
+                _ => None,
+            }) {
+                if !name.is_empty() && !s.tools.contains(&name) {
+                    s.tools.push(name);
                 }
             }
-            if m.role == Role::User {
-                let text = m.texts().collect::<Vec<_>>().join(" ");
-                if !text.trim().is_empty() {
-                    push_distinct(&mut s.requests, clip(&text, CLIP_CHARS));
-                }
-            }
-            s.timeline.push(entry(m));
         }
+        // The capped sections keep the latest distinct items: scanning newest
+        // first and stopping once a section is full gives the same items as
+        // a full scan, at a cost proportional to what is kept.
+        let newest_first = || msgs.iter().rev();
+        let texts_newest_first = || {
+            newest_first().flat_map(|m| {
+                m.content.iter().rev().filter_map(|c| match c {
+                    Content::Text(t) => Some(t.as_str()),
+                    _ => None,
+                })
+            })
+        };
+        let files = latest_distinct(
+            newest_first().flat_map(|m| {
+                let mut found: Vec<&str> = Vec::new();
+                for c in &m.content {
+                    match c {
+                        Content::Text(t) => found.extend(files_in(t)),
+                        Content::ToolUse { input, .. } => found.extend(files_in(input)),
+                        Content::ToolResult { .. } => {}
+                    }
+                }
+                found.into_iter().rev().map(str::to_owned)
+            }),
+            MAX_FILES,
+        );
+        let pending = latest_distinct(
+            texts_newest_first().flat_map(|t| {
+                let found: Vec<&str> = pending_sentences(t).collect();
+                found.into_iter().rev().map(|p| clip(p, CLIP_CHARS))
+            }),
+            MAX_PENDING,
+        );
+        let requests = latest_distinct(
+            newest_first()
+                .filter(|m| m.role == Role::User)
+                .map(|m| m.texts().collect::<Vec<_>>().join(" "))
+                .filter(|t| !t.trim().is_empty())
+                .map(|t| clip(&t, CLIP_CHARS)),
+            MAX_REQUESTS,
+        );
+        if let Some(t) = texts_newest_first().find(|t| !t.trim().is_empty()) {
+            s.current = clip(t, CURRENT_CHARS);
+        }
+        for (list, items) in [
+            (&mut s.files, files),
+            (&mut s.pending, pending),
+            (&mut s.requests, requests),
+        ] {
+            for item in items {
+                push_distinct(list, item);
+            }
+        }
+        s.timeline
+            .extend(msgs[msgs.len().saturating_sub(MAX_TIMELINE)..].iter().map(entry));
         keep_last(&mut s.tools, MAX_TOOLS);
         keep_last(&mut s.requests, MAX_REQUESTS);
         keep_last(&mut s.pending, MAX_PENDING);
@@ -377,17 +412,16 @@ fn has_word(lower: &str, word: &str) -> bool {
     })
 }
 
-/// Adds the path-like tokens of `text` (a `/` and a known extension;
-/// surrounding punctuation and a `:line` suffix trimmed; no URLs) to `files`,
-/// moving a repeated one to the end.
-fn collect_files(text: &str, files: &mut Vec<String>) {
+/// The path-like tokens of `text`, in order: a `/` and a known extension;
+/// surrounding punctuation and a `:line` suffix trimmed; no URLs.
+fn files_in(text: &str) -> impl Iterator<Item = &str> {
     let separators = |c: char| {
         matches!(
             c,
             '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '|' | '='
         ) || c.is_whitespace()
     };
-    for token in text.split(separators) {
+    text.split(separators).filter_map(|token| {
         let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
         // `path:line` and `path:line:column`.
         for _ in 0..2 {
@@ -398,16 +432,30 @@ fn collect_files(text: &str, files: &mut Vec<String>) {
                 token = path;
             }
         }
-        if token.contains('/')
+        let is_file = token.contains('/')
             && !token.contains("://")
             && token.chars().count() <= MAX_NAME_CHARS
             && token
                 .rsplit_once('.')
-                .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext))
-        {
-            push_distinct(files, token.to_owned());
+                .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext));
+        is_file.then_some(token)
+    })
+}
+
+/// The first `n` distinct items of `newest_first`, oldest first: the `n`
+/// items whose latest occurrence is latest, in the order of that occurrence.
+fn latest_distinct(newest_first: impl Iterator<Item = String>, n: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(n);
+    for item in newest_first {
+        if out.len() == n {
+            break;
+        }
+        if !out.contains(&item) {
+            out.push(item);
         }
     }
+    out.reverse();
+    out
 }
 
 #[cfg(test)]

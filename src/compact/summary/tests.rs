@@ -248,6 +248,13 @@ fn message() -> impl Strategy<Value = Msg> {
         "next",
         "src/main.rs",
         "docs/guide.md",
+        "lib/x.py",
+        "a/b.toml",
+        "c/d.json",
+        "e/f.go",
+        "g/h.ts,",
+        "(i/j.sh)",
+        "k/l.yaml:12",
         "pending.",
         "the",
         "\n",
@@ -266,8 +273,68 @@ fn message() -> impl Strategy<Value = Msg> {
     })
 }
 
+/// The summary by a plain forward scan of every message (what `Summary::of`
+/// computes newest first, stopping early).
+fn reference_of(msgs: &[Msg], earlier: Option<Summary>) -> Summary {
+    let mut s = earlier.unwrap_or_default();
+    s.compactions += 1;
+    for m in msgs {
+        s.scope.add(m.role);
+        for c in &m.content {
+            match c {
+                Content::ToolUse { name, input, .. } => {
+                    let name = tool_name(name);
+                    if !name.is_empty() && !s.tools.contains(&name) {
+                        s.tools.push(name);
+                    }
+                    for f in files_in(input) {
+                        push_distinct(&mut s.files, f.to_owned());
+                    }
+                }
+                Content::Text(t) => {
+                    for f in files_in(t) {
+                        push_distinct(&mut s.files, f.to_owned());
+                    }
+                    for sentence in pending_sentences(t) {
+                        push_distinct(&mut s.pending, clip(sentence, CLIP_CHARS));
+                    }
+                    if !t.trim().is_empty() {
+                        s.current = clip(t, CURRENT_CHARS);
+                    }
+                }
+                Content::ToolResult { .. } => {}
+            }
+        }
+        if m.role == Role::User {
+            let text = m.texts().collect::<Vec<_>>().join(" ");
+            if !text.trim().is_empty() {
+                push_distinct(&mut s.requests, clip(&text, CLIP_CHARS));
+            }
+        }
+        s.timeline.push(entry(m));
+    }
+    keep_last(&mut s.tools, MAX_TOOLS);
+    keep_last(&mut s.requests, MAX_REQUESTS);
+    keep_last(&mut s.pending, MAX_PENDING);
+    keep_last(&mut s.files, MAX_FILES);
+    keep_last(&mut s.timeline, MAX_TIMELINE);
+    s
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The newest-first scan that stops early equals a full forward scan,
+    /// alone and merged into an earlier summary.
+    #[test]
+    fn the_early_stopping_scan_equals_a_full_scan(
+        first in prop::collection::vec(message(), 0..40),
+        second in prop::collection::vec(message(), 0..40),
+    ) {
+        let earlier = Summary::of(&first, None);
+        prop_assert_eq!(&earlier, &reference_of(&first, None));
+        prop_assert_eq!(Summary::of(&second, Some(earlier.clone())), reference_of(&second, Some(earlier)));
+    }
 
     /// Clipping never passes the limit (plus the ellipsis) and keeps text
     /// that fits whole, on one line.
