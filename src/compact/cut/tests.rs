@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::assemble::Role;
-use crate::compact::test_support::{call, result, user};
+use crate::compact::test_support::{call, conversation, result, user};
 
 // REFERENCE section 3: preserve 2 over [user, call, result, "Done."] walks
 // back to keep the call with its result: one message summarized.
@@ -52,41 +52,6 @@ fn turns_are_dropped_whole_and_the_last_turn_stays() {
     assert_eq!(b.after_turns(5, 2), None);
 }
 
-/// Builds a conversation from random steps: text turns, calls with one to
-/// three ids, results for a random subset of pending calls (interleaved
-/// with other messages), orphan results, and calls left unanswered.
-fn conversation(steps: &[(u8, u8)]) -> Vec<Msg> {
-    let mut msgs = Vec::new();
-    let mut pending: Vec<String> = Vec::new();
-    let mut next = 0;
-    for &(op, arg) in steps {
-        match op % 6 {
-            0 => msgs.push(user("u")),
-            1 => msgs.push(Msg::text(Role::Assistant, "a")),
-            2 | 3 => {
-                let ids: Vec<String> = (0..=arg % 3)
-                    .map(|_| {
-                        next += 1;
-                        format!("c{next}")
-                    })
-                    .collect();
-                pending.extend(ids.iter().cloned());
-                let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-                msgs.push(call(&refs));
-            }
-            4 if !pending.is_empty() => {
-                let take = 1 + usize::from(arg) % pending.len();
-                let answered: Vec<String> = pending.drain(..take).collect();
-                let refs: Vec<&str> = answered.iter().map(String::as_str).collect();
-                msgs.push(result(&refs));
-            }
-            _ if arg % 7 == 0 => msgs.push(result(&["orphan"])),
-            _ => msgs.push(user("u")),
-        }
-    }
-    msgs
-}
-
 /// Whether cutting before `k` keeps every kept result with its call and
 /// every summarized call without a kept result (checked by brute force).
 fn cut_is_safe(msgs: &[Msg], k: usize) -> bool {
@@ -106,8 +71,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn every_cut_is_safe(steps in prop::collection::vec((0u8..6, any::<u8>()), 0..60), preserve in 0usize..8) {
-        let msgs = conversation(&steps);
+    fn every_cut_is_safe(steps in prop::collection::vec((0u8..7, any::<u8>(), any::<u16>()), 0..60), preserve in 0usize..8) {
+        let msgs = conversation(&steps, &mut 0);
         let b = Boundaries::of(&msgs, 0);
         for k in 0..=msgs.len() {
             if k > 0 && b.is_clean(k) {
