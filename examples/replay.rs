@@ -14,116 +14,8 @@ use std::time::{Duration, Instant};
 use context_assembler::config::ServeArgs;
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::server::Bound;
-use context_assembler::workload::{Rng, prose};
+use context_assembler::workload::replay::Replay;
 use tonic::transport::Channel;
-
-const CORPUS: usize = 500;
-const EVIDENCE_PER_REQUEST: usize = 6;
-const ZIPF_S: f64 = 1.1;
-/// Families whose system prompt carries a per-request timestamp (every 4th).
-const VOLATILE_EVERY: usize = 4;
-
-fn zipf_cdf(n: usize, s: f64) -> Vec<f64> {
-    let weights: Vec<f64> = (1..=n).map(|k| 1.0 / (k as f64).powf(s)).collect();
-    let total: f64 = weights.iter().sum();
-    let mut acc = 0.0;
-    weights
-        .iter()
-        .map(|w| {
-            acc += w / total;
-            acc
-        })
-        .collect()
-}
-
-/// The requests, in session order (a user's turns are consecutive).
-fn workload(families: usize, users: usize, turns: usize) -> Vec<(usize, pb::AssembleRequest)> {
-    let mut rng = Rng::new(7);
-    let corpus: Vec<String> = (0..CORPUS).map(|_| prose(&mut rng, 600)).collect();
-    let cdf = zipf_cdf(CORPUS, ZIPF_S);
-    let prefixes: Vec<(String, String)> = (0..families)
-        .map(|_| (prose(&mut rng, 6000), prose(&mut rng, 1500)))
-        .collect();
-    let mut out = Vec::new();
-    let mut clock = 1_795_300_000u64;
-    for (f, prefix) in prefixes.iter().enumerate() {
-        for u in 0..users {
-            let mut history: Vec<pb::Item> = Vec::new();
-            for t in 0..turns {
-                clock += 7;
-                let mut system = prefix.0.clone();
-                if f % VOLATILE_EVERY == VOLATILE_EVERY - 1 {
-                    system.push_str(&format!(" Current time: {clock}."));
-                }
-                let evidence = (0..EVIDENCE_PER_REQUEST)
-                    .map(|e| {
-                        let x = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
-                        let doc = cdf.partition_point(|&c| c < x).min(CORPUS - 1);
-                        pb::Item {
-                            id: format!("doc-{doc}-{e}"),
-                            content: corpus[doc].clone(),
-                            score: 1.0 / (1.0 + e as f64),
-                            source: format!("kb/{doc}.md"),
-                            ..Default::default()
-                        }
-                    })
-                    .collect();
-                let query = format!("user {u} turn {t}: {}", prose(&mut rng, 120));
-                out.push((
-                    f,
-                    pb::AssembleRequest {
-                        request_id: format!("f{f}-u{u}-t{t}"),
-                        model: "gpt-4o".to_owned(),
-                        max_input_tokens: Some(8_000),
-                        static_segments: vec![
-                            pb::Segment {
-                                id: "system".to_owned(),
-                                kind: pb::SegmentKind::System.into(),
-                                content: system,
-                            },
-                            pb::Segment {
-                                id: "policy".to_owned(),
-                                kind: pb::SegmentKind::Policy.into(),
-                                content: prefix.1.clone(),
-                            },
-                        ],
-                        blocks: vec![
-                            pb::Block {
-                                name: "evidence".to_owned(),
-                                kind: pb::BlockKind::Evidence.into(),
-                                items: evidence,
-                                ..Default::default()
-                            },
-                            pb::Block {
-                                name: "history".to_owned(),
-                                kind: pb::BlockKind::RecentTurns.into(),
-                                items: history.clone(),
-                                ..Default::default()
-                            },
-                        ],
-                        query: query.clone(),
-                        session_id: format!("f{f}-u{u}"),
-                        prefix_family: format!("family-{f}"),
-                        ..Default::default()
-                    },
-                ));
-                history.push(pb::Item {
-                    id: format!("t{t}-q"),
-                    role: pb::Role::User.into(),
-                    content: query,
-                    ..Default::default()
-                });
-                history.push(pb::Item {
-                    id: format!("t{t}-a"),
-                    role: pb::Role::Assistant.into(),
-                    content: prose(&mut rng, 300),
-                    ..Default::default()
-                });
-            }
-        }
-    }
-    out
-}
 
 async fn server() -> (Channel, std::net::SocketAddr) {
     let config = ServeArgs {
@@ -274,13 +166,19 @@ async fn main() {
     let arg = |i: usize, d: usize| std::env::args().nth(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (families, users, turns, concurrency, batch) =
         (arg(1, 8), arg(2, 100), arg(3, 6), arg(4, 8), arg(5, 16));
-    let requests = workload(families, users, turns);
+    let shape = Replay {
+        families,
+        users,
+        turns,
+        ..Replay::default()
+    };
+    let requests: Vec<(usize, pb::AssembleRequest)> = shape
+        .requests()
+        .into_iter()
+        .map(|r| (r.family, pb::AssembleRequest::from(r.request)))
+        .collect();
     let n = requests.len();
-    println!(
-        "workload: {families} families x {users} users x {turns} turns = {n} requests; \
-         every {VOLATILE_EVERY}th family has a timestamp in its system prompt; \
-         evidence: {EVIDENCE_PER_REQUEST} of {CORPUS} documents, Zipf s={ZIPF_S}"
-    );
+    println!("workload: {}", shape.describe());
 
     let unary = run(
         requests.iter().map(|r| vec![r.clone()]).collect(),

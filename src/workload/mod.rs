@@ -2,6 +2,8 @@
 //! target size, generated in-process (no data is downloaded). Used by the
 //! benches, the tests and the load generator.
 
+pub mod replay;
+
 use crate::assemble::{AssembleRequest, Block, BlockKind, Item, Principal, Role, Segment, SegmentKind};
 
 /// A small, fast, deterministic PRNG (splitmix64).

@@ -1,0 +1,245 @@
+//! The replay workload: F prefix families x U users x T turns, with evidence
+//! drawn from a shared corpus by Zipf popularity and some families carrying a
+//! per-request timestamp in their system prompt (a cache-busting value, as
+//! real gateways send). Requests come in session order: a user's turns are
+//! consecutive and each turn's history holds the earlier turns.
+//!
+//! The sizes scale with `prompt_tokens`: the generated content is a little
+//! over the budget, so the allocator does real work (low-scored evidence
+//! falls back to its compact form or is dropped) as it would in production.
+
+use super::{Rng, prose};
+use crate::assemble::{AssembleRequest, Block, BlockKind, Item, Principal, Role, Segment, SegmentKind};
+
+/// Bytes of generated prose per token, roughly (o200k on this vocabulary).
+const BYTES_PER_TOKEN: usize = 5;
+
+/// The shape of a replay workload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Replay {
+    /// Prefix families (distinct system prompts and policies).
+    pub families: usize,
+    /// Users per family.
+    pub users: usize,
+    /// Turns per user.
+    pub turns: usize,
+    /// The request budget (`max_input_tokens`) and the prompt's target size.
+    pub prompt_tokens: usize,
+    /// Documents in the shared evidence corpus.
+    pub corpus: usize,
+    /// Evidence items per request.
+    pub evidence_per_request: usize,
+    /// Zipf exponent of document popularity.
+    pub zipf_s: f64,
+    /// Every n-th family has a timestamp in its system prompt (0 = none).
+    pub volatile_every: usize,
+    /// The generator seed.
+    pub seed: u64,
+}
+
+impl Default for Replay {
+    fn default() -> Self {
+        Replay {
+            families: 8,
+            users: 100,
+            turns: 6,
+            prompt_tokens: 8_000,
+            corpus: 500,
+            evidence_per_request: 6,
+            zipf_s: 1.1,
+            volatile_every: 4,
+            seed: 7,
+        }
+    }
+}
+
+/// One request of the replay and the family it belongs to.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    /// Index of the prefix family.
+    pub family: usize,
+    /// The request.
+    pub request: AssembleRequest,
+}
+
+impl Replay {
+    /// Requests in the workload.
+    pub fn len(&self) -> usize {
+        self.families * self.users * self.turns
+    }
+
+    /// Whether the workload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A one-line description for reports.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} families x {} users x {} turns = {} requests of a {}-token budget; evidence {} of {} documents \
+             (Zipf s={}); every {}th family has a timestamp in its system prompt",
+            self.families,
+            self.users,
+            self.turns,
+            self.len(),
+            self.prompt_tokens,
+            self.evidence_per_request,
+            self.corpus,
+            self.zipf_s,
+            self.volatile_every
+        )
+    }
+
+    /// The requests, in session order. Deterministic in the shape.
+    pub fn requests(&self) -> Vec<Replayed> {
+        let mut rng = Rng::new(self.seed);
+        let bytes = self.prompt_tokens.max(200) * BYTES_PER_TOKEN;
+        // A static prefix of about 35% + 10%, evidence about 45%, history
+        // growing by about 4% a turn: over the budget from the third turn.
+        let corpus: Vec<String> = (0..self.corpus.max(1))
+            .map(|_| prose(&mut rng, bytes * 45 / 100 / self.evidence_per_request.max(1)))
+            .collect();
+        let compact: Vec<String> = corpus
+            .iter()
+            .map(|doc| doc.chars().take(doc.len() / 5).collect())
+            .collect();
+        let cdf = zipf_cdf(corpus.len(), self.zipf_s);
+        let prefixes: Vec<(String, String)> = (0..self.families)
+            .map(|_| (prose(&mut rng, bytes * 35 / 100), prose(&mut rng, bytes / 10)))
+            .collect();
+        let mut out = Vec::with_capacity(self.len());
+        let mut clock = 1_795_300_000u64;
+        for (f, (system, policy)) in prefixes.iter().enumerate() {
+            for u in 0..self.users {
+                let mut history: Vec<Item> = Vec::new();
+                for t in 0..self.turns {
+                    clock += 7;
+                    let mut system = system.clone();
+                    if self.volatile_every > 0 && f % self.volatile_every == self.volatile_every - 1 {
+                        system.push_str(&format!(" Current time: {clock}."));
+                    }
+                    let evidence = (0..self.evidence_per_request)
+                        .map(|e| {
+                            let x = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
+                            let doc = cdf.partition_point(|&c| c < x).min(corpus.len() - 1);
+                            Item {
+                                id: format!("doc-{doc}-{e}"),
+                                content: corpus[doc].clone(),
+                                score: 1.0 / (1.0 + e as f64),
+                                source: format!("kb/{doc}.md"),
+                                compact_form: (e % 2 == 1).then(|| compact[doc].clone()),
+                                ..Item::default()
+                            }
+                        })
+                        .collect();
+                    let query = format!("user {u} turn {t}: {}", prose(&mut rng, 120));
+                    out.push(Replayed {
+                        family: f,
+                        request: AssembleRequest {
+                            request_id: format!("f{f}-u{u}-t{t}"),
+                            model: "gpt-4o".to_owned(),
+                            max_input_tokens: Some(self.prompt_tokens as u32),
+                            static_segments: vec![
+                                Segment {
+                                    id: "system".to_owned(),
+                                    kind: SegmentKind::System,
+                                    content: system,
+                                },
+                                Segment {
+                                    id: "policy".to_owned(),
+                                    kind: SegmentKind::Policy,
+                                    content: policy.clone(),
+                                },
+                            ],
+                            blocks: vec![
+                                Block::new("evidence", BlockKind::Evidence, evidence),
+                                Block::new("history", BlockKind::RecentTurns, history.clone()),
+                            ],
+                            query: query.clone(),
+                            principal: Principal {
+                                id: format!("user-{u}"),
+                                scopes: Vec::new(),
+                            },
+                            session_id: format!("f{f}-u{u}"),
+                            prefix_family: format!("family-{f}"),
+                            ..AssembleRequest::default()
+                        },
+                    });
+                    history.push(Item {
+                        id: format!("t{t}-q"),
+                        role: Some(Role::User),
+                        content: query,
+                        ..Item::default()
+                    });
+                    history.push(Item {
+                        id: format!("t{t}-a"),
+                        role: Some(Role::Assistant),
+                        content: prose(&mut rng, bytes * 4 / 100),
+                        ..Item::default()
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The cumulative distribution of Zipf popularity over `n` ranks.
+fn zipf_cdf(n: usize, s: f64) -> Vec<f64> {
+    let weights: Vec<f64> = (1..=n).map(|k| 1.0 / (k as f64).powf(s)).collect();
+    let total: f64 = weights.iter().sum();
+    let mut acc = 0.0;
+    weights
+        .iter()
+        .map(|w| {
+            acc += w / total;
+            acc
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_in_session_order_and_near_the_budget() {
+        let shape = Replay {
+            families: 2,
+            users: 2,
+            turns: 4,
+            prompt_tokens: 4_000,
+            ..Replay::default()
+        };
+        let a = shape.requests();
+        let b = shape.requests();
+        assert_eq!(a.len(), shape.len());
+        assert!(a.iter().zip(&b).all(|(x, y)| x.request == y.request));
+        // A user's turns are consecutive and each carries the earlier turns.
+        let turns: Vec<usize> = a[..4].iter().map(|r| r.request.blocks[1].items.len()).collect();
+        assert_eq!(turns, vec![0, 2, 4, 6]);
+        // The generated text is within a factor of the target size.
+        let bytes: usize = a[3]
+            .request
+            .static_segments
+            .iter()
+            .map(|s| s.content.len())
+            .chain(
+                a[3].request
+                    .blocks
+                    .iter()
+                    .flat_map(|b| b.items.iter().map(|i| i.content.len())),
+            )
+            .sum();
+        let tokens = bytes / BYTES_PER_TOKEN;
+        assert!((3_000..6_000).contains(&tokens), "{tokens}");
+    }
+
+    #[test]
+    fn zipf_cdf_ends_at_one_and_favours_low_ranks() {
+        let cdf = zipf_cdf(100, 1.1);
+        assert!((cdf[99] - 1.0).abs() < 1e-9);
+        assert!(cdf[0] > 0.1);
+        assert!(cdf.windows(2).all(|w| w[0] <= w[1]));
+    }
+}
