@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_well_known_types(false)
+        .codec_path("crate::grpc::codec::TimedCodec")
         .compile_fds(fds.clone())?;
 
     pbjson_build::Builder::new()

@@ -54,6 +54,12 @@ EXPECTED_METRICS = {
     "assembler_compactions_total": "counter",
     "assembler_compaction_tokens_saved": "histogram",
     "assembler_compaction_breaker_open_total": "counter",
+    "assembler_phase_duration_seconds": "histogram",
+    "assembler_runtime_alive_tasks": "gauge",
+    "process_resident_memory_bytes": "gauge",
+    "process_cpu_seconds_total": "gauge",
+    "process_open_fds": "gauge",
+    "process_threads": "gauge",
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 SIDECAR = "context-assembler"
@@ -335,7 +341,7 @@ def cmd_custom(rules_path, *paths):
 
 # ---------------------------------------------------------------- rules and dashboard
 
-NAME = re.compile(r"\bassembler_[a-z0-9_]+")
+NAME = re.compile(r"\b(?:assembler|process)_[a-z0-9_]+")
 
 
 def base_name(name):

@@ -527,3 +527,54 @@ async fn an_estimate_margin_adapts_from_provider_reports() {
     assert_eq!(gauge, Some(f64::from(margin)));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn every_phase_is_timed_and_the_process_is_described() {
+    let server = TestServer::start().await;
+    let phases = ["decode", "convert", "tokenize", "allocate", "render", "encode"];
+    let count = |page: &str, phase: &str| {
+        common::metric(
+            page,
+            "assembler_phase_duration_seconds_count",
+            &[("phase", phase)],
+        )
+        .unwrap_or(0.0)
+    };
+    let (_, before) = server.http_get("/metrics").await;
+    server.client().assemble(request()).await.unwrap();
+    let (_, after) = server.http_get("/metrics").await;
+    for phase in phases {
+        // Other tests share the recorder: at least this request's one.
+        assert!(count(&after, phase) >= count(&before, phase) + 1.0, "{phase}");
+    }
+    for gauge in [
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_threads",
+        "assembler_runtime_alive_tasks",
+    ] {
+        let value = common::metric(&after, gauge, &[]).unwrap_or(-1.0);
+        assert!(value > 0.0, "{gauge} = {value}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_that_is_not_protobuf_is_invalid_argument() {
+    let server = TestServer::start().await;
+    // Field 1 (request_id, a string) holding bytes that are not UTF-8.
+    let not_utf8: Vec<u8> = vec![0xff, 0xfe, 0xfd];
+    let (code, message) = common::raw_unary(
+        server.addr,
+        "/context_assembler.v1.Assembler/Assemble",
+        &not_utf8,
+        &[],
+    )
+    .await;
+    assert_eq!(code, Code::InvalidArgument as i32, "{message}");
+    // grpc-message is percent-encoded on the wire.
+    assert!(message.starts_with("malformed%20request%20message"), "{message}");
+    assert!(message.contains("AssembleRequest.request_id"), "{message}");
+    server.stop().await;
+}

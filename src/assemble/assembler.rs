@@ -5,6 +5,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Instant;
 
 use tracing::debug;
 
@@ -278,6 +279,7 @@ impl Assembler {
         prefix: Option<&PrefixKey>,
         cancel: &Cancel,
     ) -> Result<(Assembly, PrefixKey), AssembleError> {
+        let started = Instant::now();
         let catalog = self.catalog();
         let Resolved {
             spec,
@@ -287,6 +289,7 @@ impl Assembler {
         } = validate::validate(&req, &catalog).map_err(AssembleError::InvalidArgument)?;
         let mut pipeline = Pipeline::new(self, &spec, &policy, &req, budget, cancel);
         pipeline.tools = &tools;
+        pipeline.lap = started;
         let key = prefix
             .cloned()
             .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
@@ -296,6 +299,7 @@ impl Assembler {
         }
         let result = pipeline.run(key.clone());
         pipeline.record_lookups();
+        let render_started = pipeline.lap;
         let (plan, usage, cache, hints, decisions, warnings) = result?;
         self.feedback.remember(
             &req.request_id,
@@ -314,6 +318,7 @@ impl Assembler {
             tools,
             hints,
         };
+        metrics::phase(metrics::PHASE_RENDER, render_started.elapsed());
         Ok((assembly, key))
     }
 }
@@ -381,6 +386,8 @@ pub(crate) struct Pipeline<'a> {
     pub warnings: Vec<Warning>,
     hits: Cell<u64>,
     misses: Cell<u64>,
+    /// Where the current phase began.
+    lap: Instant,
 }
 
 impl<'a> Pipeline<'a> {
@@ -398,6 +405,7 @@ impl<'a> Pipeline<'a> {
             policy,
             tok: &spec.tokenizer,
             cancel,
+            lap: Instant::now(),
             req,
             tools: &[],
             budget,
@@ -460,6 +468,7 @@ impl<'a> Pipeline<'a> {
 
         let plans = self.measure();
         self.check_cancelled()?;
+        self.end_phase(metrics::PHASE_TOKENIZE);
         // Opening the context message (policy's role) and the summary message (user).
         let overheads = [
             self.message_cost(self.policy.context_role, 0),
@@ -481,6 +490,7 @@ impl<'a> Pipeline<'a> {
 
         let turn_summary = shrinker.turn_summary.take().filter(|_| alloc.summary.is_some());
         self.check_cancelled()?;
+        self.end_phase(metrics::PHASE_ALLOCATE);
         if let Some(s) = &alloc.summary {
             metrics::compaction(
                 metrics::COMPACTION_SOURCE_ASSEMBLE,
@@ -582,6 +592,13 @@ impl<'a> Pipeline<'a> {
             });
         }
         (facts.tokens, hit)
+    }
+
+    /// Records the time since the last phase ended as `phase`.
+    fn end_phase(&mut self, phase: &'static str) {
+        let now = Instant::now();
+        metrics::phase(phase, now.duration_since(self.lap));
+        self.lap = now;
     }
 
     fn check_cancelled(&self) -> Result<(), AssembleError> {

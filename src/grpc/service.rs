@@ -50,12 +50,18 @@ impl AssemblerService {
         span.record("blocks", wire.blocks.len());
         check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
+        let converting = Instant::now();
         let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
+        let mut converted = converting.elapsed();
         let assembler = self.assembler.clone();
         let outcome = blocking(permit, move |cancel| assembler.assemble_cancellable(req, cancel)).await?;
-        record(outcome)
+        let converting = Instant::now();
+        let answer = record(outcome)
             .map(pb::AssembleResponse::from)
-            .map_err(|e| to_status(&e))
+            .map_err(|e| to_status(&e));
+        converted += converting.elapsed();
+        metrics::phase(metrics::PHASE_CONVERT, converted);
+        answer
     }
 }
 
@@ -166,6 +172,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
             let mut early: Vec<Option<Status>> = Vec::with_capacity(n);
             let mut valid: Vec<usize> = Vec::with_capacity(n);
             let mut requests = Vec::with_capacity(n);
+            let converting = Instant::now();
             for (i, r) in wire.requests.into_iter().enumerate() {
                 let converted = check_shape(&self.admission, &r)
                     .map_err(|x| refuse(RPC, x))
@@ -179,6 +186,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
                     Err(status) => early.push(Some(status)),
                 }
             }
+            let mut converted = converting.elapsed();
             let assembler = self.assembler.clone();
             let outcome = blocking(permit, move |cancel| {
                 batch::assemble_batch(&assembler, requests, cancel)
@@ -190,9 +198,16 @@ impl pb::assembler_server::Assembler for AssemblerService {
                     result: e.map(|s| pb::assemble_result::Result::Error(convert::request_error(&s))),
                 })
                 .collect();
+            let converting = Instant::now();
             for (k, r) in outcome.results.into_iter().enumerate() {
                 results[valid[k]] =
                     convert::wire_result(record(r).map(Into::into).map_err(|e| to_status(&e)));
+            }
+            converted += converting.elapsed();
+            // Per request, as the domain phases are.
+            let per_request = converted / u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+            for _ in 0..n {
+                metrics::phase(metrics::PHASE_CONVERT, per_request);
             }
             let at = |k: usize| u32::try_from(valid[k]).unwrap_or(u32::MAX);
             Ok(pb::AssembleBatchResponse {

@@ -63,6 +63,7 @@ pub(super) async fn serve_metrics(listener: TcpListener, handle: PrometheusHandl
                 let handle = handle.clone();
                 async move {
                     let resp = if req.uri().path() == "/metrics" {
+                        metrics::refresh_process();
                         Response::builder()
                             .header("content-type", "text/plain; version=0.0.4")
                             .body(Full::new(Bytes::from(handle.render())))

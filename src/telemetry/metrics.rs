@@ -66,6 +66,57 @@ pub const COMPACTION_SOURCE_COMPACT: &str = "compact";
 /// Compaction source: turns compacted before they were dropped in Assemble.
 pub const COMPACTION_SOURCE_ASSEMBLE: &str = "assemble";
 
+/// Server-side time per request phase, by `phase` (one of [`PHASES`]).
+pub const PHASE_DURATION_SECONDS: &str = "assembler_phase_duration_seconds";
+/// Phase: protobuf decoding of a request message (per message: a batch is one).
+pub const PHASE_DECODE: &str = "decode";
+/// Phase: wire to domain and domain to wire conversion of one request.
+pub const PHASE_CONVERT: &str = "convert";
+/// Phase: validation, prefix hashing, cache lookups and token counting.
+pub const PHASE_TOKENIZE: &str = "tokenize";
+/// Phase: the budget allocation (including compact forms and turn summaries).
+pub const PHASE_ALLOCATE: &str = "allocate";
+/// Phase: layout, rendering of the messages, cache hints and the report.
+pub const PHASE_RENDER: &str = "render";
+/// Phase: protobuf encoding of a response message.
+pub const PHASE_ENCODE: &str = "encode";
+/// Every phase, in request order.
+pub const PHASES: [&str; 6] = [
+    PHASE_DECODE,
+    PHASE_CONVERT,
+    PHASE_TOKENIZE,
+    PHASE_ALLOCATE,
+    PHASE_RENDER,
+    PHASE_ENCODE,
+];
+/// Phase buckets: 1 us to 100 ms.
+pub const PHASE_BUCKETS_SECONDS: [f64; 14] = [
+    0.000_001,
+    0.000_002_5,
+    0.000_005,
+    0.000_01,
+    0.000_025,
+    0.000_05,
+    0.000_1,
+    0.000_25,
+    0.000_5,
+    0.001,
+    0.002_5,
+    0.01,
+    0.025,
+    0.1,
+];
+/// Resident memory of the process (from `/proc/self/status`).
+pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
+/// User and system CPU time of the process (from `/proc/self/stat`).
+pub const PROCESS_CPU_SECONDS_TOTAL: &str = "process_cpu_seconds_total";
+/// Open file descriptors of the process (entries of `/proc/self/fd`).
+pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
+/// Threads of the process.
+pub const PROCESS_THREADS: &str = "process_threads";
+/// Tasks alive on the async runtime serving the scrape.
+pub const RUNTIME_ALIVE_TASKS: &str = "assembler_runtime_alive_tasks";
+
 /// Refusal reason: the concurrency limit shed the request.
 pub const REFUSED_CONCURRENCY: &str = "concurrency";
 /// Refusal reason: the message exceeded `limits.max_request_bytes`.
@@ -124,6 +175,12 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
                 &RELATIVE_ERROR_BUCKETS,
             )
         })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(PHASE_DURATION_SECONDS.to_owned()),
+                &PHASE_BUCKETS_SECONDS,
+            )
+        })
         .map_err(|e| e.to_string())?
         .build_recorder();
     let handle = recorder.handle();
@@ -132,6 +189,28 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
 
 /// Describes every metric once (call after installing the recorder).
 pub fn describe() {
+    describe_histogram!(
+        PHASE_DURATION_SECONDS,
+        Unit::Seconds,
+        "server-side time per request phase: decode, convert, tokenize, allocate, render, encode"
+    );
+    describe_gauge!(
+        PROCESS_RESIDENT_MEMORY_BYTES,
+        Unit::Bytes,
+        "resident memory of the sidecar process"
+    );
+    describe_gauge!(
+        PROCESS_CPU_SECONDS_TOTAL,
+        Unit::Seconds,
+        "user and system CPU time of the sidecar process"
+    );
+    describe_gauge!(PROCESS_OPEN_FDS, Unit::Count, "open file descriptors");
+    describe_gauge!(PROCESS_THREADS, Unit::Count, "threads of the process");
+    describe_gauge!(
+        RUNTIME_ALIVE_TASKS,
+        Unit::Count,
+        "tasks alive on the async runtime"
+    );
     describe_counter!(
         REQUESTS_TOTAL,
         Unit::Count,
@@ -306,6 +385,26 @@ pub fn models_known(models: impl IntoIterator<Item = String>) {
 /// Records one refused request (`reason` is one of [`REFUSAL_REASONS`]).
 pub fn refused(rpc: &'static str, reason: &'static str) {
     counter!(REQUESTS_REFUSED_TOTAL, "rpc" => rpc, "reason" => reason).increment(1);
+}
+
+/// Records the time one request spent in `phase` (one of [`PHASES`]).
+pub fn phase(phase: &'static str, took: Duration) {
+    histogram!(PHASE_DURATION_SECONDS, "phase" => phase).record(took.as_secs_f64());
+}
+
+/// Sets the process gauges from `/proc/self` (Linux; elsewhere only the
+/// runtime's task count) and the runtime's alive tasks. Called per scrape.
+pub fn refresh_process() {
+    if let Ok(tasks) = tokio::runtime::Handle::try_current().map(|h| h.metrics().num_alive_tasks()) {
+        gauge!(RUNTIME_ALIVE_TASKS).set(tasks as f64);
+    }
+    let Some(process) = super::process::read() else {
+        return;
+    };
+    gauge!(PROCESS_RESIDENT_MEMORY_BYTES).set(process.resident_bytes as f64);
+    gauge!(PROCESS_CPU_SECONDS_TOTAL).set(process.cpu_seconds);
+    gauge!(PROCESS_OPEN_FDS).set(process.open_fds as f64);
+    gauge!(PROCESS_THREADS).set(process.threads as f64);
 }
 
 /// Moves the in-flight gauge by `delta`.

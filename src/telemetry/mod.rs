@@ -1,6 +1,7 @@
 //! Telemetry: the tracing subscriber and the metric catalogue.
 
 pub mod metrics;
+pub mod process;
 
 use tracing_subscriber::{EnvFilter, fmt};
 

@@ -1,0 +1,128 @@
+//! The protobuf codec of the generated services: prost's, timed. The server
+//! decodes requests and encodes responses; those two are recorded as the
+//! `decode` and `encode` phases. A client built from the same stubs does the
+//! opposite (encodes requests, decodes responses), which is not recorded, so
+//! in-process clients (tests, examples) do not blur the server's figures.
+//! A request that is not valid protobuf is `INVALID_ARGUMENT` (prost's
+//! codec says `INTERNAL`, which would page someone for a client's bug).
+
+use std::marker::PhantomData;
+use std::time::Instant;
+
+use prost::Message;
+use tonic::Status;
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
+
+use super::pb;
+use crate::telemetry::metrics;
+
+/// Whether a message type is a request (decoded by the server) or a response
+/// (encoded by the server).
+pub trait Direction {
+    /// True for request messages.
+    const REQUEST: bool;
+}
+
+macro_rules! direction {
+    ($request:expr => $($t:ty),+ $(,)?) => {
+        $(impl Direction for $t {
+            const REQUEST: bool = $request;
+        })+
+    };
+}
+
+direction!(true =>
+    pb::AssembleRequest,
+    pb::CountTokensRequest,
+    pb::ListModelsRequest,
+    pb::AssembleBatchRequest,
+    pb::ReportUsageRequest,
+    pb::CompactRequest,
+);
+direction!(false =>
+    pb::AssembleResponse,
+    pb::CountTokensResponse,
+    pb::ListModelsResponse,
+    pb::AssembleBatchResponse,
+    pb::AssembleStreamResponse,
+    pb::ReportUsageResponse,
+    pb::CompactResponse,
+);
+
+/// [`ProstCodec`] that records server-side decode and encode time.
+#[derive(Debug, Clone)]
+pub struct TimedCodec<T, U>(PhantomData<(T, U)>);
+
+impl<T, U> Default for TimedCodec<T, U> {
+    fn default() -> Self {
+        TimedCodec(PhantomData)
+    }
+}
+
+impl<T, U> Codec for TimedCodec<T, U>
+where
+    T: Message + Direction + Send + 'static,
+    U: Message + Direction + Default + Send + 'static,
+{
+    type Encode = T;
+    type Decode = U;
+    type Encoder = TimedEncoder<T>;
+    type Decoder = TimedDecoder<U>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        TimedEncoder(ProstCodec::<T, U>::raw_encoder(BufferSettings::default()))
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        TimedDecoder(ProstCodec::<T, U>::raw_decoder(BufferSettings::default()))
+    }
+}
+
+/// Prost's encoder, timed for response messages.
+#[derive(Debug, Clone)]
+pub struct TimedEncoder<T>(ProstEncoder<T>);
+
+impl<T: Message + Direction> Encoder for TimedEncoder<T> {
+    type Item = T;
+    type Error = Status;
+
+    fn encode(&mut self, item: T, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        if T::REQUEST {
+            return self.0.encode(item, buf);
+        }
+        let started = Instant::now();
+        let out = self.0.encode(item, buf);
+        metrics::phase(metrics::PHASE_ENCODE, started.elapsed());
+        out
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
+    }
+}
+
+/// Prost's decoder, timed for request messages.
+#[derive(Debug, Clone)]
+pub struct TimedDecoder<U>(ProstDecoder<U>);
+
+impl<U: Message + Direction + Default> Decoder for TimedDecoder<U> {
+    type Item = U;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        if !U::REQUEST {
+            return self.0.decode(buf);
+        }
+        let started = Instant::now();
+        let out = self.0.decode(buf);
+        metrics::phase(metrics::PHASE_DECODE, started.elapsed());
+        // prost's codec calls a malformed request INTERNAL; it is the
+        // caller's fault. The message names the field path, never content.
+        out.map_err(|s| Status::invalid_argument(format!("malformed request message: {}", s.message())))
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
+    }
+}
