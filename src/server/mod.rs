@@ -47,6 +47,12 @@ const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 8 << 20;
 /// Concurrent streams per connection. Admission bounds the work; this bounds
 /// the per-connection bookkeeping.
 const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 256;
+/// Streams a client may reset before the server has accepted them, before
+/// the connection is closed (the rapid-reset guard). hyper's default of 20
+/// closed a gateway's whole connection, failing its other calls, when a burst
+/// of its deadlines expired under load (the load generator saw it); one
+/// connection's worth of streams keeps the guard bounded.
+const HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS: usize = HTTP2_MAX_CONCURRENT_STREAMS as usize;
 /// After the last unary request of a drain is answered, how long responses
 /// get to reach the socket before the remaining connections are closed.
 const FLUSH_GRACE: Duration = Duration::from_millis(250);
@@ -210,6 +216,7 @@ impl Bound {
             .initial_stream_window_size(HTTP2_STREAM_WINDOW_BYTES)
             .initial_connection_window_size(HTTP2_CONNECTION_WINDOW_BYTES)
             .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS)
+            .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS)
             .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
             .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
         let unary = Unary::default();

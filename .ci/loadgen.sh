@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# CI: a load smoke of the release sidecar through real gRPC connections. Builds the release binaries, then runs
+# loadgen (which starts the sidecar itself on kernel-chosen ports and stops it with SIGTERM) for Assemble,
+# AssembleBatch and AssembleStream on a small warm replay workload, and once cold (every request unique), about
+# 30 s of load in all. Fails if any request was not answered OK and well-formed (loadgen exits non-zero), if the
+# sidecar did not exit cleanly, or if a report lacks a positive throughput.
+# Usage: bash .ci/loadgen.sh        Reports (text and JSON) go to target/loadgen-ci/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TERM_COLOR=never
+cargo build --release --locked --bin context-assembler --bin loadgen
+
+out=target/loadgen-ci
+mkdir -p "$out"
+server=target/release/context-assembler
+workload=(--families 2 --users 10 --turns 3 --prompt-tokens 4000 --concurrency 16 --progress-secs 4)
+
+# run NAME LOADGEN_ARGS...: one loadgen run, its report kept as NAME.txt and NAME.json.
+run() {
+  local name=$1
+  shift
+  echo "--- loadgen: $name"
+  if ! target/release/loadgen --spawn "$server" "${workload[@]}" --json "$out/$name.json" "$@" | tee "$out/$name.txt"; then
+    echo "loadgen-ci: $name: a request failed or the run could not be made (see above)" >&2
+    exit 1
+  fi
+  if ! awk '/^throughput:/ { found = 1; if ($2 + 0 <= 0) bad = 1 } END { exit !(found && !bad) }' "$out/$name.txt"; then
+    echo "loadgen-ci: $name: the report has no positive throughput" >&2
+    exit 1
+  fi
+  if ! grep -Eq '^requests: .*, errors 0$' "$out/$name.txt"; then
+    echo "loadgen-ci: $name: the report lists errors" >&2
+    exit 1
+  fi
+}
+
+run assemble --rpc assemble --warmup --duration 8s
+run batch --rpc batch --batch-size 16 --warmup --duration 8s
+run stream --rpc stream --warmup --duration 8s
+run cold --rpc assemble --cold --duration 4s
+
+echo "loadgen-ci: all runs OK"
+grep -H '^throughput:' "$out"/*.txt

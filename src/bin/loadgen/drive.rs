@@ -1,0 +1,695 @@
+//! The load itself: `concurrency` workers claim tickets (positions in the
+//! endless replay of the workload), send them as `Assemble`, `AssembleBatch`
+//! or `AssembleStream` calls over the shared connections, check every answer
+//! and record its latency.
+//!
+//! Closed loop (no rate): a worker sends its next request as soon as the last
+//! one is answered, and latency runs from the send. Open loop (a rate):
+//! ticket `i` is due at `start + i / rate` whatever happened before, and an
+//! overdue ticket's latency runs from its due time, so a slow answer that
+//! delays the next sends is charged to those requests too (no coordinated
+//! omission).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
+use tokio::sync::watch;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::transport::Channel;
+
+use crate::hist::Histogram;
+
+/// Which RPC carries the requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Rpc {
+    /// One unary `Assemble` call per request.
+    Assemble,
+    /// `AssembleBatch` calls of `--batch-size` consecutive requests.
+    Batch,
+    /// One `AssembleStream` per worker, one request in flight on each.
+    Stream,
+}
+
+impl Rpc {
+    /// The method name, as the server labels it.
+    pub fn method(self) -> &'static str {
+        match self {
+            Rpc::Assemble => "Assemble",
+            Rpc::Batch => "AssembleBatch",
+            Rpc::Stream => "AssembleStream",
+        }
+    }
+}
+
+/// What to send, how fast and for how long.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The RPC.
+    pub rpc: Rpc,
+    /// Workers, hence calls in flight at most.
+    pub concurrency: usize,
+    /// Requests per second (open loop); 0 = closed loop.
+    pub rate: f64,
+    /// Requests per `AssembleBatch` call.
+    pub batch_size: usize,
+    /// Stop sending after this long, if given.
+    pub duration: Option<Duration>,
+    /// Stop after this many requests, if given.
+    pub requests: Option<u64>,
+    /// The per-call deadline (`grpc-timeout`; per message on a stream,
+    /// enforced by the client).
+    pub deadline: Duration,
+    /// Make every request's content unique so no server cache can hit.
+    pub cold: bool,
+}
+
+/// What happened to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    /// OK and well-formed.
+    Ok,
+    /// A gRPC status other than OK, and its message.
+    Status(Code, String),
+    /// OK but wrong: the reason.
+    Malformed(&'static str),
+}
+
+/// Everything recorded so far.
+#[derive(Clone, Default)]
+pub struct Stats {
+    /// Latency per call over the whole run.
+    pub per_call: Histogram,
+    /// Latency per request: a batch call's latency divided by its size.
+    pub per_request: Histogram,
+    /// Requests answered OK and well-formed.
+    pub ok: u64,
+    /// Calls completed (a batch is one call).
+    pub calls: u64,
+    /// Requests that ended in a status other than OK, by status name.
+    pub codes: BTreeMap<&'static str, u64>,
+    /// Requests answered OK but malformed, by reason.
+    pub malformed: BTreeMap<&'static str, u64>,
+    /// The first message seen for each status in `codes`, cut to
+    /// [`MESSAGE_CHARS`] (status messages name fields and counts, never
+    /// prompt content).
+    pub messages: BTreeMap<&'static str, String>,
+}
+
+/// The longest status message kept.
+const MESSAGE_CHARS: usize = 160;
+
+impl Stats {
+    /// Requests that did not succeed.
+    pub fn errors(&self) -> u64 {
+        self.codes.values().sum::<u64>() + self.malformed.values().sum::<u64>()
+    }
+
+    /// Requests completed, successfully or not.
+    pub fn completed(&self) -> u64 {
+        self.ok + self.errors()
+    }
+}
+
+/// The progress since the previous window.
+pub struct Window {
+    /// Seconds since the run started.
+    pub elapsed: Duration,
+    /// Requests sent so far.
+    pub sent: u64,
+    /// Requests OK so far.
+    pub ok: u64,
+    /// Requests failed so far.
+    pub errors: u64,
+    /// Requests completed per second in this window.
+    pub rps: f64,
+    /// Median call latency in this window.
+    pub p50: Option<Duration>,
+    /// 99th percentile call latency in this window.
+    pub p99: Option<Duration>,
+}
+
+struct Recorder {
+    stats: Stats,
+    window: Histogram,
+    window_started: Instant,
+    window_completed: u64,
+}
+
+/// One run: the plan, the workload and what was recorded.
+pub struct Driver {
+    plan: Plan,
+    workload: Arc<[pb::AssembleRequest]>,
+    /// Distinguishes this run's cold nonces from an earlier run's.
+    run_id: u64,
+    started: Instant,
+    next: AtomicU64,
+    sent: AtomicU64,
+    stop: watch::Receiver<bool>,
+    recorder: Mutex<Recorder>,
+}
+
+/// The tickets one call carries.
+#[derive(Debug, Clone, Copy)]
+struct Tickets {
+    first: u64,
+    count: u64,
+}
+
+impl Driver {
+    /// A run starting now. `stop` turning true ends it early (in-flight calls
+    /// still complete).
+    pub fn new(plan: Plan, workload: Arc<[pb::AssembleRequest]>, stop: watch::Receiver<bool>) -> Driver {
+        let now = Instant::now();
+        Driver {
+            plan,
+            workload,
+            run_id: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            started: now,
+            next: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            stop,
+            recorder: Mutex::new(Recorder {
+                stats: Stats::default(),
+                window: Histogram::default(),
+                window_started: now,
+                window_completed: 0,
+            }),
+        }
+    }
+
+    /// Runs the workers to the end; returns the wall time from the start to
+    /// the last answer.
+    pub async fn run(self: Arc<Self>, clients: &[AssemblerClient<Channel>]) -> anyhow::Result<Duration> {
+        let workers: Vec<_> = (0..self.plan.concurrency)
+            .map(|w| {
+                let driver = self.clone();
+                let clients = clients.to_vec();
+                tokio::spawn(async move {
+                    match driver.plan.rpc {
+                        Rpc::Assemble => driver.unary_worker(&clients).await,
+                        Rpc::Batch => driver.batch_worker(&clients).await,
+                        Rpc::Stream => driver.stream_worker(&clients[w % clients.len()]).await,
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.await?;
+        }
+        Ok(self.started.elapsed())
+    }
+
+    /// Requests sent so far.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// A copy of everything recorded.
+    pub fn stats(&self) -> Stats {
+        self.lock().stats.clone()
+    }
+
+    /// The progress since the last call, and a new window.
+    pub fn window(&self) -> Window {
+        let mut r = self.lock();
+        let now = Instant::now();
+        let completed = r.stats.completed();
+        let secs = now.duration_since(r.window_started).as_secs_f64();
+        let window = Window {
+            elapsed: now.duration_since(self.started),
+            sent: self.sent(),
+            ok: r.stats.ok,
+            errors: r.stats.errors(),
+            rps: if secs > 0.0 {
+                (completed - r.window_completed) as f64 / secs
+            } else {
+                0.0
+            },
+            p50: r.window.quantile(0.5),
+            p99: r.window.quantile(0.99),
+        };
+        r.window.reset();
+        r.window_started = now;
+        r.window_completed = completed;
+        window
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recorder> {
+        // A worker that panicked mid-record leaves counts that are still
+        // counts: keep going.
+        self.recorder.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stopped(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Claims the next `want` tickets, or `None` when the run is over.
+    fn claim(&self, want: u64) -> Option<Tickets> {
+        if self.stopped() {
+            return None;
+        }
+        let first = self.next.fetch_add(want, Ordering::Relaxed);
+        let count = match self.plan.requests {
+            Some(n) if first >= n => return None,
+            Some(n) => want.min(n - first),
+            None => want,
+        };
+        if let Some(d) = self.plan.duration {
+            let at = self.due(first + count - 1).unwrap_or_else(Instant::now);
+            if at.duration_since(self.started) >= d {
+                return None;
+            }
+        }
+        Some(Tickets { first, count })
+    }
+
+    /// When a ticket is due on the open-loop schedule.
+    fn due(&self, ticket: u64) -> Option<Instant> {
+        (self.plan.rate > 0.0).then(|| self.started + Duration::from_secs_f64(ticket as f64 / self.plan.rate))
+    }
+
+    /// Waits until the last of `tickets` is due (open loop) and returns the
+    /// instant its latency counts from; `None` if the run was stopped.
+    ///
+    /// A ticket already overdue when its worker gets to it waited behind
+    /// slow calls: its latency counts from when it was due. A worker that
+    /// is early sleeps, and counts from when it wakes: the timer's slack (up
+    /// to a millisecond) is the client's, not the server's.
+    async fn wait_due(&self, tickets: Tickets) -> Option<Instant> {
+        let Some(at) = self.due(tickets.first + tickets.count - 1) else {
+            return Some(Instant::now());
+        };
+        if Instant::now() >= at {
+            return Some(at);
+        }
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            () = tokio::time::sleep_until(at.into()) => Some(Instant::now()),
+            _ = stop.wait_for(|s| *s) => None,
+        }
+    }
+
+    /// The request of a ticket: the workload in a loop, made unique when
+    /// cold. Ids are kept.
+    fn request(&self, ticket: u64) -> pb::AssembleRequest {
+        let mut r = self.template(ticket).clone();
+        if self.plan.cold {
+            let nonce = format!("r{:x}.{ticket} ", self.run_id);
+            for s in &mut r.static_segments {
+                s.content.insert_str(0, &nonce);
+            }
+            for item in r.blocks.iter_mut().flat_map(|b| b.items.iter_mut()) {
+                item.content.insert_str(0, &nonce);
+                if let Some(c) = &mut item.compact_form {
+                    c.insert_str(0, &nonce);
+                }
+            }
+            r.query.insert_str(0, &nonce);
+        }
+        r
+    }
+
+    fn template(&self, ticket: u64) -> &pb::AssembleRequest {
+        &self.workload[(ticket % self.workload.len() as u64) as usize]
+    }
+
+    fn record(&self, latency: Duration, outcomes: &[Outcome]) {
+        let mut r = self.lock();
+        r.stats.per_call.record(latency);
+        r.window.record(latency);
+        r.stats.calls += 1;
+        if self.plan.rpc == Rpc::Batch {
+            r.stats
+                .per_request
+                .record(latency / u32::try_from(outcomes.len().max(1)).unwrap_or(u32::MAX));
+        }
+        for o in outcomes {
+            match o {
+                Outcome::Ok => r.stats.ok += 1,
+                Outcome::Status(code, message) => {
+                    let name = code_name(*code);
+                    *r.stats.codes.entry(name).or_default() += 1;
+                    r.stats
+                        .messages
+                        .entry(name)
+                        .or_insert_with(|| message.chars().take(MESSAGE_CHARS).collect());
+                }
+                Outcome::Malformed(why) => *r.stats.malformed.entry(why).or_default() += 1,
+            }
+        }
+    }
+
+    async fn unary_worker(&self, clients: &[AssemblerClient<Channel>]) {
+        while let Some(t) = self.claim(1) {
+            let Some(from) = self.wait_due(t).await else { break };
+            let mut call = tonic::Request::new(self.request(t.first));
+            call.set_timeout(self.plan.deadline);
+            let mut client = clients[(t.first % clients.len() as u64) as usize].clone();
+            self.sent.fetch_add(1, Ordering::Relaxed);
+            let outcome = match client.assemble(call).await {
+                Ok(r) => check(&r.into_inner(), self.template(t.first)),
+                Err(status) => failed(&status),
+            };
+            self.record(from.elapsed(), &[outcome]);
+        }
+    }
+
+    async fn batch_worker(&self, clients: &[AssemblerClient<Channel>]) {
+        let size = self.plan.batch_size as u64;
+        while let Some(t) = self.claim(size) {
+            let Some(from) = self.wait_due(t).await else { break };
+            let requests = (t.first..t.first + t.count).map(|i| self.request(i)).collect();
+            let mut call = tonic::Request::new(pb::AssembleBatchRequest { requests });
+            call.set_timeout(self.plan.deadline);
+            let mut client = clients[((t.first / size) % clients.len() as u64) as usize].clone();
+            self.sent.fetch_add(t.count, Ordering::Relaxed);
+            let outcomes: Vec<Outcome> = match client.assemble_batch(call).await {
+                Ok(r) => {
+                    let results = r.into_inner().results;
+                    if results.len() as u64 == t.count {
+                        results
+                            .iter()
+                            .zip(t.first..)
+                            .map(|(r, i)| result(r, self.template(i)))
+                            .collect()
+                    } else {
+                        vec![Outcome::Malformed("batch result count"); t.count as usize]
+                    }
+                }
+                Err(status) => vec![failed(&status); t.count as usize],
+            };
+            self.record(from.elapsed(), &outcomes);
+        }
+    }
+
+    async fn stream_worker(&self, client: &AssemblerClient<Channel>) {
+        let mut client = client.clone();
+        let mut open: Option<OpenStream> = None;
+        while let Some(t) = self.claim(1) {
+            let Some(from) = self.wait_due(t).await else { break };
+            let request = self.request(t.first);
+            self.sent.fetch_add(1, Ordering::Relaxed);
+            let exchange = tokio::time::timeout(
+                self.plan.deadline,
+                OpenStream::exchange(&mut open, &mut client, request),
+            )
+            .await;
+            let outcome = match exchange {
+                Ok(Ok((index, answer))) => stream_answer(index, &answer, self.template(t.first)),
+                Ok(Err(status)) => {
+                    open = None;
+                    failed(&status)
+                }
+                // The stream may still answer this request later: start a
+                // new one so answers keep matching requests.
+                Err(_) => {
+                    open = None;
+                    Outcome::Status(
+                        Code::DeadlineExceeded,
+                        "no answer on the stream by the deadline".to_owned(),
+                    )
+                }
+            };
+            // A request's own error leaves the stream usable; an answer that
+            // does not match its request means the stream is out of step.
+            if matches!(outcome, Outcome::Malformed(_)) {
+                open = None;
+            }
+            self.record(from.elapsed(), &[outcome]);
+        }
+    }
+}
+
+/// An `AssembleStream` call and the index its next answer must carry.
+struct OpenStream {
+    tx: tokio::sync::mpsc::Sender<pb::AssembleRequest>,
+    inbound: tonic::Streaming<pb::AssembleStreamResponse>,
+    next: u64,
+}
+
+impl OpenStream {
+    /// Sends one request on the stream (opening one if needed) and reads its
+    /// answer; returns the index the answer should carry and the answer.
+    async fn exchange(
+        open: &mut Option<OpenStream>,
+        client: &mut AssemblerClient<Channel>,
+        request: pb::AssembleRequest,
+    ) -> Result<(u64, pb::AssembleStreamResponse), tonic::Status> {
+        let stream = match open {
+            Some(s) => {
+                s.tx.send(request)
+                    .await
+                    .map_err(|_| tonic::Status::unavailable("the stream's sender closed"))?;
+                s
+            }
+            None => {
+                // The first request is queued before the call, so a server
+                // that answers headers only after a message cannot deadlock.
+                let (tx, rx) = tokio::sync::mpsc::channel(1);
+                tx.send(request)
+                    .await
+                    .map_err(|_| tonic::Status::internal("a new channel refused a message"))?;
+                let inbound = client
+                    .assemble_stream(ReceiverStream::new(rx))
+                    .await?
+                    .into_inner();
+                open.insert(OpenStream { tx, inbound, next: 0 })
+            }
+        };
+        let index = stream.next;
+        stream.next += 1;
+        match stream.inbound.message().await? {
+            Some(answer) => Ok((index, answer)),
+            None => Err(tonic::Status::unavailable("the server ended the stream")),
+        }
+    }
+}
+
+fn stream_answer(index: u64, answer: &pb::AssembleStreamResponse, sent: &pb::AssembleRequest) -> Outcome {
+    if answer.index != index {
+        return Outcome::Malformed("stream index out of order");
+    }
+    if answer.request_id != sent.request_id {
+        return Outcome::Malformed("stream request_id mismatch");
+    }
+    match &answer.result {
+        Some(r) => result(r, sent),
+        None => Outcome::Malformed("empty stream result"),
+    }
+}
+
+/// The outcome of one result of a batch or a stream.
+fn result(r: &pb::AssembleResult, sent: &pb::AssembleRequest) -> Outcome {
+    match &r.result {
+        Some(pb::assemble_result::Result::Response(resp)) => check(resp, sent),
+        Some(pb::assemble_result::Result::Error(e)) => match Code::from(e.code) {
+            // An error that says OK is not an answer.
+            Code::Ok => Outcome::Malformed("error with code OK"),
+            code => Outcome::Status(code, e.message.clone()),
+        },
+        None => Outcome::Malformed("empty result"),
+    }
+}
+
+/// Checks an OK answer against the request it answers.
+fn check(resp: &pb::AssembleResponse, sent: &pb::AssembleRequest) -> Outcome {
+    let Some(usage) = &resp.usage else {
+        return Outcome::Malformed("missing usage");
+    };
+    if usage.total_tokens > sent.max_input_tokens.unwrap_or(usage.budget) {
+        return Outcome::Malformed("over budget");
+    }
+    if resp.request_id != sent.request_id {
+        return Outcome::Malformed("request_id mismatch");
+    }
+    if resp.messages.is_empty() {
+        return Outcome::Malformed("no messages");
+    }
+    Outcome::Ok
+}
+
+/// The outcome of a failed call. tonic reports a deadline that passed on
+/// the client side first (its own `grpc-timeout` timer) as CANCELLED
+/// "Timeout expired"; it is the deadline, as the server would have said.
+fn failed(status: &tonic::Status) -> Outcome {
+    let code =
+        if status.code() == Code::Cancelled && status.message() == tonic::TimeoutExpired(()).to_string() {
+            Code::DeadlineExceeded
+        } else {
+            status.code()
+        };
+    Outcome::Status(code, status.message().to_owned())
+}
+
+/// The canonical name of a status code.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(id: &str, total: u32) -> pb::AssembleResponse {
+        pb::AssembleResponse {
+            request_id: id.to_owned(),
+            usage: Some(pb::Usage {
+                budget: 100,
+                total_tokens: total,
+                ..pb::Usage::default()
+            }),
+            messages: vec![pb::Message::default()],
+            ..pb::AssembleResponse::default()
+        }
+    }
+
+    fn request(id: &str, budget: Option<u32>) -> pb::AssembleRequest {
+        pb::AssembleRequest {
+            request_id: id.to_owned(),
+            max_input_tokens: budget,
+            ..pb::AssembleRequest::default()
+        }
+    }
+
+    #[test]
+    fn every_answer_is_checked() {
+        let sent = request("a", Some(50));
+        assert_eq!(check(&response("a", 50), &sent), Outcome::Ok);
+        assert_eq!(
+            check(&response("a", 51), &sent),
+            Outcome::Malformed("over budget")
+        );
+        assert_eq!(
+            check(&response("b", 1), &sent),
+            Outcome::Malformed("request_id mismatch")
+        );
+        let mut no_usage = response("a", 1);
+        no_usage.usage = None;
+        assert_eq!(check(&no_usage, &sent), Outcome::Malformed("missing usage"));
+        // Without an explicit budget the server's is the bound.
+        assert_eq!(
+            check(&response("a", 101), &request("a", None)),
+            Outcome::Malformed("over budget")
+        );
+
+        let error = |code: i32| pb::AssembleResult {
+            result: Some(pb::assemble_result::Result::Error(pb::RequestError {
+                code,
+                ..pb::RequestError::default()
+            })),
+        };
+        assert_eq!(
+            result(&error(8), &sent),
+            Outcome::Status(Code::ResourceExhausted, String::new())
+        );
+        assert_eq!(result(&error(0), &sent), Outcome::Malformed("error with code OK"));
+        assert_eq!(
+            result(&pb::AssembleResult { result: None }, &sent),
+            Outcome::Malformed("empty result")
+        );
+
+        let answer = pb::AssembleStreamResponse {
+            index: 3,
+            request_id: "a".to_owned(),
+            result: Some(pb::AssembleResult {
+                result: Some(pb::assemble_result::Result::Response(response("a", 10))),
+            }),
+        };
+        assert_eq!(stream_answer(3, &answer, &sent), Outcome::Ok);
+        assert_eq!(
+            stream_answer(2, &answer, &sent),
+            Outcome::Malformed("stream index out of order")
+        );
+    }
+
+    fn driver(plan: Plan) -> Driver {
+        let (_tx, rx) = watch::channel(false);
+        let workload: Arc<[pb::AssembleRequest]> = vec![
+            request("x", Some(10)),
+            pb::AssembleRequest {
+                query: "q".to_owned(),
+                static_segments: vec![pb::Segment {
+                    content: "s".to_owned(),
+                    ..pb::Segment::default()
+                }],
+                ..request("y", Some(10))
+            },
+        ]
+        .into();
+        Driver::new(plan, workload, rx)
+    }
+
+    fn plan() -> Plan {
+        Plan {
+            rpc: Rpc::Batch,
+            concurrency: 1,
+            rate: 0.0,
+            batch_size: 4,
+            duration: None,
+            requests: Some(10),
+            deadline: Duration::from_secs(1),
+            cold: false,
+        }
+    }
+
+    #[test]
+    fn tickets_stop_at_the_request_count_and_the_last_batch_is_short() {
+        let d = driver(plan());
+        let claimed: Vec<(u64, u64)> =
+            std::iter::from_fn(|| d.claim(4).map(|t| (t.first, t.count))).collect();
+        assert_eq!(claimed, vec![(0, 4), (4, 4), (8, 2)]);
+    }
+
+    #[test]
+    fn open_loop_tickets_are_due_on_schedule_and_stop_at_the_duration() {
+        let d = driver(Plan {
+            rate: 100.0,
+            requests: None,
+            duration: Some(Duration::from_secs(1)),
+            ..plan()
+        });
+        assert_eq!(
+            d.due(50).map(|at| at - d.started),
+            Some(Duration::from_millis(500))
+        );
+        let n = std::iter::from_fn(|| d.claim(1)).count();
+        assert_eq!(n, 100);
+    }
+
+    #[test]
+    fn cold_requests_are_unique_and_keep_their_ids() {
+        let d = driver(Plan { cold: true, ..plan() });
+        let (a, b) = (d.request(1), d.request(3));
+        assert_eq!((a.request_id.as_str(), b.request_id.as_str()), ("y", "y"));
+        assert_ne!(a.query, b.query);
+        assert_ne!(a.static_segments[0].content, b.static_segments[0].content);
+        assert!(a.query.ends_with(" q"));
+        let warm = driver(plan());
+        assert_eq!(warm.request(1), warm.request(3));
+    }
+}

@@ -1,0 +1,566 @@
+//! `loadgen`: drives a running sidecar (or one it starts with `--spawn`)
+//! through `Assemble`, `AssembleBatch` or `AssembleStream` over real HTTP/2
+//! connections with the replay workload (prefix families x users x turns,
+//! evidence from a shared corpus by Zipf popularity), closed loop or at a
+//! fixed rate; checks every status and answer; prints progress on stderr and
+//! a final report on stdout: throughput, client latency percentiles, and the
+//! server's CPU, memory, per-phase time and cache hit rates from its
+//! Prometheus endpoint. Exits 1 when a request failed (`--expect-ok`), 2 when
+//! the run could not be made.
+//!
+//! ```sh
+//! cargo run --release --bin loadgen -- --rpc stream --concurrency 16 --duration 30s --warmup
+//! cargo run --release --bin loadgen -- --spawn target/release/context-assembler --rate 2000 --cold
+//! ```
+
+mod drive;
+mod hist;
+mod prom;
+mod report;
+mod sidecar;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use clap::Parser;
+use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
+use context_assembler::workload::replay::Replay;
+use tokio::sync::watch;
+use tonic::transport::{Channel, Endpoint};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+use drive::{Driver, Plan, Rpc};
+use prom::{Scraper, Snapshot};
+use report::{Inputs, Report, Samples, Warmup};
+use sidecar::Sidecar;
+
+/// Exit code when a request did not succeed.
+const EXIT_NOT_OK: u8 = 1;
+/// Exit code when the run could not be made (bad flags, no server).
+const EXIT_SETUP: u8 = 2;
+/// How long to wait for the server to accept connections and be SERVING.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Run length when neither `--duration` nor `--requests` is given.
+const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+/// HTTP/2 windows: answers carry whole prompts, so let one in one round trip.
+const STREAM_WINDOW_BYTES: u32 = 8 << 20;
+/// See [`STREAM_WINDOW_BYTES`].
+const CONNECTION_WINDOW_BYTES: u32 = 16 << 20;
+/// The largest message sent or received; the server's own limit applies.
+const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// Load generator for the context-assembler sidecar: replays a workload of
+/// prefix families x users x turns over gRPC and reports throughput, latency
+/// percentiles and the server's CPU, memory and per-phase time.
+#[derive(Debug, Parser)]
+#[command(
+    name = "loadgen",
+    version,
+    after_help = "Exit status: 0 when every request was answered OK and well-formed, 1 when one was not \
+                  (see --expect-ok) or a spawned sidecar did not exit cleanly, 2 when the run could not be made."
+)]
+struct Args {
+    /// gRPC address of a running sidecar (ignored with --spawn).
+    #[arg(long, default_value = "http://127.0.0.1:50051")]
+    addr: String,
+    /// Prometheus endpoint of the sidecar (the server default is port 9464),
+    /// or `off` (ignored with --spawn).
+    #[arg(long, default_value = "http://127.0.0.1:9464/metrics")]
+    metrics_url: String,
+    /// HTTP/2 connections; calls are spread over them round-robin (a stream
+    /// stays on one).
+    #[arg(long, default_value_t = 2)]
+    connections: usize,
+    /// Calls in flight at most (one worker each). The server sheds beyond its
+    /// --max-concurrency (64 by default).
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Requests per second on an open-loop schedule (a request sent late
+    /// because every worker was busy is timed from when it was due, so
+    /// queueing shows in the latency); 0 = closed loop, as fast as the
+    /// concurrency allows.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// How long to send, e.g. 30s, 500ms, 10m, 1h (30s when --requests is
+    /// not given either).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// How many requests to send (the workload repeats as needed); with
+    /// --duration, whichever ends first.
+    #[arg(long)]
+    requests: Option<u64>,
+    /// The RPC.
+    #[arg(long, value_enum, default_value_t = Rpc::Assemble)]
+    rpc: Rpc,
+    /// Consecutive requests per AssembleBatch call (--rpc batch).
+    #[arg(long, default_value_t = 16)]
+    batch_size: usize,
+    /// Prefix families of the replay workload [default: the workload's, 8].
+    #[arg(long)]
+    families: Option<usize>,
+    /// Users per family [default: the workload's, 100].
+    #[arg(long)]
+    users: Option<usize>,
+    /// Turns per user [default: the workload's, 6].
+    #[arg(long)]
+    turns: Option<usize>,
+    /// The request budget and the prompt's target size in tokens [default:
+    /// the workload's, 8000].
+    #[arg(long)]
+    prompt_tokens: Option<usize>,
+    /// The workload generator's seed [default: the workload's, 7].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Send every distinct request of the workload once (unary, not
+    /// measured) before measuring, so the server's caches are warm.
+    #[arg(long)]
+    warmup: bool,
+    /// Make every request unique (a per-request nonce before every
+    /// segment's, item's and query's content; ids kept) so no server cache
+    /// can hit.
+    #[arg(long)]
+    cold: bool,
+    /// Deadline per call in ms (grpc-timeout; per message on a stream).
+    #[arg(long, default_value_t = 10_000)]
+    deadline_ms: u64,
+    /// Seconds between progress lines on stderr (and samples); 0 = none.
+    #[arg(long, default_value_t = 5)]
+    progress_secs: u64,
+    /// Also write the final report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write a CSV row per progress tick to this file (for soak runs).
+    #[arg(long)]
+    samples: Option<PathBuf>,
+    /// Start this sidecar binary on ports chosen by the kernel, drive it, and
+    /// stop it with SIGTERM at the end.
+    #[arg(long)]
+    spawn: Option<PathBuf>,
+    /// An extra argument for the spawned sidecar (repeat for several), e.g.
+    /// --server-arg=--max-concurrency=256.
+    #[arg(long, allow_hyphen_values = true, requires = "spawn")]
+    server_arg: Vec<String>,
+    /// Exit 1 unless every request was answered OK and well-formed.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    expect_ok: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("loadgen: cannot start the runtime: {e}");
+            return ExitCode::from(EXIT_SETUP);
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(EXIT_NOT_OK),
+        Err(e) => {
+            eprintln!("loadgen: {e:#}");
+            ExitCode::from(EXIT_SETUP)
+        }
+    }
+}
+
+/// Parses `30s`, `500ms`, `10m`, `1h` or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 30s"))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1e3,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        other => return Err(format!("unknown unit {other:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())
+}
+
+fn validate(args: &Args) -> anyhow::Result<()> {
+    ensure!(args.connections >= 1, "--connections must be at least 1");
+    ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
+    ensure!(args.batch_size >= 1, "--batch-size must be at least 1");
+    ensure!(
+        args.rate.is_finite() && args.rate >= 0.0,
+        "--rate must be 0 or a positive number"
+    );
+    ensure!(args.deadline_ms >= 1, "--deadline-ms must be at least 1");
+    ensure!(
+        args.samples.is_none() || args.progress_secs > 0,
+        "--samples needs progress ticks: --progress-secs must be positive"
+    );
+    ensure!(
+        args.duration != Some(Duration::ZERO),
+        "--duration must be positive"
+    );
+    Ok(())
+}
+
+/// The whole run; `Ok(false)` when a request failed under `--expect-ok`.
+async fn run(args: Args) -> anyhow::Result<bool> {
+    validate(&args)?;
+    let defaults = Replay::default();
+    let shape = Replay {
+        families: args.families.unwrap_or(defaults.families),
+        users: args.users.unwrap_or(defaults.users),
+        turns: args.turns.unwrap_or(defaults.turns),
+        prompt_tokens: args.prompt_tokens.unwrap_or(defaults.prompt_tokens),
+        seed: args.seed.unwrap_or(defaults.seed),
+        ..defaults
+    };
+    ensure!(
+        !shape.is_empty(),
+        "the workload is empty: families, users and turns must be positive"
+    );
+    let workload: Arc<[pb::AssembleRequest]> = shape
+        .requests()
+        .into_iter()
+        .map(|r| pb::AssembleRequest::from(r.request))
+        .collect();
+
+    let sidecar = match &args.spawn {
+        Some(binary) => Some(
+            tokio::task::block_in_place(|| Sidecar::spawn(binary, &args.server_arg)).context("--spawn")?,
+        ),
+        None => None,
+    };
+    let (target, metrics_url) = match &sidecar {
+        Some(s) => (
+            format!("http://{}", s.grpc),
+            s.metrics.map(|m| format!("http://{m}/metrics")),
+        ),
+        None => (
+            args.addr.clone(),
+            (args.metrics_url != "off").then(|| args.metrics_url.clone()),
+        ),
+    };
+    if let Some(s) = &sidecar {
+        eprintln!(
+            "loadgen: spawned the sidecar (pid {}) on {target}",
+            s.pid().unwrap_or_default()
+        );
+    }
+    let scraper = metrics_url
+        .as_deref()
+        .map(Scraper::new)
+        .transpose()?
+        .map(Arc::new);
+    let clients = connect(&target, args.connections).await?;
+
+    // Ctrl-C ends the run early; what was measured is still reported.
+    let (stop_tx, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("loadgen: interrupted: finishing the calls in flight");
+            let _ = stop_tx.send(true);
+        }
+    });
+
+    let deadline = Duration::from_millis(args.deadline_ms);
+    let warmup = match (args.warmup, args.cold) {
+        (false, _) => Warmup::Off,
+        (true, true) => Warmup::SkippedCold,
+        (true, false) => warm_up(&args, &workload, &clients, deadline, stop.clone()).await?,
+    };
+
+    let plan = Plan {
+        rpc: args.rpc,
+        concurrency: args.concurrency,
+        rate: args.rate,
+        batch_size: args.batch_size,
+        duration: match (args.duration, args.requests) {
+            (None, None) => Some(DEFAULT_DURATION),
+            (d, _) => d,
+        },
+        requests: args.requests,
+        deadline,
+        cold: args.cold,
+    };
+    eprintln!(
+        "loadgen: {} via {}, concurrency {}, {}",
+        shape.describe(),
+        plan.rpc.method(),
+        plan.concurrency,
+        match (plan.duration, plan.requests) {
+            (Some(d), Some(n)) => format!("for {d:?} or {n} requests"),
+            (Some(d), None) => format!("for {d:?}"),
+            (None, Some(n)) => format!("{n} requests"),
+            (None, None) => String::new(),
+        }
+    );
+
+    let start = scrape(scraper.as_ref()).await;
+    let driver = Arc::new(Driver::new(plan.clone(), workload.clone(), stop.clone()));
+    let samples = args.samples.as_deref().map(Samples::create).transpose()?;
+    let (done_tx, done) = watch::channel(false);
+    let ticker = (args.progress_secs > 0).then(|| {
+        tokio::spawn(progress(
+            driver.clone(),
+            Duration::from_secs(args.progress_secs),
+            scraper.clone(),
+            start.clone(),
+            samples,
+            done,
+        ))
+    });
+    let elapsed = driver.clone().run(&clients).await?;
+    let _ = done_tx.send(true);
+    let (rss_max, samples) = match ticker {
+        Some(t) => t.await??,
+        None => (None, None),
+    };
+    let end = scrape(scraper.as_ref()).await;
+    if let Some(mut samples) = samples {
+        samples.row(&driver.window(), end.as_ref())?;
+    }
+
+    let stats = driver.stats();
+    let report = Report::new(Inputs {
+        workload: shape.describe(),
+        plan: &plan,
+        target,
+        connections: args.connections,
+        spawned: args.spawn.as_ref().map(|p| p.display().to_string()),
+        warmup: warmup.clone(),
+        elapsed,
+        sent: driver.sent(),
+        stats: &stats,
+        interrupted: *stop.borrow(),
+        start: start.as_ref(),
+        end: end.as_ref(),
+        rss_max,
+    });
+    print!("{}", report.text());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report.json())?;
+        std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+
+    let mut failures = Vec::new();
+    if let Some(s) = sidecar {
+        let status = tokio::task::spawn_blocking(move || s.stop()).await??;
+        println!("{:<22}{status} after SIGTERM", "sidecar exit:");
+        if !status.success() {
+            failures.push(format!("the spawned sidecar exited with {status}"));
+        }
+    }
+    if args.expect_ok {
+        failures.extend(not_ok(&stats, &warmup));
+    }
+    for f in &failures {
+        eprintln!("loadgen: FAIL: {f}");
+    }
+    Ok(failures.is_empty())
+}
+
+/// What `--expect-ok` fails on.
+fn not_ok(stats: &drive::Stats, warmup: &Warmup) -> Vec<String> {
+    let mut failures = Vec::new();
+    if stats.errors() > 0 {
+        failures.push(format!(
+            "{} requests were not answered OK and well-formed",
+            stats.errors()
+        ));
+    }
+    if let Warmup::Done { errors, .. } = warmup
+        && *errors > 0
+    {
+        failures.push(format!("{errors} warm-up requests failed"));
+    }
+    if stats.ok == 0 {
+        failures.push("no request was answered OK".to_owned());
+    }
+    failures
+}
+
+/// One scrape, if metrics are on and the scrape works.
+async fn scrape(scraper: Option<&Arc<Scraper>>) -> Option<Snapshot> {
+    match scraper {
+        Some(s) => s.scrape().await,
+        None => None,
+    }
+}
+
+/// Sends every distinct request once, unary, not measured.
+async fn warm_up(
+    args: &Args,
+    workload: &Arc<[pb::AssembleRequest]>,
+    clients: &[AssemblerClient<Channel>],
+    deadline: Duration,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Warmup> {
+    let plan = Plan {
+        rpc: Rpc::Assemble,
+        concurrency: args.concurrency,
+        rate: 0.0,
+        batch_size: 1,
+        duration: None,
+        requests: Some(workload.len() as u64),
+        deadline,
+        cold: false,
+    };
+    eprintln!("loadgen: warm-up: {} distinct requests", workload.len());
+    let driver = Arc::new(Driver::new(plan, workload.clone(), stop));
+    let elapsed = driver.clone().run(clients).await?;
+    let stats = driver.stats();
+    Ok(Warmup::Done {
+        requests: stats.completed(),
+        ok: stats.ok,
+        errors: stats.errors(),
+        elapsed,
+    })
+}
+
+/// Opens `n` HTTP/2 connections to `target` and waits until the server is
+/// SERVING (it loads its vocabularies first).
+async fn connect(target: &str, n: usize) -> anyhow::Result<Vec<AssemblerClient<Channel>>> {
+    let endpoint = Endpoint::from_shared(target.to_owned())
+        .with_context(|| format!("bad --addr {target:?}"))?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(5))
+        .initial_stream_window_size(STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES);
+    let ready_by = Instant::now() + READY_TIMEOUT;
+    let mut first = None;
+    let mut told = false;
+    while first.is_none() {
+        match endpoint.connect().await {
+            Ok(channel) => first = Some(channel),
+            Err(e) if Instant::now() < ready_by => {
+                if !told {
+                    eprintln!("loadgen: waiting for {target} ({e})");
+                    told = true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => bail!("cannot connect to {target}: {e}"),
+        }
+    }
+    let Some(first) = first else {
+        bail!("cannot connect to {target}")
+    };
+    let mut health = HealthClient::new(first.clone());
+    loop {
+        let status = health
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .map(|r| r.into_inner().status);
+        if status.as_ref().is_ok_and(|s| *s == ServingStatus::Serving as i32) {
+            break;
+        }
+        ensure!(
+            Instant::now() < ready_by,
+            "{target} is not SERVING after {READY_TIMEOUT:?} (health: {status:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Each connect() is its own HTTP/2 connection.
+    let mut channels = vec![first];
+    for _ in 1..n {
+        channels.push(
+            endpoint
+                .connect()
+                .await
+                .with_context(|| format!("cannot connect to {target}"))?,
+        );
+    }
+    Ok(channels
+        .into_iter()
+        .map(|c| {
+            AssemblerClient::new(c)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES)
+        })
+        .collect())
+}
+
+/// Every `every`, until `done`: a progress line on stderr, a samples row,
+/// and the largest server RSS seen. Returns that RSS and the samples file.
+async fn progress(
+    driver: Arc<Driver>,
+    every: Duration,
+    scraper: Option<Arc<Scraper>>,
+    mut before: Option<Snapshot>,
+    mut samples: Option<Samples>,
+    mut done: watch::Receiver<bool>,
+) -> anyhow::Result<(Option<f64>, Option<Samples>)> {
+    let mut rss_max: Option<f64> = None;
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = done.wait_for(|d| *d) => break,
+        }
+        let window = driver.window();
+        let now = scrape(scraper.as_ref()).await;
+        if let Some(r) = report::rss(now.as_ref()) {
+            rss_max = Some(rss_max.map_or(r, |m| m.max(r)));
+        }
+        eprintln!(
+            "{}",
+            report::progress_line(&window, now.as_ref(), before.as_ref())
+        );
+        if let Some(s) = &mut samples {
+            s.row(&window, now.as_ref())?;
+        }
+        if now.is_some() {
+            before = now;
+        }
+    }
+    Ok((rss_max, samples))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn flags_parse() {
+        let args = Args::try_parse_from([
+            "loadgen",
+            "--rpc",
+            "batch",
+            "--spawn",
+            "x",
+            "--server-arg",
+            "--max-concurrency=256",
+            "--expect-ok",
+            "false",
+        ]);
+        let args = args.map_err(|e| e.to_string());
+        assert!(
+            args.as_ref().is_ok_and(|a| a.rpc == Rpc::Batch
+                && a.server_arg == ["--max-concurrency=256"]
+                && !a.expect_ok)
+        );
+        assert!(Args::try_parse_from(["loadgen", "--server-arg", "x"]).is_err());
+        let defaults = Args::try_parse_from(["loadgen"]).map_err(|e| e.to_string());
+        assert!(defaults.is_ok_and(|a| a.expect_ok && a.concurrency == 16 && a.connections == 2));
+    }
+}
