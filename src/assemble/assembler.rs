@@ -10,7 +10,7 @@ use std::time::Instant;
 use tracing::debug;
 
 use super::allocate::{self, BlockPlan, DropReason, Shrink, Slot, UnitPlan};
-use super::cache::CountCache;
+use super::cache::{CountCache, TextCache};
 use super::error::AssembleError;
 use super::layout;
 use super::models::ModelSpec;
@@ -86,6 +86,8 @@ pub struct Assembler {
     catalog: RwLock<Arc<Catalog>>,
     segments: CountCache,
     prefixes: CountCache<PrefixFacts>,
+    /// Turn summary units and their counts, by what they summarize.
+    summaries: TextCache,
     families: super::families::FamilyTracker,
     feedback: super::feedback::Feedback,
 }
@@ -134,12 +136,14 @@ pub struct TokenCount {
 
 impl Assembler {
     /// An assembler over `catalog` whose caches hold about `cache_bytes`
-    /// (seven eighths for segments and items, one eighth for prefixes).
+    /// (13/16 for segments and items, 1/8 for prefixes, 1/16 for turn
+    /// summaries).
     pub fn new(catalog: Catalog, cache_bytes: u64) -> Self {
         Assembler {
             catalog: RwLock::new(Arc::new(catalog)),
-            segments: CountCache::new(cache_bytes / 8 * 7),
+            segments: CountCache::new(cache_bytes / 16 * 13),
             prefixes: CountCache::new(cache_bytes / 8),
+            summaries: TextCache::new(cache_bytes / 16),
             families: super::families::FamilyTracker::default(),
             feedback: super::feedback::Feedback::default(),
         }
@@ -762,11 +766,18 @@ impl Shrink for Shrinker<'_, '_> {
         if !self.p.policy.compact_turns || self.p.cancel.is_cancelled() {
             return None;
         }
-        let msgs: Vec<crate::compact::Msg> = units
-            .iter()
-            .flat_map(|&(b, u)| &self.p.measured[b].units[u].members)
-            .map(|&(mb, mc)| turn_message(self.p.item(mb, mc)))
-            .collect();
+        let members = || {
+            units
+                .iter()
+                .flat_map(|&(b, u)| &self.p.measured[b].units[u].members)
+                .map(|&(mb, mc)| self.p.item(mb, mc))
+        };
+        let key = turn_summary_key(self.p.tok, members());
+        if let Some(known) = self.p.asm.summaries.get(&key) {
+            self.turn_summary = Some(known.0.clone());
+            return Some(known.1);
+        }
+        let msgs: Vec<crate::compact::Msg> = members().map(turn_message).collect();
         let text = crate::compact::summary::Summary::of(&msgs, None).plain();
         let item = Item {
             id: TURN_SUMMARY_ID.to_owned(),
@@ -776,6 +787,11 @@ impl Shrink for Shrinker<'_, '_> {
         };
         let unit = render::unit(BlockKind::Summary, &item, &text, FormAttr::Compact);
         let cost = self.p.count(&unit);
+        if self.p.cancel.is_cancelled() {
+            // The count may be a cancelled 0: remember nothing.
+            return None;
+        }
+        self.p.asm.summaries.insert(key, unit.clone(), cost);
         self.turn_summary = Some(unit);
         Some(cost)
     }
@@ -823,6 +839,28 @@ impl Shrink for Shrinker<'_, '_> {
         }
         best
     }
+}
+
+/// The key of the summary unit of `items`: every field [`turn_message`]
+/// reads, length-prefixed, keyed by the tokenizer (its count is cached too).
+fn turn_summary_key<'i>(tok: &Tokenizer, items: impl Iterator<Item = &'i Item>) -> super::cache::Key {
+    let mut h = tok.hasher();
+    h.update(b"turn-summary/v1");
+    let mut field = |bytes: &[u8]| {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    for item in items {
+        field(item.role.map_or("", Role::as_str).as_bytes());
+        field(item.id.as_bytes());
+        field(item.tool_call_id.as_bytes());
+        field(&(item.tool_call_ids.len() as u64).to_le_bytes());
+        for id in &item.tool_call_ids {
+            field(id.as_bytes());
+        }
+        field(item.content.as_bytes());
+    }
+    *h.finalize().as_bytes()
 }
 
 /// A conversation turn as a compaction message: its text, the calls it

@@ -103,6 +103,51 @@ impl CountCache<u32> {
     }
 }
 
+/// Rendered texts with their exact token counts, keyed by a digest of
+/// everything the text was made from (keyed by tokenizer, like the counts).
+/// Holds the turn summaries of Assemble: a warm request whose dropped turns
+/// are the same as before gets the same unit and count for a hash and a
+/// lookup, instead of summarizing and counting again. Bounded by the texts'
+/// bytes plus a fixed cost per entry.
+#[derive(Clone)]
+pub struct TextCache {
+    inner: Cache<Key, std::sync::Arc<(String, u32)>>,
+}
+
+impl std::fmt::Debug for TextCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextCache")
+            .field("entries", &self.inner.entry_count())
+            .finish()
+    }
+}
+
+impl TextCache {
+    /// A cache holding at most about `max_bytes` of texts and entries.
+    pub fn new(max_bytes: u64) -> Self {
+        TextCache {
+            inner: Cache::builder()
+                .max_capacity(max_bytes)
+                .weigher(|_: &Key, v: &std::sync::Arc<(String, u32)>| {
+                    u32::try_from(v.0.len())
+                        .unwrap_or(u32::MAX)
+                        .saturating_add(ENTRY_WEIGHT_BYTES)
+                })
+                .build(),
+        }
+    }
+
+    /// The text and count under `key`.
+    pub fn get(&self, key: &Key) -> Option<std::sync::Arc<(String, u32)>> {
+        self.inner.get(key)
+    }
+
+    /// Remembers a text and its count.
+    pub fn insert(&self, key: Key, text: String, tokens: u32) {
+        self.inner.insert(key, std::sync::Arc::new((text, tokens)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +194,23 @@ mod tests {
         let failed: Result<_, _> = cache.get_or_try_count([7; 32], || Err::<u32, ()>(()));
         assert!(failed.is_err());
         assert_eq!(cache.get(&[7; 32]), None, "an error is not cached");
+    }
+
+    #[test]
+    fn text_cache_is_bounded_by_text_bytes() {
+        let cache = TextCache::new(64 * 1024);
+        for i in 0..1000u32 {
+            let mut key = [0u8; 32];
+            key[..4].copy_from_slice(&i.to_le_bytes());
+            cache.insert(key, "x".repeat(1024), i);
+        }
+        cache.inner.run_pending_tasks();
+        assert!(
+            cache.inner.weighted_size() <= 64 * 1024,
+            "{}",
+            cache.inner.weighted_size()
+        );
+        assert!(cache.inner.entry_count() >= 32, "{}", cache.inner.entry_count());
     }
 
     #[test]

@@ -303,7 +303,8 @@ proptest! {
     /// tool calls, some broken) under budgets that keep only some turns.
     /// The summary unit's count adds exactly (a from-scratch recount equals
     /// usage), covers only dropped turns, sits before the kept turns, and
-    /// never leaves a tool result without its call.
+    /// never leaves a tool result without its call. A warm request (its
+    /// summary memoized) answers exactly as a cold one.
     #[test]
     fn turn_summaries_recount_exactly(
         turns in conversation(),
@@ -316,9 +317,25 @@ proptest! {
             .collect();
         let mut req = request(vec![block("recent", BlockKind::RecentTurns, turns)]);
         req.max_input_tokens = Some(budget);
-        let Ok(out) = asm().assemble(req) else {
+        let warm = asm();
+        let Ok(out) = warm.assemble(req.clone()) else {
             return Ok(());
         };
+        // Warm (the turn summary memoized) equals cold, and a request that
+        // differs in its oldest turn gets its own summary, not the memo's.
+        // (Only the prefix cache's hit flag may differ.)
+        let unhit = |a: Result<Assembly, AssembleError>| {
+            a.ok().map(|mut a| {
+                a.cache.prefix_cache_hit = false;
+                a
+            })
+        };
+        prop_assert_eq!(unhit(warm.assemble(req.clone())), unhit(Ok(out.clone())));
+        let mut other = req.clone();
+        if let Some(first) = other.blocks[0].items.first_mut() {
+            first.content.insert_str(0, "Changed: ");
+        }
+        prop_assert_eq!(unhit(warm.assemble(other.clone())), unhit(asm().assemble(other)));
         prop_assert_eq!(recount(Encoding::O200kBase, &out.messages), out.usage.total_tokens);
         prop_assert!(out.usage.total_tokens <= budget);
         check_turns(&out.messages)?;
