@@ -109,7 +109,7 @@ fn hash_parts(req: &AssembleRequest) -> u8 {
 fn assemble_by_tokens(c: &mut Criterion) {
     let mut g = c.benchmark_group("assemble_tokens");
     g.sample_size(20);
-    for tokens in [1_000usize, 8_000, 32_000] {
+    for tokens in [1_000usize, 4_000, 8_000, 32_000] {
         let req = workload::request(Shape::new(tokens, 16), 42);
         let bytes = wire(&req);
         g.throughput(Throughput::Bytes(bytes.len() as u64));
