@@ -77,10 +77,16 @@ struct Adapting {
     changed: Option<std::time::Instant>,
 }
 
+/// The cache key of a request id.
+fn request_key(request_id: &str) -> [u8; 32] {
+    *blake3::hash(request_id.as_bytes()).as_bytes()
+}
+
 /// Recent request counts, by request id.
 #[derive(Clone)]
 pub struct Feedback {
-    recent: Cache<String, (Arc<str>, u32, u32)>,
+    /// By blake3 of the request id: an id of any length costs 32 bytes.
+    recent: Cache<[u8; 32], (Arc<str>, u32, u32)>,
     adapting: Arc<std::sync::Mutex<std::collections::HashMap<Arc<str>, Adapting>>>,
 }
 
@@ -107,8 +113,10 @@ impl Feedback {
     /// assembled for model-table entry `model`.
     pub fn remember(&self, request_id: &str, model: &str, margin_percent: u32, tokens: u32) {
         if !request_id.is_empty() {
-            self.recent
-                .insert(request_id.to_owned(), (Arc::from(model), margin_percent, tokens));
+            self.recent.insert(
+                request_key(request_id),
+                (Arc::from(model), margin_percent, tokens),
+            );
         }
     }
 
@@ -161,7 +169,7 @@ impl Feedback {
             u64::from(r.prompt_tokens),
             u64::from(r.cached_tokens) + u64::from(r.cache_read_tokens),
         );
-        let (model, margin_percent, ours) = self.recent.get(&r.request_id)?;
+        let (model, margin_percent, ours) = self.recent.get(&request_key(&r.request_id))?;
         if r.prompt_tokens == 0 {
             return None;
         }

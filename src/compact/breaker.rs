@@ -48,10 +48,16 @@ pub struct BreakerState {
     pub opened_now: bool,
 }
 
+/// The cache key of a session id.
+fn id(session: &str) -> [u8; 32] {
+    *blake3::hash(session.as_bytes()).as_bytes()
+}
+
 /// Breakers of every session.
 #[derive(Clone)]
 pub struct Breakers {
-    sessions: Cache<String, State>,
+    /// By blake3 of the session id: an id of any length costs 32 bytes.
+    sessions: Cache<[u8; 32], State>,
 }
 
 impl std::fmt::Debug for Breakers {
@@ -84,7 +90,7 @@ impl Breakers {
         if session.is_empty() {
             return Gate::Closed;
         }
-        match self.sessions.get(session) {
+        match self.sessions.get(&id(session)) {
             Some(State {
                 failures,
                 opened_at: Some(at),
@@ -101,7 +107,7 @@ impl Breakers {
 
     /// The state of `session` without changing it.
     pub fn state(&self, session: &str, settings: &CompactionSettings, now: Instant) -> BreakerState {
-        let failures = self.sessions.get(session).map_or(0, |s| s.failures);
+        let failures = self.sessions.get(&id(session)).map_or(0, |s| s.failures);
         BreakerState {
             consecutive_failures: failures,
             open: self.gate(session, settings, now) == Gate::Open,
@@ -123,11 +129,11 @@ impl Breakers {
             return BreakerState::default();
         }
         if success {
-            self.sessions.invalidate(session);
+            self.sessions.invalidate(&id(session));
             return BreakerState::default();
         }
         let mut opened_now = false;
-        let entry = self.sessions.entry(session.to_owned()).and_upsert_with(|old| {
+        let entry = self.sessions.entry(id(session)).and_upsert_with(|old| {
             let old = old.map(|e| e.into_value()).unwrap_or_default();
             let failures = old.failures.saturating_add(1);
             let opens = failures >= settings.breaker_failures;

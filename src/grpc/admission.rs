@@ -112,6 +112,11 @@ impl Admission {
         }
     }
 
+    /// The largest request message admitted (`limits.max_request_bytes`).
+    pub fn max_request_bytes(&self) -> u32 {
+        self.limits.max_request_bytes
+    }
+
     /// Reserves `bytes` of the upload budget, or [`Refusal::Overloaded`] at
     /// once.
     pub fn reserve_upload(&self, bytes: u32) -> Result<Reserved, Refusal> {

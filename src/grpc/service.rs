@@ -45,8 +45,8 @@ impl AssemblerService {
         wire: pb::AssembleRequest,
     ) -> Result<pb::AssembleResponse, Status> {
         let span = tracing::Span::current();
-        span.record("request_id", wire.request_id.as_str());
-        span.record("model", wire.model.as_str());
+        span.record("request_id", logged(&wire.request_id));
+        span.record("model", logged(&wire.model));
         span.record("blocks", wire.blocks.len());
         check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
@@ -65,10 +65,41 @@ impl AssemblerService {
     }
 }
 
+/// An identifier as logged: at most [`LOGGED_ID_CHARS`] characters, so a
+/// caller's oversized id cannot flood the logs.
+fn logged(id: &str) -> &str {
+    id.char_indices()
+        .nth(LOGGED_ID_CHARS)
+        .map_or(id, |(at, _)| &id[..at])
+}
+
+/// Characters of a request id or model name kept in log fields.
+const LOGGED_ID_CHARS: usize = 128;
+
 /// Checks a wire request against the block and item limits.
 fn check_shape(admission: &Admission, r: &pb::AssembleRequest) -> Result<(), Refusal> {
     let items = r.blocks.iter().map(|b| b.items.len()).sum();
     admission.check_shape(r.blocks.len(), items)
+}
+
+/// A stream's receive error as the caller should see it. The gate sizes only
+/// a stream's first message; a later one over the limit meets tonic's decode
+/// limit (OUT_OF_RANGE), which is refused here as every other oversized
+/// message is: RESOURCE_EXHAUSTED, REQUEST_TOO_LARGE, and counted.
+fn stream_error(admission: &Admission, status: Status) -> Status {
+    if status.code() != tonic::Code::OutOfRange {
+        return status;
+    }
+    let limit = admission.max_request_bytes();
+    // tonic says "... found {len} bytes, the limit is ...".
+    let bytes = status
+        .message()
+        .split("found ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(limit.saturating_add(1));
+    refuse("AssembleStream", Refusal::TooLarge { bytes, limit })
 }
 
 /// Answers buffered per AssembleStream.
@@ -255,7 +286,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
                     Ok(Some(m)) => m,
                     Ok(None) => break,
                     Err(status) => {
-                        let _ = tx.send(Err(status)).await;
+                        let _ = tx.send(Err(stream_error(&service.admission, status))).await;
                         break;
                     }
                 };
@@ -348,8 +379,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
         let permit = slot(&self.admission, &mut request);
         let wire = request.into_inner();
         let span = tracing::Span::current();
-        span.record("request_id", wire.request_id.as_str());
-        span.record("model", wire.model.as_str());
+        span.record("request_id", logged(&wire.request_id));
+        span.record("model", logged(&wire.model));
         span.record("messages", wire.messages.len());
         let result = async {
             self.admission

@@ -23,13 +23,37 @@ const SHED_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(5
 
 /// The status for a domain error.
 pub fn to_status(err: &AssembleError) -> Status {
+    /// Violations listed in the message and the `BadRequest` detail; the
+    /// message then says how many more there were.
+    const MAX_REPORTED_VIOLATIONS: usize = 16;
+    /// Characters kept of one field path or description.
+    const MAX_VIOLATION_CHARS: usize = 100;
+    let clip = |s: &str| -> String {
+        match s.char_indices().nth(MAX_VIOLATION_CHARS) {
+            Some((at, _)) => format!("{}...", &s[..at]),
+            None => s.to_owned(),
+        }
+    };
     match err {
         AssembleError::InvalidArgument(violations) => {
+            // Bounded: every header a client accepts has a size limit (10,000
+            // violations made one the client refused, failing the whole
+            // connection), and a description may quote an id of any length.
             let mut details = ErrorDetails::new();
-            for v in violations {
-                details.add_bad_request_violation(v.field.clone(), v.description.clone());
+            let mut message = String::from("invalid request: ");
+            for (i, v) in violations.iter().take(MAX_REPORTED_VIOLATIONS).enumerate() {
+                let (field, description) = (clip(&v.field), clip(&v.description));
+                if i > 0 {
+                    message.push_str("; ");
+                }
+                message.push_str(&format!("{field}: {description}"));
+                details.add_bad_request_violation(field, description);
             }
-            Status::with_error_details(Code::InvalidArgument, err.to_string(), details)
+            let more = violations.len().saturating_sub(MAX_REPORTED_VIOLATIONS);
+            if more > 0 {
+                message.push_str(&format!("; and {more} more"));
+            }
+            Status::with_error_details(Code::InvalidArgument, message, details)
         }
         AssembleError::BudgetOverflow {
             non_cuttable_tokens,

@@ -181,11 +181,7 @@ pub async fn raw_unary(
         .await
         .unwrap();
     tokio::spawn(conn);
-    let payload = message.encode_to_vec();
-    let mut framed = Vec::with_capacity(payload.len() + 5);
-    framed.push(0);
-    framed.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
-    framed.extend_from_slice(&payload);
+    let framed = frame(&message.encode_to_vec());
     let mut req = http::Request::post(format!("http://{addr}{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers");
@@ -249,4 +245,314 @@ pub async fn stalled_upload(
             .map(str::to_owned)
     });
     (tx, answer)
+}
+
+/// Frames one encoded message as a gRPC length-prefixed message.
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut framed = Vec::with_capacity(payload.len() + 5);
+    framed.push(0);
+    framed.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
+    framed.extend_from_slice(payload);
+    framed
+}
+
+/// What the server answered to one raw call.
+#[derive(Debug)]
+pub struct RawAnswer {
+    /// The HTTP status.
+    pub http: u16,
+    /// `grpc-status` (from the trailers, or from the headers of a
+    /// trailers-only answer); `None` if there was none.
+    pub code: Option<i32>,
+    /// The whole status with its details, when there is one.
+    pub status: Option<tonic::Status>,
+    /// The payloads of the response messages, in order.
+    pub messages: Vec<bytes::Bytes>,
+    /// Set when the response body broke off or was not well framed.
+    pub broken: Option<String>,
+}
+
+impl RawAnswer {
+    /// The gRPC status code (`Unknown` when none was sent).
+    pub fn code(&self) -> tonic::Code {
+        self.code.map_or(tonic::Code::Unknown, tonic::Code::from_i32)
+    }
+
+    /// The status message, or "" without one.
+    pub fn message(&self) -> &str {
+        self.status.as_ref().map_or("", tonic::Status::message)
+    }
+
+    /// Decodes every response message as `M`.
+    pub fn decode<M: prost::Message + Default>(&self) -> Result<Vec<M>, prost::DecodeError> {
+        self.messages.iter().map(|m| M::decode(m.as_ref())).collect()
+    }
+}
+
+/// One bare HTTP/2 connection for raw gRPC calls: whatever bytes the caller
+/// wants as the body, no client-side limits, timers or validation.
+#[derive(Clone)]
+pub struct RawClient {
+    addr: SocketAddr,
+    send: hyper::client::conn::http2::SendRequest<http_body_util::Full<bytes::Bytes>>,
+}
+
+impl RawClient {
+    /// Connects and completes the HTTP/2 handshake.
+    pub async fn connect(addr: SocketAddr) -> RawClient {
+        use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        RawClient { addr, send }
+    }
+
+    /// POSTs `body` (sent as is: frame it with [`frame`]) to `path` with
+    /// the gRPC headers and `headers`, and reads the whole answer.
+    pub async fn call(&mut self, path: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> RawAnswer {
+        use http_body_util::{BodyExt, Full};
+        let mut req = http::Request::post(format!("http://{}{path}", self.addr))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let sent = match self.send.ready().await {
+            Ok(()) => {
+                self.send
+                    .send_request(req.body(Full::new(bytes::Bytes::from(body))).unwrap())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let resp = match sent {
+            Ok(resp) => resp,
+            Err(e) => {
+                return RawAnswer {
+                    http: 0,
+                    code: None,
+                    status: None,
+                    messages: Vec::new(),
+                    broken: Some(format!("no response: {e:?}")),
+                };
+            }
+        };
+        let http = resp.status().as_u16();
+        let head = resp.headers().clone();
+        let (trailers, mut data, mut broken) = match resp.into_body().collect().await {
+            Ok(c) => (c.trailers().cloned(), c.to_bytes(), None),
+            Err(e) => (None, bytes::Bytes::new(), Some(format!("body: {e}"))),
+        };
+        let meta = trailers
+            .as_ref()
+            .filter(|t| t.contains_key("grpc-status"))
+            .unwrap_or(&head);
+        let code = meta
+            .get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let status = tonic::Status::from_header_map(meta);
+        let mut messages = Vec::new();
+        while !data.is_empty() {
+            if data.len() < 5 {
+                broken = Some(format!("{} stray bytes after the messages", data.len()));
+                break;
+            }
+            let len = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
+            if data[0] != 0 || data.len() < 5 + len {
+                broken = Some(format!("bad response frame (flag {}, len {len})", data[0]));
+                break;
+            }
+            messages.push(data.slice(5..5 + len));
+            data = data.slice(5 + len..);
+        }
+        RawAnswer {
+            http,
+            code,
+            status,
+            messages,
+            broken,
+        }
+    }
+}
+
+/// The real binary as a child process on ephemeral ports, every line it
+/// writes (stderr and stdout) captured. Killed when dropped.
+pub struct ChildServer {
+    pub child: std::process::Child,
+    pub grpc: SocketAddr,
+    pub metrics: SocketAddr,
+    logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// The address a log line announces for `what` ("gRPC listening"), in the
+/// JSON or the plain format.
+fn announced(line: &str, what: &str) -> Option<SocketAddr> {
+    if let Ok(event) = serde_json::from_str::<serde_json::Value>(line) {
+        return (event["message"].as_str() == Some(what))
+            .then(|| event["addr"].as_str().and_then(|a| a.parse().ok()))
+            .flatten();
+    }
+    line.contains(what)
+        .then(|| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix("addr=").and_then(|a| a.parse().ok()))
+        })
+        .flatten()
+}
+
+impl ChildServer {
+    /// `serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 ARGS` with
+    /// `ENV` added; returns once both listeners are announced.
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> ChildServer {
+        use std::io::BufRead as _;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_context-assembler"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (found, addrs) = std::sync::mpsc::channel::<(bool, SocketAddr)>();
+        let pipes: [Box<dyn std::io::Read + Send>; 2] = [
+            Box::new(child.stderr.take().unwrap()),
+            Box::new(child.stdout.take().unwrap()),
+        ];
+        for pipe in pipes {
+            let logs = logs.clone();
+            let found = found.clone();
+            // Keeps draining the pipe so the child never blocks on a full one.
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(pipe);
+                let mut raw = Vec::new();
+                while reader.read_until(b'\n', &mut raw).is_ok_and(|n| n > 0) {
+                    let line = String::from_utf8_lossy(&raw).trim_end().to_owned();
+                    if let Some(a) = announced(&line, "gRPC listening") {
+                        let _ = found.send((true, a));
+                    }
+                    if let Some(a) = announced(&line, "metrics listening") {
+                        let _ = found.send((false, a));
+                    }
+                    logs.lock().unwrap().push(line);
+                    raw.clear();
+                }
+            });
+        }
+        drop(found);
+        let (mut grpc, mut metrics) = (None, None);
+        while grpc.is_none() || metrics.is_none() {
+            let Ok((is_grpc, addr)) = addrs.recv_timeout(std::time::Duration::from_secs(60)) else {
+                let _ = child.kill();
+                panic!("the sidecar exited or never listened: {:?}", logs.lock().unwrap());
+            };
+            if is_grpc {
+                grpc = Some(addr)
+            } else {
+                metrics = Some(addr)
+            }
+        }
+        ChildServer {
+            child,
+            grpc: grpc.unwrap(),
+            metrics: metrics.unwrap(),
+            logs,
+        }
+    }
+
+    /// A channel to the server once its health check answers SERVING.
+    pub async fn serving_channel(&self) -> Channel {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let attempt = Channel::from_shared(format!("http://{}", self.grpc))
+                .unwrap()
+                .connect()
+                .await;
+            if let Ok(ch) = attempt {
+                let serving = HealthClient::new(ch.clone())
+                    .check(HealthCheckRequest {
+                        service: String::new(),
+                    })
+                    .await
+                    .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32);
+                if serving {
+                    return ch;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sidecar never became SERVING"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The whole metrics page.
+    pub async fn metrics_page(&self) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(self.metrics).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut page = String::new();
+        s.read_to_string(&mut page).await.unwrap();
+        page
+    }
+
+    /// Every line written so far (stderr and stdout).
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// A field of the child's /proc/PID/status: `VmRSS`, `VmHWM` (KiB),
+    /// `Threads`.
+    pub fn proc_status(&self, key: &str) -> u64 {
+        proc_status(self.child.id(), key)
+    }
+
+    /// Open file descriptors of the child.
+    pub fn open_fds(&self) -> usize {
+        open_fds(self.child.id())
+    }
+
+    /// Whether the child is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A numeric field of /proc/PID/status (the first number after `key:`).
+pub fn proc_status(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+}
+
+/// Open file descriptors of process `pid`.
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
 }
