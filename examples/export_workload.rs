@@ -1,0 +1,83 @@
+//! Writes the replay workload as JSON lines, one proto3-JSON
+//! `AssembleRequest` per line (what grpcurl and `json_format.Parse` read), so
+//! that the Python paths of `benches/compare/` and the criterion bench
+//! `compare` see byte-identical inputs. Prints the request count, the bytes
+//! and the blake3 of the file on stderr (the bench prints the same hash for
+//! the same shape).
+//! Usage: export_workload [--families F] [--users U] [--turns T]
+//! [--prompt-tokens N] [--budget B] [--seed S] [--out FILE]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write as _;
+
+use clap::Parser;
+use context_assembler::grpc::pb;
+use context_assembler::workload::replay::Replay;
+
+/// The replay shape (the defaults of `benches/compare.rs`) and the output.
+#[derive(Debug, Parser)]
+#[command(about = "Export the replay workload as proto3-JSON lines of AssembleRequest")]
+struct Args {
+    /// Prefix families.
+    #[arg(long, default_value_t = 8)]
+    families: usize,
+    /// Users per family.
+    #[arg(long, default_value_t = 20)]
+    users: usize,
+    /// Turns per user.
+    #[arg(long, default_value_t = 6)]
+    turns: usize,
+    /// The budget (`max_input_tokens`) and target prompt size.
+    #[arg(long, default_value_t = 4_000)]
+    prompt_tokens: usize,
+    /// `max_input_tokens` if not the prompt size: a smaller budget makes
+    /// evidence fall back to its compact form or be dropped.
+    #[arg(long)]
+    budget: Option<u32>,
+    /// Generator seed.
+    #[arg(long, default_value_t = Replay::default().seed)]
+    seed: u64,
+    /// Output file; `-` for standard output.
+    #[arg(long, default_value = "-")]
+    out: String,
+}
+
+/// The workload as JSON lines (each line ends with `\n`).
+fn jsonl(shape: &Replay, budget: Option<u32>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for mut r in shape.requests() {
+        if budget.is_some() {
+            r.request.max_input_tokens = budget;
+        }
+        serde_json::to_writer(&mut out, &pb::AssembleRequest::from(r.request)).unwrap();
+        out.push(b'\n');
+    }
+    out
+}
+
+fn main() {
+    let args = Args::parse();
+    let shape = Replay {
+        families: args.families,
+        users: args.users,
+        turns: args.turns,
+        prompt_tokens: args.prompt_tokens,
+        seed: args.seed,
+        ..Replay::default()
+    };
+    let bytes = jsonl(&shape, args.budget);
+    if args.out == "-" {
+        std::io::stdout().lock().write_all(&bytes).unwrap();
+    } else {
+        std::fs::write(&args.out, &bytes).unwrap();
+    }
+    eprintln!(
+        "{} requests, {} bytes, blake3 {} ({}{})",
+        shape.len(),
+        bytes.len(),
+        blake3::hash(&bytes).to_hex(),
+        shape.describe(),
+        args.budget
+            .map_or(String::new(), |b| format!("; budget {b} tokens"))
+    );
+}
