@@ -1925,12 +1925,12 @@ async fn generated_hostile_requests_get_well_formed_statuses_and_memory_stays_bo
 // Regressions found by the generator
 // ---------------------------------------------------------------------------
 
-/// Each bad field adds a `BadRequest` violation and a clause of the status
-/// message, both sent in the response trailers: with a hundred or so, the
-/// trailers pass the 16 KiB header list that HTTP/2 clients accept by
-/// default (h2, hence tonic; grpc-java allows 8 KiB), and the client gets a
+/// Regression: each bad field added a `BadRequest` violation and a clause of
+/// the status message, both sent in the response trailers: with a hundred or
+/// so, the trailers passed the 16 KiB header list that HTTP/2 clients accept
+/// by default (h2, hence tonic; grpc-java allows 8 KiB), and the client got a
 /// protocol error instead of INVALID_ARGUMENT. Duplicate ids in a block of
-/// 100 retrieved documents are enough.
+/// 100 retrieved documents were enough. Now at most 16 are listed.
 #[tokio::test]
 async fn an_error_naming_many_bad_fields_still_reaches_the_client() {
     let server = common::TestServer::start().await;
@@ -1955,10 +1955,10 @@ async fn an_error_naming_many_bad_fields_still_reaches_the_client() {
 }
 
 /// The contract: each AssembleStream message is admitted like a unary call,
-/// size included (RESOURCE_EXHAUSTED, REQUEST_TOO_LARGE). The gate reads
-/// only the first message's frame header, so a later oversized message
-/// reaches tonic's decode limit, which ends the stream with OUT_OF_RANGE
-/// (and counts no refusal).
+/// size included (RESOURCE_EXHAUSTED, REQUEST_TOO_LARGE). Regression: the gate
+/// reads only the first message's frame header, so a later oversized message
+/// reached tonic's decode limit, which ended the stream with OUT_OF_RANGE
+/// (and counted no refusal).
 #[tokio::test]
 async fn an_oversized_message_later_on_a_stream_is_resource_exhausted() {
     let server = common::TestServer::start().await;
@@ -1989,11 +1989,11 @@ async fn an_oversized_message_later_on_a_stream_is_resource_exhausted() {
     server.stop().await;
 }
 
-/// Request ids (kept 15 minutes for ReportUsage) and session ids (the
-/// compaction breaker's key) are stored whole in caches bounded by count
-/// (100,000 entries each), and nothing bounds their length: unique ids of a
-/// few MB each pin gigabytes. 150 ids of 1 MiB each of both kinds must not
-/// grow the resident set by anything like their 300 MiB.
+/// Regression: request ids (kept 15 minutes for ReportUsage) and session ids
+/// (the compaction breaker's key) were stored whole in caches bounded by
+/// count (100,000 entries each), so unique ids of a few MB each could pin
+/// gigabytes; both are now keyed by their blake3. 150 ids of 1 MiB each of
+/// both kinds must not grow the resident set by anything like their 300 MiB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unique_huge_identifiers_do_not_pin_memory() {
     const IDS: u64 = 150;
