@@ -326,8 +326,8 @@ fn check_turns(messages: &[Message]) {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    // Calls not answered yet: a multiset, as `turns::group` pairs them (an
-    // assistant turn may repeat an id; each occurrence takes one result).
+    // Calls not answered yet, as `turns::group` pairs them (validation now
+    // refuses a repeated call id; a multiset still checks it correctly).
     let mut open: Vec<&str> = Vec::new();
     for m in messages
         .iter()

@@ -67,6 +67,16 @@ pub fn check_assemble_path(path: &str, req: &AssembleRequest) {
             let b = i.unwrap_or_default();
             within(path, *j, req.blocks[b].items.len());
         }
+        [("blocks", i), ("items", j), ("tool_call_ids", k)] => {
+            within(path, *i, req.blocks.len());
+            let b = i.unwrap_or_default();
+            within(path, *j, req.blocks[b].items.len());
+            within(
+                path,
+                *k,
+                req.blocks[b].items[j.unwrap_or_default()].tool_call_ids.len(),
+            );
+        }
         _ => panic!("unexpected field path {path:?}"),
     }
 }

@@ -105,6 +105,10 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
     }
 
     let mut names = HashSet::new();
+    // Tool calls made anywhere in the conversation (its turns may span
+    // blocks): providers refuse a call id made twice, and a result could not
+    // say which call it answers.
+    let mut calls: std::collections::HashMap<&str, (usize, usize)> = std::collections::HashMap::new();
     for (bi, b) in req.blocks.iter().enumerate() {
         let at = |f: &str| format!("blocks[{bi}].{f}");
         if b.name.is_empty() {
@@ -152,6 +156,16 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
                     at("tool_call_ids"),
                     "only assistant turns make tool calls",
                 ));
+            }
+            for (ci, call) in item.tool_call_ids.iter().enumerate() {
+                if let Some(&(fb, fi)) = calls.get(call.as_str()) {
+                    v.push(FieldViolation::new(
+                        at(&format!("tool_call_ids[{ci}]")),
+                        format!("duplicate tool call id (first made in blocks[{fb}].items[{fi}])"),
+                    ));
+                } else {
+                    calls.insert(call, (bi, ii));
+                }
             }
             if !item.tool_call_id.is_empty() && item.role != Some(Role::Tool) {
                 v.push(FieldViolation::new(

@@ -91,6 +91,39 @@ fn turns_need_consistent_roles_and_tool_fields() {
 }
 
 #[test]
+fn a_tool_call_id_is_made_once_in_the_whole_conversation() {
+    let mut r = req("gpt-4o");
+    let turns = |name: &str, items: Vec<Item>| Block {
+        name: name.to_owned(),
+        kind: BlockKind::RecentTurns,
+        priority: 0,
+        cuttable: None,
+        min_tokens: 0,
+        max_tokens: 0,
+        items,
+    };
+    let call = |id: &str, calls: &[&str]| Item {
+        id: id.to_owned(),
+        role: Some(Role::Assistant),
+        tool_call_ids: calls.iter().map(|c| (*c).to_owned()).collect(),
+        ..Item::default()
+    };
+    // Twice in one turn, and again in a later block.
+    r.blocks.push(turns(
+        "history",
+        vec![call("a", &["c4", "c4"]), call("b", &["c5"])],
+    ));
+    r.blocks.push(turns("recent", vec![call("c", &["c5", "c6"])]));
+    assert_eq!(
+        fields(&r),
+        vec![
+            "blocks[0].items[0].tool_call_ids[1]",
+            "blocks[1].items[0].tool_call_ids[0]"
+        ]
+    );
+}
+
+#[test]
 fn items_need_unique_ids_and_finite_scores() {
     let mut r = req("gpt-4o");
     let it = |id: &str, score| Item {
