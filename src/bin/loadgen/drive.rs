@@ -334,7 +334,7 @@ impl Driver {
             match o {
                 Outcome::Ok => r.stats.ok += 1,
                 Outcome::Status(code, message) => {
-                    let name = code_name(*code);
+                    let name = context_assembler::grpc::status::code_label(*code);
                     *r.stats.codes.entry(name).or_default() += 1;
                     r.stats
                         .messages
@@ -526,29 +526,6 @@ fn failed(status: &tonic::Status) -> Outcome {
             status.code()
         };
     Outcome::Status(code, status.message().to_owned())
-}
-
-/// The canonical name of a status code.
-pub fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
 }
 
 #[cfg(test)]
