@@ -47,7 +47,7 @@ bash clients/python/build.sh "$out/python"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 addr="127.0.0.1:$port"
 step "server on $addr (log: $out/server.log)"
-"$server" --listen "$addr" --metrics-listen off >"$out/server.log" 2>&1 &
+"$server" --listen "$addr" --metrics-listen off --memory-sqlite-path "$out/memory.db" >"$out/server.log" 2>&1 &
 server_pid=$!
 stop_server() {
   kill "$server_pid" 2>/dev/null || true

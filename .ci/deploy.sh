@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Validates deploy/ offline: renders the kustomize base, validates it against
-# the Kubernetes 1.29 and 1.37 schemas (strict) and the PodMonitor against the
-# prometheus-operator CRD models, checks and unit-tests the alert rules, checks
-# the Grafana dashboard, and checks every metric they use against what the
-# server binary exports.
+# Validates deploy/ offline: renders the kustomize base and an overlay per
+# component, validates them against the Kubernetes 1.29 and 1.37 schemas
+# (strict) and the PodMonitor against the prometheus-operator CRD models,
+# checks and unit-tests the alert rules, checks the Grafana dashboard, and
+# checks every metric they use against what the server binary exports.
 #
 #   bash .ci/deploy.sh target/debug/context-assembler
 #
@@ -93,17 +93,24 @@ sed 's/^INFO [^ ]* /  ok: /' "$out/validate.log"
 checks custom deploy/prometheus/context-assembler.rules.yaml "$out/custom.yaml" "$out/prometheusrule.yaml"
 checks manifests "$out/rendered.yaml" deploy/kubernetes/base/context-assembler.toml
 
-step "component in-place-reload (an overlay of the base using it)"
-overlay=$out/in-place-reload
-mkdir -p "$overlay"
-printf 'resources: [%s]\ncomponents: [%s]\n' \
-  "$(realpath --relative-to="$overlay" deploy/kubernetes/base)" \
-  "$(realpath --relative-to="$overlay" deploy/kubernetes/components/in-place-reload)" > "$overlay/kustomization.yaml"
-"$venv/bin/kubectl" kustomize "$overlay" > "$out/in-place-reload.yaml"
-checks split "$out/in-place-reload.yaml" "$out/in-place-reload-core.yaml" /dev/null
-"$venv/bin/kubernetes-validate" --strict --quiet "${k8s_flags[@]}" "$out/in-place-reload-core.yaml"
-checks manifests "$out/in-place-reload.yaml" deploy/kubernetes/base/context-assembler.toml context-assembler
+# Renders an overlay of the base using component $1, validates it, and checks
+# it hangs together (with the remaining arguments for `checks manifests`).
+component() {
+  local name=$1; shift
+  step "component $name (an overlay of the base using it)"
+  local overlay=$out/$name
+  mkdir -p "$overlay"
+  printf 'resources: [%s]\ncomponents: [%s]\n' \
+    "$(realpath --relative-to="$overlay" deploy/kubernetes/base)" \
+    "$(realpath --relative-to="$overlay" "deploy/kubernetes/components/$name")" > "$overlay/kustomization.yaml"
+  "$venv/bin/kubectl" kustomize "$overlay" > "$out/$name.yaml"
+  checks split "$out/$name.yaml" "$out/$name-core.yaml" /dev/null
+  "$venv/bin/kubernetes-validate" --strict --quiet "${k8s_flags[@]}" "$out/$name-core.yaml"
+  checks manifests "$out/$name.yaml" deploy/kubernetes/base/context-assembler.toml "$@"
+}
+component in-place-reload context-assembler
 echo "  ok: the ConfigMap keeps the fixed name context-assembler"
+component postgres-memory "" postgres
 
 step "alert rules and dashboard"
 "$promtool" check rules deploy/prometheus/context-assembler.rules.yaml | sed 's/^/  /'

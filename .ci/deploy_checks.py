@@ -5,8 +5,10 @@ Subcommands (each prints what it checked and exits non-zero on a failure):
                                         (needs only the standard library)
   config DEFAULT_TOML POD_TOML          the pod config differs from the default only where a pod must
   split RENDERED CORE_OUT CRD_OUT       core Kubernetes kinds vs custom resources, for separate validation
-  manifests RENDERED POD_TOML [CM_NAME] the Deployment, NetworkPolicy and PodMonitor hang together (and
-                                        the ConfigMap is named CM_NAME exactly, if given)
+  manifests RENDERED POD_TOML [CM_NAME [STORE]]
+                                        the Deployment, NetworkPolicy and PodMonitor hang together (and
+                                        the ConfigMap is named CM_NAME exactly, if given and not empty;
+                                        the sidecar's memory store is STORE, if given)
   custom RULES FILE...                  PodMonitor / PrometheusRule against the prometheus-operator CRD
                                         models; a PrometheusRule must hold exactly the groups of RULES
   rules RULES TEST DASHBOARD OUT_RULES  metric names, test coverage of every alert, dashboard structure;
@@ -20,11 +22,13 @@ import copy
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import urllib.request
@@ -55,6 +59,10 @@ EXPECTED_METRICS = {
     "assembler_compaction_tokens_saved": "histogram",
     "assembler_compaction_breaker_open_total": "counter",
     "assembler_phase_duration_seconds": "histogram",
+    "assembler_memories_stored_total": "counter",
+    "assembler_memory_recall_duration_seconds": "histogram",
+    "assembler_memories_recalled_total": "counter",
+    "assembler_memories_deleted_total": "counter",
     "assembler_runtime_alive_tasks": "gauge",
     "process_resident_memory_bytes": "gauge",
     "process_cpu_seconds_total": "gauge",
@@ -63,17 +71,26 @@ EXPECTED_METRICS = {
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 SIDECAR = "context-assembler"
-# The keys of [server] a pod changes, with the new value and why.
+# Where the sidecar keeps its SQLite memory database in a pod: a writable
+# volume (the root filesystem is read-only), mounted by the Deployment.
+POD_MEMORY_DIR = "/var/lib/context-assembler"
+# The keys a pod changes, by (section, key), with the new value and why.
 POD_ADJUSTMENTS = {
-    "listen": ('"0.0.0.0:50051"', "all interfaces, because the kubelet's gRPC probes dial the pod IP, never\n"
-               "# 127.0.0.1. The gateway still dials 127.0.0.1:50051; the NetworkPolicy admits\n"
-               "# no other pod to this port."),
-    "metrics_listen": ('"0.0.0.0:9464"', "all interfaces, so that Prometheus can scrape the pod IP."),
-    "log_format": ('"json"', "one JSON object per line for the log collector."),
+    ("server", "listen"): ('"0.0.0.0:50051"', "all interfaces, because the kubelet's gRPC probes dial the pod IP, never\n"
+                           "# 127.0.0.1. The gateway still dials 127.0.0.1:50051; the NetworkPolicy admits\n"
+                           "# no other pod to this port."),
+    ("server", "metrics_listen"): ('"0.0.0.0:9464"', "all interfaces, so that Prometheus can scrape the pod IP."),
+    ("server", "log_format"): ('"json"', "one JSON object per line for the log collector."),
+    ("memory", "sqlite_path"): (f'"{POD_MEMORY_DIR}/memory.db"',
+                                f"on the writable volume the Deployment mounts at {POD_MEMORY_DIR}\n"
+                                "# (the root filesystem is read-only). In the base that volume is an emptyDir:\n"
+                                "# the memories live as long as the pod, each pod has its own. For memory the\n"
+                                "# pods share and that survives rescheduling, use PostgreSQL (the component\n"
+                                "# deploy/kubernetes/components/postgres-memory; the URL from a Secret only)."),
 }
-POD_ADJUSTED_KEYS = {("server", key) for key in POD_ADJUSTMENTS}
+POD_ADJUSTED_KEYS = set(POD_ADJUSTMENTS)
 POD_HEADER = """\
-# context-assembler in a pod: a copy of config/default.toml with three pod
+# context-assembler in a pod: a copy of config/default.toml with four pod
 # adjustments (marked "pod:" below); everything else must stay equal to the
 # default, and .ci/deploy.sh fails when the two drift apart. Regenerate with
 # python3 .ci/deploy_checks.py sync-config config/default.toml THIS_FILE
@@ -85,10 +102,11 @@ POD_HEADER = """\
 # Precedence: command-line flag > environment variable > this file > the
 # embedded default. The image sets CONTEXT_ASSEMBLER_METRICS_LISTEN, which
 # therefore wins over `metrics_listen` below (both say 0.0.0.0:9464).
-# Unknown keys are errors. SIGHUP re-reads this file and applies [[models]]
-# and [policies.*] without dropping requests; the other sections need a
-# restart. A file that does not validate is refused and the running
-# configuration stays (deploy/README.md says how to signal the sidecar).
+# Unknown keys are errors. SIGHUP re-reads this file and applies [[models]],
+# [policies.*], [compaction] and cache.families without dropping requests; the
+# other sections ([memory] among them) need a restart. A file that does not
+# validate is refused and the running configuration stays (deploy/README.md
+# says how to signal the sidecar).
 
 """
 
@@ -131,16 +149,24 @@ def cmd_sync_config(default_path, pod_path):
     with open(default_path) as f:
         text = f.read()
     head, sep, rest = text.partition("[server]\n")
-    server, sep2, tail = rest.partition("\n[")
     if not sep or any(line.strip() and not line.startswith("#") for line in head.splitlines()):
         fail(f"{default_path} must open with comments, then [server]")
-    for key, (value, why) in POD_ADJUSTMENTS.items():
+    body = sep + rest
+    for (section, key), (value, why) in POD_ADJUSTMENTS.items():
+        # The section runs from its header to the next line opening with "[".
+        start = re.search(rf"^\[{re.escape(section)}\]\n", body, re.M)
+        if start is None:
+            fail(f"{default_path}: no [{section}] section")
+        end = re.compile(r"^\[", re.M).search(body, start.end())
+        stop = end.start() if end else len(body)
         adjusted = f"# pod: {why}\n{key} = {value}"
-        server, n = re.subn(rf"^{key} = .*$", lambda _, text=adjusted: text, server, count=1, flags=re.M)
+        part, n = re.subn(rf"^{key} = .*$", lambda _, text=adjusted: text, body[start.end():stop], count=1,
+                          flags=re.M)
         if n != 1:
-            fail(f"{default_path}: no `{key} = ...` line in [server]")
+            fail(f"{default_path}: no `{key} = ...` line in [{section}]")
+        body = body[:start.end()] + part + body[stop:]
     with open(pod_path, "w") as f:
-        f.write(POD_HEADER + sep + server + sep2 + tail)
+        f.write(POD_HEADER + body)
     ok(f"{pod_path} rewritten from {default_path}")
 
 
@@ -197,7 +223,7 @@ def selects(selector, labels):
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-def cmd_manifests(rendered, pod_toml, configmap_name=None):
+def cmd_manifests(rendered, pod_toml, configmap_name=None, memory_store=None):
     docs = load_docs(rendered)
     with open(pod_toml, "rb") as f:
         conf = tomllib.load(f)
@@ -248,7 +274,7 @@ def cmd_manifests(rendered, pod_toml, configmap_name=None):
         fail(f"--config {config_path} is not a key of ConfigMap {configmap['metadata']['name']}")
     if tomllib.loads(configmap["data"][key]) != conf:
         fail(f"ConfigMap key {key} is not {pod_toml}")
-    if configmap_name is not None and configmap["metadata"]["name"] != configmap_name:
+    if configmap_name and configmap["metadata"]["name"] != configmap_name:
         fail(f"the ConfigMap is named {configmap['metadata']['name']}, not {configmap_name}")
     ok(f"--config {config_path} is {pod_toml}, mounted read-only from ConfigMap {configmap['metadata']['name']}")
 
@@ -278,6 +304,37 @@ def cmd_manifests(rendered, pod_toml, configmap_name=None):
                 fail(f"{name}: resources.{part} must set cpu and memory")
     ok("every container: non-root, read-only root, no privilege escalation, drops ALL, "
        "seccomp RuntimeDefault, cpu/memory requests and limits")
+
+    # The memory store: environment variables win over the file.
+    env = {e["name"]: e for e in sidecar.get("env", [])}
+    memory = conf.get("memory", {})
+    store = env.get("CONTEXT_ASSEMBLER_MEMORY_STORE", {}).get("value", memory.get("store", "sqlite"))
+    if memory.get("postgres_url"):
+        fail(f"{pod_toml}: memory.postgres_url must stay empty: the URL (with its password) comes from a Secret "
+             f"as CONTEXT_ASSEMBLER_MEMORY_POSTGRES_URL, never from the ConfigMap")
+    url_env = env.get("CONTEXT_ASSEMBLER_MEMORY_POSTGRES_URL")
+    if url_env is not None and "secretKeyRef" not in url_env.get("valueFrom", {}):
+        fail("CONTEXT_ASSEMBLER_MEMORY_POSTGRES_URL must come from a secretKeyRef, not a plain value")
+    if store == "sqlite":
+        db = env.get("CONTEXT_ASSEMBLER_MEMORY_SQLITE_PATH", {}).get("value", memory.get("sqlite_path", ""))
+        db_mount = next((m for m in sidecar.get("volumeMounts", [])
+                         if db.startswith(m["mountPath"].rstrip("/") + "/")), None)
+        if not db.startswith("/") or db_mount is None or db_mount.get("readOnly"):
+            fail(f"memory.sqlite_path {db!r} is not inside a writable volume mount (the root filesystem is "
+                 f"read-only)")
+        kind = next((k for k in volumes[db_mount["name"]] if k != "name"), "?")
+        ok(f"memory store sqlite: {db} on the writable {kind} volume {db_mount['name']} at {db_mount['mountPath']}")
+    elif store == "postgres":
+        if url_env is None:
+            fail("memory store postgres without CONTEXT_ASSEMBLER_MEMORY_POSTGRES_URL from a Secret")
+        ref = url_env["valueFrom"]["secretKeyRef"]
+        ok(f"memory store postgres: the URL from Secret {ref['name']} key {ref['key']}, not in the ConfigMap")
+    elif store != "off":
+        fail(f"unknown memory store {store!r}")
+    else:
+        ok("memory store off")
+    if memory_store and store != memory_store:
+        fail(f"the sidecar's memory store is {store}, not {memory_store}")
 
     addrs = [e.get("value") for c in pod["containers"] for e in c.get("env", [])]
     if f"127.0.0.1:{grpc_port}" not in addrs:
@@ -550,6 +607,13 @@ def cmd_server(binary, pod_toml, rendered):
         print("  SKIP: this binary has no --config: the pod config and the manifest's arguments are not "
               "checked against it")
     cmd = [binary, *args, "--listen", grpc_addr, "--metrics-listen", metrics_addr]
+    memory = "--memory-sqlite-path" in helptext
+    if memory:
+        # The pod's database path is a volume that does not exist here.
+        db_dir = tempfile.mkdtemp(prefix="deploy-ci-memory-")
+        cmd += ["--memory-store", "sqlite", "--memory-sqlite-path", os.path.join(db_dir, "memory.db")]
+    else:
+        print("  SKIP: this binary has no memory store: Retain, recall and Forget are not exercised")
     log_path = os.environ.get("DEPLOY_CI_SERVER_LOG", os.devnull)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -600,14 +664,43 @@ def cmd_server(binary, pod_toml, rendered):
             call("Compact", compact_request(f"deploy-ci-breaker-{i}", "deploy-ci-breaker", 100, 1, 2))
         ok(f"traffic: 1 Compact under target, {failures} over target (the session's breaker opens), 1 trimmed")
 
+        if memory:
+            # Retain one observation (twice with the same key: the replay
+            # stores nothing), list it, recall it into an Assemble, forget it.
+            observation = pb_str(1, "decision") + pb_str(3, "Deploy checks recall the quick brown fox decision.")
+            retain = pb_str(1, "deploy-ci-retain") + pb_str(2, "deploy-ci") + pb_str(4, "deploy-ci-retain") \
+                + pb_bytes(7, observation)
+            call("Retain", retain)
+            call("Retain", retain)
+            if not call("ListMemories", pb_str(1, "deploy-ci")):
+                fail("ListMemories listed nothing after a Retain")
+            recall = pb_str(1, "deploy-ci") + pb_str(2, "quick brown fox decision")
+            call("Assemble", assemble_request("deploy-ci-recall", 2000, items=1) + pb_bytes(14, recall))
+            call("Forget", pb_str(2, "deploy-ci"))
+            ok("traffic: 2 Retain of one observation (the second a replay), ListMemories, 1 Assemble recalling it, "
+               "Forget of the subject")
+
         url = f"http://{metrics_addr}/metrics"
         text = scrape(url)
         types = exported(text)
         missing = sorted(n for n in EXPECTED_METRICS if n not in types)
         wrong = sorted(f"{n} is {types[n]}, expected {t}" for n, t in EXPECTED_METRICS.items()
                        if n in types and types[n] not in (t, "untyped"))
-        if sample(text, "assembler_requests_total", rpc="Assemble", code="OK") != 3:
-            fail("assembler_requests_total{rpc=\"Assemble\",code=\"OK\"} is not 3 after 3 assemblies")
+        assemblies = 4 if memory else 3
+        if sample(text, "assembler_requests_total", rpc="Assemble", code="OK") != assemblies:
+            fail(f"assembler_requests_total{{rpc=\"Assemble\",code=\"OK\"}} is not {assemblies} after "
+                 f"{assemblies} assemblies")
+        if memory:
+            if sample(text, "assembler_memories_stored_total", type="decision") != 1:
+                fail("assembler_memories_stored_total{type=\"decision\"} is not 1 after a Retain and its replay")
+            if sample(text, "assembler_memories_recalled_total") != 1:
+                fail("assembler_memories_recalled_total is not 1 after recalling the one memory")
+            if sample(text, "assembler_memory_recall_duration_seconds_count") != 1:
+                fail("assembler_memory_recall_duration_seconds recorded no recall")
+            if sample(text, "assembler_memories_deleted_total", cause="forget") != 1:
+                fail("assembler_memories_deleted_total{cause=\"forget\"} is not 1 after forgetting the one memory")
+            if sample(text, "assembler_memories_deleted_total", cause="retention") != 0:
+                fail("assembler_memories_deleted_total{cause=\"retention\"} is not 0 at start")
         if sample(text, "assembler_budget_overflow_total", model="gpt-4o") != 1:
             fail("assembler_budget_overflow_total{model=\"gpt-4o\"} is not 1 after one overflow")
         compactions = {outcome: sample(text, "assembler_compactions_total", source="compact", outcome=outcome)
@@ -647,6 +740,8 @@ def cmd_server(binary, pod_toml, rendered):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if memory:
+            shutil.rmtree(db_dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- dockerfile

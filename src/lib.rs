@@ -20,6 +20,7 @@ pub mod cli;
 pub mod compact;
 pub mod config;
 pub mod grpc;
+pub mod memory;
 pub mod server;
 pub mod telemetry;
 pub mod workload;

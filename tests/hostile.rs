@@ -58,9 +58,12 @@ enum Rpc {
     AssembleStream,
     ReportUsage,
     Compact,
+    Retain,
+    Forget,
+    ListMemories,
 }
 
-const RPCS: [Rpc; 7] = [
+const RPCS: [Rpc; 10] = [
     Rpc::Assemble,
     Rpc::CountTokens,
     Rpc::ListModels,
@@ -68,6 +71,9 @@ const RPCS: [Rpc; 7] = [
     Rpc::AssembleStream,
     Rpc::ReportUsage,
     Rpc::Compact,
+    Rpc::Retain,
+    Rpc::Forget,
+    Rpc::ListMemories,
 ];
 
 impl Rpc {
@@ -78,6 +84,7 @@ impl Rpc {
 
 /// What a case sent, kept to check an OK answer against.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 enum Sent {
     /// Bytes that are not (or not only) a valid message: the answer is
     /// checked for consistency on its own.
@@ -90,6 +97,7 @@ enum Sent {
     Compact(pb::CompactRequest),
     Report(pb::ReportUsageRequest),
     ListModels,
+    Retain(pb::RetainRequest),
 }
 
 /// One generated request and what may answer it.
@@ -557,6 +565,21 @@ fn assemble_request(rng: &mut Rng) -> pb::AssembleRequest {
             .collect(),
         cache_salt: nasty(rng, 10),
         prefix_family: ["", "fam", "other", "\u{0}"][rng.below(4)].to_owned(),
+        recall: chance(rng, 20).then(|| pb::Recall {
+            subject: if chance(rng, fault) {
+                nasty(rng, 600)
+            } else {
+                nasty_nonblank(rng, 20)
+            },
+            query: nasty(rng, 60),
+            max_memories: extreme_u32(rng),
+            types: (0..rng.below(3))
+                .map(|_| ["decision", "summary", "bugfix", "", "nope", "\u{0}"][rng.below(6)].to_owned())
+                .collect(),
+            block: ["", "memory", "recalled_memories", "\u{0}", "evidence"][rng.below(5)].to_owned(),
+            max_tokens: extreme_u32(rng),
+            priority: extreme_u32(rng),
+        }),
     }
 }
 
@@ -806,7 +829,7 @@ fn semantic(rng: &mut Rng) -> Case {
             )
         }
         60..=67 => stream_case(rng),
-        68..=87 => {
+        68..=83 => {
             let n = rng.below(12);
             let messages = if chance(rng, 30) {
                 clean_conversation(rng, 4 + n)
@@ -819,6 +842,36 @@ fn semantic(rng: &mut Rng) -> Case {
                 Rpc::Compact,
                 req.encode_to_vec(),
                 Sent::Compact(req),
+                SEMANTIC,
+            )
+        }
+        84..=85 => {
+            let req = retain_request(rng);
+            case(
+                "retain: hostile model output and fields",
+                Rpc::Retain,
+                req.encode_to_vec(),
+                Sent::Retain(req),
+                SEMANTIC,
+            )
+        }
+        86 => {
+            let req = forget_request(rng);
+            case(
+                "forget",
+                Rpc::Forget,
+                req.encode_to_vec(),
+                Sent::Garbage,
+                SEMANTIC,
+            )
+        }
+        87 => {
+            let req = list_request(rng);
+            case(
+                "list memories",
+                Rpc::ListMemories,
+                req.encode_to_vec(),
+                Sent::Garbage,
                 SEMANTIC,
             )
         }
@@ -951,6 +1004,138 @@ fn valid_payload(rng: &mut Rng, rpc: Rpc) -> Vec<u8> {
             let messages = conversation(rng, n, 60);
             compact_request(rng, messages).encode_to_vec()
         }
+        Rpc::Retain => retain_request(rng).encode_to_vec(),
+        Rpc::Forget => forget_request(rng).encode_to_vec(),
+        Rpc::ListMemories => list_request(rng).encode_to_vec(),
+    }
+}
+
+/// Subjects the memory cases share, so retains, recalls, lists and forgets
+/// meet the same memories (and keys replay).
+const SUBJECTS: [&str; 3] = ["s0", "s1", "tenant/ünïcode"];
+
+fn subject(rng: &mut Rng) -> String {
+    if chance(rng, 10) {
+        nasty(rng, 700)
+    } else {
+        rng.pick(&SUBJECTS).to_string()
+    }
+}
+
+/// Model output from XML-ish fragments: good, malformed, nested, private,
+/// DTDs and entities, unterminated.
+fn model_output(rng: &mut Rng) -> String {
+    const FRAGMENTS: [&str; 24] = [
+        "<observation><type>decision</type><text>",
+        "<observation><type>bugfix</type><title>",
+        "<observation><type>nope</type><text>",
+        "<observation>",
+        "</observation>",
+        "</text></observation>",
+        "</title><narrative>",
+        "</narrative></observation>",
+        "<facts><fact>",
+        "</fact></facts>",
+        "<summary><request>",
+        "</request><learned>",
+        "</learned><files_read><file>",
+        "</file></files_read></summary>",
+        "</summary>",
+        "<private>",
+        "</private>",
+        "<!DOCTYPE l [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;\">]>",
+        "&b;",
+        "&amp;",
+        "<![CDATA[ x < y ]]>",
+        "<",
+        "&",
+        "<observation",
+    ];
+    let mut out = String::new();
+    for _ in 0..rng.below(24) {
+        if chance(rng, 50) {
+            out.push_str(rng.pick(&FRAGMENTS));
+        } else {
+            out.push_str(&nasty(rng, 40));
+        }
+    }
+    out
+}
+
+fn retain_request(rng: &mut Rng) -> pb::RetainRequest {
+    let fault = if chance(rng, 70) { 0 } else { 20 };
+    let text = |rng: &mut Rng| nasty(rng, 60);
+    pb::RetainRequest {
+        idempotency_key: if chance(rng, fault) {
+            nasty(rng, 300)
+        } else {
+            format!("k{}", rng.below(40))
+        },
+        subject: subject(rng),
+        required_scopes: (0..rng.below(3)).map(|_| scope(rng)).collect(),
+        request_id: request_id(rng),
+        turn: extreme_u32(rng),
+        model_output: model_output(rng),
+        observations: (0..rng.below(3))
+            .map(|_| pb::Observation {
+                r#type: ["decision", "bugfix", "refactor", "", "nope", "\u{0}"][rng.below(6)].to_owned(),
+                title: text(rng),
+                text: text(rng),
+                facts: (0..rng.below(3)).map(|_| text(rng)).collect(),
+                files_read: (0..rng.below(2)).map(|_| text(rng)).collect(),
+                files_modified: (0..rng.below(2)).map(|_| text(rng)).collect(),
+            })
+            .collect(),
+        summaries: (0..rng.below(2))
+            .map(|_| pb::SessionSummary {
+                request: text(rng),
+                learned: text(rng),
+                files_edited: vec![text(rng)],
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+fn forget_request(rng: &mut Rng) -> pb::ForgetRequest {
+    match rng.below(4) {
+        0 => pb::ForgetRequest {
+            ids: (0..rng.below(4))
+                .map(|_| {
+                    [
+                        format!("{}", rng.below(50)),
+                        nasty(rng, 10),
+                        "-1".to_owned(),
+                        "99999999999999999999".to_owned(),
+                    ][rng.below(4)]
+                    .clone()
+                })
+                .collect(),
+            ..Default::default()
+        },
+        1 => pb::ForgetRequest {
+            subject: subject(rng),
+            r#type: ["bugfix", "summary", "", "\u{0}"][rng.below(4)].to_owned(),
+            ..Default::default()
+        },
+        2 => pb::ForgetRequest {
+            ids: vec!["1".to_owned()],
+            subject: subject(rng),
+            r#type: nasty(rng, 5),
+        },
+        _ => pb::ForgetRequest::default(),
+    }
+}
+
+fn list_request(rng: &mut Rng) -> pb::ListMemoriesRequest {
+    pb::ListMemoriesRequest {
+        subject: subject(rng),
+        page_size: if chance(rng, 80) {
+            rng.below(20) as u32
+        } else {
+            extreme_u32(rng)
+        },
+        page_token: ["", "1", "0", "-5", "abc", "9223372036854775807"][rng.below(6)].to_owned(),
     }
 }
 
@@ -1508,6 +1693,40 @@ fn check_ok(case: &Case, answer: &RawAnswer) -> Result<(), String> {
             };
             check_compaction(resp, req)
         }
+        Rpc::Retain => {
+            one(answer.messages.len())?;
+            let resp = &answer.decode::<pb::RetainResponse>().map_err(decode)?[0];
+            if resp.memory_ids.iter().any(|id| id.parse::<i64>().is_err()) {
+                return Err(format!("a memory id that is not a number: {:?}", resp.memory_ids));
+            }
+            if let Sent::Retain(req) = &case.sent {
+                for p in &resp.problems {
+                    let at = usize::try_from(p.offset).unwrap_or(usize::MAX);
+                    let tag = format!("<{}", p.element);
+                    if !req
+                        .model_output
+                        .get(at..)
+                        .is_some_and(|rest| rest.starts_with(&tag))
+                    {
+                        return Err(format!("problem offset {at} is not at a <{}", p.element));
+                    }
+                }
+            }
+            Ok(())
+        }
+        Rpc::Forget => {
+            one(answer.messages.len())?;
+            answer.decode::<pb::ForgetResponse>().map_err(decode)?;
+            Ok(())
+        }
+        Rpc::ListMemories => {
+            one(answer.messages.len())?;
+            let resp = &answer.decode::<pb::ListMemoriesResponse>().map_err(decode)?[0];
+            if resp.memories.iter().any(|m| m.content.is_none()) {
+                return Err("a listed memory without content".to_owned());
+            }
+            Ok(())
+        }
     }
 }
 
@@ -1537,12 +1756,24 @@ fn check_assembly(resp: &pb::AssembleResponse, req: Option<&pb::AssembleRequest>
         if resp.request_id != req.request_id {
             return Err("request_id not echoed".to_owned());
         }
-        if resp.decisions.len() != req.blocks.len() {
+        // A recall into a block the request lacks adds that block.
+        let added = req.recall.as_ref().is_some_and(|r| {
+            let name = if r.block.is_empty() {
+                "recalled_memories"
+            } else {
+                r.block.as_str()
+            };
+            !req.blocks.iter().any(|b| b.name == name)
+        });
+        if resp.decisions.len() != req.blocks.len() + usize::from(added) {
             return Err(format!(
-                "{} decisions for {} blocks",
+                "{} decisions for {} blocks (recall added {added})",
                 resp.decisions.len(),
                 req.blocks.len()
             ));
+        }
+        if resp.recall.is_some() != req.recall.is_some() {
+            return Err("a recall report without a recall, or none for one".to_owned());
         }
         if resp.tools.len() != req.tools.len() {
             return Err(format!("{} tools for {}", resp.tools.len(), req.tools.len()));
@@ -1760,6 +1991,18 @@ async fn generated_hostile_requests_get_well_formed_statuses_and_memory_stays_bo
         let req = common::heavy_request(10_000 + n, 20, 500);
         let answer = warm
             .call(&Rpc::Assemble.path(), frame(&req.encode_to_vec()), &[])
+            .await;
+        assert_eq!(answer.code, Some(0), "warm-up: {answer:?}");
+    }
+    // And the memory store's connections.
+    let mut recall = common::heavy_request(20_000, 2, 50);
+    recall.recall = Some(pb::Recall {
+        subject: "warm".to_owned(),
+        ..Default::default()
+    });
+    for _ in 0..8 {
+        let answer = warm
+            .call(&Rpc::Assemble.path(), frame(&recall.encode_to_vec()), &[])
             .await;
         assert_eq!(answer.code, Some(0), "warm-up: {answer:?}");
     }

@@ -166,7 +166,131 @@ fn assemble_request(s: &Secrets, n: usize, budget: Option<u32>) -> pb::AssembleR
         tools: (0..2).map(|k| s.tool(k)).collect(),
         cache_salt: s.id("cachesalt"),
         prefix_family: s.id("prefixfamily"),
+        recall: None,
     }
+}
+
+/// Retain (parsed, structured, replayed, refused), recall into Assemble
+/// (and a refused one), ListMemories and Forget, with content everywhere.
+async fn exercise_memory(client: &mut AssemblerClient<Channel>, s: &Secrets) {
+    let output = format!(
+        "{} <observation><type>decision</type><title>{}</title><text>{}</text>\
+         <facts><fact>{}</fact></facts><files_read><file>{}</file></files_read></observation>\
+         <summary><request>{}</request><learned>{}</learned><notes>{}</notes></summary>\
+         <observation><type>{}</type><text>{}</text></observation> <private>{}</private>\
+         <observation><text>{} &{}; <observation>{}",
+        s.text("prose"),
+        s.text("obstitle"),
+        s.text("obstext"),
+        s.text("fact"),
+        s.word("file"),
+        s.text("sumrequest"),
+        s.text("sumlearned"),
+        s.text("sumnotes"),
+        s.word("badtype"),
+        s.text("badtypetext"),
+        s.text("private"),
+        s.text("malformed"),
+        s.word("entity"),
+        s.text("unterminated"),
+    );
+    let retain = pb::RetainRequest {
+        idempotency_key: s.id("retainkey"),
+        subject: s.id("subject"),
+        required_scopes: vec![s.word("scope")],
+        request_id: s.id("retainrequest"),
+        turn: 3,
+        model_output: output,
+        observations: vec![pb::Observation {
+            r#type: "bugfix".to_owned(),
+            title: s.text("structuredtitle"),
+            text: format!(
+                "{} <private>{}</private>",
+                s.text("structuredtext"),
+                s.text("structuredprivate")
+            ),
+            facts: vec![s.text("structuredfact")],
+            files_read: vec![s.word("structuredfile")],
+            files_modified: vec![s.word("structuredmodified")],
+        }],
+        summaries: Vec::new(),
+    };
+    let retained = client.retain(retain.clone()).await.unwrap().into_inner();
+    assert_eq!(retained.memory_ids.len(), 3, "{retained:?}");
+    assert!(retained.problems.len() >= 2, "{retained:?}");
+    assert!(client.retain(retain).await.unwrap().into_inner().replayed);
+    let refused = client
+        .retain(pb::RetainRequest {
+            idempotency_key: s.id("retainkey2"),
+            subject: String::new(),
+            observations: vec![pb::Observation {
+                r#type: s.word("unknowntype"),
+                text: s.text("refusedtext"),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+
+    let mut recall = assemble_request(s, 9, None);
+    recall.recall = Some(pb::Recall {
+        subject: s.id("subject"),
+        query: format!("{} structured", s.text("recallquery")),
+        ..Default::default()
+    });
+    let answer = client.assemble(recall.clone()).await.unwrap().into_inner();
+    assert_eq!(answer.recall.unwrap().recalled_ids.len(), 3);
+    recall.recall = Some(pb::Recall {
+        subject: String::new(),
+        types: vec![s.word("recalltype")],
+        ..Default::default()
+    });
+    assert_eq!(
+        client.assemble(recall).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
+
+    let page = client
+        .list_memories(pb::ListMemoriesRequest {
+            subject: s.id("subject"),
+            page_size: 2,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(page.memories.len(), 2);
+    let bad_token = client
+        .list_memories(pb::ListMemoriesRequest {
+            subject: s.id("subject"),
+            page_size: 2,
+            page_token: s.id("pagetoken"),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_token.code(), Code::InvalidArgument);
+    let forgotten = |subject: String, kind: &str| pb::ForgetRequest {
+        ids: Vec::new(),
+        subject,
+        r#type: kind.to_owned(),
+    };
+    client.forget(forgotten(s.id("subject"), "bugfix")).await.unwrap();
+    let bad_ids = client
+        .forget(pb::ForgetRequest {
+            ids: vec![s.id("forgetid")],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_ids.code(), Code::InvalidArgument);
+    let all = client
+        .forget(forgotten(s.id("subject"), ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.deleted, 2);
 }
 
 fn conversation(s: &Secrets, n: usize, turns: usize) -> pb::CompactRequest {
@@ -417,6 +541,7 @@ async fn exercise(format: &str, s: &Secrets) -> (String, Vec<String>) {
         .await
         .unwrap_err();
     client.list_models(pb::ListModelsRequest {}).await.unwrap();
+    exercise_memory(&mut client, s).await;
 
     let page = server.metrics_page().await;
     assert!(

@@ -58,7 +58,7 @@ impl Sidecar {
                 "--metrics-listen",
                 "127.0.0.1:0",
             ])
-            .args(["--log-format", "json"])
+            .args(["--log-format", "json", "--memory-store", "off"])
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

@@ -45,7 +45,8 @@ class Sidecar:
 
     def __init__(self, binary: str):
         self.proc = subprocess.Popen(
-            [binary, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--log-format", "json"],
+            [binary, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--log-format", "json",
+             "--memory-store", "off"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.addr = None
         for line in self.proc.stderr:

@@ -32,6 +32,9 @@ pub struct FileConfig {
     /// `[compaction]`.
     #[serde(default)]
     pub compaction: CompactionSection,
+    /// `[memory]`.
+    #[serde(default)]
+    pub memory: MemorySection,
     /// `[[models]]`: when present, the whole model table.
     pub models: Option<Vec<ModelEntry>>,
     /// `[policies.NAME]`: when present, every policy (`default` is added if
@@ -109,6 +112,32 @@ pub struct CompactionSection {
     pub breaker_failures: Option<u32>,
     /// Seconds an open breaker stays open.
     pub breaker_cooldown_secs: Option<u64>,
+}
+
+/// `[memory]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySection {
+    /// `sqlite`, `postgres` or `off`.
+    pub store: Option<String>,
+    /// SQLite database file.
+    pub sqlite_path: Option<PathBuf>,
+    /// PostgreSQL URL.
+    pub postgres_url: Option<String>,
+    /// PostgreSQL pool size.
+    pub postgres_max_connections: Option<u32>,
+    /// Observation types besides the built-in five.
+    pub extra_types: Option<Vec<String>>,
+    /// Most memories kept per subject (0 = no limit).
+    pub max_per_subject: Option<u32>,
+    /// Oldest memory kept, in days (0 = forever).
+    pub max_age_days: Option<u32>,
+    /// Memories recalled when a request does not say.
+    pub recall_limit: Option<u32>,
+    /// Most memories a request may recall.
+    pub max_recall_limit: Option<u32>,
+    /// Hours after which recency's weight halves.
+    pub recency_half_life_hours: Option<u32>,
 }
 
 /// One `[[models]]` entry.
@@ -238,6 +267,24 @@ impl FileConfig {
                     .compaction
                     .breaker_cooldown_secs
                     .or(b.compaction.breaker_cooldown_secs),
+            },
+            memory: MemorySection {
+                store: self.memory.store.or(b.memory.store),
+                sqlite_path: self.memory.sqlite_path.or(b.memory.sqlite_path),
+                postgres_url: self.memory.postgres_url.or(b.memory.postgres_url),
+                postgres_max_connections: self
+                    .memory
+                    .postgres_max_connections
+                    .or(b.memory.postgres_max_connections),
+                extra_types: self.memory.extra_types.or(b.memory.extra_types),
+                max_per_subject: self.memory.max_per_subject.or(b.memory.max_per_subject),
+                max_age_days: self.memory.max_age_days.or(b.memory.max_age_days),
+                recall_limit: self.memory.recall_limit.or(b.memory.recall_limit),
+                max_recall_limit: self.memory.max_recall_limit.or(b.memory.max_recall_limit),
+                recency_half_life_hours: self
+                    .memory
+                    .recency_half_life_hours
+                    .or(b.memory.recency_half_life_hours),
             },
             models: self.models.or(b.models),
             policies: self.policies.or(b.policies),

@@ -10,6 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
 
 use crate::assemble::Catalog;
+use crate::memory::MemorySettings;
+use crate::memory::store::{Backend, Retention};
 
 mod file;
 mod tls;
@@ -108,6 +110,15 @@ pub struct ServeArgs {
     /// CA bundle (PEM) for client certificates: requires mutual TLS.
     #[arg(long, env = "CONTEXT_ASSEMBLER_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Memory store: sqlite, postgres or off [default: sqlite].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MEMORY_STORE")]
+    pub memory_store: Option<String>,
+    /// SQLite memory database file [default: context-assembler-memory.db].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MEMORY_SQLITE_PATH")]
+    pub memory_sqlite_path: Option<PathBuf>,
+    /// PostgreSQL URL of the memory store (with --memory-store postgres).
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MEMORY_POSTGRES_URL", hide_env_values = true)]
+    pub memory_postgres_url: Option<String>,
 }
 
 /// Options of `assemble`.
@@ -179,6 +190,10 @@ pub struct ServerConfig {
     pub source: ServeArgs,
     /// Models and policies.
     pub catalog: Catalog,
+    /// The memory store.
+    pub memory_backend: Backend,
+    /// How memories are retained and recalled.
+    pub memory: MemorySettings,
 }
 
 /// A configuration error, naming the bad setting.
@@ -438,7 +453,10 @@ impl ServeArgs {
             }
         };
 
+        let (memory_backend, memory) = self.memory(&f)?;
         Ok(ServerConfig {
+            memory_backend,
+            memory,
             listen,
             metrics_listen,
             cache_bytes: within(&cache_mib, 1, 1 << 20)? * 1024 * 1024,
@@ -449,6 +467,102 @@ impl ServeArgs {
             source: self.clone(),
             catalog: f.catalog()?,
         })
+    }
+}
+
+impl ServeArgs {
+    /// The `[memory]` settings under the memory flags.
+    fn memory(&self, f: &FileConfig) -> Result<(Backend, MemorySettings), ConfigError> {
+        let m = &f.memory;
+        let store = pick(
+            self.memory_store.clone(),
+            "--memory-store (CONTEXT_ASSEMBLER_MEMORY_STORE)",
+            m.store.clone(),
+            "memory.store",
+        )?;
+        let backend = match store.value.as_str() {
+            "off" => Backend::Off,
+            "sqlite" => {
+                let path = pick(
+                    self.memory_sqlite_path.clone(),
+                    "--memory-sqlite-path (CONTEXT_ASSEMBLER_MEMORY_SQLITE_PATH)",
+                    m.sqlite_path.clone(),
+                    "memory.sqlite_path",
+                )?;
+                if path.value.as_os_str().is_empty() {
+                    return Err(ConfigError::new(path.key, "must not be empty"));
+                }
+                Backend::Sqlite { path: path.value }
+            }
+            "postgres" => {
+                let url = pick(
+                    self.memory_postgres_url.clone(),
+                    "--memory-postgres-url (CONTEXT_ASSEMBLER_MEMORY_POSTGRES_URL)",
+                    m.postgres_url.clone(),
+                    "memory.postgres_url",
+                )?;
+                if !(url.value.starts_with("postgres://") || url.value.starts_with("postgresql://")) {
+                    // Never echo the value: it may hold a password.
+                    return Err(ConfigError::new(url.key, "must be a postgres:// URL"));
+                }
+                let pool = u64::from(m.postgres_max_connections.unwrap_or(8));
+                let pool = Setting {
+                    value: pool,
+                    key: "memory.postgres_max_connections".to_owned(),
+                };
+                Backend::Postgres {
+                    url: url.value,
+                    max_connections: u32::try_from(within(&pool, 1, 1000)?).unwrap_or(8),
+                }
+            }
+            other => {
+                return Err(ConfigError::new(
+                    store.key,
+                    format!("{other:?} is not sqlite, postgres or off"),
+                ));
+            }
+        };
+        let mut settings = MemorySettings::default();
+        for (i, t) in m.extra_types.iter().flatten().enumerate() {
+            let key = format!("memory.extra_types[{i}]");
+            let ok = !t.is_empty()
+                && t.len() <= 64
+                && t.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+            if !ok {
+                return Err(ConfigError::new(key, "a type is 1-64 of a-z, 0-9, _ and -"));
+            }
+            if settings.types.contains(t) || t == crate::memory::model::SUMMARY_TYPE {
+                return Err(ConfigError::new(key, format!("{t:?} is already a type")));
+            }
+            settings.types.push(t.clone());
+        }
+        let setting = |v: Option<u32>, d: u32, key: &str| Setting {
+            value: u64::from(v.unwrap_or(d)),
+            key: key.to_owned(),
+        };
+        let to_u32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        let d = MemorySettings::default();
+        let max_per_subject = setting(
+            m.max_per_subject,
+            d.retention.max_per_subject,
+            "memory.max_per_subject",
+        );
+        let max_age_days = setting(m.max_age_days, 0, "memory.max_age_days");
+        let recall_limit = setting(m.recall_limit, d.recall_limit, "memory.recall_limit");
+        let max_recall_limit = setting(m.max_recall_limit, d.max_recall_limit, "memory.max_recall_limit");
+        let half_life = setting(m.recency_half_life_hours, 168, "memory.recency_half_life_hours");
+        settings.retention = Retention {
+            max_per_subject: to_u32(within(&max_per_subject, 0, 100_000_000)?),
+            max_age: match within(&max_age_days, 0, 36_500)? {
+                0 => None,
+                days => Some(Duration::from_secs(days * 86_400)),
+            },
+        };
+        settings.max_recall_limit = to_u32(within(&max_recall_limit, 1, 1000)?);
+        settings.recall_limit = to_u32(within(&recall_limit, 1, u64::from(settings.max_recall_limit))?);
+        settings.half_life = Duration::from_secs(within(&half_life, 1, 87_600)? * 3600);
+        Ok((backend, settings))
     }
 }
 

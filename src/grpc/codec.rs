@@ -22,12 +22,21 @@ use crate::telemetry::metrics;
 pub trait Direction {
     /// True for request messages.
     const REQUEST: bool;
+    /// Whether its time is a phase of assembling (the memory RPCs' messages
+    /// are not).
+    const TIMED: bool = true;
 }
 
 macro_rules! direction {
     ($request:expr => $($t:ty),+ $(,)?) => {
         $(impl Direction for $t {
             const REQUEST: bool = $request;
+        })+
+    };
+    (untimed $request:expr => $($t:ty),+ $(,)?) => {
+        $(impl Direction for $t {
+            const REQUEST: bool = $request;
+            const TIMED: bool = false;
         })+
     };
 }
@@ -49,6 +58,8 @@ direction!(false =>
     pb::ReportUsageResponse,
     pb::CompactResponse,
 );
+direction!(untimed true => pb::RetainRequest, pb::ForgetRequest, pb::ListMemoriesRequest);
+direction!(untimed false => pb::RetainResponse, pb::ForgetResponse, pb::ListMemoriesResponse);
 
 /// [`ProstCodec`] that records server-side decode and encode time.
 #[derive(Debug, Clone)]
@@ -88,7 +99,7 @@ impl<T: Message + Direction> Encoder for TimedEncoder<T> {
     type Error = Status;
 
     fn encode(&mut self, item: T, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        if T::REQUEST {
+        if T::REQUEST || !T::TIMED {
             return self.0.encode(item, buf);
         }
         let started = Instant::now();
@@ -116,7 +127,9 @@ impl<U: Message + Direction + Default> Decoder for TimedDecoder<U> {
         }
         let started = Instant::now();
         let out = self.0.decode(buf);
-        metrics::phase(metrics::PHASE_DECODE, started.elapsed());
+        if U::TIMED {
+            metrics::phase(metrics::PHASE_DECODE, started.elapsed());
+        }
         // prost's codec calls a malformed request INTERNAL; it is the
         // caller's fault. The message names the field path, never content.
         out.map_err(|s| Status::invalid_argument(format!("malformed request message: {}", s.message())))

@@ -28,6 +28,7 @@ macro_rules! wire_enum {
 }
 
 mod compact;
+pub mod memory;
 
 pub use compact::{items as compact_items, message_to_wire};
 
@@ -222,6 +223,7 @@ impl From<Assembly> for pb::AssembleResponse {
                 })
                 .collect(),
             warnings: a.warnings.into_iter().map(warning_to_wire).collect(),
+            recall: None,
         }
     }
 }
@@ -319,6 +321,7 @@ impl From<domain::AssembleRequest> for pb::AssembleRequest {
             tools: r.tools,
             cache_salt: r.cache_salt,
             prefix_family: r.prefix_family,
+            recall: None,
         }
     }
 }

@@ -38,7 +38,15 @@ use crate::telemetry::metrics;
 /// Length of a gRPC frame header: compression flag and big-endian u32 length.
 const FRAME_HEADER_BYTES: usize = 5;
 /// The RPCs that are admitted, shed and deadlined here.
-const ADMITTED: [&str; 4] = ["Assemble", "CountTokens", "AssembleBatch", "Compact"];
+const ADMITTED: [&str; 7] = [
+    "Assemble",
+    "CountTokens",
+    "AssembleBatch",
+    "Compact",
+    "Retain",
+    "Forget",
+    "ListMemories",
+];
 /// The longest a client may take to send the first message (within its
 /// deadline): a stalled upload is cut off and its memory released.
 const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

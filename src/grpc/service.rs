@@ -4,7 +4,7 @@
 //! metrics; logs ids, sizes and codes only.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tonic::{Request, Response, Status};
 use tracing::{instrument, warn};
@@ -13,9 +13,11 @@ use super::admission::{Admission, Permit, Refusal};
 use super::convert;
 use super::gate::Slot;
 use super::pb;
-use super::status::{code_label, refusal_status, to_status};
+use super::status::{code_label, memory_status, refusal_status, to_status};
 use crate::assemble::{self as domain, AssembleError, Assembler, Cancel, batch};
 use crate::compact::{self, Compactor};
+use crate::memory::memories::{self, Placement};
+use crate::memory::{Memories, MemorySettings, RetainInput};
 use crate::telemetry::metrics;
 
 /// The service over a shared [`Assembler`].
@@ -24,7 +26,11 @@ pub struct AssemblerService {
     assembler: Arc<Assembler>,
     compactor: Compactor,
     admission: Admission,
+    memories: Arc<Memories>,
 }
+
+/// A recall done for a request: where the memories went and their ids.
+type Recalled = Option<(Placement, Vec<i64>)>;
 
 impl AssemblerService {
     /// A service over `assembler` (and a compactor sharing its caches and
@@ -34,7 +40,49 @@ impl AssemblerService {
             compactor: Compactor::new(assembler.clone()),
             assembler,
             admission,
+            memories: Arc::new(Memories::new(None, MemorySettings::default())),
         }
+    }
+
+    /// The same service with a memory store for Retain, Forget,
+    /// ListMemories and recall.
+    pub fn with_memories(mut self, memories: Arc<Memories>) -> Self {
+        self.memories = memories;
+        self
+    }
+
+    /// Converts a wire request and, when it asks for one, runs its recall
+    /// and puts the memories into its MEMORY block. Returns the time the
+    /// conversion took (the recall is timed on its own).
+    async fn prepare(
+        &self,
+        mut wire: pb::AssembleRequest,
+    ) -> Result<(domain::AssembleRequest, Recalled, Duration), Status> {
+        let converting = Instant::now();
+        let recall = wire
+            .recall
+            .take()
+            .map(|r| convert::memory::recall(r, &wire.query));
+        let mut req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
+        let converted = converting.elapsed();
+        let Some((spec, placement)) = recall else {
+            return Ok((req, None, converted));
+        };
+        let violations = self.memories.check_recall("recall", &spec);
+        if !violations.is_empty() {
+            return Err(to_status(&AssembleError::InvalidArgument(violations)));
+        }
+        let started = Instant::now();
+        let ranked = self
+            .memories
+            .recall(&spec, &req.principal.scopes, now_ms())
+            .await
+            .map_err(|e| memory_status(&e))?;
+        metrics::recall(started.elapsed(), ranked.len());
+        let ids = ranked.iter().map(|r| r.candidate.id).collect();
+        memories::attach(&mut req, &placement, memories::items(&ranked), "recall")
+            .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
+        Ok((req, Some((placement, ids)), converted))
     }
 
     /// One Assemble: shape, slot, conversion, the domain, metrics.
@@ -50,19 +98,34 @@ impl AssemblerService {
         span.record("blocks", wire.blocks.len());
         check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
-        let converting = Instant::now();
-        let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
-        let mut converted = converting.elapsed();
+        let (req, recalled, mut converted) = self.prepare(wire).await?;
         let assembler = self.assembler.clone();
         let outcome = blocking(permit, move |cancel| assembler.assemble_cancellable(req, cancel)).await?;
         let converting = Instant::now();
-        let answer = record(outcome)
-            .map(pb::AssembleResponse::from)
-            .map_err(|e| to_status(&e));
+        let answer = response(record(outcome), recalled);
         converted += converting.elapsed();
         metrics::phase(metrics::PHASE_CONVERT, converted);
         answer
     }
+}
+
+/// The wire response of an assembly, with its recall report.
+fn response(
+    outcome: Result<domain::Assembly, AssembleError>,
+    recalled: Recalled,
+) -> Result<pb::AssembleResponse, Status> {
+    let assembly = outcome.map_err(|e| to_status(&e))?;
+    let report = recalled.map(|(placement, ids)| memories::report(&assembly, &placement, &ids));
+    let mut wire = pb::AssembleResponse::from(assembly);
+    wire.recall = report.map(Into::into);
+    Ok(wire)
+}
+
+/// Now, in milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// An identifier as logged: at most [`LOGGED_ID_CHARS`] characters, so a
@@ -203,21 +266,24 @@ impl pb::assembler_server::Assembler for AssemblerService {
             let mut early: Vec<Option<Status>> = Vec::with_capacity(n);
             let mut valid: Vec<usize> = Vec::with_capacity(n);
             let mut requests = Vec::with_capacity(n);
-            let converting = Instant::now();
+            let mut recalls = Vec::with_capacity(n);
+            let mut converted = Duration::ZERO;
             for (i, r) in wire.requests.into_iter().enumerate() {
-                let converted = check_shape(&self.admission, &r)
-                    .map_err(|x| refuse(RPC, x))
-                    .and_then(|()| domain::AssembleRequest::try_from(r).map_err(|e| to_status(&e)));
-                match converted {
-                    Ok(req) => {
+                let prepared = match check_shape(&self.admission, &r) {
+                    Ok(()) => self.prepare(r).await,
+                    Err(x) => Err(refuse(RPC, x)),
+                };
+                match prepared {
+                    Ok((req, recalled, took)) => {
+                        converted += took;
                         valid.push(i);
                         requests.push(req);
+                        recalls.push(recalled);
                         early.push(None);
                     }
                     Err(status) => early.push(Some(status)),
                 }
             }
-            let mut converted = converting.elapsed();
             let assembler = self.assembler.clone();
             let outcome = blocking(permit, move |cancel| {
                 batch::assemble_batch(&assembler, requests, cancel)
@@ -230,9 +296,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 })
                 .collect();
             let converting = Instant::now();
-            for (k, r) in outcome.results.into_iter().enumerate() {
-                results[valid[k]] =
-                    convert::wire_result(record(r).map(Into::into).map_err(|e| to_status(&e)));
+            for ((k, r), recalled) in outcome.results.into_iter().enumerate().zip(recalls) {
+                results[valid[k]] = convert::wire_result(response(record(r), recalled));
             }
             converted += converting.elapsed();
             // Per request, as the domain phases are.
@@ -393,6 +458,98 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .await?
                 .map(pb::CompactResponse::from)
                 .map_err(|e| to_status(&e))
+        }
+        .await;
+        finish(RPC, started, result)
+    }
+
+    #[instrument(
+        skip_all,
+        fields(rpc = "Retain", request_id, observations, output_bytes, code)
+    )]
+    async fn retain(
+        &self,
+        mut request: Request<pb::RetainRequest>,
+    ) -> Result<Response<pb::RetainResponse>, Status> {
+        const RPC: &str = "Retain";
+        let started = Instant::now();
+        let permit = slot(&self.admission, &mut request);
+        let wire = request.into_inner();
+        let span = tracing::Span::current();
+        span.record("request_id", logged(&wire.request_id));
+        span.record("observations", wire.observations.len() + wire.summaries.len());
+        span.record("output_bytes", wire.model_output.len());
+        let result = async {
+            let _permit = permit.map_err(|r| refuse(RPC, r))?;
+            let input = RetainInput::from(wire);
+            let memories = self.memories.clone();
+            let now = now_ms();
+            // Parsing a large model output is CPU work: off the reactor.
+            let prepared = tokio::task::spawn_blocking(move || memories.prepare_retain(input, now))
+                .await
+                .map_err(|e| {
+                    warn!(panicked = e.is_panic(), "retain parse task failed");
+                    Status::internal("internal error while parsing")
+                })?
+                .map_err(|e| memory_status(&e))?;
+            let out = self
+                .memories
+                .commit_retain(prepared)
+                .await
+                .map_err(|e| memory_status(&e))?;
+            if !out.replayed {
+                metrics::memories_stored(&out.types, out.evicted);
+            }
+            Ok(pb::RetainResponse::from(out))
+        }
+        .await;
+        finish(RPC, started, result)
+    }
+
+    #[instrument(skip_all, fields(rpc = "Forget", code))]
+    async fn forget(
+        &self,
+        mut request: Request<pb::ForgetRequest>,
+    ) -> Result<Response<pb::ForgetResponse>, Status> {
+        const RPC: &str = "Forget";
+        let started = Instant::now();
+        let permit = slot(&self.admission, &mut request);
+        let wire = request.into_inner();
+        let result = async {
+            let _permit = permit.map_err(|r| refuse(RPC, r))?;
+            let filter = convert::memory::forget_filter(wire)
+                .map_err(|v| to_status(&AssembleError::InvalidArgument(v)))?;
+            let deleted = self
+                .memories
+                .forget(&filter)
+                .await
+                .map_err(|e| memory_status(&e))?;
+            metrics::memories_forgotten(deleted);
+            Ok(pb::ForgetResponse { deleted })
+        }
+        .await;
+        finish(RPC, started, result)
+    }
+
+    #[instrument(skip_all, fields(rpc = "ListMemories", code))]
+    async fn list_memories(
+        &self,
+        mut request: Request<pb::ListMemoriesRequest>,
+    ) -> Result<Response<pb::ListMemoriesResponse>, Status> {
+        const RPC: &str = "ListMemories";
+        let started = Instant::now();
+        let permit = slot(&self.admission, &mut request);
+        let wire = request.into_inner();
+        let result = async {
+            let _permit = permit.map_err(|r| refuse(RPC, r))?;
+            let before = convert::memory::page_token(&wire.page_token)
+                .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
+            let page = self
+                .memories
+                .list(&wire.subject, wire.page_size, before)
+                .await
+                .map_err(|e| memory_status(&e))?;
+            Ok(pb::ListMemoriesResponse::from(page))
         }
         .await;
         finish(RPC, started, result)

@@ -5,6 +5,8 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use super::admission::Refusal;
 use crate::assemble::AssembleError;
+use crate::memory::MemoryError;
+use crate::memory::store::StoreError;
 
 /// `ErrorInfo.domain` of our errors.
 pub const ERROR_DOMAIN: &str = "context-assembler";
@@ -18,6 +20,10 @@ pub const REASON_REQUEST_TOO_LARGE: &str = "REQUEST_TOO_LARGE";
 pub const REASON_TOO_MANY_BLOCKS: &str = "TOO_MANY_BLOCKS";
 /// `ErrorInfo.reason` when a request has more items than allowed.
 pub const REASON_TOO_MANY_ITEMS: &str = "TOO_MANY_ITEMS";
+/// `ErrorInfo.reason` when the sidecar runs without a memory store.
+pub const REASON_MEMORY_DISABLED: &str = "MEMORY_DISABLED";
+/// `ErrorInfo.reason` when the memory store cannot be reached.
+pub const REASON_MEMORY_UNAVAILABLE: &str = "MEMORY_UNAVAILABLE";
 /// The back-off a shed request is told to wait (`google.rpc.RetryInfo`).
 const SHED_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -72,6 +78,32 @@ pub fn to_status(err: &AssembleError) -> Status {
             Status::with_error_details(Code::FailedPrecondition, err.to_string(), details)
         }
         AssembleError::Cancelled => Status::cancelled(err.to_string()),
+    }
+}
+
+/// The status for a memory error. Store failures are logged here (their
+/// text names tables and positions, never memory content) and answered
+/// without detail.
+pub fn memory_status(err: &MemoryError) -> Status {
+    match err {
+        MemoryError::Invalid(violations) => to_status(&AssembleError::InvalidArgument(violations.clone())),
+        MemoryError::Disabled => Status::with_error_details(
+            Code::FailedPrecondition,
+            err.to_string(),
+            ErrorDetails::with_error_info(REASON_MEMORY_DISABLED, ERROR_DOMAIN, []),
+        ),
+        MemoryError::Store(StoreError::Unavailable(e)) => {
+            tracing::warn!(err = %e, "memory store unavailable");
+            Status::with_error_details(
+                Code::Unavailable,
+                "memory store unavailable; retry",
+                ErrorDetails::with_error_info(REASON_MEMORY_UNAVAILABLE, ERROR_DOMAIN, []),
+            )
+        }
+        MemoryError::Store(e) => {
+            tracing::error!(err = %e, "memory store failed");
+            Status::internal("memory store failed")
+        }
     }
 }
 

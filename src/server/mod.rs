@@ -26,6 +26,8 @@ use crate::config::ServerConfig;
 use crate::grpc::admission::Admission;
 use crate::grpc::gate::Gate;
 use crate::grpc::{AssemblerService, pb};
+use crate::memory::Memories;
+use crate::memory::store::{MemoryStore, StoreError};
 use crate::telemetry::metrics;
 
 mod conn;
@@ -81,6 +83,9 @@ pub enum ServeError {
     /// Reflection could not be built from the descriptors.
     #[error("reflection: {0}")]
     Reflection(String),
+    /// The memory store could not be opened or migrated.
+    #[error("memory store: {0}")]
+    Memory(#[from] StoreError),
 }
 
 /// A server whose listeners are bound but which does not serve yet.
@@ -89,6 +94,7 @@ pub struct Bound {
     grpc: TcpListener,
     metrics: Option<TcpListener>,
     assembler: Arc<Assembler>,
+    memories: Arc<Memories>,
     config: ServerConfig,
     hangups: Hangups,
 }
@@ -96,6 +102,11 @@ pub struct Bound {
 impl Bound {
     /// Binds the configured addresses (port 0 picks a free port).
     pub async fn bind(config: ServerConfig) -> Result<Bound, ServeError> {
+        // Opened (created, migrated) before any port is taken: a store that
+        // cannot open fails the start.
+        let store = MemoryStore::open(&config.memory_backend).await?;
+        let memories = Arc::new(Memories::new(store, config.memory.clone()));
+        info!(store = memories.backend(), "memory store open");
         let hangups = Hangups::register();
         let grpc = TcpListener::bind(config.listen)
             .await
@@ -115,6 +126,7 @@ impl Bound {
             grpc,
             metrics,
             assembler: Arc::new(Assembler::new(config.catalog.clone(), config.cache_bytes)),
+            memories,
             config,
             hangups,
         })
@@ -142,6 +154,7 @@ impl Bound {
             grpc: listener,
             metrics: metrics_listener,
             assembler,
+            memories,
             config,
             hangups,
         } = self;
@@ -157,6 +170,7 @@ impl Bound {
         );
         metrics::families_known(assembler.catalog().families.iter().cloned());
         metrics::estimate_margins(&assembler.catalog().models);
+        metrics::memory_types_known(&memories.settings().types);
         if let Some(l) = metrics_listener {
             info!(
                 addr = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
@@ -183,7 +197,9 @@ impl Bound {
 
         let limits = config.limits;
         let admission = Admission::new(limits);
-        let assembler_svc = Svc::new(AssemblerService::new(assembler.clone(), admission.clone()))
+        let service =
+            AssemblerService::new(assembler.clone(), admission.clone()).with_memories(memories.clone());
+        let assembler_svc = Svc::new(service)
             // A backstop behind the gate (which answers first, with
             // RESOURCE_EXHAUSTED); responses echo the request, so they may be
             // as large, plus the report.
@@ -301,6 +317,7 @@ impl Bound {
                 "drain timed out: in-flight requests abandoned"
             ),
         }
+        memories.close().await;
         Ok(())
     }
 }

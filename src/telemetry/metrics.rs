@@ -137,6 +137,19 @@ pub const REFUSAL_REASONS: [&str; 5] = [
 ];
 /// Reload result: the new models and policies are in use.
 pub const RELOAD_APPLIED: &str = "applied";
+/// Memories stored by Retain (replays excluded), by type.
+pub const MEMORIES_STORED_TOTAL: &str = "assembler_memories_stored_total";
+/// Time to fetch and rank the memories of one recall.
+pub const MEMORY_RECALL_DURATION_SECONDS: &str = "assembler_memory_recall_duration_seconds";
+/// Memories recalled into prompts (before the budget cut them).
+pub const MEMORIES_RECALLED_TOTAL: &str = "assembler_memories_recalled_total";
+/// Memories deleted by retention limits and by Forget, by cause.
+pub const MEMORIES_DELETED_TOTAL: &str = "assembler_memories_deleted_total";
+/// Deletion cause: retention limits on write.
+pub const DELETED_RETENTION: &str = "retention";
+/// Deletion cause: a Forget request.
+pub const DELETED_FORGET: &str = "forget";
+
 /// Reload result: the file did not validate; the old configuration stays.
 pub const RELOAD_REFUSED: &str = "refused";
 
@@ -173,6 +186,12 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
             b.set_buckets_for_metric(
                 Matcher::Full(TOKEN_COUNT_RELATIVE_ERROR.to_owned()),
                 &RELATIVE_ERROR_BUCKETS,
+            )
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(MEMORY_RECALL_DURATION_SECONDS.to_owned()),
+                &DURATION_BUCKETS_SECONDS,
             )
         })
         .and_then(|b| {
@@ -310,6 +329,26 @@ pub fn describe() {
         "session circuit breakers opened after consecutive compactions over target"
     );
     describe_counter!(
+        MEMORIES_STORED_TOTAL,
+        Unit::Count,
+        "memories stored by Retain (replayed calls excluded), by type"
+    );
+    describe_histogram!(
+        MEMORY_RECALL_DURATION_SECONDS,
+        Unit::Seconds,
+        "time to fetch and rank the memories of one recall"
+    );
+    describe_counter!(
+        MEMORIES_RECALLED_TOTAL,
+        Unit::Count,
+        "memories recalled into prompts, before the budget"
+    );
+    describe_counter!(
+        MEMORIES_DELETED_TOTAL,
+        Unit::Count,
+        "memories deleted, by cause (retention, forget)"
+    );
+    describe_counter!(
         CONFIG_RELOADS_TOTAL,
         Unit::Count,
         "configuration reloads on SIGHUP, by result (applied or refused)"
@@ -317,7 +356,7 @@ pub fn describe() {
 }
 
 /// RPC names, as labelled.
-pub const RPCS: [&str; 7] = [
+pub const RPCS: [&str; 10] = [
     "Assemble",
     "Compact",
     "CountTokens",
@@ -325,6 +364,9 @@ pub const RPCS: [&str; 7] = [
     "AssembleBatch",
     "AssembleStream",
     "ReportUsage",
+    "Retain",
+    "Forget",
+    "ListMemories",
 ];
 
 /// Starts the series alerts and dashboards rely on at zero, so that a fresh
@@ -348,6 +390,9 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
         "AssembleBatch",
         "AssembleStream",
         "Compact",
+        "Retain",
+        "Forget",
+        "ListMemories",
     ] {
         for reason in REFUSAL_REASONS {
             counter!(REQUESTS_REFUSED_TOTAL, "rpc" => rpc, "reason" => reason).increment(0);
@@ -373,6 +418,39 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
     for result in [RELOAD_APPLIED, RELOAD_REFUSED] {
         counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(0);
     }
+    counter!(MEMORIES_RECALLED_TOTAL).increment(0);
+    for cause in [DELETED_RETENTION, DELETED_FORGET] {
+        counter!(MEMORIES_DELETED_TOTAL, "cause" => cause).increment(0);
+    }
+}
+
+/// Starts the stored-memory series of every configured type at zero (the
+/// type label's values are the configured types and `summary`).
+pub fn memory_types_known<'a>(types: impl IntoIterator<Item = &'a String>) {
+    for t in types {
+        counter!(MEMORIES_STORED_TOTAL, "type" => t.clone()).increment(0);
+    }
+    counter!(MEMORIES_STORED_TOTAL, "type" => crate::memory::model::SUMMARY_TYPE).increment(0);
+}
+
+/// Counts memories stored by one Retain (`types` come from the configured
+/// set) and those its retention limits deleted.
+pub fn memories_stored(types: &[String], evicted: u64) {
+    for t in types {
+        counter!(MEMORIES_STORED_TOTAL, "type" => t.clone()).increment(1);
+    }
+    counter!(MEMORIES_DELETED_TOTAL, "cause" => DELETED_RETENTION).increment(evicted);
+}
+
+/// Records one recall.
+pub fn recall(took: Duration, recalled: usize) {
+    histogram!(MEMORY_RECALL_DURATION_SECONDS).record(took.as_secs_f64());
+    counter!(MEMORIES_RECALLED_TOTAL).increment(recalled as u64);
+}
+
+/// Counts memories a Forget deleted.
+pub fn memories_forgotten(deleted: u64) {
+    counter!(MEMORIES_DELETED_TOTAL, "cause" => DELETED_FORGET).increment(deleted);
 }
 
 /// Starts the budget-overflow series of every model at zero.

@@ -18,6 +18,8 @@ pub struct TestServer {
     pub channel: Channel,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// Holds the server's SQLite memory file unless the args named one.
+    _memory_dir: tempfile::TempDir,
 }
 
 impl TestServer {
@@ -35,7 +37,11 @@ impl TestServer {
         TestServer::start_with(TestServer::args()).await
     }
 
-    pub async fn start_with(args: ServeArgs) -> TestServer {
+    pub async fn start_with(mut args: ServeArgs) -> TestServer {
+        let memory_dir = tempfile::tempdir().unwrap();
+        if args.memory_sqlite_path.is_none() {
+            args.memory_sqlite_path = Some(memory_dir.path().join("memory.db"));
+        }
         let config = args.validate().unwrap();
         let bound = Bound::bind(config).await.unwrap();
         let addr = bound.grpc_addr().unwrap();
@@ -60,6 +66,7 @@ impl TestServer {
             channel,
             stop: Some(stop),
             task: Some(task),
+            _memory_dir: memory_dir,
         };
         server.wait_serving().await;
         server
@@ -388,6 +395,8 @@ pub struct ChildServer {
     pub grpc: SocketAddr,
     pub metrics: SocketAddr,
     logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Holds the server's SQLite memory file unless the caller named one.
+    _memory_dir: tempfile::TempDir,
 }
 
 /// The address a log line announces for `what` ("gRPC listening"), in the
@@ -412,6 +421,8 @@ impl ChildServer {
     pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> ChildServer {
         use std::io::BufRead as _;
         use std::process::{Command, Stdio};
+        let memory_dir = tempfile::tempdir().unwrap();
+        let memory_path = memory_dir.path().join("memory.db");
         let mut child = Command::new(env!("CARGO_BIN_EXE_context-assembler"))
             .args([
                 "serve",
@@ -420,6 +431,8 @@ impl ChildServer {
                 "--metrics-listen",
                 "127.0.0.1:0",
             ])
+            // A caller's flag or variable comes later and wins.
+            .env("CONTEXT_ASSEMBLER_MEMORY_SQLITE_PATH", &memory_path)
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -471,6 +484,7 @@ impl ChildServer {
             grpc: grpc.unwrap(),
             metrics: metrics.unwrap(),
             logs,
+            _memory_dir: memory_dir,
         }
     }
 

@@ -47,6 +47,8 @@ impl Sidecar {
                 "127.0.0.1:0",
             ])
             .args(["--log-format", "json"])
+            // The load is assembly; no memory file is left behind.
+            .args(["--memory-store", "off"])
             .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

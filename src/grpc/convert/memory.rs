@@ -1,0 +1,211 @@
+//! Wire <-> domain conversions of the memory RPCs and of recall.
+
+use super::pb;
+use crate::assemble::FieldViolation;
+use crate::memory::memories::{Placement, RecallReport, RecallSpec, RetainInput, RetainOutput};
+use crate::memory::store::{ForgetFilter, Page};
+use crate::memory::{Content, Memory, Observation, SessionSummary};
+
+fn observation(o: pb::Observation) -> Observation {
+    Observation {
+        kind: o.r#type,
+        title: o.title,
+        text: o.text,
+        facts: o.facts,
+        files_read: o.files_read,
+        files_modified: o.files_modified,
+    }
+}
+
+fn observation_to_wire(o: Observation) -> pb::Observation {
+    pb::Observation {
+        r#type: o.kind,
+        title: o.title,
+        text: o.text,
+        facts: o.facts,
+        files_read: o.files_read,
+        files_modified: o.files_modified,
+    }
+}
+
+fn summary(s: pb::SessionSummary) -> SessionSummary {
+    SessionSummary {
+        request: s.request,
+        investigated: s.investigated,
+        learned: s.learned,
+        completed: s.completed,
+        next_steps: s.next_steps,
+        files_read: s.files_read,
+        files_edited: s.files_edited,
+        notes: s.notes,
+    }
+}
+
+fn summary_to_wire(s: SessionSummary) -> pb::SessionSummary {
+    pb::SessionSummary {
+        request: s.request,
+        investigated: s.investigated,
+        learned: s.learned,
+        completed: s.completed,
+        next_steps: s.next_steps,
+        files_read: s.files_read,
+        files_edited: s.files_edited,
+        notes: s.notes,
+    }
+}
+
+impl From<pb::RetainRequest> for RetainInput {
+    fn from(r: pb::RetainRequest) -> Self {
+        RetainInput {
+            key: r.idempotency_key,
+            subject: r.subject,
+            required_scopes: r.required_scopes,
+            request_id: r.request_id,
+            turn: r.turn,
+            model_output: r.model_output,
+            observations: r.observations.into_iter().map(observation).collect(),
+            summaries: r.summaries.into_iter().map(summary).collect(),
+        }
+    }
+}
+
+impl From<RetainOutput> for pb::RetainResponse {
+    fn from(o: RetainOutput) -> Self {
+        pb::RetainResponse {
+            memory_ids: o.ids.iter().map(i64::to_string).collect(),
+            replayed: o.replayed,
+            problems: o
+                .problems
+                .into_iter()
+                .map(|p| pb::RetainProblem {
+                    element: p.element.as_str().to_owned(),
+                    index: p.index,
+                    offset: p.offset as u64,
+                    reason: p.reason,
+                })
+                .collect(),
+            private_spans_removed: u32::try_from(o.private_spans).unwrap_or(u32::MAX),
+            evicted: o.evicted,
+        }
+    }
+}
+
+/// A memory id from the wire (a decimal integer).
+fn memory_id(field: String, id: &str) -> Result<i64, FieldViolation> {
+    id.parse::<i64>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| FieldViolation::new(field, "not a memory id"))
+}
+
+/// Most ids one Forget names.
+pub const MAX_FORGET_IDS: usize = 10_000;
+
+/// What a ForgetRequest names: ids, or a subject, or a subject and a type.
+pub fn forget_filter(r: pb::ForgetRequest) -> Result<ForgetFilter, Vec<FieldViolation>> {
+    match (r.ids.is_empty(), r.subject.is_empty(), r.r#type.is_empty()) {
+        (false, true, true) => {
+            if r.ids.len() > MAX_FORGET_IDS {
+                return Err(vec![FieldViolation::new(
+                    "ids",
+                    format!("at most {MAX_FORGET_IDS}"),
+                )]);
+            }
+            let mut ids = Vec::with_capacity(r.ids.len());
+            let mut bad = Vec::new();
+            for (i, id) in r.ids.iter().enumerate() {
+                match memory_id(format!("ids[{i}]"), id) {
+                    Ok(id) => ids.push(id),
+                    Err(v) => bad.push(v),
+                }
+            }
+            if bad.is_empty() {
+                Ok(ForgetFilter::Ids(ids))
+            } else {
+                Err(bad)
+            }
+        }
+        (true, false, true) => Ok(ForgetFilter::Subject(r.subject)),
+        (true, false, false) => Ok(ForgetFilter::SubjectType(r.subject, r.r#type)),
+        (true, true, false) => Err(vec![FieldViolation::new("subject", "required with type")]),
+        (true, true, true) => Err(vec![FieldViolation::new(
+            "ids",
+            "give ids, or a subject (and a type)",
+        )]),
+        (false, _, _) => Err(vec![FieldViolation::new(
+            "ids",
+            "give ids or a subject, not both",
+        )]),
+    }
+}
+
+/// The page cursor a ListMemoriesRequest continues from.
+pub fn page_token(token: &str) -> Result<Option<i64>, FieldViolation> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    memory_id("page_token".to_owned(), token).map(Some)
+}
+
+fn memory_to_wire(m: Memory) -> pb::StoredMemory {
+    let title = m.memory.content.title();
+    let memory_type = m.memory.content.memory_type().to_owned();
+    pb::StoredMemory {
+        id: m.id.to_string(),
+        subject: m.memory.subject,
+        r#type: memory_type,
+        title,
+        content: Some(match m.memory.content {
+            Content::Observation(o) => pb::stored_memory::Content::Observation(observation_to_wire(o)),
+            Content::Summary(s) => pb::stored_memory::Content::Summary(summary_to_wire(s)),
+        }),
+        required_scopes: m.memory.required_scopes,
+        request_id: m.memory.request_id,
+        turn: m.memory.turn,
+        created_at_unix_ms: m.created_at_ms,
+    }
+}
+
+impl From<Page> for pb::ListMemoriesResponse {
+    fn from(p: Page) -> Self {
+        pb::ListMemoriesResponse {
+            memories: p.memories.into_iter().map(memory_to_wire).collect(),
+            next_page_token: p.next.map(|id| id.to_string()).unwrap_or_default(),
+        }
+    }
+}
+
+/// A request's recall: what to fetch (the query defaulting to the request's
+/// `query`) and where to put it.
+pub fn recall(r: pb::Recall, request_query: &str) -> (RecallSpec, Placement) {
+    let query = if r.query.is_empty() {
+        request_query.to_owned()
+    } else {
+        r.query
+    };
+    (
+        RecallSpec {
+            subject: r.subject,
+            query,
+            max_memories: r.max_memories,
+            types: r.types,
+        },
+        Placement {
+            block: r.block,
+            max_tokens: r.max_tokens,
+            priority: r.priority,
+        },
+    )
+}
+
+impl From<RecallReport> for pb::RecallReport {
+    fn from(r: RecallReport) -> Self {
+        let ids = |v: Vec<i64>| v.iter().map(i64::to_string).collect();
+        pb::RecallReport {
+            block: r.block,
+            recalled_ids: ids(r.recalled),
+            kept_ids: ids(r.kept),
+            dropped_ids: ids(r.dropped),
+        }
+    }
+}

@@ -1,0 +1,629 @@
+//! Retain and recall as the service uses them: validation, `<private>`
+//! removal and parsing before a write; query, ranking and the MEMORY items
+//! of a recall. Knows nothing of gRPC.
+
+use std::time::Duration;
+
+use super::model::{BUILTIN_TYPES, Content, NewMemory, Observation, SessionSummary};
+use super::parse::{self, BlockProblem};
+use super::rank::{self, Ranked};
+use super::store::{ForgetFilter, MemoryStore, Page, RecallQuery, RetainBatch, Retention, StoreError};
+use crate::assemble::{AssembleRequest, Assembly, Block, BlockKind, FieldViolation, Item};
+
+/// Longest idempotency key, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+/// Longest subject, in bytes.
+pub const MAX_SUBJECT_BYTES: usize = 512;
+/// Longest scope or type name, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Most scopes on a memory.
+pub const MAX_SCOPES: usize = 64;
+/// Most memories one Retain stores.
+pub const MAX_MEMORIES_PER_RETAIN: usize = parse::MAX_BLOCKS;
+/// Most memories a page of ListMemories holds.
+pub const MAX_PAGE_SIZE: u32 = 1000;
+/// Page size when a request gives none.
+pub const DEFAULT_PAGE_SIZE: u32 = 100;
+
+/// How memories are retained and recalled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemorySettings {
+    /// Observation types accepted: the built-in five and configured others.
+    pub types: Vec<String>,
+    /// Limits per subject, applied on every write.
+    pub retention: Retention,
+    /// Memories recalled when a request does not say.
+    pub recall_limit: u32,
+    /// The most a request may ask to recall.
+    pub max_recall_limit: u32,
+    /// Recency's weight halves every this long.
+    pub half_life: Duration,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        MemorySettings {
+            types: BUILTIN_TYPES.iter().map(|t| (*t).to_owned()).collect(),
+            retention: Retention {
+                max_per_subject: 10_000,
+                max_age: None,
+            },
+            recall_limit: 20,
+            max_recall_limit: 200,
+            half_life: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// Why a memory operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// The request is malformed; every bad field is listed.
+    #[error("invalid request")]
+    Invalid(Vec<FieldViolation>),
+    /// The sidecar runs without a memory store.
+    #[error("no memory store is configured ([memory] store = \"off\")")]
+    Disabled,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl MemoryError {
+    fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
+        MemoryError::Invalid(vec![FieldViolation::new(field, description)])
+    }
+}
+
+/// One Retain call.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RetainInput {
+    /// Idempotency key (required).
+    pub key: String,
+    /// Whose memories (required).
+    pub subject: String,
+    /// Scopes every memory of the call requires.
+    pub required_scopes: Vec<String>,
+    /// The request the memories came from.
+    pub request_id: String,
+    /// Its turn.
+    pub turn: u32,
+    /// Raw model output holding `<observation>` and `<summary>` blocks.
+    pub model_output: String,
+    /// Structured observations.
+    pub observations: Vec<Observation>,
+    /// Structured summaries.
+    pub summaries: Vec<SessionSummary>,
+}
+
+/// What a Retain did.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RetainOutput {
+    /// Ids stored (or, for a replay, stored by the first call): structured
+    /// observations, structured summaries, then blocks of the model output.
+    pub ids: Vec<i64>,
+    /// The types of those memories (for metrics), in the same order.
+    pub types: Vec<String>,
+    /// The key had been used: nothing was stored.
+    pub replayed: bool,
+    /// Blocks of the model output that were not stored, and why.
+    pub problems: Vec<BlockProblem>,
+    /// `<private>` spans removed.
+    pub private_spans: usize,
+    /// Memories the retention limits deleted.
+    pub evicted: u64,
+}
+
+/// A checked and parsed Retain, ready to be written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedRetain {
+    batch: RetainBatch,
+    types: Vec<String>,
+    problems: Vec<BlockProblem>,
+    private_spans: usize,
+}
+
+/// What a request asks to recall.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RecallSpec {
+    /// Whose memories (required).
+    pub subject: String,
+    /// Search text (the request's query when the recall gives none).
+    pub query: String,
+    /// Most memories; 0 = the configured default.
+    pub max_memories: u32,
+    /// Only these types; empty = all.
+    pub types: Vec<String>,
+}
+
+/// The memory service: a store and its settings.
+#[derive(Debug, Clone)]
+pub struct Memories {
+    store: Option<MemoryStore>,
+    settings: MemorySettings,
+}
+
+impl Memories {
+    /// Memories over `store` (`None`: every call is [`MemoryError::Disabled`]).
+    pub fn new(store: Option<MemoryStore>, settings: MemorySettings) -> Self {
+        Memories { store, settings }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &MemorySettings {
+        &self.settings
+    }
+
+    /// The store's backend name, or `off`.
+    pub fn backend(&self) -> &'static str {
+        self.store.as_ref().map_or("off", MemoryStore::backend)
+    }
+
+    fn store(&self) -> Result<&MemoryStore, MemoryError> {
+        self.store.as_ref().ok_or(MemoryError::Disabled)
+    }
+
+    /// Checks, strips `<private>` spans, parses the model output and stores
+    /// everything under the key in one transaction.
+    pub async fn retain(&self, input: RetainInput, now_ms: i64) -> Result<RetainOutput, MemoryError> {
+        let prepared = self.prepare_retain(input, now_ms)?;
+        self.commit_retain(prepared).await
+    }
+
+    /// The CPU half of [`Memories::retain`]: checks, strips `<private>`
+    /// spans and parses (a caller may run it off its reactor).
+    pub fn prepare_retain(&self, input: RetainInput, now_ms: i64) -> Result<PreparedRetain, MemoryError> {
+        self.store()?;
+        let mut violations = Vec::new();
+        check_name(&mut violations, "idempotency_key", &input.key, MAX_KEY_BYTES);
+        check_name(&mut violations, "subject", &input.subject, MAX_SUBJECT_BYTES);
+        check_scopes(&mut violations, "required_scopes", &input.required_scopes);
+        if input.model_output.is_empty() && input.observations.is_empty() && input.summaries.is_empty() {
+            violations.push(FieldViolation::new(
+                "model_output",
+                "nothing to retain: give model_output, observations or summaries",
+            ));
+        }
+        let structured = input.observations.len() + input.summaries.len();
+        if structured > MAX_MEMORIES_PER_RETAIN {
+            violations.push(FieldViolation::new(
+                "observations",
+                format!("at most {MAX_MEMORIES_PER_RETAIN} observations and summaries per call"),
+            ));
+        }
+        let mut private_spans = 0;
+        let mut contents = Vec::with_capacity(structured);
+        for (i, mut o) in input.observations.into_iter().enumerate() {
+            private_spans += strip_observation(&mut o);
+            o.kind = o.kind.trim().to_lowercase();
+            if !self.settings.types.contains(&o.kind) {
+                violations.push(FieldViolation::new(
+                    format!("observations[{i}].type"),
+                    format!("unknown type; known: {}", self.settings.types.join(", ")),
+                ));
+            }
+            let content = Content::Observation(o);
+            if content.is_blank() {
+                violations.push(FieldViolation::new(format!("observations[{i}].text"), "required"));
+            }
+            contents.push(content);
+        }
+        for (i, mut s) in input.summaries.into_iter().enumerate() {
+            private_spans += strip_summary(&mut s);
+            let content = Content::Summary(s);
+            if content.is_blank() {
+                violations.push(FieldViolation::new(
+                    format!("summaries[{i}]"),
+                    "every field is empty",
+                ));
+            }
+            contents.push(content);
+        }
+        if !violations.is_empty() {
+            return Err(MemoryError::Invalid(violations));
+        }
+        let parsed = parse::parse_model_output(&input.model_output, &self.settings.types);
+        private_spans += parsed.private_spans;
+        contents.extend(parsed.blocks.into_iter().map(|b| b.content));
+        if contents.len() > MAX_MEMORIES_PER_RETAIN {
+            return Err(MemoryError::invalid(
+                "model_output",
+                format!("at most {MAX_MEMORIES_PER_RETAIN} observations and summaries per call"),
+            ));
+        }
+        let types: Vec<String> = contents.iter().map(|c| c.memory_type().to_owned()).collect();
+        let memories = contents
+            .into_iter()
+            .map(without_nul)
+            .map(|content| NewMemory {
+                subject: input.subject.clone(),
+                content,
+                required_scopes: input.required_scopes.clone(),
+                request_id: input.request_id.replace('\0', ""),
+                turn: input.turn,
+            })
+            .collect();
+        let batch = RetainBatch {
+            key: input.key,
+            subject: input.subject,
+            memories,
+            now_ms,
+            retention: self.settings.retention,
+        };
+        Ok(PreparedRetain {
+            batch,
+            types,
+            problems: parsed.problems,
+            private_spans,
+        })
+    }
+
+    /// The I/O half of [`Memories::retain`]: one transaction.
+    pub async fn commit_retain(&self, prepared: PreparedRetain) -> Result<RetainOutput, MemoryError> {
+        let retained = self.store()?.retain(&prepared.batch).await?;
+        Ok(RetainOutput {
+            ids: retained.ids,
+            types: prepared.types,
+            replayed: retained.replayed,
+            problems: prepared.problems,
+            private_spans: prepared.private_spans,
+            evicted: retained.evicted,
+        })
+    }
+
+    /// Checks a recall; the field paths are under `field` (e.g. `recall`).
+    pub fn check_recall(&self, field: &str, spec: &RecallSpec) -> Vec<FieldViolation> {
+        let mut violations = Vec::new();
+        check_name(
+            &mut violations,
+            &format!("{field}.subject"),
+            &spec.subject,
+            MAX_SUBJECT_BYTES,
+        );
+        if spec.max_memories > self.settings.max_recall_limit {
+            violations.push(FieldViolation::new(
+                format!("{field}.max_memories"),
+                format!("at most {}", self.settings.max_recall_limit),
+            ));
+        }
+        for (i, t) in spec.types.iter().enumerate() {
+            if t != super::model::SUMMARY_TYPE && !self.settings.types.contains(t) {
+                violations.push(FieldViolation::new(format!("{field}.types[{i}]"), "unknown type"));
+            }
+        }
+        violations
+    }
+
+    /// The memories `spec` recalls for a principal holding `scopes`, best
+    /// first. Memories requiring a scope outside `scopes` are excluded by
+    /// the store's query, before ranking.
+    pub async fn recall(
+        &self,
+        spec: &RecallSpec,
+        scopes: &[String],
+        now_ms: i64,
+    ) -> Result<Vec<Ranked>, MemoryError> {
+        let store = self.store()?;
+        let max = if spec.max_memories == 0 {
+            self.settings.recall_limit
+        } else {
+            spec.max_memories
+        };
+        let query = RecallQuery {
+            subject: spec.subject.clone(),
+            terms: rank::terms(&spec.query),
+            // A scope with NUL matches no stored scope (none holds one), and
+            // PostgreSQL refuses NUL in text.
+            scopes: scopes.iter().filter(|s| !s.contains('\0')).cloned().collect(),
+            types: spec.types.clone(),
+            limit: max,
+        };
+        let candidates = store.recall(&query).await?;
+        Ok(rank::rank(
+            candidates,
+            now_ms,
+            self.settings.half_life,
+            max as usize,
+        ))
+    }
+
+    /// Deletes what `filter` names; returns how many.
+    pub async fn forget(&self, filter: &ForgetFilter) -> Result<u64, MemoryError> {
+        let mut violations = Vec::new();
+        match filter {
+            ForgetFilter::Ids(_) => {}
+            ForgetFilter::Subject(subject) => {
+                check_name(&mut violations, "subject", subject, MAX_SUBJECT_BYTES)
+            }
+            ForgetFilter::SubjectType(subject, kind) => {
+                check_name(&mut violations, "subject", subject, MAX_SUBJECT_BYTES);
+                check_name(&mut violations, "type", kind, MAX_NAME_BYTES);
+            }
+        }
+        if !violations.is_empty() {
+            return Err(MemoryError::Invalid(violations));
+        }
+        Ok(self.store()?.forget(filter).await?)
+    }
+
+    /// A page of a subject's memories, newest first.
+    pub async fn list(
+        &self,
+        subject: &str,
+        page_size: u32,
+        before: Option<i64>,
+    ) -> Result<Page, MemoryError> {
+        let mut violations = Vec::new();
+        check_name(&mut violations, "subject", subject, MAX_SUBJECT_BYTES);
+        if page_size > MAX_PAGE_SIZE {
+            violations.push(FieldViolation::new(
+                "page_size",
+                format!("at most {MAX_PAGE_SIZE}"),
+            ));
+        }
+        if !violations.is_empty() {
+            return Err(MemoryError::Invalid(violations));
+        }
+        let size = if page_size == 0 {
+            DEFAULT_PAGE_SIZE
+        } else {
+            page_size
+        };
+        Ok(self.store()?.list(subject, size, before).await?)
+    }
+
+    /// Closes the store (on drain).
+    pub async fn close(&self) {
+        if let Some(store) = &self.store {
+            store.close().await;
+        }
+    }
+}
+
+/// Name of the MEMORY block recalled memories go to when a request names none.
+pub const DEFAULT_RECALL_BLOCK: &str = "recalled_memories";
+
+/// Where recalled memories go in a request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Placement {
+    /// The MEMORY block's name (empty = [`DEFAULT_RECALL_BLOCK`]).
+    pub block: String,
+    /// For a new block: most tokens kept (0 = no limit).
+    pub max_tokens: u32,
+    /// For a new block: its priority (0 = the MEMORY default).
+    pub priority: u32,
+}
+
+impl Placement {
+    /// The block's name.
+    pub fn name(&self) -> &str {
+        if self.block.is_empty() {
+            DEFAULT_RECALL_BLOCK
+        } else {
+            &self.block
+        }
+    }
+}
+
+/// Puts recalled `items` into `request`: after the items of its MEMORY
+/// block named by `placement`, or as a new MEMORY block after its blocks.
+/// A block of that name that is not a MEMORY block is an error on `field`.
+pub fn attach(
+    request: &mut AssembleRequest,
+    placement: &Placement,
+    items: Vec<Item>,
+    field: &str,
+) -> Result<(), FieldViolation> {
+    let name = placement.name();
+    match request.blocks.iter_mut().find(|b| b.name == name) {
+        Some(b) if b.kind == BlockKind::Memory => b.items.extend(items),
+        Some(_) => {
+            return Err(FieldViolation::new(
+                format!("{field}.block"),
+                "names a block of the request that is not a MEMORY block",
+            ));
+        }
+        None => {
+            let mut block = Block::new(name, BlockKind::Memory, items);
+            block.max_tokens = placement.max_tokens;
+            block.priority = placement.priority;
+            request.blocks.push(block);
+        }
+    }
+    Ok(())
+}
+
+/// What a recall brought into a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecallReport {
+    /// The MEMORY block.
+    pub block: String,
+    /// Memory ids recalled, best first.
+    pub recalled: Vec<i64>,
+    /// Of those, the ids kept.
+    pub kept: Vec<i64>,
+    /// Of those, the ids dropped.
+    pub dropped: Vec<i64>,
+}
+
+/// The report of a recall of `recalled` (best first) into `placement`'s
+/// block, read from the assembly's decision for that block.
+pub fn report(assembly: &Assembly, placement: &Placement, recalled: &[i64]) -> RecallReport {
+    let name = placement.name();
+    let ids = |list: fn(&crate::assemble::BlockDecision) -> &Vec<String>| -> Vec<i64> {
+        assembly
+            .decisions
+            .iter()
+            .filter(|d| d.name == name)
+            .flat_map(|d| list(d).iter())
+            .filter_map(|id| memory_id(id))
+            .filter(|id| recalled.contains(id))
+            .collect()
+    };
+    RecallReport {
+        block: name.to_owned(),
+        recalled: recalled.to_vec(),
+        kept: ids(|d| &d.kept_item_ids),
+        dropped: ids(|d| &d.dropped_item_ids),
+    }
+}
+
+/// The item id of a recalled memory in its MEMORY block.
+pub fn item_id(memory_id: i64) -> String {
+    format!("memory:{memory_id}")
+}
+
+/// The memory id an item id names, if it names a recalled memory.
+pub fn memory_id(item_id: &str) -> Option<i64> {
+    item_id.strip_prefix("memory:")?.parse().ok()
+}
+
+/// The MEMORY items of recalled memories, best first: untrusted (rendered
+/// `trust="untrusted"`), their source saying they are recalled hints of a
+/// type and a date, scored by rank.
+pub fn items(ranked: &[Ranked]) -> Vec<Item> {
+    ranked
+        .iter()
+        .map(|r| {
+            let c = &r.candidate;
+            let content = if c.title.is_empty() || c.body.starts_with(&c.title) {
+                c.body.clone()
+            } else {
+                format!("{}\n{}", c.title, c.body)
+            };
+            Item {
+                id: item_id(c.id),
+                content,
+                score: r.score,
+                source: format!("recalled hint: {} of {}", c.memory_type, date(c.created_at_ms)),
+                trusted: false,
+                ..Item::default()
+            }
+        })
+        .collect()
+}
+
+/// `YYYY-MM-DD` (UTC) of a time in ms since the Unix epoch.
+pub fn date(ms: i64) -> String {
+    // Days to civil date (Howard Hinnant's algorithm).
+    let z = ms.div_euclid(86_400_000) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+fn check_name(violations: &mut Vec<FieldViolation>, field: &str, value: &str, max: usize) {
+    if value.is_empty() {
+        violations.push(FieldViolation::new(field, "required"));
+    } else if value.len() > max {
+        violations.push(FieldViolation::new(field, format!("at most {max} bytes")));
+    } else if value.contains('\0') {
+        violations.push(FieldViolation::new(field, "must not contain NUL"));
+    }
+}
+
+/// The content without NUL characters, which no database text column holds
+/// alike (PostgreSQL refuses them), so both stores keep the same text.
+fn without_nul(mut content: Content) -> Content {
+    let clean = |s: &mut String| {
+        if s.contains('\0') {
+            s.retain(|c| c != '\0');
+        }
+    };
+    match &mut content {
+        Content::Observation(o) => {
+            for f in [&mut o.kind, &mut o.title, &mut o.text] {
+                clean(f);
+            }
+            for list in [&mut o.facts, &mut o.files_read, &mut o.files_modified] {
+                list.iter_mut().for_each(clean);
+            }
+        }
+        Content::Summary(x) => {
+            for f in [
+                &mut x.request,
+                &mut x.investigated,
+                &mut x.learned,
+                &mut x.completed,
+                &mut x.next_steps,
+                &mut x.notes,
+            ] {
+                clean(f);
+            }
+            for list in [&mut x.files_read, &mut x.files_edited] {
+                list.iter_mut().for_each(clean);
+            }
+        }
+    }
+    content
+}
+
+fn check_scopes(violations: &mut Vec<FieldViolation>, field: &str, scopes: &[String]) {
+    if scopes.len() > MAX_SCOPES {
+        violations.push(FieldViolation::new(field, format!("at most {MAX_SCOPES} scopes")));
+    }
+    for (i, s) in scopes.iter().enumerate().take(MAX_SCOPES) {
+        check_name(violations, &format!("{field}[{i}]"), s, MAX_NAME_BYTES);
+    }
+}
+
+/// Removes `<private>` spans from every field; returns how many.
+fn strip_observation(o: &mut Observation) -> usize {
+    let mut n = strip(&mut o.title) + strip(&mut o.text);
+    for list in [&mut o.facts, &mut o.files_read, &mut o.files_modified] {
+        n += list.iter_mut().map(strip).sum::<usize>();
+    }
+    n
+}
+
+/// Removes `<private>` spans from every field; returns how many.
+fn strip_summary(s: &mut SessionSummary) -> usize {
+    let mut n = 0;
+    for field in [
+        &mut s.request,
+        &mut s.investigated,
+        &mut s.learned,
+        &mut s.completed,
+        &mut s.next_steps,
+        &mut s.notes,
+    ] {
+        n += strip(field);
+    }
+    for list in [&mut s.files_read, &mut s.files_edited] {
+        n += list.iter_mut().map(strip).sum::<usize>();
+    }
+    n
+}
+
+fn strip(field: &mut String) -> usize {
+    let (text, n) = parse::strip_private(field);
+    if n > 0 {
+        *field = text.into_owned();
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil_utc() {
+        assert_eq!(date(0), "1970-01-01");
+        assert_eq!(date(951_782_400_000), "2000-02-29");
+        assert_eq!(date(1_795_000_000_000), "2026-11-18");
+        assert_eq!(date(-86_400_000), "1969-12-31");
+    }
+
+    #[test]
+    fn item_ids_round_trip() {
+        assert_eq!(memory_id(&item_id(42)), Some(42));
+        assert_eq!(memory_id("doc-1"), None);
+    }
+}

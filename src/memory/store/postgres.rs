@@ -1,0 +1,362 @@
+//! The shared PostgreSQL store: many sidecars, one database. Full-text
+//! search is a generated, GIN-indexed `tsvector` (English stemming, the
+//! title weighted above the body); scopes are a `TEXT[]` tested with `<@`;
+//! idempotency keys are claimed with `INSERT .. ON CONFLICT DO NOTHING`, so
+//! sidecars racing with one key store its batch once.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::Row;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Transaction};
+
+use super::{
+    Candidate, ForgetFilter, KEY_TTL, Page, RecallQuery, RetainBatch, Retained, StoreError, content_json,
+    memory_from_row, merge_candidates,
+};
+
+/// How long a caller waits for a pooled connection (and the first connect).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first key of the advisory locks that serialize the writes of one
+/// subject (the second is the subject's hash). Two-key advisory locks never
+/// meet the single-key ones sqlx takes while migrating.
+const SUBJECT_LOCK_CLASS: i32 = 0x6361_6d73; // "cams"
+
+/// How many times `retain` tries to claim a key that a concurrent `forget`
+/// or key expiry deletes between our claim and our read.
+const CLAIM_ATTEMPTS: usize = 3;
+
+/// The versioned migrations, applied in order at start.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "memories",
+    include_str!("../../../migrations/postgres/0001_memories.sql"),
+)];
+
+/// An open PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects to `url` at once (a wrong URL or an unreachable server fails
+    /// here, not on the first request) and migrates the database under
+    /// sqlx's advisory lock, so sidecars starting together migrate once.
+    /// Errors name the server and database, never the password.
+    pub async fn open(url: &str, max_connections: u32) -> Result<PostgresStore, StoreError> {
+        // The url crate's parse errors do not quote the input.
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
+        let target = describe(&options);
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("{target}: {e}")))?;
+        super::migrator(MIGRATIONS)
+            .await?
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("{target}: migrating: {e}")))?;
+        Ok(PostgresStore { pool })
+    }
+
+    /// See [`super::MemoryStore::retain`].
+    pub async fn retain(&self, batch: &RetainBatch) -> Result<Retained, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut claimed = false;
+        for _ in 0..CLAIM_ATTEMPTS {
+            // A concurrent transaction holding the same key makes this wait
+            // for its commit (then nothing is inserted) or its rollback
+            // (then the key is ours).
+            claimed = sqlx::query_scalar::<_, String>(
+                "INSERT INTO retain_keys (key, subject, ids, created_at_ms) VALUES ($1, $2, '{}', $3) \
+                 ON CONFLICT (subject, key) DO NOTHING RETURNING key",
+            )
+            .bind(&batch.key)
+            .bind(&batch.subject)
+            .bind(batch.now_ms)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+            if claimed {
+                break;
+            }
+            let known: Option<Vec<i64>> =
+                sqlx::query_scalar("SELECT ids FROM retain_keys WHERE key = $1 AND subject = $2")
+                    .bind(&batch.key)
+                    .bind(&batch.subject)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if let Some(ids) = known {
+                tx.commit().await?;
+                return Ok(Retained {
+                    ids,
+                    replayed: true,
+                    evicted: 0,
+                });
+            }
+            // Deleted between the claim and the read: claim again.
+        }
+        if !claimed {
+            return Err(StoreError::Query(
+                "retain key kept vanishing while it was claimed".into(),
+            ));
+        }
+        lock_subject(&mut tx, &batch.subject).await?;
+        let mut ids = Vec::with_capacity(batch.memories.len());
+        for m in &batch.memories {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO memories (subject, memory_type, title, body, content, scopes, request_id, \
+                 turn, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+            )
+            .bind(&batch.subject)
+            .bind(m.content.memory_type())
+            .bind(m.content.title())
+            .bind(m.content.body())
+            .bind(content_json(m)?)
+            .bind(&m.required_scopes)
+            .bind(&m.request_id)
+            .bind(i64::from(m.turn))
+            .bind(batch.now_ms)
+            .fetch_one(&mut *tx)
+            .await?;
+            ids.push(id);
+        }
+        sqlx::query("UPDATE retain_keys SET ids = $2 WHERE key = $1 AND subject = $3")
+            .bind(&batch.key)
+            .bind(&ids)
+            .bind(&batch.subject)
+            .execute(&mut *tx)
+            .await?;
+        let mut evicted = 0;
+        if let Some(age) = batch.retention.max_age {
+            let cutoff = batch.now_ms.saturating_sub(millis(age));
+            evicted += sqlx::query("DELETE FROM memories WHERE subject = $1 AND created_at_ms < $2")
+                .bind(&batch.subject)
+                .bind(cutoff)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        if batch.retention.max_per_subject > 0 {
+            let first_evicted: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM memories WHERE subject = $1 ORDER BY id DESC LIMIT 1 OFFSET $2",
+            )
+            .bind(&batch.subject)
+            .bind(i64::from(batch.retention.max_per_subject))
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(first_evicted) = first_evicted {
+                evicted += sqlx::query("DELETE FROM memories WHERE subject = $1 AND id <= $2")
+                    .bind(&batch.subject)
+                    .bind(first_evicted)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+        }
+        // Expired keys another writer is deleting right now are left to it
+        // (SKIP LOCKED): writers never wait on each other for this chore.
+        sqlx::query(
+            "DELETE FROM retain_keys WHERE (subject, key) IN \
+             (SELECT subject, key FROM retain_keys WHERE created_at_ms < $1 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(batch.now_ms.saturating_sub(millis(KEY_TTL)))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Retained {
+            ids,
+            replayed: false,
+            evicted,
+        })
+    }
+
+    /// See [`super::MemoryStore::recall`].
+    pub async fn recall(&self, q: &RecallQuery) -> Result<Vec<Candidate>, StoreError> {
+        let limit = i64::from(q.limit);
+        let mut matched = Vec::new();
+        let any_term = ts_query(&q.terms);
+        if !any_term.is_empty() && limit > 0 {
+            // Only stop words make an empty tsquery: PostgreSQL answers a
+            // NOTICE and matches nothing.
+            let rows = sqlx::query(
+                "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
+                        ts_rank_cd(m.search, query)::float8 AS relevance \
+                 FROM memories m, to_tsquery('english', $1) AS query \
+                 WHERE m.search @@ query AND m.subject = $2 \
+                   AND m.scopes <@ $3::text[] \
+                   AND (cardinality($4::text[]) = 0 OR m.memory_type = ANY($4::text[])) \
+                 ORDER BY relevance DESC, m.id DESC LIMIT $5",
+            )
+            .bind(any_term)
+            .bind(&q.subject)
+            .bind(&q.scopes)
+            .bind(&q.types)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+            matched = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+        }
+        let rows = sqlx::query(
+            "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0::float8 AS relevance \
+             FROM memories m \
+             WHERE m.subject = $1 \
+               AND m.scopes <@ $2::text[] \
+               AND (cardinality($3::text[]) = 0 OR m.memory_type = ANY($3::text[])) \
+             ORDER BY m.id DESC LIMIT $4",
+        )
+        .bind(&q.subject)
+        .bind(&q.scopes)
+        .bind(&q.types)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let recent = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+        Ok(merge_candidates(matched, recent))
+    }
+
+    /// See [`super::MemoryStore::forget`].
+    pub async fn forget(&self, filter: &ForgetFilter) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let deleted = match filter {
+            ForgetFilter::Ids(ids) => sqlx::query("DELETE FROM memories WHERE id = ANY($1)")
+                .bind(ids)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected(),
+            ForgetFilter::Subject(subject) => {
+                lock_subject(&mut tx, subject).await?;
+                sqlx::query("DELETE FROM retain_keys WHERE subject = $1")
+                    .bind(subject)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("DELETE FROM memories WHERE subject = $1")
+                    .bind(subject)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+            }
+            ForgetFilter::SubjectType(subject, kind) => {
+                lock_subject(&mut tx, subject).await?;
+                sqlx::query("DELETE FROM memories WHERE subject = $1 AND memory_type = $2")
+                    .bind(subject)
+                    .bind(kind)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+            }
+        };
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// See [`super::MemoryStore::list`].
+    pub async fn list(&self, subject: &str, limit: u32, before: Option<i64>) -> Result<Page, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, created_at_ms, subject, content, scopes, request_id, turn FROM memories \
+             WHERE subject = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+        )
+        .bind(subject)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut memories = Vec::with_capacity(rows.len());
+        for row in &rows {
+            memories.push(memory_from_row(
+                row.try_get(0)?,
+                row.try_get(1)?,
+                row.try_get(2)?,
+                row.try_get::<&str, _>(3)?,
+                row.try_get(4)?,
+                row.try_get(5)?,
+                row.try_get(6)?,
+            )?);
+        }
+        Ok(super::page(memories, limit))
+    }
+
+    /// Closes the pool, waiting for checked-out connections to return.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Serializes the writes of one subject until `tx` ends: count retention
+/// then sees every committed memory of the subject (as SQLite's single
+/// writer does), and concurrent evictions never deadlock on row locks.
+async fn lock_subject(tx: &mut Transaction<'_, Postgres>, subject: &str) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(SUBJECT_LOCK_CLASS)
+        .bind(subject)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// A recall candidate from its row (id, type, title, body, created, relevance).
+fn candidate(row: &PgRow) -> Result<Candidate, StoreError> {
+    Ok(Candidate {
+        id: row.try_get(0)?,
+        memory_type: row.try_get(1)?,
+        title: row.try_get(2)?,
+        body: row.try_get(3)?,
+        created_at_ms: row.try_get(4)?,
+        relevance: row.try_get(5)?,
+    })
+}
+
+/// The `to_tsquery` text matching any of the terms. Terms are letters and
+/// digits only; anything else is dropped besides, so no caller text is
+/// tsquery syntax. Empty when no term is left.
+fn ts_query(terms: &[String]) -> String {
+    let terms: Vec<String> = terms
+        .iter()
+        .map(|t| t.chars().filter(|c| c.is_alphanumeric()).collect::<String>())
+        .filter(|t| !t.is_empty())
+        .collect();
+    terms.join(" | ")
+}
+
+/// The server and database of a connection, without credentials.
+fn describe(options: &PgConnectOptions) -> String {
+    let database = options.get_database().unwrap_or_default();
+    match options.get_socket() {
+        Some(socket) => format!("postgres {}/{database}", socket.display()),
+        None => format!(
+            "postgres {}:{}/{database}",
+            options.get_host(),
+            options.get_port()
+        ),
+    }
+}
+
+/// Milliseconds of `d`, saturating.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ts_query_ors_terms_and_drops_syntax() {
+        let q = ts_query(&["jwt".into(), "re'fresh:*".into(), "&|!".into()]);
+        assert_eq!(q, "jwt | refresh");
+        assert!(ts_query(&[]).is_empty());
+    }
+
+    #[test]
+    fn describe_never_shows_the_password() {
+        let options = PgConnectOptions::from_str("postgres://alice:s3cret@db.internal:6543/memories");
+        let described = options.map(|o| describe(&o)).unwrap_or_default();
+        assert_eq!(described, "postgres db.internal:6543/memories");
+    }
+}

@@ -1,0 +1,345 @@
+//! The embedded SQLite store: one file, WAL, `synchronous = FULL` (a
+//! returned write survives a crash or power loss), FTS5 with the porter
+//! stemmer. One writer connection (SQLite has one writer at a time; a single
+//! connection never meets a busy upgrade) and a few readers, which WAL lets
+//! run beside it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sqlx::Row;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use super::{
+    Candidate, ForgetFilter, KEY_TTL, Page, RecallQuery, RetainBatch, Retained, StoreError, content_json,
+    memory_from_row, merge_candidates,
+};
+
+/// Reader connections.
+const READERS: u32 = 4;
+/// How long a statement waits for a lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a caller waits for a pooled connection.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The versioned migrations, applied in order at start.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "memories",
+    include_str!("../../../migrations/sqlite/0001_memories.sql"),
+)];
+
+/// An open SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    readers: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens `path` (creating it and its directory), and migrates it.
+    pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(BUSY_TIMEOUT)
+            // Forgotten memories are overwritten, not left in free pages.
+            .pragma("secure_delete", "ON");
+        // Every connection opens at start and stays: a steady set of file
+        // descriptors, and no open on a request's path.
+        let open = |n: u32| {
+            SqlitePoolOptions::new()
+                .min_connections(n)
+                .max_connections(n)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_with(options.clone())
+        };
+        let unavailable = |e: sqlx::Error| StoreError::Unavailable(format!("{}: {e}", path.display()));
+        let writer = open(1).await.map_err(unavailable)?;
+        super::migrator(MIGRATIONS)
+            .await?
+            .run(&writer)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("{}: migrating: {e}", path.display())))?;
+        let readers = open(READERS).await.map_err(unavailable)?;
+        Ok(SqliteStore { writer, readers })
+    }
+
+    /// See [`super::MemoryStore::retain`].
+    pub async fn retain(&self, batch: &RetainBatch) -> Result<Retained, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let known: Option<String> =
+            sqlx::query_scalar("SELECT ids FROM retain_keys WHERE key = ?1 AND subject = ?2")
+                .bind(&batch.key)
+                .bind(&batch.subject)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some(ids) = known {
+            tx.commit().await?;
+            let ids =
+                serde_json::from_str(&ids).map_err(|e| StoreError::Corrupt(format!("retain key: {e}")))?;
+            return Ok(Retained {
+                ids,
+                replayed: true,
+                evicted: 0,
+            });
+        }
+        let subject_key = subject_key(&batch.subject);
+        let mut ids = Vec::with_capacity(batch.memories.len());
+        for m in &batch.memories {
+            let scopes =
+                serde_json::to_string(&m.required_scopes).map_err(|e| StoreError::Query(e.to_string()))?;
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO memories (subject, subject_key, memory_type, title, body, content, scopes, \
+                 request_id, turn, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+            )
+            .bind(&batch.subject)
+            .bind(&subject_key)
+            .bind(m.content.memory_type())
+            .bind(m.content.title())
+            .bind(m.content.body())
+            .bind(content_json(m)?)
+            .bind(scopes)
+            .bind(&m.request_id)
+            .bind(i64::from(m.turn))
+            .bind(batch.now_ms)
+            .fetch_one(&mut *tx)
+            .await?;
+            ids.push(id);
+        }
+        let ids_json = serde_json::to_string(&ids).map_err(|e| StoreError::Query(e.to_string()))?;
+        sqlx::query("INSERT INTO retain_keys (key, subject, ids, created_at_ms) VALUES (?1, ?2, ?3, ?4)")
+            .bind(&batch.key)
+            .bind(&batch.subject)
+            .bind(ids_json)
+            .bind(batch.now_ms)
+            .execute(&mut *tx)
+            .await?;
+        let mut evicted = 0;
+        if let Some(age) = batch.retention.max_age {
+            let cutoff = batch.now_ms.saturating_sub(millis(age));
+            evicted += sqlx::query("DELETE FROM memories WHERE subject = ?1 AND created_at_ms < ?2")
+                .bind(&batch.subject)
+                .bind(cutoff)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        if batch.retention.max_per_subject > 0 {
+            let oldest_kept: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM memories WHERE subject = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2",
+            )
+            .bind(&batch.subject)
+            .bind(i64::from(batch.retention.max_per_subject))
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(first_evicted) = oldest_kept {
+                evicted += sqlx::query("DELETE FROM memories WHERE subject = ?1 AND id <= ?2")
+                    .bind(&batch.subject)
+                    .bind(first_evicted)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+        }
+        sqlx::query("DELETE FROM retain_keys WHERE created_at_ms < ?1")
+            .bind(batch.now_ms.saturating_sub(millis(KEY_TTL)))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Retained {
+            ids,
+            replayed: false,
+            evicted,
+        })
+    }
+
+    /// See [`super::MemoryStore::recall`].
+    pub async fn recall(&self, q: &RecallQuery) -> Result<Vec<Candidate>, StoreError> {
+        let scopes = serde_json::to_string(&q.scopes).map_err(|e| StoreError::Query(e.to_string()))?;
+        let types = serde_json::to_string(&q.types).map_err(|e| StoreError::Query(e.to_string()))?;
+        let limit = i64::from(q.limit);
+        let mut matched = Vec::new();
+        if !q.terms.is_empty() && limit > 0 {
+            let rows = sqlx::query(
+                "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
+                        -bm25(memories_fts, 0.0, 2.0, 1.0) AS relevance \
+                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
+                 WHERE memories_fts MATCH ?1 AND m.subject = ?2 \
+                   AND NOT EXISTS (SELECT 1 FROM json_each(m.scopes) r \
+                                   WHERE r.value NOT IN (SELECT value FROM json_each(?3))) \
+                   AND (?4 = '[]' OR m.memory_type IN (SELECT value FROM json_each(?4))) \
+                 ORDER BY relevance DESC, m.id DESC LIMIT ?5",
+            )
+            .bind(match_expression(&q.subject, &q.terms))
+            .bind(&q.subject)
+            .bind(&scopes)
+            .bind(&types)
+            .bind(limit)
+            .fetch_all(&self.readers)
+            .await?;
+            matched = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+        }
+        let rows = sqlx::query(
+            "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0 AS relevance \
+             FROM memories m \
+             WHERE m.subject = ?1 \
+               AND NOT EXISTS (SELECT 1 FROM json_each(m.scopes) r \
+                               WHERE r.value NOT IN (SELECT value FROM json_each(?2))) \
+               AND (?3 = '[]' OR m.memory_type IN (SELECT value FROM json_each(?3))) \
+             ORDER BY m.id DESC LIMIT ?4",
+        )
+        .bind(&q.subject)
+        .bind(&scopes)
+        .bind(&types)
+        .bind(limit)
+        .fetch_all(&self.readers)
+        .await?;
+        let recent = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+        Ok(merge_candidates(matched, recent))
+    }
+
+    /// See [`super::MemoryStore::forget`].
+    pub async fn forget(&self, filter: &ForgetFilter) -> Result<u64, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let deleted = match filter {
+            ForgetFilter::Ids(ids) => {
+                let ids = serde_json::to_string(ids).map_err(|e| StoreError::Query(e.to_string()))?;
+                sqlx::query("DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?1))")
+                    .bind(ids)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+            }
+            ForgetFilter::Subject(subject) => {
+                sqlx::query("DELETE FROM retain_keys WHERE subject = ?1")
+                    .bind(subject)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("DELETE FROM memories WHERE subject = ?1")
+                    .bind(subject)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+            }
+            ForgetFilter::SubjectType(subject, kind) => {
+                sqlx::query("DELETE FROM memories WHERE subject = ?1 AND memory_type = ?2")
+                    .bind(subject)
+                    .bind(kind)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+            }
+        };
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// See [`super::MemoryStore::list`].
+    pub async fn list(&self, subject: &str, limit: u32, before: Option<i64>) -> Result<Page, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, created_at_ms, subject, content, scopes, request_id, turn FROM memories \
+             WHERE subject = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
+        )
+        .bind(subject)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.readers)
+        .await?;
+        let mut memories = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let scopes: String = row.try_get(4)?;
+            let scopes =
+                serde_json::from_str(&scopes).map_err(|e| StoreError::Corrupt(format!("scopes: {e}")))?;
+            memories.push(memory_from_row(
+                row.try_get(0)?,
+                row.try_get(1)?,
+                row.try_get(2)?,
+                row.try_get::<&str, _>(3)?,
+                scopes,
+                row.try_get(5)?,
+                row.try_get(6)?,
+            )?);
+        }
+        Ok(super::page(memories, limit))
+    }
+
+    /// Closes both pools.
+    pub async fn close(&self) {
+        self.readers.close().await;
+        self.writer.close().await;
+    }
+}
+
+/// A recall candidate from its row (id, type, title, body, created, relevance).
+fn candidate(row: &sqlx::sqlite::SqliteRow) -> Result<Candidate, StoreError> {
+    Ok(Candidate {
+        id: row.try_get(0)?,
+        memory_type: row.try_get(1)?,
+        title: row.try_get(2)?,
+        body: row.try_get(3)?,
+        created_at_ms: row.try_get(4)?,
+        relevance: row.try_get(5)?,
+    })
+}
+
+/// The full-text token naming a subject: `s` and 32 hex digits of its
+/// blake3, one token under the unicode61 tokenizer whatever the subject holds.
+fn subject_key(subject: &str) -> String {
+    let hash = blake3::hash(subject.as_bytes());
+    let mut key = String::with_capacity(33);
+    key.push('s');
+    for b in &hash.as_bytes()[..16] {
+        key.push_str(&format!("{b:02x}"));
+    }
+    key
+}
+
+/// The FTS5 query: the subject's token, and any of the terms in the title
+/// or body. Terms are letters and digits only, and quoted besides, so no
+/// caller text is FTS5 syntax.
+fn match_expression(subject: &str, terms: &[String]) -> String {
+    let any: Vec<String> = terms
+        .iter()
+        .map(|t| format!("\"{}\"", t.replace('"', "")))
+        .collect();
+    format!(
+        "subject_key : {} AND {{title body}} : ({})",
+        subject_key(subject),
+        any.join(" OR ")
+    )
+}
+
+/// Milliseconds of `d`, saturating.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subject_keys_are_one_token_and_distinct() {
+        let a = subject_key("tenant-1/user \"x\"");
+        assert_eq!(a.len(), 33);
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric()));
+        assert_ne!(a, subject_key("tenant-1/user \"y\""));
+    }
+
+    #[test]
+    fn match_expression_quotes_every_term() {
+        let e = match_expression("s", &["jwt".into(), "refresh".into()]);
+        assert!(e.ends_with("{title body} : (\"jwt\" OR \"refresh\")"), "{e}");
+    }
+}

@@ -1,0 +1,728 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The memory store's contract, one suite run against every backend:
+//! SQLite in a temporary directory always, and PostgreSQL when
+//! `CONTEXT_ASSEMBLER_TEST_POSTGRES_URL` names a server (`eval "$(bash
+//! .ci/postgres.sh)"` starts one); each test gets a fresh database there.
+//! With `CONTEXT_ASSEMBLER_REQUIRE_POSTGRES=1` a missing URL fails the
+//! suite instead of skipping PostgreSQL.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use context_assembler::memory::model::{Content, NewMemory, Observation, SessionSummary};
+use context_assembler::memory::store::{
+    Backend, Candidate, ForgetFilter, KEY_TTL, MemoryStore, RecallQuery, RetainBatch, Retained, Retention,
+};
+use sqlx::Connection;
+use tempfile::TempDir;
+
+const POSTGRES_URL_ENV: &str = "CONTEXT_ASSEMBLER_TEST_POSTGRES_URL";
+const REQUIRE_POSTGRES_ENV: &str = "CONTEXT_ASSEMBLER_REQUIRE_POSTGRES";
+
+/// A write time well after the epoch, so cutoffs stay positive.
+const T0: i64 = 1_700_000_000_000;
+
+const NO_LIMITS: Retention = Retention {
+    max_per_subject: 0,
+    max_age: None,
+};
+
+/// One open store under test.
+struct TestStore {
+    name: &'static str,
+    backend: Backend,
+    store: MemoryStore,
+    /// Keeps the SQLite file alive for the test.
+    _dir: Option<TempDir>,
+}
+
+/// Every backend to run against, each empty.
+async fn backends() -> Vec<TestStore> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Backend::Sqlite {
+        path: dir.path().join("memories.db"),
+    };
+    let mut out = vec![TestStore {
+        name: "sqlite",
+        store: open(&sqlite).await,
+        backend: sqlite,
+        _dir: Some(dir),
+    }];
+    match std::env::var(POSTGRES_URL_ENV) {
+        Ok(url) if !url.is_empty() => {
+            let postgres = Backend::Postgres {
+                url: fresh_database(&url).await,
+                max_connections: 4,
+            };
+            out.push(TestStore {
+                name: "postgres",
+                store: open(&postgres).await,
+                backend: postgres,
+                _dir: None,
+            });
+        }
+        _ => assert!(
+            std::env::var(REQUIRE_POSTGRES_ENV).as_deref() != Ok("1"),
+            "{REQUIRE_POSTGRES_ENV}=1 but {POSTGRES_URL_ENV} is not set"
+        ),
+    }
+    out
+}
+
+async fn open(backend: &Backend) -> MemoryStore {
+    MemoryStore::open(backend).await.unwrap().unwrap()
+}
+
+/// Creates an empty database on the server of `url`; returns its URL.
+async fn fresh_database(url: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let name = format!(
+        "ca_test_{}_{nanos}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut admin = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    with_database(url, &name)
+}
+
+/// `url` naming database `name` instead.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let authority = base.find("://").unwrap() + 3;
+    let server = base[authority..]
+        .find('/')
+        .map_or(base, |slash| &base[..authority + slash]);
+    match query {
+        Some(q) => format!("{server}/{name}?{q}"),
+        None => format!("{server}/{name}"),
+    }
+}
+
+fn observation(kind: &str, title: &str, text: &str) -> Content {
+    Content::Observation(Observation {
+        kind: kind.into(),
+        title: title.into(),
+        text: text.into(),
+        ..Observation::default()
+    })
+}
+
+fn memory(subject: &str, content: Content, scopes: &[&str]) -> NewMemory {
+    NewMemory {
+        subject: subject.into(),
+        content,
+        required_scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        request_id: "req-1".into(),
+        turn: 1,
+    }
+}
+
+fn note(subject: &str, text: &str) -> NewMemory {
+    memory(subject, observation("discovery", "", text), &[])
+}
+
+fn batch(
+    key: &str,
+    subject: &str,
+    memories: Vec<NewMemory>,
+    now_ms: i64,
+    retention: Retention,
+) -> RetainBatch {
+    RetainBatch {
+        key: key.into(),
+        subject: subject.into(),
+        memories,
+        now_ms,
+        retention,
+    }
+}
+
+/// Retains `memories` under a key of their own, without limits.
+async fn retain(store: &MemoryStore, key: &str, subject: &str, memories: Vec<NewMemory>) -> Vec<i64> {
+    store
+        .retain(&batch(key, subject, memories, T0, NO_LIMITS))
+        .await
+        .unwrap()
+        .ids
+}
+
+/// Every id of `subject`, newest first.
+async fn ids_of(store: &MemoryStore, subject: &str) -> Vec<i64> {
+    let page = store.list(subject, 1000, None).await.unwrap();
+    assert_eq!(page.next, None);
+    page.memories.iter().map(|m| m.id).collect()
+}
+
+fn query(subject: &str, terms: &[&str], scopes: &[&str], types: &[&str]) -> RecallQuery {
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+    RecallQuery {
+        subject: subject.into(),
+        terms: strings(terms),
+        scopes: strings(scopes),
+        types: strings(types),
+        limit: 50,
+    }
+}
+
+fn id_set(candidates: &[Candidate]) -> HashSet<i64> {
+    candidates.iter().map(|c| c.id).collect()
+}
+
+fn set(ids: &[i64]) -> HashSet<i64> {
+    ids.iter().copied().collect()
+}
+
+#[tokio::test]
+async fn retained_memories_list_newest_first_and_round_trip() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let mut detailed = Observation {
+            kind: "bugfix".into(),
+            title: "Fixed the token refresh race".into(),
+            text: "Two refreshes raced on the session row.".into(),
+            facts: vec!["refresh holds a row lock".into()],
+            files_read: vec!["src/auth.rs".into()],
+            files_modified: vec!["src/session.rs".into()],
+        };
+        let summary = SessionSummary {
+            request: "Add JWT auth".into(),
+            learned: "Sessions use cookies".into(),
+            files_edited: vec!["src/auth.rs".into()],
+            ..SessionSummary::default()
+        };
+        let memories = vec![
+            NewMemory {
+                subject: "alice".into(),
+                content: Content::Observation(detailed.clone()),
+                required_scopes: vec!["repo:a".into(), "team:x".into()],
+                request_id: "req-7".into(),
+                turn: 3,
+            },
+            NewMemory {
+                subject: "alice".into(),
+                content: Content::Summary(summary),
+                required_scopes: vec![],
+                request_id: "req-7".into(),
+                turn: 4,
+            },
+            {
+                detailed.title = String::new();
+                NewMemory {
+                    subject: "alice".into(),
+                    content: Content::Observation(detailed),
+                    required_scopes: vec!["repo:a".into()],
+                    request_id: "req-8".into(),
+                    turn: 0,
+                }
+            },
+        ];
+        let retained = store
+            .retain(&batch("k1", "alice", memories.clone(), T0, NO_LIMITS))
+            .await
+            .unwrap();
+        assert!(!retained.replayed, "{name}");
+        assert_eq!(retained.evicted, 0, "{name}");
+        assert_eq!(retained.ids.len(), 3, "{name}");
+        assert!(
+            retained.ids.windows(2).all(|w| w[0] < w[1]),
+            "{name}: ids ascend: {:?}",
+            retained.ids
+        );
+
+        let page = store.list("alice", 10, None).await.unwrap();
+        assert_eq!(page.next, None, "{name}");
+        let listed: Vec<i64> = page.memories.iter().map(|m| m.id).collect();
+        let newest_first: Vec<i64> = retained.ids.iter().rev().copied().collect();
+        assert_eq!(listed, newest_first, "{name}");
+        for (stored, written) in page.memories.iter().zip(memories.iter().rev()) {
+            assert_eq!(&stored.memory, written, "{name}: memory {}", stored.id);
+            assert_eq!(stored.created_at_ms, T0, "{name}");
+        }
+        assert!(
+            store.list("bob", 10, None).await.unwrap().memories.is_empty(),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_repeated_key_replays_the_first_ids_and_stores_nothing() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let first = batch(
+            "key",
+            "alice",
+            vec![note("alice", "one"), note("alice", "two")],
+            T0,
+            NO_LIMITS,
+        );
+        let original = store.retain(&first).await.unwrap();
+        let again = batch("key", "alice", vec![note("alice", "three")], T0 + 5, NO_LIMITS);
+        let replay = store.retain(&again).await.unwrap();
+        assert_eq!(
+            replay,
+            Retained {
+                ids: original.ids.clone(),
+                replayed: true,
+                evicted: 0
+            },
+            "{name}"
+        );
+        let mut listed = ids_of(store, "alice").await;
+        listed.reverse();
+        assert_eq!(listed, original.ids, "{name}: nothing stored twice");
+        // Keys are per subject: another subject's call with the same key is
+        // its own, and never sees alice's ids.
+        let bob = store
+            .retain(&batch("key", "bob", vec![note("bob", "four")], T0 + 9, NO_LIMITS))
+            .await
+            .unwrap();
+        assert!(!bob.replayed, "{name}");
+        assert_eq!(ids_of(store, "bob").await, bob.ids, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn keys_older_than_the_ttl_are_forgotten() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        store
+            .retain(&batch("old", "alice", vec![note("alice", "one")], T0, NO_LIMITS))
+            .await
+            .unwrap();
+        let later = T0 + i64::try_from(KEY_TTL.as_millis()).unwrap() + 1;
+        store
+            .retain(&batch(
+                "new",
+                "alice",
+                vec![note("alice", "two")],
+                later,
+                NO_LIMITS,
+            ))
+            .await
+            .unwrap();
+        let retry = store
+            .retain(&batch(
+                "old",
+                "alice",
+                vec![note("alice", "one")],
+                later,
+                NO_LIMITS,
+            ))
+            .await;
+        assert!(
+            !retry.unwrap().replayed,
+            "{name}: the expired key was deleted by the later write"
+        );
+        assert_eq!(ids_of(store, "alice").await.len(), 3, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_with_one_key_store_the_batch_once() {
+    const WRITERS: usize = 8;
+    for b in backends().await {
+        let name = b.name;
+        let barrier = Arc::new(tokio::sync::Barrier::new(WRITERS));
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|_| {
+                let (store, barrier) = (b.store.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    let memories = vec![note("alice", "raced one"), note("alice", "raced two")];
+                    barrier.wait().await;
+                    store
+                        .retain(&batch("same", "alice", memories, T0, NO_LIMITS))
+                        .await
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for task in tasks {
+            results.push(task.await.unwrap().unwrap_or_else(|e| panic!("{name}: {e}")));
+        }
+        assert_eq!(
+            results.iter().filter(|r| !r.replayed).count(),
+            1,
+            "{name}: {results:?}"
+        );
+        assert!(
+            results.iter().all(|r| r.ids == results[0].ids),
+            "{name}: {results:?}"
+        );
+        assert_eq!(results[0].ids.len(), 2, "{name}");
+        assert_eq!(
+            set(&ids_of(&b.store, "alice").await),
+            set(&results[0].ids),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_of_one_subject_keep_the_count_limit() {
+    const WRITERS: usize = 8;
+    let retention = Retention {
+        max_per_subject: 5,
+        max_age: None,
+    };
+    for b in backends().await {
+        let name = b.name;
+        let barrier = Arc::new(tokio::sync::Barrier::new(WRITERS));
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|i| {
+                let (store, barrier) = (b.store.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    let memories = vec![note("alice", "first"), note("alice", "second")];
+                    barrier.wait().await;
+                    store
+                        .retain(&batch(&format!("k{i}"), "alice", memories, T0, retention))
+                        .await
+                })
+            })
+            .collect();
+        let mut evicted = 0;
+        for task in tasks {
+            evicted += task
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .evicted;
+        }
+        assert_eq!(ids_of(&b.store, "alice").await.len(), 5, "{name}");
+        assert_eq!(evicted, 2 * WRITERS as u64 - 5, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn recall_never_returns_a_memory_whose_scopes_the_principal_lacks() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let text = observation("decision", "", "Deploy with blue green rollout.");
+        let a = retain(store, "a", "alice", vec![memory("alice", text.clone(), &["a"])]).await[0];
+        let ab = retain(
+            store,
+            "ab",
+            "alice",
+            vec![memory("alice", text.clone(), &["a", "b"])],
+        )
+        .await[0];
+        let open = retain(store, "open", "alice", vec![memory("alice", text, &[])]).await[0];
+        for terms in [&[][..], &["deploy"][..]] {
+            for (scopes, visible) in [
+                (&[][..], vec![open]),
+                (&["b"][..], vec![open]),
+                (&["a"][..], vec![a, open]),
+                (&["b", "a"][..], vec![a, ab, open]),
+                (&["a", "b", "c"][..], vec![a, ab, open]),
+            ] {
+                let found = store.recall(&query("alice", terms, scopes, &[])).await.unwrap();
+                assert_eq!(
+                    id_set(&found),
+                    set(&visible),
+                    "{name}: terms {terms:?}, scopes {scopes:?}"
+                );
+                if !terms.is_empty() {
+                    assert!(
+                        found.iter().all(|c| c.relevance > 0.0),
+                        "{name}: all match: {found:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn recall_ranks_matches_with_stemming_within_the_subject() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let refresh = observation("bugfix", "Token refresh", "We refresh the JWT every hour.");
+        let other = observation("decision", "Database", "Moved the sessions to postgres.");
+        let ids = retain(
+            store,
+            "k",
+            "alice",
+            vec![memory("alice", refresh.clone(), &[]), memory("alice", other, &[])],
+        )
+        .await;
+        let (matching, recent) = (ids[0], ids[1]);
+        let bobs = retain(store, "b", "bob", vec![memory("bob", refresh, &[])]).await;
+
+        let found = store
+            .recall(&query("alice", &["refreshing"], &[], &[]))
+            .await
+            .unwrap();
+        assert_eq!(id_set(&found), set(&[matching, recent]), "{name}: {found:?}");
+        assert_eq!(found[0].id, matching, "{name}: the match comes first");
+        assert!(found[0].relevance > 0.0, "{name}: {found:?}");
+        assert_eq!(found[0].title, "Token refresh", "{name}");
+        assert_eq!(found[0].body, "We refresh the JWT every hour.", "{name}");
+        assert_eq!(found[0].memory_type, "bugfix", "{name}");
+        assert_eq!(found[0].created_at_ms, T0, "{name}");
+        let not_matching = found.iter().find(|c| c.id == recent).unwrap();
+        assert_eq!(not_matching.relevance, 0.0, "{name}");
+
+        let found = store
+            .recall(&query("alice", &["jwt", "nothing"], &[], &[]))
+            .await
+            .unwrap();
+        assert!(
+            found.iter().any(|c| c.id == matching && c.relevance > 0.0),
+            "{name}: {found:?}"
+        );
+
+        let found = store.recall(&query("bob", &["refresh"], &[], &[])).await.unwrap();
+        assert_eq!(id_set(&found), set(&bobs), "{name}: only bob's own memory");
+
+        // Words the backend drops (stop words) are not an error: recency
+        // still answers.
+        let found = store
+            .recall(&query("alice", &["the", "a"], &[], &[]))
+            .await
+            .unwrap();
+        assert_eq!(id_set(&found), set(&ids), "{name}");
+
+        let mut limited = query("alice", &["refresh"], &[], &[]);
+        limited.limit = 1;
+        let found = store.recall(&limited).await.unwrap();
+        assert_eq!(
+            id_set(&found),
+            set(&[matching, recent]),
+            "{name}: one match and one newest"
+        );
+        limited.limit = 0;
+        assert!(store.recall(&limited).await.unwrap().is_empty(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn recall_keeps_only_the_requested_types() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let summary = Content::Summary(SessionSummary {
+            request: "Cache the schema".into(),
+            ..SessionSummary::default()
+        });
+        let ids = retain(
+            store,
+            "k",
+            "alice",
+            vec![
+                memory(
+                    "alice",
+                    observation("decision", "", "Cache the schema in redis."),
+                    &[],
+                ),
+                memory(
+                    "alice",
+                    observation("bugfix", "", "The schema cache leaked."),
+                    &[],
+                ),
+                memory("alice", summary, &[]),
+            ],
+        )
+        .await;
+        for terms in [&[][..], &["schema"][..]] {
+            for (types, expected) in [
+                (&["bugfix"][..], vec![ids[1]]),
+                (&["decision", "summary"][..], vec![ids[0], ids[2]]),
+                (&["feature"][..], vec![]),
+                (&[][..], ids.clone()),
+            ] {
+                let found = store.recall(&query("alice", terms, &[], types)).await.unwrap();
+                assert_eq!(
+                    id_set(&found),
+                    set(&expected),
+                    "{name}: terms {terms:?}, types {types:?}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_count_limit_keeps_the_newest_memories_of_the_subject() {
+    let retention = Retention {
+        max_per_subject: 3,
+        max_age: None,
+    };
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let bobs = retain(store, "bob", "bob", vec![note("bob", "b1"), note("bob", "b2")]).await;
+        let mut ids = Vec::new();
+        let mut evicted = Vec::new();
+        for i in 0..5 {
+            let b = batch(
+                &format!("k{i}"),
+                "alice",
+                vec![note("alice", "x")],
+                T0 + i,
+                retention,
+            );
+            let retained = store.retain(&b).await.unwrap();
+            ids.extend(retained.ids);
+            evicted.push(retained.evicted);
+        }
+        assert_eq!(evicted, [0, 0, 0, 1, 1], "{name}");
+        let newest: Vec<i64> = ids[2..].iter().rev().copied().collect();
+        assert_eq!(ids_of(store, "alice").await, newest, "{name}");
+        assert_eq!(
+            set(&ids_of(store, "bob").await),
+            set(&bobs),
+            "{name}: bob untouched"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_age_limit_evicts_old_memories_on_a_later_write() {
+    let retention = Retention {
+        max_per_subject: 0,
+        max_age: Some(Duration::from_secs(1)),
+    };
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let bobs = retain(store, "bob", "bob", vec![note("bob", "old")]).await;
+        let old = store
+            .retain(&batch("k1", "alice", vec![note("alice", "o")], T0, retention))
+            .await
+            .unwrap();
+        let kept = store
+            .retain(&batch(
+                "k2",
+                "alice",
+                vec![note("alice", "k")],
+                T0 + 500,
+                retention,
+            ))
+            .await;
+        assert_eq!(kept.as_ref().unwrap().evicted, 0, "{name}");
+        let last = store
+            .retain(&batch(
+                "k3",
+                "alice",
+                vec![note("alice", "n")],
+                T0 + 1200,
+                retention,
+            ))
+            .await;
+        assert_eq!(last.as_ref().unwrap().evicted, 1, "{name}");
+        let alive = set(&ids_of(store, "alice").await);
+        assert!(!alive.contains(&old.ids[0]), "{name}");
+        assert_eq!(alive.len(), 2, "{name}");
+        assert_eq!(ids_of(store, "bob").await, bobs, "{name}: bob untouched");
+    }
+}
+
+#[tokio::test]
+async fn forget_deletes_by_ids_subject_and_type() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let ids = retain(
+            store,
+            "k",
+            "alice",
+            vec![
+                memory("alice", observation("decision", "", "d1"), &[]),
+                memory("alice", observation("decision", "", "d2"), &[]),
+                memory("alice", observation("bugfix", "", "b1"), &[]),
+                memory("alice", observation("bugfix", "", "b2"), &[]),
+            ],
+        )
+        .await;
+        let bobs = retain(
+            store,
+            "bob",
+            "bob",
+            vec![memory("bob", observation("bugfix", "", "b"), &[])],
+        )
+        .await;
+
+        let forgotten = store
+            .forget(&ForgetFilter::Ids(vec![ids[0], 987_654_321]))
+            .await
+            .unwrap();
+        assert_eq!(forgotten, 1, "{name}");
+        assert_eq!(set(&ids_of(store, "alice").await), set(&ids[1..]), "{name}");
+
+        let by_type = ForgetFilter::SubjectType("alice".into(), "bugfix".into());
+        assert_eq!(store.forget(&by_type).await.unwrap(), 2, "{name}");
+        assert_eq!(ids_of(store, "alice").await, vec![ids[1]], "{name}");
+
+        assert_eq!(
+            store
+                .forget(&ForgetFilter::Subject("alice".into()))
+                .await
+                .unwrap(),
+            1,
+            "{name}"
+        );
+        assert!(ids_of(store, "alice").await.is_empty(), "{name}");
+        assert_eq!(ids_of(store, "bob").await, bobs, "{name}: bob untouched");
+
+        // The subject's keys went with it: the same key stores again.
+        let again = store
+            .retain(&batch("k", "alice", vec![note("alice", "new")], T0, NO_LIMITS))
+            .await;
+        assert!(!again.unwrap().replayed, "{name}");
+        assert_eq!(
+            store.forget(&ForgetFilter::Ids(vec![])).await.unwrap(),
+            0,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn list_pages_through_every_memory_once() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let memories = (0..25).map(|i| note("alice", &format!("memory {i}"))).collect();
+        let ids = retain(store, "k", "alice", memories).await;
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        let mut before = None;
+        loop {
+            let page = store.list("alice", 10, before).await.unwrap();
+            sizes.push(page.memories.len());
+            seen.extend(page.memories.iter().map(|m| m.id));
+            match page.next {
+                Some(next) => before = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(sizes, [10, 10, 5], "{name}");
+        let newest_first: Vec<i64> = ids.iter().rev().copied().collect();
+        assert_eq!(seen, newest_first, "{name}: every memory once, newest first");
+    }
+}
+
+#[tokio::test]
+async fn a_reopened_store_keeps_its_memories_and_keys() {
+    for b in backends().await {
+        let name = b.name;
+        let first = batch("k", "alice", vec![note("alice", "durable")], T0, NO_LIMITS);
+        let retained = b.store.retain(&first).await.unwrap();
+        b.store.close().await;
+
+        let reopened = open(&b.backend).await;
+        let page = reopened.list("alice", 10, None).await.unwrap();
+        assert_eq!(page.memories.len(), 1, "{name}");
+        assert_eq!(page.memories[0].memory, first.memories[0], "{name}");
+        let replay = reopened.retain(&first).await.unwrap();
+        assert!(replay.replayed, "{name}");
+        assert_eq!(replay.ids, retained.ids, "{name}");
+        reopened.close().await;
+    }
+}
