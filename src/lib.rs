@@ -7,6 +7,8 @@
 //!   be cut, allocate the rest by priority, order for attention and caches.
 //! - [`compact`] is the conversation compactor (no gRPC): a deterministic
 //!   summary, tool-call-safe cuts, a per-session breaker and emergency trim.
+//! - [`memory`] is retention and recall (no gRPC): XML parsing, ranking, and
+//!   the SQLite or PostgreSQL store behind the MEMORY block.
 //! - [`grpc`] is the only module that knows tonic/prost: it converts wire
 //!   types to domain types and maps domain errors to `Status` in one place.
 //! - [`server`] binds, serves health/reflection/metrics and drains on signal.

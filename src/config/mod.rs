@@ -470,6 +470,9 @@ impl ServeArgs {
     }
 }
 
+/// Most observation types a configuration may add.
+const MAX_EXTRA_TYPES: usize = 32;
+
 impl ServeArgs {
     /// The `[memory]` settings under the memory flags.
     fn memory(&self, f: &FileConfig) -> Result<(Backend, MemorySettings), ConfigError> {
@@ -523,6 +526,13 @@ impl ServeArgs {
             }
         };
         let mut settings = MemorySettings::default();
+        // Each type is a metric label value: the set stays small.
+        if m.extra_types.as_ref().is_some_and(|t| t.len() > MAX_EXTRA_TYPES) {
+            return Err(ConfigError::new(
+                "memory.extra_types",
+                format!("at most {MAX_EXTRA_TYPES} types"),
+            ));
+        }
         for (i, t) in m.extra_types.iter().flatten().enumerate() {
             let key = format!("memory.extra_types[{i}]");
             let ok = !t.is_empty()

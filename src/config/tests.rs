@@ -342,3 +342,58 @@ fn metrics_may_not_share_the_grpc_port_on_any_overlapping_address() {
             .is_ok()
     );
 }
+
+#[test]
+fn memory_settings_are_read_and_checked() {
+    let cfg = parse(&[]).serve.validate().unwrap();
+    assert_eq!(
+        cfg.memory_backend,
+        Backend::Sqlite {
+            path: "context-assembler-memory.db".into()
+        }
+    );
+    assert_eq!(cfg.memory.types.len(), 5);
+    assert_eq!(cfg.memory.retention.max_per_subject, 10_000);
+    assert_eq!(cfg.memory.retention.max_age, None);
+    let (_f, cfg) = with_file(
+        "[memory]\nstore = \"postgres\"\npostgres_url = \"postgres://u:p@h/db\"\nextra_types = [\"incident\"]\n\
+         max_age_days = 2\nrecency_half_life_hours = 24\n",
+    );
+    let cfg = cfg.unwrap();
+    assert_eq!(
+        cfg.memory_backend,
+        Backend::Postgres {
+            url: "postgres://u:p@h/db".into(),
+            max_connections: 8
+        }
+    );
+    assert!(cfg.memory.types.contains(&"incident".to_owned()));
+    assert_eq!(
+        cfg.memory.retention.max_age,
+        Some(Duration::from_secs(2 * 86_400))
+    );
+    assert_eq!(cfg.memory.half_life, Duration::from_secs(24 * 3600));
+    let off = parse(&["--memory-store", "off"]).serve.validate().unwrap();
+    assert_eq!(off.memory_backend, Backend::Off);
+
+    assert_eq!(err_key("[memory]\nstore = \"redis\"\n"), "memory.store");
+    let bad_url = with_file("[memory]\nstore = \"postgres\"\npostgres_url = \"mysql://u:secret@h\"\n")
+        .1
+        .unwrap_err();
+    assert_eq!(bad_url.key, "memory.postgres_url");
+    assert!(!bad_url.message.contains("secret"), "{bad_url}");
+    assert_eq!(
+        err_key("[memory]\nextra_types = [\"Bad Type\"]\n"),
+        "memory.extra_types[0]"
+    );
+    assert_eq!(
+        err_key("[memory]\nextra_types = [\"summary\"]\n"),
+        "memory.extra_types[0]"
+    );
+    assert_eq!(err_key("[memory]\nrecall_limit = 500\n"), "memory.recall_limit");
+    let many: Vec<String> = (0..33).map(|i| format!("\"t{i}\"")).collect();
+    assert_eq!(
+        err_key(&format!("[memory]\nextra_types = [{}]\n", many.join(","))),
+        "memory.extra_types"
+    );
+}
