@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 CARGO_FUZZ_VERSION=0.13.2
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-convert assemble compact}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-convert assemble compact memory}"
 # An input slower than this is reported as a hang (a failure).
 PER_INPUT_TIMEOUT=30
 export CARGO_TERM_COLOR=never
@@ -54,8 +54,10 @@ for t in "${TARGETS[@]}"; do
     mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
     log="fuzz/artifacts/logs/$t.log"
     echo "== fuzz $t for ${FUZZ_SECONDS}s (corpus: $(find "fuzz/corpus/$t" -type f | wc -l) inputs)"
+    dict=()
+    [[ -f "fuzz/$t.dict" ]] && dict=(-dict="fuzz/$t.dict")
     # The binary itself, not `cargo fuzz run`: nothing is rebuilt between targets.
-    if "$bin/$t" "fuzz/corpus/$t" -artifact_prefix="fuzz/artifacts/$t/" \
+    if "$bin/$t" "fuzz/corpus/$t" "${dict[@]}" -artifact_prefix="fuzz/artifacts/$t/" \
         -max_total_time="$FUZZ_SECONDS" -timeout="$PER_INPUT_TIMEOUT" -print_final_stats=1 >"$log" 2>&1; then
         grep -E '^#[0-9]+[[:space:]]+DONE|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" || true
     else

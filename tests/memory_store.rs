@@ -726,3 +726,47 @@ async fn a_reopened_store_keeps_its_memories_and_keys() {
         reopened.close().await;
     }
 }
+
+/// Exhaustively over the subsets of three scopes: a memory is a candidate
+/// exactly when every scope it requires is among the principal's, with and
+/// without search terms, whatever the scopes' order.
+#[tokio::test]
+async fn recall_sees_exactly_the_memories_whose_scopes_the_principal_holds() {
+    const SCOPES: [&str; 3] = ["eng", "hr", "ops"];
+    let subset = |mask: usize| -> Vec<&str> {
+        (0..3)
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| SCOPES[i])
+            .collect()
+    };
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let mut ids = Vec::new();
+        for mask in 0..8 {
+            let text = observation("decision", "", "Rotate the signing keys weekly.");
+            let required = subset(mask);
+            ids.push(
+                retain(
+                    store,
+                    &format!("m{mask}"),
+                    "carol",
+                    vec![memory("carol", text, &required)],
+                )
+                .await[0],
+            );
+        }
+        for held in 0..8 {
+            let mut scopes = subset(held);
+            scopes.reverse();
+            let visible: Vec<i64> = (0..8).filter(|&m| m & !held == 0).map(|m| ids[m]).collect();
+            for terms in [&[][..], &["rotate", "keys"][..]] {
+                let found = store.recall(&query("carol", terms, &scopes, &[])).await.unwrap();
+                assert_eq!(
+                    id_set(&found),
+                    set(&visible),
+                    "{name}: scopes {scopes:?}, terms {terms:?}"
+                );
+            }
+        }
+    }
+}
