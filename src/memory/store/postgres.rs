@@ -49,7 +49,13 @@ impl PostgresStore {
     pub async fn open(url: &str, max_connections: u32) -> Result<PostgresStore, StoreError> {
         // The url crate's parse errors do not quote the input.
         let options = PgConnectOptions::from_str(url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
+            .map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?
+            // Plan every execution with its values: after 5 runs of a
+            // prepared statement PostgreSQL may keep a generic plan, which
+            // for recall ANDs the subject's rows with a GIN scan of the whole
+            // table (83 of 89 ms at 1M memories) instead of filtering the
+            // subject's rows (8 ms).
+            .options([("plan_cache_mode", "force_custom_plan")]);
         let target = describe(&options);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
