@@ -22,6 +22,8 @@ async fn main() {
     let config = ServeArgs {
         listen: Some("127.0.0.1:0".to_owned()),
         metrics_listen: Some("off".to_owned()),
+        // Assembly only: no memory file left behind.
+        memory_store: Some("off".to_owned()),
         ..ServeArgs::default()
     }
     .validate()

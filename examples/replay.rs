@@ -22,6 +22,8 @@ async fn server() -> (Channel, std::net::SocketAddr) {
         listen: Some("127.0.0.1:0".to_owned()),
         metrics_listen: Some("127.0.0.1:0".to_owned()),
         max_concurrency: Some(256),
+        // Assembly only: no memory file left behind.
+        memory_store: Some("off".to_owned()),
         ..ServeArgs::default()
     }
     .validate()

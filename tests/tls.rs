@@ -87,7 +87,9 @@ async fn assemble(channel: Channel) -> Result<(), tonic::Status> {
         .map(|_| ())
 }
 
-async fn start(args: ServeArgs) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+async fn start(mut args: ServeArgs) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    // TLS is under test, not memory: no store file shared between tests.
+    args.memory_store = Some("off".to_owned());
     let bound = context_assembler::server::Bound::bind(args.validate().unwrap())
         .await
         .unwrap();
