@@ -87,8 +87,10 @@ pub fn assemble_request(wire: pb::AssembleRequest) -> Option<domain::AssembleReq
             );
             // Nothing the wire said was lost on the way in.
             // An absent principal becomes an empty one, an unset segment
-            // kind a system segment.
+            // kind a system segment. A recall is not part of the domain
+            // request: the service runs it before converting.
             let mut expect = wire;
+            expect.recall = None;
             expect.principal.get_or_insert_with(pb::Principal::default);
             for s in &mut expect.static_segments {
                 if s.kind == 0 {
