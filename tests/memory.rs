@@ -111,6 +111,19 @@ fn prompt(r: &pb::AssembleResponse) -> String {
         .join("\n")
 }
 
+/// The fields a status's `BadRequest` detail names, sorted.
+fn bad_fields(status: &tonic::Status) -> Vec<String> {
+    let mut fields: Vec<String> = status
+        .get_details_bad_request()
+        .unwrap()
+        .field_violations
+        .into_iter()
+        .map(|v| v.field)
+        .collect();
+    fields.sort();
+    fields
+}
+
 async fn retained(client: &mut AssemblerClient<Channel>, r: pb::RetainRequest) -> pb::RetainResponse {
     client.retain(r).await.unwrap().into_inner()
 }
@@ -289,13 +302,7 @@ async fn recall_joins_a_named_memory_block_and_refuses_other_kinds() {
         req.recall.as_mut().unwrap().block = "docs".to_owned();
         let status = client.assemble(req.clone()).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument, "{backend}");
-        let fields: Vec<String> = status
-            .get_details_bad_request()
-            .unwrap()
-            .field_violations
-            .into_iter()
-            .map(|v| v.field)
-            .collect();
+        let fields = bad_fields(&status);
         assert_eq!(fields, ["recall.block"], "{backend}");
 
         req.recall = Some(pb::Recall {
@@ -305,14 +312,7 @@ async fn recall_joins_a_named_memory_block_and_refuses_other_kinds() {
             ..Default::default()
         });
         let status = client.assemble(req).await.unwrap_err();
-        let mut fields: Vec<String> = status
-            .get_details_bad_request()
-            .unwrap()
-            .field_violations
-            .into_iter()
-            .map(|v| v.field)
-            .collect();
-        fields.sort();
+        let fields = bad_fields(&status);
         assert_eq!(
             fields,
             ["recall.max_memories", "recall.subject", "recall.types[0]"],
@@ -408,14 +408,7 @@ async fn retain_is_idempotent_strips_private_text_and_reports_bad_blocks() {
             .await
             .unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument);
-        let mut fields: Vec<String> = status
-            .get_details_bad_request()
-            .unwrap()
-            .field_violations
-            .into_iter()
-            .map(|v| v.field)
-            .collect();
-        fields.sort();
+        let fields = bad_fields(&status);
         assert_eq!(
             fields,
             ["idempotency_key", "observations[0].text", "observations[0].type"],
