@@ -45,6 +45,8 @@ const MAX_REQUEST_BYTES: usize = 4 << 20;
 const MAX_ITEMS: usize = 10_000;
 /// The server's default `limits.max_blocks`.
 const MAX_BLOCKS: usize = 64;
+/// The server's default `limits.max_batch_requests`.
+const MAX_BATCH_REQUESTS: usize = 256;
 /// How much the resident set may grow over the run (after warm-up).
 const RSS_GROWTH_LIMIT_KIB: u64 = 512 * 1024;
 
@@ -172,17 +174,22 @@ enum Cost {
     Medium,
     Bulk,
     Heavy,
+    /// A shape that is tiny per element and huge in count (see [`shaped`]).
+    Shape,
 }
 
 const MEDIUM_EVERY: usize = 100;
 const BULK_EVERY: usize = 1500;
 const HEAVY_EVERY: usize = 2500;
+const SHAPE_EVERY: usize = 400;
 
 fn cost(i: usize) -> Cost {
     if i % HEAVY_EVERY == HEAVY_EVERY - 1 {
         Cost::Heavy
     } else if i % BULK_EVERY == BULK_EVERY / 2 {
         Cost::Bulk
+    } else if i % SHAPE_EVERY == SHAPE_EVERY / 2 {
+        Cost::Shape
     } else if i % MEDIUM_EVERY == 7 {
         Cost::Medium
     } else {
@@ -201,6 +208,7 @@ fn generate(seed: u64, i: usize) -> Case {
     match cost(i) {
         Cost::Heavy => slow(heavy(&mut rng, i / HEAVY_EVERY)),
         Cost::Bulk => slow(bulk(&mut rng, i / BULK_EVERY)),
+        Cost::Shape => slow(shaped(&mut rng, i / SHAPE_EVERY)),
         Cost::Medium => slow(medium(&mut rng)),
         Cost::Cheap => {
             if rng.below(100) < 30 {
@@ -1330,16 +1338,25 @@ fn medium(rng: &mut Rng) -> Case {
             )
         }
         2 => {
+            // Up to a little over the batch limit, which is refused whole.
             let req = pb::AssembleBatchRequest {
                 requests: (0..50 + rng.below(250)).map(|_| assemble_request(rng)).collect(),
             };
-            case(
-                "batch: hundreds of requests",
-                Rpc::AssembleBatch,
-                req.encode_to_vec(),
-                Sent::Batch(req),
-                SEMANTIC,
-            )
+            let over = req.requests.len() > MAX_BATCH_REQUESTS;
+            Case {
+                reason: over.then_some("TOO_MANY_REQUESTS"),
+                ..case(
+                    "batch: hundreds of requests",
+                    Rpc::AssembleBatch,
+                    req.encode_to_vec(),
+                    Sent::Batch(req),
+                    if over {
+                        &[Code::ResourceExhausted]
+                    } else {
+                        SEMANTIC
+                    },
+                )
+            }
         }
         3 => {
             let n = 20 + rng.below(200);
@@ -1488,6 +1505,105 @@ fn bulk(rng: &mut Rng, nth: usize) -> Case {
     }
 }
 
+/// `n` empty occurrences of length-delimited field `number`: 2 bytes each on
+/// the wire, a whole struct or string each once decoded.
+fn empties(number: u64, n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 * n);
+    for _ in 0..n {
+        varint((number << 3) | 2, &mut out);
+        out.push(0);
+    }
+    out
+}
+
+/// Field `number` holding `body`.
+fn field(number: u64, body: &[u8], out: &mut Vec<u8>) {
+    varint((number << 3) | 2, out);
+    varint(body.len() as u64, out);
+    out.extend_from_slice(body);
+}
+
+/// An AssembleRequest of one block of `n` empty items.
+fn empty_items(n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    field(2, b"gpt-4o", &mut out);
+    field(6, &empties(7, n), &mut out);
+    out
+}
+
+/// Messages near the size limit made of millions of empty sub-messages (or
+/// empty strings), which would decode to hundreds of times their size: each
+/// RPC refuses them from the encoded bytes, before decoding, with the reason
+/// its shape deserves. The `nth` shape case of the run picks one, in turn.
+fn shaped(rng: &mut Rng, nth: usize) -> Case {
+    let near = (MAX_REQUEST_BYTES - 64 - rng.below(4096)) / 2;
+    let refused = |variant, rpc, payload: Vec<u8>, reason| Case {
+        reason: Some(reason),
+        ..case(variant, rpc, payload, Sent::Garbage, &[Code::ResourceExhausted])
+    };
+    match nth % 7 {
+        0 => refused(
+            "shape: batch of 2M empty requests",
+            Rpc::AssembleBatch,
+            empties(1, near),
+            "TOO_MANY_REQUESTS",
+        ),
+        1 => refused(
+            "shape: 2M empty items",
+            Rpc::Assemble,
+            empty_items(near - 8),
+            "TOO_MANY_ITEMS",
+        ),
+        2 => {
+            let mut batch = Vec::new();
+            for _ in 0..256 {
+                field(1, &empty_items(near / 256 - 8), &mut batch);
+            }
+            refused(
+                "shape: batch of 256 x 8k empty items",
+                Rpc::AssembleBatch,
+                batch,
+                "REQUEST_TOO_COMPLEX",
+            )
+        }
+        3 => refused(
+            "shape: compact of 2M empty messages",
+            Rpc::Compact,
+            empties(4, near),
+            "REQUEST_TOO_COMPLEX",
+        ),
+        4 => refused(
+            "shape: retain of 2M empty observations",
+            Rpc::Retain,
+            empties(7, near),
+            "REQUEST_TOO_COMPLEX",
+        ),
+        5 => refused(
+            "shape: forget of 2M empty ids",
+            Rpc::Forget,
+            empties(1, near),
+            "REQUEST_TOO_COMPLEX",
+        ),
+        _ => {
+            // A valid message answered, then one of 2M empty items: the
+            // stream ends with the refusal, before decoding it.
+            let first = clean_assemble(rng, 1, 100);
+            let mut body = frame(&first.encode_to_vec());
+            body.extend(frame(&empty_items(near - 8 - body.len())));
+            Case {
+                variant: "shape: stream message of 2M empty items",
+                rpc: Rpc::AssembleStream,
+                body,
+                headers: Vec::new(),
+                sent: Sent::Stream(vec![first], true),
+                codes: &[Code::ResourceExhausted],
+                reason: Some("REQUEST_TOO_COMPLEX"),
+                slow: false,
+            }
+        }
+    }
+}
+
 /// Several MB just under the request limit: one huge string, counted or
 /// assembled (the `nth` heavy case of the run picks which).
 fn heavy(rng: &mut Rng, nth: usize) -> Case {
@@ -1579,7 +1695,8 @@ fn check(case: &Case, answer: &RawAnswer) -> Result<(), String> {
         Code::FailedPrecondition => check_overflow(answer.status.as_ref().ok_or("no status")?),
         Code::ResourceExhausted => {
             let status = answer.status.as_ref().ok_or("no status")?;
-            check_refusal(status, case.reason)
+            check_refusal(status, case.reason)?;
+            check_stream_prefix(case, answer)
         }
         _ => Ok(()),
     }
@@ -1604,7 +1721,13 @@ fn check_refusal(status: &tonic::Status, want: Option<&str>) -> Result<(), Strin
     let info = status
         .get_details_error_info()
         .ok_or_else(|| format!("RESOURCE_EXHAUSTED without ErrorInfo: {:?}", status.message()))?;
-    let known = ["REQUEST_TOO_LARGE", "TOO_MANY_BLOCKS", "TOO_MANY_ITEMS"];
+    let known = [
+        "REQUEST_TOO_LARGE",
+        "TOO_MANY_BLOCKS",
+        "TOO_MANY_ITEMS",
+        "TOO_MANY_REQUESTS",
+        "REQUEST_TOO_COMPLEX",
+    ];
     if want.is_some_and(|w| w != info.reason) || !known.contains(&info.reason.as_str()) {
         return Err(format!("RESOURCE_EXHAUSTED {:?}, wanted {want:?}", info.reason));
     }

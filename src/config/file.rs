@@ -90,6 +90,8 @@ pub struct LimitsSection {
     pub max_blocks: Option<u64>,
     /// Most items per request.
     pub max_items: Option<u64>,
+    /// Most requests per AssembleBatch.
+    pub max_batch_requests: Option<u64>,
     /// Most requests worked on at once.
     pub max_concurrency: Option<u64>,
     /// Deadline when the client sends none, in ms (0 = none).
@@ -254,6 +256,7 @@ impl FileConfig {
                 max_request_bytes: self.limits.max_request_bytes.or(b.limits.max_request_bytes),
                 max_blocks: self.limits.max_blocks.or(b.limits.max_blocks),
                 max_items: self.limits.max_items.or(b.limits.max_items),
+                max_batch_requests: self.limits.max_batch_requests.or(b.limits.max_batch_requests),
                 max_concurrency: self.limits.max_concurrency.or(b.limits.max_concurrency),
                 default_timeout_ms: self.limits.default_timeout_ms.or(b.limits.default_timeout_ms),
                 max_connections: self.limits.max_connections.or(b.limits.max_connections),

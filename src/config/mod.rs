@@ -92,6 +92,9 @@ pub struct ServeArgs {
     /// Most items over all blocks of a request [default: 10000].
     #[arg(long, env = "CONTEXT_ASSEMBLER_MAX_ITEMS")]
     pub max_items: Option<u64>,
+    /// Most requests in one AssembleBatch [default: 256].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_MAX_BATCH_REQUESTS")]
+    pub max_batch_requests: Option<u64>,
     /// Most requests worked on at once; more are shed [default: 64].
     #[arg(long, env = "CONTEXT_ASSEMBLER_MAX_CONCURRENCY")]
     pub max_concurrency: Option<u64>,
@@ -160,6 +163,8 @@ pub struct Limits {
     pub max_blocks: u32,
     /// Most items per request.
     pub max_items: u32,
+    /// Most requests per AssembleBatch.
+    pub max_batch_requests: u32,
     /// Most requests worked on at once.
     pub max_concurrency: u32,
     /// Deadline when the client sends none.
@@ -355,6 +360,12 @@ impl ServeArgs {
             l.max_items,
             "limits.max_items",
         )?;
+        let max_batch_requests = pick(
+            self.max_batch_requests,
+            "--max-batch-requests (CONTEXT_ASSEMBLER_MAX_BATCH_REQUESTS)",
+            l.max_batch_requests,
+            "limits.max_batch_requests",
+        )?;
         let max_concurrency = pick(
             self.max_concurrency,
             "--max-concurrency (CONTEXT_ASSEMBLER_MAX_CONCURRENCY)",
@@ -379,6 +390,7 @@ impl ServeArgs {
             max_request_bytes: to_u32(within(&max_request_bytes, 1024, 1 << 30)?),
             max_blocks: to_u32(within(&max_blocks, 1, 100_000)?),
             max_items: to_u32(within(&max_items, 1, 10_000_000)?),
+            max_batch_requests: to_u32(within(&max_batch_requests, 1, 100_000)?),
             max_concurrency: to_u32(within(&max_concurrency, 1, 100_000)?),
             default_timeout: match within(&timeout, 0, 86_400_000)? {
                 0 => None,

@@ -43,6 +43,7 @@ fn the_embedded_default_gives_the_documented_defaults() {
             max_request_bytes: 4 << 20,
             max_blocks: 64,
             max_items: 10_000,
+            max_batch_requests: 256,
             max_concurrency: 64,
             default_timeout: Some(Duration::from_secs(30)),
             max_connections: 1024,

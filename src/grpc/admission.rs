@@ -15,6 +15,7 @@ use std::time::Duration;
 use http::HeaderMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::shape::Measure;
 use crate::config::Limits;
 use crate::telemetry::metrics;
 
@@ -22,10 +23,22 @@ use crate::telemetry::metrics;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The concurrency limit is reached.
-    #[error("overloaded: {limit} requests already in progress; retry after a short back-off")]
+    #[error(
+        "overloaded: {limit} requests already in progress (limits.max_concurrency); retry after a short back-off"
+    )]
     Overloaded {
         /// `limits.max_concurrency`.
         limit: u32,
+    },
+    /// The upload budget is spent: messages being received or worked on
+    /// already hold it.
+    #[error(
+        "overloaded: the upload budget of {budget_bytes} bytes (limits.max_concurrency x limits.max_request_bytes) \
+         is held by messages being received or worked on; retry after a short back-off"
+    )]
+    UploadBudget {
+        /// The whole budget, in bytes.
+        budget_bytes: u64,
     },
     /// The request message is larger than allowed.
     #[error("request message of {bytes} bytes exceeds the limit of {limit} bytes (limits.max_request_bytes)")]
@@ -51,6 +64,26 @@ pub enum Refusal {
         /// `limits.max_items`.
         limit: u32,
     },
+    /// Too many requests in a batch.
+    #[error("{count} requests in the batch exceed the limit of {limit} (limits.max_batch_requests)")]
+    TooManyRequests {
+        /// Requests in the batch.
+        count: usize,
+        /// `limits.max_batch_requests`.
+        limit: u32,
+    },
+    /// Decoding the message would allocate far more than its size: it holds
+    /// a great many empty or tiny sub-messages.
+    #[error(
+        "the request message would take {decoded_bytes} bytes to decode, over the limit of {limit} for its size: \
+         it holds too many empty or tiny sub-messages"
+    )]
+    TooComplex {
+        /// What decoding would allocate (an upper bound).
+        decoded_bytes: u64,
+        /// What a message of its size may take.
+        limit: u64,
+    },
     /// The deadline passed before the answer was ready.
     #[error("deadline exceeded before the request finished; its work was cancelled")]
     DeadlineExceeded,
@@ -61,6 +94,9 @@ impl Refusal {
     pub fn reason(&self) -> &'static str {
         match self {
             Refusal::Overloaded { .. } => metrics::REFUSED_CONCURRENCY,
+            Refusal::UploadBudget { .. } => metrics::REFUSED_UPLOAD_BUDGET,
+            Refusal::TooManyRequests { .. } => metrics::REFUSED_TOO_MANY_REQUESTS,
+            Refusal::TooComplex { .. } => metrics::REFUSED_TOO_COMPLEX,
             Refusal::TooLarge { .. } => metrics::REFUSED_REQUEST_TOO_LARGE,
             Refusal::TooManyBlocks { .. } => metrics::REFUSED_TOO_MANY_BLOCKS,
             Refusal::TooManyItems { .. } => metrics::REFUSED_TOO_MANY_ITEMS,
@@ -75,10 +111,14 @@ pub struct Admission {
     permits: Arc<Semaphore>,
     /// Upload budget in KiB: `max_concurrency x max_request_bytes`.
     upload_kib: Arc<Semaphore>,
+    budget_kib: usize,
+    /// See [`Measure::allowance`].
+    decode_allowance: u64,
     limits: Limits,
 }
 
-/// Bytes of the upload budget held while a message is received and decoded.
+/// Bytes of the upload budget held for a message: its size while it is
+/// received, then what it decodes to, until it has been answered.
 #[derive(Debug)]
 pub struct Reserved {
     _permit: OwnedSemaphorePermit,
@@ -108,6 +148,8 @@ impl Admission {
         Admission {
             permits: Arc::new(Semaphore::new(limits.max_concurrency as usize)),
             upload_kib: Arc::new(Semaphore::new(budget_kib)),
+            budget_kib,
+            decode_allowance: Measure::allowance(limits.max_items),
             limits,
         }
     }
@@ -117,17 +159,36 @@ impl Admission {
         self.limits.max_request_bytes
     }
 
-    /// Reserves `bytes` of the upload budget, or [`Refusal::Overloaded`] at
-    /// once.
+    /// Reserves `bytes` of the upload budget, or [`Refusal::UploadBudget`]
+    /// at once.
     pub fn reserve_upload(&self, bytes: u32) -> Result<Reserved, Refusal> {
         let kib = bytes.div_ceil(1024).max(1);
         self.upload_kib
             .clone()
             .try_acquire_many_owned(kib)
             .map(|p| Reserved { _permit: p })
-            .map_err(|_| Refusal::Overloaded {
-                limit: self.limits.max_concurrency,
+            .map_err(|_| Refusal::UploadBudget {
+                budget_bytes: self.budget_kib as u64 * 1024,
             })
+    }
+
+    /// Grows `reserved` to `bytes` in all (a message's decoded size, once
+    /// measured), or [`Refusal::UploadBudget`] at once.
+    pub fn reserve_up_to(&self, reserved: &mut Reserved, bytes: u64) -> Result<(), Refusal> {
+        let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+        let held = u32::try_from(reserved._permit.num_permits()).unwrap_or(u32::MAX);
+        if want <= held {
+            return Ok(());
+        }
+        let more = self
+            .upload_kib
+            .clone()
+            .try_acquire_many_owned(want - held)
+            .map_err(|_| Refusal::UploadBudget {
+                budget_bytes: self.budget_kib as u64 * 1024,
+            })?;
+        reserved._permit.merge(more);
+        Ok(())
     }
 
     /// Requests holding a work slot now.
@@ -165,6 +226,43 @@ impl Admission {
             return Err(Refusal::TooManyItems {
                 count: items,
                 limit: self.limits.max_items,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks the counts read from an encoded message: the block and item
+    /// limits of a request, the size of a batch.
+    pub fn check_counts(&self, m: &Measure) -> Result<(), Refusal> {
+        let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        if m.requests > u64::from(self.limits.max_batch_requests) {
+            return Err(Refusal::TooManyRequests {
+                count: count(m.requests),
+                limit: self.limits.max_batch_requests,
+            });
+        }
+        self.check_shape(count(m.blocks), count(m.items))
+    }
+
+    /// Refuses a message that would take more than its size allows to
+    /// decode ([`Measure::allowed`]).
+    pub fn check_decoded(&self, m: &Measure, wire_bytes: u32) -> Result<(), Refusal> {
+        let limit = Measure::allowed(u64::from(wire_bytes), self.decode_allowance);
+        if m.decoded_bytes > limit {
+            return Err(Refusal::TooComplex {
+                decoded_bytes: m.decoded_bytes,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a batch's size.
+    pub fn check_batch(&self, requests: usize) -> Result<(), Refusal> {
+        if requests > self.limits.max_batch_requests as usize {
+            return Err(Refusal::TooManyRequests {
+                count: requests,
+                limit: self.limits.max_batch_requests,
             });
         }
         Ok(())
@@ -228,6 +326,7 @@ mod tests {
             max_request_bytes: 1024,
             max_blocks: 2,
             max_items: 3,
+            max_batch_requests: 4,
             max_concurrency: 2,
             default_timeout: Some(Duration::from_secs(5)),
             max_connections: 10,
@@ -250,7 +349,10 @@ mod tests {
         // 2 x 1 KiB.
         let first = a.reserve_upload(1024).unwrap();
         let _second = a.reserve_upload(1).unwrap();
-        assert!(a.reserve_upload(1).is_err());
+        assert_eq!(
+            a.reserve_upload(1).unwrap_err(),
+            Refusal::UploadBudget { budget_bytes: 2048 }
+        );
         drop(first);
         assert!(a.reserve_upload(1000).is_ok());
         assert_eq!(a.in_flight(), 0);

@@ -7,6 +7,7 @@ pub mod convert;
 pub mod gate;
 pub mod json;
 pub mod service;
+pub mod shape;
 pub mod status;
 
 /// Generated protobuf types, tonic stubs and proto3-JSON serde impls.

@@ -145,26 +145,6 @@ fn check_shape(admission: &Admission, r: &pb::AssembleRequest) -> Result<(), Ref
     admission.check_shape(r.blocks.len(), items)
 }
 
-/// A stream's receive error as the caller should see it. The gate sizes only
-/// a stream's first message; a later one over the limit meets tonic's decode
-/// limit (OUT_OF_RANGE), which is refused here as every other oversized
-/// message is: RESOURCE_EXHAUSTED, REQUEST_TOO_LARGE, and counted.
-fn stream_error(admission: &Admission, status: Status) -> Status {
-    if status.code() != tonic::Code::OutOfRange {
-        return status;
-    }
-    let limit = admission.max_request_bytes();
-    // tonic says "... found {len} bytes, the limit is ...".
-    let bytes = status
-        .message()
-        .split("found ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(limit.saturating_add(1));
-    refuse("AssembleStream", Refusal::TooLarge { bytes, limit })
-}
-
 /// Answers buffered per AssembleStream.
 const STREAM_BUFFER: usize = 16;
 
@@ -260,6 +240,9 @@ impl pb::assembler_server::Assembler for AssemblerService {
         let wire = request.into_inner();
         tracing::Span::current().record("requests", wire.requests.len());
         let result = async {
+            self.admission
+                .check_batch(wire.requests.len())
+                .map_err(|r| refuse(RPC, r))?;
             let permit = permit.map_err(|r| refuse(RPC, r))?;
             let n = wire.requests.len();
             // Shape and conversion per request: one bad request fails alone.
@@ -350,14 +333,24 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 let wire = match inbound.message().await {
                     Ok(Some(m)) => m,
                     Ok(None) => break,
+                    // The gate's refusal of a message (size, budget,
+                    // shape), the drain, or a malformed message: the last
+                    // answer of the stream.
                     Err(status) => {
-                        let _ = tx.send(Err(stream_error(&service.admission, status))).await;
+                        let _ = tx.send(Err(status)).await;
                         break;
                     }
                 };
                 let started = Instant::now();
                 let request_id = wire.request_id.clone();
-                let result = service.assemble_one(RPC, service.admission.admit(), wire).await;
+                // Each message is worked on under the configured deadline.
+                let one = service.assemble_one(RPC, service.admission.admit(), wire);
+                let result = match service.admission.limits().default_timeout {
+                    None => one.await,
+                    Some(deadline) => tokio::time::timeout(deadline, one)
+                        .await
+                        .unwrap_or_else(|_| Err(refuse(RPC, Refusal::DeadlineExceeded))),
+                };
                 let code = result.as_ref().map_or_else(|s| s.code(), |_| tonic::Code::Ok);
                 metrics::request(RPC, code_label(code), started.elapsed());
                 let answer = pb::AssembleStreamResponse {

@@ -20,6 +20,12 @@ pub const REASON_REQUEST_TOO_LARGE: &str = "REQUEST_TOO_LARGE";
 pub const REASON_TOO_MANY_BLOCKS: &str = "TOO_MANY_BLOCKS";
 /// `ErrorInfo.reason` when a request has more items than allowed.
 pub const REASON_TOO_MANY_ITEMS: &str = "TOO_MANY_ITEMS";
+/// `ErrorInfo.reason` when a batch has more requests than allowed.
+pub const REASON_TOO_MANY_REQUESTS: &str = "TOO_MANY_REQUESTS";
+/// `ErrorInfo.reason` when a message would take too much memory to decode.
+pub const REASON_REQUEST_TOO_COMPLEX: &str = "REQUEST_TOO_COMPLEX";
+/// `ErrorInfo.reason` when a draining sidecar admits no new message.
+pub const REASON_SHUTTING_DOWN: &str = "SHUTTING_DOWN";
 /// `ErrorInfo.reason` when the sidecar runs without a memory store.
 pub const REASON_MEMORY_DISABLED: &str = "MEMORY_DISABLED";
 /// `ErrorInfo.reason` when the memory store cannot be reached.
@@ -126,6 +132,21 @@ pub fn refusal_status(refusal: &Refusal) -> Status {
             details.set_retry_info(Some(SHED_RETRY_DELAY));
             Status::with_error_details(Code::ResourceExhausted, message, details)
         }
+        Refusal::UploadBudget { budget_bytes } => {
+            let mut details = info(REASON_OVERLOADED, budget_bytes, budget_bytes);
+            details.set_retry_info(Some(SHED_RETRY_DELAY));
+            Status::with_error_details(Code::ResourceExhausted, message, details)
+        }
+        Refusal::TooManyRequests { count, limit } => Status::with_error_details(
+            Code::ResourceExhausted,
+            message,
+            info(REASON_TOO_MANY_REQUESTS, u64::from(limit), count as u64),
+        ),
+        Refusal::TooComplex { decoded_bytes, limit } => Status::with_error_details(
+            Code::ResourceExhausted,
+            message,
+            info(REASON_REQUEST_TOO_COMPLEX, limit, decoded_bytes),
+        ),
         Refusal::TooLarge { bytes, limit } => Status::with_error_details(
             Code::ResourceExhausted,
             message,
@@ -143,6 +164,16 @@ pub fn refusal_status(refusal: &Refusal) -> Status {
         ),
         Refusal::DeadlineExceeded => Status::deadline_exceeded(message),
     }
+}
+
+/// UNAVAILABLE for a stream's next message once the server drains (the
+/// client retries it on another instance).
+pub fn shutting_down_status() -> Status {
+    Status::with_error_details(
+        Code::Unavailable,
+        "the sidecar is shutting down: this stream admits no new message; retry on another instance",
+        ErrorDetails::with_error_info(REASON_SHUTTING_DOWN, ERROR_DOMAIN, []),
+    )
 }
 
 /// A bounded label for a status code.

@@ -1,7 +1,8 @@
 //! Connections: each is served until it closes, until it has been idle (no
 //! open stream) for [`IDLE_TIMEOUT`], or until the drain asks it to finish.
-//! The drain waits for unary requests, not for long-lived streams (health
-//! `Watch`, reflection), which never end on their own.
+//! The drain waits for every call of the Assembler service (unary calls and
+//! AssembleStream, which ends itself on drain), not for the long-lived
+//! streams of health `Watch` and reflection, which never end on their own.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -25,13 +26,15 @@ use tracing::debug;
 /// A connection with no open stream for this long is closed (gracefully:
 /// clients reconnect), so idle connections cannot hold every slot.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The paths of the Assembler service's calls.
+const ASSEMBLER_PATH: &str = "/context_assembler.v1.Assembler/";
 
-/// Unary requests (Assemble, CountTokens) whose responses are not yet sent,
-/// over all connections: the drain waits for these.
+/// Calls of the Assembler service whose responses are not yet over, on all
+/// connections: the drain waits for these.
 #[derive(Debug, Clone, Default)]
-pub struct Unary(Arc<AtomicUsize>);
+pub struct Calls(Arc<AtomicUsize>);
 
-impl Unary {
+impl Calls {
     /// How many are open.
     pub fn open(&self) -> usize {
         self.0.load(Ordering::Acquire)
@@ -64,15 +67,15 @@ impl Activity {
 /// Ends a stream's accounting when its response body is dropped.
 struct StreamGuard {
     activity: Arc<Activity>,
-    unary: Option<Unary>,
+    call: Option<Calls>,
 }
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         self.activity.open.fetch_sub(1, Ordering::AcqRel);
         self.activity.touch();
-        if let Some(u) = &self.unary {
-            u.0.fetch_sub(1, Ordering::AcqRel);
+        if let Some(c) = &self.call {
+            c.0.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -103,12 +106,12 @@ impl HttpBody for Guarded {
     }
 }
 
-/// Counts a connection's streams (and the unary ones globally).
+/// Counts a connection's streams (and the Assembler service's globally).
 #[derive(Clone)]
 struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
-    unary: Unary,
+    calls: Calls,
 }
 
 type Response = http::Response<tonic::body::Body>;
@@ -127,20 +130,20 @@ where
     }
 
     fn call(&mut self, req: http::Request<Incoming>) -> Self::Future {
-        let path = req.uri().path();
-        let unary = ["/Assemble", "/CountTokens", "/AssembleBatch"]
-            .iter()
-            .any(|m| path.ends_with(m))
-            .then(|| self.unary.clone());
+        let call = req
+            .uri()
+            .path()
+            .starts_with(ASSEMBLER_PATH)
+            .then(|| self.calls.clone());
         self.activity.open.fetch_add(1, Ordering::AcqRel);
-        if let Some(u) = &unary {
-            u.0.fetch_add(1, Ordering::AcqRel);
+        if let Some(c) = &call {
+            c.0.fetch_add(1, Ordering::AcqRel);
         }
         // Created before the call, so a handler dropped mid-way still ends
         // the stream's accounting.
         let guard = StreamGuard {
             activity: self.activity.clone(),
-            unary,
+            call,
         };
         let fut = self.inner.call(req);
         Box::pin(async move {
@@ -156,8 +159,8 @@ pub struct Conn<S> {
     pub http2: hyper::server::conn::http2::Builder<TokioExecutor>,
     /// The gated router.
     pub service: S,
-    /// Unary requests in flight.
-    pub unary: Unary,
+    /// Assembler calls in flight.
+    pub calls: Calls,
 }
 
 impl<S> Conn<S>
@@ -178,7 +181,7 @@ where
         let service = Tracked {
             inner: self.service.clone(),
             activity: activity.clone(),
-            unary: self.unary.clone(),
+            calls: self.calls.clone(),
         };
         let conn = self
             .http2

@@ -34,7 +34,7 @@ mod conn;
 mod metrics_http;
 mod signals;
 
-use conn::{Conn, Unary};
+use conn::{Calls, Conn};
 
 pub use metrics_http::install_metrics;
 pub use signals::{Hangups, reload, shutdown_signal};
@@ -58,6 +58,21 @@ const HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS: usize = HTTP2_MAX_CONCURRENT_STREA
 /// After the last unary request of a drain is answered, how long responses
 /// get to reach the socket before the remaining connections are closed.
 const FLUSH_GRACE: Duration = Duration::from_millis(250);
+/// The least time the memory store is given to close on shutdown.
+const STORE_CLOSE_MIN: Duration = Duration::from_millis(500);
+/// Bytes a response may take per byte of the request limit: it echoes the
+/// request's kept text, escaped (at most 5 bytes for 1), plus its report.
+const RESPONSE_BYTES_PER_REQUEST_BYTE: usize = 8;
+/// The least any response may take (a ListModels or ListMemories page).
+const MIN_RESPONSE_BYTES: usize = 16 << 20;
+
+/// The encoded size limit of responses.
+fn max_response_bytes(max_request_bytes: u32) -> usize {
+    (max_request_bytes as usize)
+        .saturating_mul(RESPONSE_BYTES_PER_REQUEST_BYTE)
+        .max(MIN_RESPONSE_BYTES)
+}
+
 /// How often the drain looks at what is still open.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
 /// Keep-alive pings find dead peers so their connections are freed.
@@ -201,10 +216,10 @@ impl Bound {
             AssemblerService::new(assembler.clone(), admission.clone()).with_memories(memories.clone());
         let assembler_svc = Svc::new(service)
             // A backstop behind the gate (which answers first, with
-            // RESOURCE_EXHAUSTED); responses echo the request, so they may be
-            // as large, plus the report.
+            // RESOURCE_EXHAUSTED). Responses echo the request, escaped (at
+            // most 5 bytes for 1), plus the report: bounded all the same.
             .max_decoding_message_size(limits.max_request_bytes as usize)
-            .max_encoding_message_size(usize::MAX);
+            .max_encoding_message_size(max_response_bytes(limits.max_request_bytes));
         let routes = Routes::new(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -235,11 +250,12 @@ impl Bound {
             .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS)
             .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
             .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
-        let unary = Unary::default();
+        let calls = Calls::default();
+        let (drain_tx, drain_rx) = watch::channel(false);
         let conn = Arc::new(Conn {
             http2,
-            service: Gate::new(routes, admission.clone()),
-            unary: unary.clone(),
+            service: Gate::new(routes, admission.clone(), drain_rx.clone()),
+            calls: calls.clone(),
         });
         let tls = config.tls.as_ref().map(|t| TlsAcceptor::from(t.config.clone()));
 
@@ -249,7 +265,6 @@ impl Bound {
             mutual_tls = config.tls.as_ref().is_some_and(|t| t.mutual),
             "gRPC listening"
         );
-        let (drain_tx, drain_rx) = watch::channel(false);
         let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
         tokio::pin!(shutdown);
         loop {
@@ -297,27 +312,34 @@ impl Bound {
         }
 
         info!("shutdown requested: NOT_SERVING, no new connections, draining");
+        let deadline = tokio::time::Instant::now() + config.drain;
         reporter.set_not_serving::<Svc>().await;
         reporter.set_service_status("", ServingStatus::NotServing).await;
         drop(listener);
         reloads.abort();
         let _ = drain_tx.send(true);
         let open_connections = || (limits.max_connections as usize).saturating_sub(slots.available_permits());
-        // Unary calls not yet answered, and work in progress (stream messages).
-        let busy = || unary.open() + admission.in_flight();
-        match tokio::time::timeout(config.drain, drained(busy, open_connections)).await {
+        // Assembler calls not yet answered (streams end themselves on the
+        // drain), and work in progress.
+        let busy = || calls.open() + admission.in_flight();
+        match tokio::time::timeout_at(deadline, drained(busy, open_connections)).await {
             Ok(0) => info!("drained cleanly"),
             Ok(streams) => info!(
                 connections = streams,
-                "drained: unary requests answered; connections holding only long-lived streams closed"
+                "drained: calls answered; connections holding only health or reflection streams closed"
             ),
             Err(_) => warn!(
                 grace_secs = config.drain.as_secs(),
-                unary = unary.open(),
+                calls = calls.open(),
                 "drain timed out: in-flight requests abandoned"
             ),
         }
-        memories.close().await;
+        // The store closes within the drain deadline (at least a moment,
+        // for its last commit), never holding the exit.
+        let close_by = deadline.max(tokio::time::Instant::now() + STORE_CLOSE_MIN);
+        if tokio::time::timeout_at(close_by, memories.close()).await.is_err() {
+            warn!("memory store did not close within the drain deadline");
+        }
         Ok(())
     }
 }

@@ -125,12 +125,21 @@ pub const REFUSED_REQUEST_TOO_LARGE: &str = "request_too_large";
 pub const REFUSED_TOO_MANY_BLOCKS: &str = "too_many_blocks";
 /// Refusal reason: more items than `limits.max_items`.
 pub const REFUSED_TOO_MANY_ITEMS: &str = "too_many_items";
+/// Refusal reason: the upload budget was held by other messages.
+pub const REFUSED_UPLOAD_BUDGET: &str = "upload_budget";
+/// Refusal reason: more batch requests than `limits.max_batch_requests`.
+pub const REFUSED_TOO_MANY_REQUESTS: &str = "too_many_requests";
+/// Refusal reason: the message would take too much memory to decode.
+pub const REFUSED_TOO_COMPLEX: &str = "too_complex";
 /// Refusal reason: the deadline passed; the work was cancelled.
 pub const REFUSED_DEADLINE_EXCEEDED: &str = "deadline_exceeded";
 /// Every refusal reason.
-pub const REFUSAL_REASONS: [&str; 5] = [
+pub const REFUSAL_REASONS: [&str; 8] = [
     REFUSED_CONCURRENCY,
+    REFUSED_UPLOAD_BUDGET,
     REFUSED_REQUEST_TOO_LARGE,
+    REFUSED_TOO_MANY_REQUESTS,
+    REFUSED_TOO_COMPLEX,
     REFUSED_TOO_MANY_BLOCKS,
     REFUSED_TOO_MANY_ITEMS,
     REFUSED_DEADLINE_EXCEEDED,
