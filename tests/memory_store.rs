@@ -13,7 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use context_assembler::memory::model::{Content, NewMemory, Observation, SessionSummary};
 use context_assembler::memory::store::{
-    Backend, Candidate, ForgetFilter, KEY_TTL, MemoryStore, RecallQuery, RetainBatch, Retained, Retention,
+    Backend, Candidate, DEFAULT_STATEMENT_TIMEOUT, ForgetFilter, KEY_TTL, MemoryStore, RecallQuery,
+    RetainBatch, Retained, Retention,
 };
 use sqlx::Connection;
 use tempfile::TempDir;
@@ -27,6 +28,7 @@ const T0: i64 = 1_700_000_000_000;
 const NO_LIMITS: Retention = Retention {
     max_per_subject: 0,
     max_age: None,
+    max_total_bytes: 0,
 };
 
 /// One open store under test.
@@ -55,6 +57,7 @@ async fn backends() -> Vec<TestStore> {
             let postgres = Backend::Postgres {
                 url: fresh_database(&url).await,
                 max_connections: 4,
+                statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
             };
             out.push(TestStore {
                 name: "postgres",
@@ -159,7 +162,7 @@ async fn retain(store: &MemoryStore, key: &str, subject: &str, memories: Vec<New
 
 /// Every id of `subject`, newest first.
 async fn ids_of(store: &MemoryStore, subject: &str) -> Vec<i64> {
-    let page = store.list(subject, 1000, None).await.unwrap();
+    let page = store.list(subject, 1000, None, u64::MAX).await.unwrap();
     assert_eq!(page.next, None);
     page.memories.iter().map(|m| m.id).collect()
 }
@@ -172,6 +175,7 @@ fn query(subject: &str, terms: &[&str], scopes: &[&str], types: &[&str]) -> Reca
         scopes: strings(scopes),
         types: strings(types),
         limit: 50,
+        max_bytes: u64::MAX,
     }
 }
 
@@ -240,7 +244,7 @@ async fn retained_memories_list_newest_first_and_round_trip() {
             retained.ids
         );
 
-        let page = store.list("alice", 10, None).await.unwrap();
+        let page = store.list("alice", 10, None, u64::MAX).await.unwrap();
         assert_eq!(page.next, None, "{name}");
         let listed: Vec<i64> = page.memories.iter().map(|m| m.id).collect();
         let newest_first: Vec<i64> = retained.ids.iter().rev().copied().collect();
@@ -250,7 +254,12 @@ async fn retained_memories_list_newest_first_and_round_trip() {
             assert_eq!(stored.created_at_ms, T0, "{name}");
         }
         assert!(
-            store.list("bob", 10, None).await.unwrap().memories.is_empty(),
+            store
+                .list("bob", 10, None, u64::MAX)
+                .await
+                .unwrap()
+                .memories
+                .is_empty(),
             "{name}"
         );
     }
@@ -375,6 +384,7 @@ async fn concurrent_writers_of_one_subject_keep_the_count_limit() {
     let retention = Retention {
         max_per_subject: 5,
         max_age: None,
+        max_total_bytes: 0,
     };
     for b in backends().await {
         let name = b.name;
@@ -556,6 +566,7 @@ async fn the_count_limit_keeps_the_newest_memories_of_the_subject() {
     let retention = Retention {
         max_per_subject: 3,
         max_age: None,
+        max_total_bytes: 0,
     };
     for b in backends().await {
         let (name, store) = (b.name, &b.store);
@@ -590,6 +601,7 @@ async fn the_age_limit_evicts_old_memories_on_a_later_write() {
     let retention = Retention {
         max_per_subject: 0,
         max_age: Some(Duration::from_secs(1)),
+        max_total_bytes: 0,
     };
     for b in backends().await {
         let (name, store) = (b.name, &b.store);
@@ -694,7 +706,7 @@ async fn list_pages_through_every_memory_once() {
         let mut sizes = Vec::new();
         let mut before = None;
         loop {
-            let page = store.list("alice", 10, before).await.unwrap();
+            let page = store.list("alice", 10, before, u64::MAX).await.unwrap();
             sizes.push(page.memories.len());
             seen.extend(page.memories.iter().map(|m| m.id));
             match page.next {
@@ -717,7 +729,7 @@ async fn a_reopened_store_keeps_its_memories_and_keys() {
         b.store.close().await;
 
         let reopened = open(&b.backend).await;
-        let page = reopened.list("alice", 10, None).await.unwrap();
+        let page = reopened.list("alice", 10, None, u64::MAX).await.unwrap();
         assert_eq!(page.memories.len(), 1, "{name}");
         assert_eq!(page.memories[0].memory, first.memories[0], "{name}");
         let replay = reopened.retain(&first).await.unwrap();
@@ -769,4 +781,89 @@ async fn recall_sees_exactly_the_memories_whose_scopes_the_principal_holds() {
             }
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sidecars_opening_one_new_sqlite_file_at_once_both_open() {
+    for round in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Backend::Sqlite {
+            path: dir.path().join("memories.db"),
+        };
+        let (a, b) = tokio::join!(MemoryStore::open(&backend), MemoryStore::open(&backend));
+        let (a, b) = (a.unwrap().unwrap(), b.unwrap().unwrap());
+        let ids = retain(&a, "k", "alice", vec![note("alice", "one")]).await;
+        assert_eq!(ids_of(&b, "alice").await, ids, "round {round}");
+        a.close().await;
+        b.close().await;
+    }
+}
+
+/// An error of a real SQLite connection to a fresh `file`, set up by
+/// `setup` (run on a first connection) and caused by `sql` on a second one
+/// opened with `options`.
+async fn sqlite_error(
+    file: &std::path::Path,
+    setup: &[&str],
+    options: impl FnOnce(sqlx::sqlite::SqliteConnectOptions) -> sqlx::sqlite::SqliteConnectOptions,
+    sql: &str,
+) -> sqlx::Error {
+    let base = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(file)
+        .create_if_missing(true);
+    let mut first = sqlx::SqliteConnection::connect_with(&base).await.unwrap();
+    sqlx::query("CREATE TABLE t (x BLOB)")
+        .execute(&mut first)
+        .await
+        .unwrap();
+    for s in setup {
+        sqlx::query(s).execute(&mut first).await.unwrap();
+    }
+    let mut second = sqlx::SqliteConnection::connect_with(&options(base))
+        .await
+        .unwrap();
+    sqlx::query(sql).execute(&mut second).await.unwrap_err()
+}
+
+#[tokio::test]
+async fn disk_full_read_only_and_busy_databases_are_unavailable_not_failures() {
+    use context_assembler::memory::store::StoreError;
+    let dir = tempfile::tempdir().unwrap();
+    let full = sqlite_error(
+        &dir.path().join("full.db"),
+        &[],
+        |o| o.pragma("max_page_count", "3"),
+        "INSERT INTO t VALUES (zeroblob(100000))",
+    )
+    .await;
+    let read_only = sqlite_error(
+        &dir.path().join("ro.db"),
+        &[],
+        |o| o.read_only(true),
+        "INSERT INTO t VALUES (1)",
+    )
+    .await;
+    let busy = sqlite_error(
+        &dir.path().join("busy.db"),
+        &["BEGIN EXCLUSIVE"],
+        |o| o.busy_timeout(Duration::ZERO),
+        "INSERT INTO t VALUES (1)",
+    )
+    .await;
+    for (what, e) in [("full", full), ("read-only", read_only), ("busy", busy)] {
+        let shown = e.to_string();
+        assert!(
+            matches!(StoreError::from(e), StoreError::Unavailable(_)),
+            "{what}: {shown}"
+        );
+    }
+    // A broken query stays a failure.
+    let broken = sqlite_error(
+        &dir.path().join("broken.db"),
+        &[],
+        |o| o,
+        "INSERT INTO nowhere VALUES (1)",
+    )
+    .await;
+    assert!(matches!(StoreError::from(broken), StoreError::Query(_)));
 }

@@ -27,10 +27,10 @@ use crate::grpc::admission::Admission;
 use crate::grpc::gate::Gate;
 use crate::grpc::{AssemblerService, pb};
 use crate::memory::Memories;
-use crate::memory::store::{MemoryStore, StoreError};
 use crate::telemetry::metrics;
 
 mod conn;
+pub mod memory;
 mod metrics_http;
 mod signals;
 
@@ -65,6 +65,8 @@ const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A TLS handshake that takes longer is abandoned.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the drain waits for the memory store's connections to close.
+const MEMORY_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Errors while starting or serving.
 #[derive(Debug, thiserror::Error)]
@@ -83,9 +85,6 @@ pub enum ServeError {
     /// Reflection could not be built from the descriptors.
     #[error("reflection: {0}")]
     Reflection(String),
-    /// The memory store could not be opened or migrated.
-    #[error("memory store: {0}")]
-    Memory(#[from] StoreError),
 }
 
 /// A server whose listeners are bound but which does not serve yet.
@@ -102,11 +101,10 @@ pub struct Bound {
 impl Bound {
     /// Binds the configured addresses (port 0 picks a free port).
     pub async fn bind(config: ServerConfig) -> Result<Bound, ServeError> {
-        // Opened (created, migrated) before any port is taken: a store that
-        // cannot open fails the start.
-        let store = MemoryStore::open(&config.memory_backend).await?;
-        let memories = Arc::new(Memories::new(store, config.memory.clone()));
-        info!(store = memories.backend(), "memory store open");
+        // Opened (created, migrated) before any port is taken; a store that
+        // cannot open does not fail the start: the sidecar serves without it
+        // and reconnects (see `memory::keep`).
+        let memories = Arc::new(memory::open(&config.memory_backend, config.memory.clone()).await);
         let hangups = Hangups::register();
         let grpc = TcpListener::bind(config.listen)
             .await
@@ -225,6 +223,11 @@ impl Bound {
             }
         });
         let reloads = tokio::spawn(hangups.reload_on_each(config.clone(), assembler.clone()));
+        let keeper = tokio::spawn(memory::keep(
+            config.memory_backend.clone(),
+            memories.clone(),
+            reporter.clone(),
+        ));
 
         let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         http2
@@ -301,6 +304,10 @@ impl Bound {
         reporter.set_service_status("", ServingStatus::NotServing).await;
         drop(listener);
         reloads.abort();
+        keeper.abort();
+        reporter
+            .set_service_status(memory::HEALTH_SERVICE, ServingStatus::NotServing)
+            .await;
         let _ = drain_tx.send(true);
         let open_connections = || (limits.max_connections as usize).saturating_sub(slots.available_permits());
         // Unary calls not yet answered, and work in progress (stream messages).
@@ -317,7 +324,9 @@ impl Bound {
                 "drain timed out: in-flight requests abandoned"
             ),
         }
-        memories.close().await;
+        if !memories.close_within(MEMORY_CLOSE_TIMEOUT).await {
+            warn!("memory store did not close in time: its connections are dropped");
+        }
         Ok(())
     }
 }

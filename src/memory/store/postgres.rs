@@ -10,10 +10,11 @@ use std::time::Duration;
 use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Transaction};
+use tokio_stream::StreamExt as _;
 
 use super::{
-    Candidate, ForgetFilter, KEY_TTL, Page, RecallQuery, RetainBatch, Retained, StoreError, content_json,
-    memory_from_row, merge_candidates,
+    Budget, Candidate, ForgetFilter, KEY_TTL, Page, PageBuilder, RecallQuery, RetainBatch, Retained,
+    StoreError, content_json, memory_from_row, merge_candidates,
 };
 
 /// How long a caller waits for a pooled connection (and the first connect).
@@ -45,8 +46,14 @@ impl PostgresStore {
     /// Connects to `url` at once (a wrong URL or an unreachable server fails
     /// here, not on the first request) and migrates the database under
     /// sqlx's advisory lock, so sidecars starting together migrate once.
-    /// Errors name the server and database, never the password.
-    pub async fn open(url: &str, max_connections: u32) -> Result<PostgresStore, StoreError> {
+    /// Errors name the server and database, never the password. Every
+    /// statement runs under `statement_timeout` (the server cancels it,
+    /// 57014, which callers see as UNAVAILABLE).
+    pub async fn open(
+        url: &str,
+        max_connections: u32,
+        statement_timeout: Duration,
+    ) -> Result<PostgresStore, StoreError> {
         // The url crate's parse errors do not quote the input.
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?
@@ -55,7 +62,13 @@ impl PostgresStore {
             // for recall ANDs the subject's rows with a GIN scan of the whole
             // table (83 of 89 ms at 1M memories) instead of filtering the
             // subject's rows (8 ms).
-            .options([("plan_cache_mode", "force_custom_plan")]);
+            .options([
+                ("plan_cache_mode", "force_custom_plan".to_owned()),
+                (
+                    "statement_timeout",
+                    statement_timeout.as_millis().max(1).to_string(),
+                ),
+            ]);
         let target = describe(&options);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
@@ -69,6 +82,12 @@ impl PostgresStore {
             .await
             .map_err(|e| StoreError::Unavailable(format!("{target}: migrating: {e}")))?;
         Ok(PostgresStore { pool })
+    }
+
+    /// See [`super::MemoryStore::ping`].
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
     }
 
     /// See [`super::MemoryStore::retain`].
@@ -186,12 +205,13 @@ impl PostgresStore {
     /// See [`super::MemoryStore::recall`].
     pub async fn recall(&self, q: &RecallQuery) -> Result<Vec<Candidate>, StoreError> {
         let limit = i64::from(q.limit);
+        let mut budget = Budget::new(q.max_bytes);
         let mut matched = Vec::new();
         let any_term = ts_query(&q.terms);
         if !any_term.is_empty() && limit > 0 {
             // Only stop words make an empty tsquery: PostgreSQL answers a
             // NOTICE and matches nothing.
-            let rows = sqlx::query(
+            let mut rows = sqlx::query(
                 "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
                         ts_rank_cd(m.search, query)::float8 AS relevance \
                  FROM memories m, to_tsquery('english', $1) AS query \
@@ -205,11 +225,17 @@ impl PostgresStore {
             .bind(&q.scopes)
             .bind(&q.types)
             .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-            matched = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+            .fetch(&self.pool);
+            while let Some(row) = rows.try_next().await? {
+                let c = candidate(&row)?;
+                if !budget.take(&c) {
+                    break;
+                }
+                matched.push(c);
+            }
         }
-        let rows = sqlx::query(
+        let mut recent = Vec::new();
+        let mut rows = sqlx::query(
             "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0::float8 AS relevance \
              FROM memories m \
              WHERE m.subject = $1 \
@@ -221,9 +247,15 @@ impl PostgresStore {
         .bind(&q.scopes)
         .bind(&q.types)
         .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        let recent = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+        .fetch(&self.pool);
+        while let Some(row) = rows.try_next().await? {
+            let c = candidate(&row)?;
+            // A memory matched already costs nothing more.
+            if !matched.iter().any(|m: &Candidate| m.id == c.id) && !budget.take(&c) {
+                break;
+            }
+            recent.push(c);
+        }
         Ok(merge_candidates(matched, recent))
     }
 
@@ -263,29 +295,38 @@ impl PostgresStore {
     }
 
     /// See [`super::MemoryStore::list`].
-    pub async fn list(&self, subject: &str, limit: u32, before: Option<i64>) -> Result<Page, StoreError> {
-        let rows = sqlx::query(
+    pub async fn list(
+        &self,
+        subject: &str,
+        limit: u32,
+        before: Option<i64>,
+        max_bytes: u64,
+    ) -> Result<Page, StoreError> {
+        let mut rows = sqlx::query(
             "SELECT id, created_at_ms, subject, content, scopes, request_id, turn FROM memories \
              WHERE subject = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
         )
         .bind(subject)
         .bind(before.unwrap_or(i64::MAX))
         .bind(i64::from(limit) + 1)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut memories = Vec::with_capacity(rows.len());
-        for row in &rows {
-            memories.push(memory_from_row(
+        .fetch(&self.pool);
+        let mut page = PageBuilder::new(limit, max_bytes);
+        while let Some(row) = rows.try_next().await? {
+            let content: &str = row.try_get(3)?;
+            let memory = memory_from_row(
                 row.try_get(0)?,
                 row.try_get(1)?,
                 row.try_get(2)?,
-                row.try_get::<&str, _>(3)?,
+                content,
                 row.try_get(4)?,
                 row.try_get(5)?,
                 row.try_get(6)?,
-            )?);
+            )?;
+            if !page.push(memory, content.len()) {
+                break;
+            }
         }
-        Ok(super::page(memories, limit))
+        Ok(page.finish())
     }
 
     /// Closes the pool, waiting for checked-out connections to return.
