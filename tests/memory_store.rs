@@ -6,6 +6,8 @@
 //! With `CONTEXT_ASSEMBLER_REQUIRE_POSTGRES=1` a missing URL fails the
 //! suite instead of skipping PostgreSQL.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -284,7 +286,8 @@ async fn a_repeated_key_replays_the_first_ids_and_stores_nothing() {
             Retained {
                 ids: original.ids.clone(),
                 replayed: true,
-                evicted: 0
+                evicted: 0,
+                evicted_for_space: 0,
             },
             "{name}"
         );
@@ -866,4 +869,103 @@ async fn disk_full_read_only_and_busy_databases_are_unavailable_not_failures() {
     )
     .await;
     assert!(matches!(StoreError::from(broken), StoreError::Query(_)));
+}
+
+#[tokio::test]
+async fn the_store_bound_evicts_the_oldest_memories_of_any_subject() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let text = |i: usize| format!("note {i} {}", "word ".repeat(200));
+        let mut alice = Vec::new();
+        for i in 0..10 {
+            alice.extend(retain(store, &format!("a{i}"), "alice", vec![note("alice", &text(i))]).await);
+        }
+        let full = store.total_bytes().await.unwrap();
+        assert!(full > 10 * 1000, "{name}: {full} bytes");
+        // Bob's write brings the store over a bound of a third of that.
+        let bound = full / 3;
+        let bounded = Retention {
+            max_total_bytes: bound,
+            ..NO_LIMITS
+        };
+        let out = store
+            .retain(&batch("b", "bob", vec![note("bob", &text(99))], T0, bounded))
+            .await
+            .unwrap();
+        let left = ids_of(store, "alice").await;
+        assert!(store.total_bytes().await.unwrap() <= bound, "{name}");
+        assert!(!left.is_empty() && left.len() < 10, "{name}: {left:?}");
+        // The oldest went first: what is left is alice's newest.
+        let mut newest: Vec<i64> = alice[10 - left.len()..].to_vec();
+        newest.reverse();
+        assert_eq!(left, newest, "{name}");
+        assert_eq!(out.evicted_for_space, (10 - left.len()) as u64, "{name}");
+        assert_eq!(ids_of(store, "bob").await, out.ids, "{name}");
+        // Forget gives the bytes back.
+        store
+            .forget(&ForgetFilter::Subject("alice".into()))
+            .await
+            .unwrap();
+        store.forget(&ForgetFilter::Subject("bob".into())).await.unwrap();
+        assert_eq!(store.total_bytes().await.unwrap(), 0, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_postgres_statement_past_its_timeout_is_cancelled_and_unavailable() {
+    use context_assembler::memory::store::StoreError;
+    let url = match std::env::var(POSTGRES_URL_ENV) {
+        Ok(url) if !url.is_empty() => fresh_database(&url).await,
+        _ => {
+            assert!(std::env::var(REQUIRE_POSTGRES_ENV).as_deref() != Ok("1"));
+            return;
+        }
+    };
+    let store = open(&Backend::Postgres {
+        url: url.clone(),
+        max_connections: 2,
+        statement_timeout: Duration::from_millis(200),
+    })
+    .await;
+    // Another client holds the table: every statement on it waits.
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = store.recall(&query("alice", &["x"], &[], &[])).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    holder.close().await.unwrap();
+    store.recall(&query("alice", &["x"], &[], &[])).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_stalled_store_returns_by_its_deadline() {
+    use context_assembler::memory::{Memories, MemorySettings, RecallSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memories.db");
+    let store = open(&Backend::Sqlite { path: path.clone() }).await;
+    retain(&store, "k", "alice", vec![note("alice", "one")]).await;
+    let memories = Arc::new(Memories::new(Some(store), MemorySettings::default()));
+    let stall = common::SqliteStall::hold(&path);
+    let spec = RecallSpec {
+        subject: "alice".into(),
+        query: "one".into(),
+        ..RecallSpec::default()
+    };
+    let stuck = {
+        let memories = memories.clone();
+        tokio::spawn(async move { memories.recall(&spec, &[], T0).await })
+    };
+    // The recall takes a connection at once; the stall holds it for ~10 s.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!stuck.is_finished());
+    let started = std::time::Instant::now();
+    memories.close_within(Duration::from_millis(200)).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(stall);
+    let _ = stuck.await;
 }

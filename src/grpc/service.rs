@@ -602,6 +602,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .map_err(|e| memory_status(&e))?;
             if !out.replayed {
                 metrics::memories_stored(&out.types, out.evicted);
+                metrics::memories_evicted_for_space(out.evicted_for_space);
             }
             Ok(pb::RetainResponse::from(out))
         }

@@ -157,8 +157,10 @@ pub struct RetainOutput {
     pub problems: Vec<BlockProblem>,
     /// `<private>` spans removed.
     pub private_spans: usize,
-    /// Memories the retention limits deleted.
+    /// Memories the retention limits of the subject deleted.
     pub evicted: u64,
+    /// Memories of any subject the store's size bound deleted.
+    pub evicted_for_space: u64,
 }
 
 /// A checked and parsed Retain, ready to be written.
@@ -405,6 +407,7 @@ impl Memories {
             problems: prepared.problems,
             private_spans: prepared.private_spans,
             evicted: retained.evicted,
+            evicted_for_space: retained.evicted_for_space,
         })
     }
 

@@ -90,8 +90,10 @@ pub struct Retained {
     pub ids: Vec<i64>,
     /// Whether the key had been used: nothing was stored.
     pub replayed: bool,
-    /// Memories the retention limits deleted.
+    /// Memories the retention limits of the subject deleted.
     pub evicted: u64,
+    /// Memories of any subject the store's size bound deleted.
+    pub evicted_for_space: u64,
 }
 
 /// A recall's conditions.
@@ -314,6 +316,15 @@ impl MemoryStore {
         }
     }
 
+    /// Bytes of all stored memories (titles, bodies and contents), as the
+    /// size bound counts them.
+    pub async fn total_bytes(&self) -> Result<u64, StoreError> {
+        match self {
+            MemoryStore::Sqlite(s) => s.total_bytes().await,
+            MemoryStore::Postgres(s) => s.total_bytes().await,
+        }
+    }
+
     /// One trivial query: whether the store answers now.
     pub async fn ping(&self) -> Result<(), StoreError> {
         match self {
@@ -412,6 +423,22 @@ impl PageBuilder {
             next: self.next,
         }
     }
+}
+
+/// Memories the size bound looks at per query while it walks from the
+/// oldest.
+pub(crate) const EVICTION_BATCH: i64 = 256;
+
+/// The last id of the oldest memories whose `(id, bytes)`, read oldest
+/// first, free at least `excess` bytes; `None` while they do not yet.
+pub(crate) fn eviction_cutoff(rows: &[(i64, i64)], excess: &mut i64) -> Option<i64> {
+    for &(id, bytes) in rows {
+        *excess -= bytes;
+        if *excess <= 0 {
+            return Some(id);
+        }
+    }
+    None
 }
 
 /// Candidates up to a byte budget of titles and bodies.

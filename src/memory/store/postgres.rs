@@ -30,11 +30,23 @@ const SUBJECT_LOCK_CLASS: i32 = 0x6361_6d73; // "cams"
 const CLAIM_ATTEMPTS: usize = 3;
 
 /// The versioned migrations, applied in order at start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "memories",
-    include_str!("../../../migrations/postgres/0001_memories.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "memories",
+        include_str!("../../../migrations/postgres/0001_memories.sql"),
+    ),
+    (
+        2,
+        "memory bytes",
+        include_str!("../../../migrations/postgres/0002_memory_bytes.sql"),
+    ),
+];
+
+/// The first key of the advisory lock one evicting writer holds (the
+/// second is 0): writers that find it taken leave the eviction to its
+/// holder instead of waiting or evicting twice.
+const STORE_LOCK_CLASS: i32 = 0x6361_6d62; // "camb"
 
 /// An open PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -84,6 +96,14 @@ impl PostgresStore {
         Ok(PostgresStore { pool })
     }
 
+    /// See [`super::MemoryStore::total_bytes`].
+    pub async fn total_bytes(&self) -> Result<u64, StoreError> {
+        let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0)::bigint FROM memory_bytes")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(total).unwrap_or(0))
+    }
+
     /// See [`super::MemoryStore::ping`].
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
@@ -122,7 +142,7 @@ impl PostgresStore {
                 return Ok(Retained {
                     ids,
                     replayed: true,
-                    evicted: 0,
+                    ..Retained::default()
                 });
             }
             // Deleted between the claim and the read: claim again.
@@ -185,6 +205,10 @@ impl PostgresStore {
                     .rows_affected();
             }
         }
+        let evicted_for_space = match batch.retention.max_total_bytes {
+            0 => 0,
+            max => evict_for_space(&mut tx, max).await?,
+        };
         // Expired keys another writer is deleting right now are left to it
         // (SKIP LOCKED): writers never wait on each other for this chore.
         sqlx::query(
@@ -199,6 +223,7 @@ impl PostgresStore {
             ids,
             replayed: false,
             evicted,
+            evicted_for_space,
         })
     }
 
@@ -333,6 +358,49 @@ impl PostgresStore {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Deletes the oldest memories of any subject until the store holds at most
+/// `max` bytes; returns how many. One writer at a time evicts; the others
+/// skip (the store may then pass `max` by a write until the next one).
+async fn evict_for_space(tx: &mut Transaction<'_, Postgres>, max: u64) -> Result<u64, StoreError> {
+    let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0)::bigint FROM memory_bytes")
+        .fetch_one(&mut **tx)
+        .await?;
+    let mut excess = total.saturating_sub(i64::try_from(max).unwrap_or(i64::MAX));
+    if excess <= 0 {
+        return Ok(0);
+    }
+    let ours: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, 0)")
+        .bind(STORE_LOCK_CLASS)
+        .fetch_one(&mut **tx)
+        .await?;
+    if !ours {
+        return Ok(0);
+    }
+    let mut after = 0;
+    let cutoff = loop {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT id, (octet_length(title) + octet_length(body) + octet_length(content))::bigint \
+             FROM memories WHERE id > $1 ORDER BY id LIMIT $2",
+        )
+        .bind(after)
+        .bind(super::EVICTION_BATCH)
+        .fetch_all(&mut **tx)
+        .await?;
+        let Some(&(last, _)) = rows.last() else {
+            break after;
+        };
+        if let Some(cutoff) = super::eviction_cutoff(&rows, &mut excess) {
+            break cutoff;
+        }
+        after = last;
+    };
+    Ok(sqlx::query("DELETE FROM memories WHERE id <= $1")
+        .bind(cutoff)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected())
 }
 
 /// Serializes the writes of one subject until `tx` ends: count retention

@@ -30,11 +30,18 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 const OPEN_RETRY_PAUSE: Duration = Duration::from_millis(25);
 
 /// The versioned migrations, applied in order at start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "memories",
-    include_str!("../../../migrations/sqlite/0001_memories.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "memories",
+        include_str!("../../../migrations/sqlite/0001_memories.sql"),
+    ),
+    (
+        2,
+        "memory bytes",
+        include_str!("../../../migrations/sqlite/0002_memory_bytes.sql"),
+    ),
+];
 
 /// An open SQLite store.
 #[derive(Debug, Clone)]
@@ -115,6 +122,14 @@ impl SqliteStore {
         Ok(SqliteStore { writer, readers })
     }
 
+    /// See [`super::MemoryStore::total_bytes`].
+    pub async fn total_bytes(&self) -> Result<u64, StoreError> {
+        let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0) FROM memory_bytes")
+            .fetch_one(&self.readers)
+            .await?;
+        Ok(u64::try_from(total).unwrap_or(0))
+    }
+
     /// See [`super::MemoryStore::ping`].
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.readers).await?;
@@ -137,7 +152,7 @@ impl SqliteStore {
             return Ok(Retained {
                 ids,
                 replayed: true,
-                evicted: 0,
+                ..Retained::default()
             });
         }
         let subject_key = subject_key(&batch.subject);
@@ -198,6 +213,10 @@ impl SqliteStore {
                     .rows_affected();
             }
         }
+        let evicted_for_space = match batch.retention.max_total_bytes {
+            0 => 0,
+            max => evict_for_space(&mut tx, max).await?,
+        };
         sqlx::query("DELETE FROM retain_keys WHERE created_at_ms < ?1")
             .bind(batch.now_ms.saturating_sub(millis(KEY_TTL)))
             .execute(&mut *tx)
@@ -207,6 +226,7 @@ impl SqliteStore {
             ids,
             replayed: false,
             evicted,
+            evicted_for_space,
         })
     }
 
@@ -347,6 +367,42 @@ impl SqliteStore {
         self.readers.close().await;
         self.writer.close().await;
     }
+}
+
+/// Deletes the oldest memories of any subject until the store holds at most
+/// `max` bytes; returns how many.
+async fn evict_for_space(tx: &mut sqlx::SqliteConnection, max: u64) -> Result<u64, StoreError> {
+    let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0) FROM memory_bytes")
+        .fetch_one(&mut *tx)
+        .await?;
+    let mut excess = total.saturating_sub(i64::try_from(max).unwrap_or(i64::MAX));
+    if excess <= 0 {
+        return Ok(0);
+    }
+    let mut after = 0;
+    let cutoff = loop {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT id, length(CAST(title AS BLOB)) + length(CAST(body AS BLOB)) \
+                    + length(CAST(content AS BLOB)) \
+             FROM memories WHERE id > ?1 ORDER BY id LIMIT ?2",
+        )
+        .bind(after)
+        .bind(super::EVICTION_BATCH)
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(&(last, _)) = rows.last() else {
+            break after;
+        };
+        if let Some(cutoff) = super::eviction_cutoff(&rows, &mut excess) {
+            break cutoff;
+        }
+        after = last;
+    };
+    Ok(sqlx::query("DELETE FROM memories WHERE id <= ?1")
+        .bind(cutoff)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected())
 }
 
 /// Why one attempt to open failed.
