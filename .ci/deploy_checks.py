@@ -63,6 +63,8 @@ EXPECTED_METRICS = {
     "assembler_memory_recall_duration_seconds": "histogram",
     "assembler_memories_recalled_total": "counter",
     "assembler_memories_deleted_total": "counter",
+    "assembler_memory_store_up": "gauge",
+    "assembler_memory_recall_unavailable_total": "counter",
     "assembler_runtime_alive_tasks": "gauge",
     "process_resident_memory_bytes": "gauge",
     "process_cpu_seconds_total": "gauge",
