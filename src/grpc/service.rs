@@ -148,9 +148,12 @@ fn settle(
             metrics::recall(took, ranked.len());
             (ranked, false)
         }
-        Err(MemoryError::Store(e)) if settings.recall_failure == RecallFailure::Degrade => {
-            warn!(err = %e, "recall unavailable: assembling without memories");
+        Err(MemoryError::Store(e)) => {
             metrics::recall_unavailable();
+            if settings.recall_failure == RecallFailure::Fail {
+                return Err(memory_status(&MemoryError::Store(e)));
+            }
+            warn!(err = %e, "recall unavailable: assembling without memories");
             (Vec::new(), true)
         }
         Err(e) => return Err(memory_status(&e)),
