@@ -337,6 +337,7 @@ async fn populate(store: &MemoryStore, args: &Args, subjects: u64, now: i64) -> 
             retention: Retention {
                 max_per_subject: 0,
                 max_age: None,
+                max_total_bytes: 0,
             },
         };
         let retained = store.retain(&batch).await.unwrap();
@@ -462,6 +463,7 @@ async fn main() {
                 .clone()
                 .expect("--url or CONTEXT_ASSEMBLER_TEST_POSTGRES_URL is required for postgres"),
             max_connections: args.pool,
+            statement_timeout: context_assembler::memory::store::DEFAULT_STATEMENT_TIMEOUT,
         },
     };
     let name = match args.backend {

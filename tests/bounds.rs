@@ -261,29 +261,29 @@ async fn messages_of_every_rpc_hold_the_upload_budget() {
     // they hold the whole budget.
     let _usage = stalled_upload(server.grpc, &format!("{SVC}ReportUsage"), 1 << 20, 1000).await;
     let _stream = stalled_upload(server.grpc, &format!("{SVC}AssembleStream"), 1 << 20, 1000).await;
-    let mut client = RawClient::connect(server.grpc).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // Both reach the server and hold their declared bytes.
+    let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let usage = pb::ReportUsageRequest {
-            provider: "openai".into(),
-            ..Default::default()
-        };
-        let answer = client
-            .call(&format!("{SVC}ReportUsage"), frame(&usage.encode_to_vec()), &[])
-            .await;
-        let status = answer_status(&answer);
-        if status.code() == Code::ResourceExhausted {
-            assert_eq!(reason(&status), "OVERLOADED");
-            assert!(status.get_details_retry_info().is_some());
+        let page = server.metrics_page().await;
+        let held = common::metric(&page, "assembler_upload_budget_held_bytes", &[]).unwrap_or(0.0);
+        if held >= f64::from(2 << 20) {
             break;
         }
-        // The stalled uploads may not have reached the server yet.
-        assert!(
-            Instant::now() < deadline,
-            "ReportUsage never met the spent budget: {status:?}"
-        );
+        assert!(Instant::now() < deadline, "the stalled uploads hold {held} bytes");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let mut client = RawClient::connect(server.grpc).await;
+    let usage = pb::ReportUsageRequest {
+        provider: "openai".into(),
+        ..Default::default()
+    };
+    let answer = client
+        .call(&format!("{SVC}ReportUsage"), frame(&usage.encode_to_vec()), &[])
+        .await;
+    let status = answer_status(&answer);
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(reason(&status), "OVERLOADED");
+    assert!(status.get_details_retry_info().is_some());
     let page = server.metrics_page().await;
     let refused = common::metric(
         &page,

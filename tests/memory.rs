@@ -8,12 +8,14 @@
 
 mod common;
 
-use common::{ChildServer, TestServer};
+use common::{ChildServer, SqliteStall, TestServer};
 use context_assembler::config::ServeArgs;
 use context_assembler::grpc::pb;
 use context_assembler::grpc::pb::assembler_client::AssemblerClient;
 use tonic::Code;
 use tonic::transport::Channel;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 use tonic_types::StatusExt;
 
 const POSTGRES_URL_ENV: &str = "CONTEXT_ASSEMBLER_TEST_POSTGRES_URL";
@@ -594,5 +596,309 @@ async fn an_acknowledged_retain_survives_a_kill_right_after_ok() {
             server.child.wait().unwrap();
             acknowledged.extend(r.memory_ids);
         }
+    }
+}
+
+/// A server on the SQLite file `db` with `memory` (TOML) in its [memory]
+/// section; the second value keeps the configuration file.
+async fn server_on(db: &std::path::Path, memory: &str) -> (TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[memory]\n{memory}")).unwrap();
+    let args = ServeArgs {
+        memory_sqlite_path: Some(db.to_owned()),
+        config: Some(config),
+        ..TestServer::args()
+    };
+    (TestServer::start_with(args).await, dir)
+}
+
+/// The health of the memory store as the server reports it.
+async fn memory_health(server: &TestServer) -> i32 {
+    HealthClient::new(server.channel.clone())
+        .check(HealthCheckRequest {
+            service: MEMORY_HEALTH.to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+}
+
+const MEMORY_HEALTH: &str = "context_assembler.v1.Memory";
+
+fn warning_codes(r: &pb::AssembleResponse) -> Vec<&str> {
+    r.warnings.iter().map(|w| w.code.as_str()).collect()
+}
+
+fn without_recall(mut r: pb::AssembleRequest) -> pb::AssembleRequest {
+    r.recall = None;
+    r
+}
+
+/// The value of an unlabelled series in a Prometheus exposition.
+fn series(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_open_leaves_assemble_serving_and_reconnects() {
+    let dir = tempfile::tempdir().unwrap();
+    // The store's directory cannot be created while a file has its name.
+    let volume = dir.path().join("volume");
+    std::fs::write(&volume, "not a directory").unwrap();
+    let (server, _config) = server_on(&volume.join("memory.db"), "").await;
+    let mut client = server.client();
+    let who = subject("unreachable");
+
+    client
+        .assemble(without_recall(assemble(&who, "q", &[])))
+        .await
+        .unwrap();
+    let recalled = client
+        .assemble(assemble(&who, "q", &[]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(warning_codes(&recalled), ["RECALL_UNAVAILABLE"]);
+    assert!(recalled.recall.unwrap().recalled_ids.is_empty());
+
+    let statuses = [
+        client
+            .retain(retain(&who, "k", &observation("decision", "x"), &[]))
+            .await
+            .unwrap_err(),
+        client
+            .forget(pb::ForgetRequest {
+                subject: who.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err(),
+        client
+            .list_memories(pb::ListMemoriesRequest {
+                subject: who.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err(),
+    ];
+    for status in statuses {
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+        assert!(status.get_details_retry_info().is_some(), "{status:?}");
+    }
+    assert_eq!(memory_health(&server).await, ServingStatus::NotServing as i32);
+    let (_, metrics) = server.http_get("/metrics").await;
+    assert_eq!(series(&metrics, "assembler_memory_store_up"), Some(0.0));
+
+    // The volume comes back: the store opens, health says so, writes work.
+    std::fs::remove_file(&volume).unwrap();
+    let mut watch = HealthClient::new(server.channel.clone())
+        .watch(HealthCheckRequest {
+            service: MEMORY_HEALTH.to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(m) = watch.message().await.unwrap() {
+            if m.status == ServingStatus::Serving as i32 {
+                return;
+            }
+        }
+        panic!("health stream ended before the store opened");
+    })
+    .await
+    .expect("the store reopened");
+    retained(
+        &mut client,
+        retain(&who, "k", &observation("decision", "Tokens rotate weekly."), &[]),
+    )
+    .await;
+    let (_, metrics) = server.http_get("/metrics").await;
+    assert_eq!(series(&metrics, "assembler_memory_store_up"), Some(1.0));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_answers_within_its_timeout_while_the_store_is_stalled() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.db");
+    let (server, _config) = server_on(&db, "recall_timeout_ms = 50\n").await;
+    let mut client = server.client();
+    let who = subject("stall");
+    retained(
+        &mut client,
+        retain(
+            &who,
+            "k",
+            &observation("decision", "Tokens are signed with Ed25519."),
+            &[],
+        ),
+    )
+    .await;
+    let before = client
+        .assemble(assemble(&who, "Ed25519", &[]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(before.recall.unwrap().recalled_ids.len(), 1);
+
+    // The stall holds for about 10 s; every answer must come long before.
+    let stall = SqliteStall::hold(&db);
+    let started = Instant::now();
+    let recalls: Vec<_> = (0..8)
+        .map(|_| {
+            let mut c = server.client();
+            let request = assemble(&who, "Ed25519", &[]);
+            tokio::spawn(async move { c.assemble(request).await })
+        })
+        .collect();
+    for _ in 0..8 {
+        client
+            .assemble(without_recall(assemble(&who, "q", &[])))
+            .await
+            .unwrap();
+    }
+    for r in recalls {
+        let r = r.await.unwrap().unwrap().into_inner();
+        assert_eq!(warning_codes(&r), ["RECALL_UNAVAILABLE"]);
+        assert!(r.recall.unwrap().recalled_ids.is_empty());
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "answers took {took:?} under a 10 s stall"
+    );
+
+    // Configured to fail instead: UNAVAILABLE, with a retry delay.
+    let strict_dir = tempfile::tempdir().unwrap();
+    let strict_db = strict_dir.path().join("memory.db");
+    let (strict, _strict_config) = server_on(&strict_db, "recall_failure = \"fail\"\n").await;
+    let strict_stall = SqliteStall::hold(&strict_db);
+    let status = strict
+        .client()
+        .assemble(assemble(&who, "Ed25519", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert!(status.get_details_retry_info().is_some());
+    drop(strict_stall);
+    strict.stop().await;
+
+    // Once the stall ends, recall finds the memory again.
+    drop(stall);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = client
+            .assemble(assemble(&who, "Ed25519", &[]))
+            .await
+            .unwrap()
+            .into_inner();
+        if r.warnings.is_empty() {
+            assert_eq!(r.recall.unwrap().recalled_ids.len(), 1);
+            break;
+        }
+        assert!(Instant::now() < deadline, "recall did not recover");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, metrics) = server.http_get("/metrics").await;
+    assert!(series(&metrics, "assembler_memory_recall_unavailable_total").unwrap() >= 8.0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_recalls_and_list_pages_are_bounded_in_bytes() {
+    for (backend, flags) in backends() {
+        let server = server(&flags).await;
+        let mut client = server.client();
+        let who = subject("bytes");
+
+        // One memory over 16 KiB is refused, naming its largest field.
+        let big = "x".repeat(20_000);
+        let note = |text: &str| pb::Observation {
+            r#type: "decision".to_owned(),
+            text: text.to_owned(),
+            ..Default::default()
+        };
+        let status = client
+            .retain(pb::RetainRequest {
+                idempotency_key: format!("{who}/big"),
+                subject: who.clone(),
+                observations: vec![note("small"), note(&big)],
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{backend}");
+        assert_eq!(bad_fields(&status), ["observations[1].text"], "{backend}");
+        // In model output, a block over it is a problem; the others are stored.
+        let out = retained(
+            &mut client,
+            retain(
+                &who,
+                "blocks",
+                &format!(
+                    "{}{}",
+                    observation("decision", &big),
+                    observation("bugfix", "small")
+                ),
+                &[],
+            ),
+        )
+        .await;
+        assert_eq!(out.memory_ids.len(), 1, "{backend}");
+        assert_eq!(out.problems.len(), 1, "{backend}");
+        assert_eq!(out.problems[0].index, 0, "{backend}");
+
+        // 320 memories of 15,000 bytes: 4.8 MB.
+        for k in 0..2 {
+            let observations = (0..160)
+                .map(|i| note(&format!("ledger {k} {i} {}", "entry ".repeat(2_500))))
+                .collect();
+            client
+                .retain(pb::RetainRequest {
+                    idempotency_key: format!("{who}/bulk{k}"),
+                    subject: who.clone(),
+                    observations,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+        // A page of up to 1,000 ends at 1 MiB, and says there is more.
+        let page = client
+            .list_memories(pb::ListMemoriesRequest {
+                subject: who.clone(),
+                page_size: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let bytes: usize = page
+            .memories
+            .iter()
+            .map(|m| match &m.content {
+                Some(pb::stored_memory::Content::Observation(o)) => o.text.len(),
+                _ => 0,
+            })
+            .sum();
+        assert!(bytes <= 1 << 20, "{backend}: a page of {bytes} bytes");
+        assert!(page.memories.len() < 321, "{backend}");
+        assert!(!page.next_page_token.is_empty(), "{backend}");
+        // A recall loads at most 1 MiB of candidates.
+        let mut request = assemble(&who, "ledger entry", &[]);
+        request.recall.as_mut().unwrap().max_memories = 200;
+        let r = client.assemble(request).await.unwrap().into_inner();
+        let recalled = r.recall.unwrap().recalled_ids.len();
+        assert!(recalled > 0, "{backend}");
+        assert!(
+            recalled * 15_000 <= 1 << 20,
+            "{backend}: {recalled} memories recalled"
+        );
+        server.stop().await;
     }
 }

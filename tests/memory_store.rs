@@ -6,6 +6,8 @@
 //! With `CONTEXT_ASSEMBLER_REQUIRE_POSTGRES=1` a missing URL fails the
 //! suite instead of skipping PostgreSQL.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -13,7 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use context_assembler::memory::model::{Content, NewMemory, Observation, SessionSummary};
 use context_assembler::memory::store::{
-    Backend, Candidate, ForgetFilter, KEY_TTL, MemoryStore, RecallQuery, RetainBatch, Retained, Retention,
+    Backend, Candidate, DEFAULT_STATEMENT_TIMEOUT, ForgetFilter, KEY_TTL, MemoryStore, RecallQuery,
+    RetainBatch, Retained, Retention,
 };
 use sqlx::Connection;
 use tempfile::TempDir;
@@ -27,6 +30,7 @@ const T0: i64 = 1_700_000_000_000;
 const NO_LIMITS: Retention = Retention {
     max_per_subject: 0,
     max_age: None,
+    max_total_bytes: 0,
 };
 
 /// One open store under test.
@@ -55,6 +59,7 @@ async fn backends() -> Vec<TestStore> {
             let postgres = Backend::Postgres {
                 url: fresh_database(&url).await,
                 max_connections: 4,
+                statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
             };
             out.push(TestStore {
                 name: "postgres",
@@ -159,7 +164,7 @@ async fn retain(store: &MemoryStore, key: &str, subject: &str, memories: Vec<New
 
 /// Every id of `subject`, newest first.
 async fn ids_of(store: &MemoryStore, subject: &str) -> Vec<i64> {
-    let page = store.list(subject, 1000, None).await.unwrap();
+    let page = store.list(subject, 1000, None, u64::MAX).await.unwrap();
     assert_eq!(page.next, None);
     page.memories.iter().map(|m| m.id).collect()
 }
@@ -172,6 +177,7 @@ fn query(subject: &str, terms: &[&str], scopes: &[&str], types: &[&str]) -> Reca
         scopes: strings(scopes),
         types: strings(types),
         limit: 50,
+        max_bytes: u64::MAX,
     }
 }
 
@@ -240,7 +246,7 @@ async fn retained_memories_list_newest_first_and_round_trip() {
             retained.ids
         );
 
-        let page = store.list("alice", 10, None).await.unwrap();
+        let page = store.list("alice", 10, None, u64::MAX).await.unwrap();
         assert_eq!(page.next, None, "{name}");
         let listed: Vec<i64> = page.memories.iter().map(|m| m.id).collect();
         let newest_first: Vec<i64> = retained.ids.iter().rev().copied().collect();
@@ -250,7 +256,12 @@ async fn retained_memories_list_newest_first_and_round_trip() {
             assert_eq!(stored.created_at_ms, T0, "{name}");
         }
         assert!(
-            store.list("bob", 10, None).await.unwrap().memories.is_empty(),
+            store
+                .list("bob", 10, None, u64::MAX)
+                .await
+                .unwrap()
+                .memories
+                .is_empty(),
             "{name}"
         );
     }
@@ -275,7 +286,8 @@ async fn a_repeated_key_replays_the_first_ids_and_stores_nothing() {
             Retained {
                 ids: original.ids.clone(),
                 replayed: true,
-                evicted: 0
+                evicted: 0,
+                evicted_for_space: 0,
             },
             "{name}"
         );
@@ -375,6 +387,7 @@ async fn concurrent_writers_of_one_subject_keep_the_count_limit() {
     let retention = Retention {
         max_per_subject: 5,
         max_age: None,
+        max_total_bytes: 0,
     };
     for b in backends().await {
         let name = b.name;
@@ -556,6 +569,7 @@ async fn the_count_limit_keeps_the_newest_memories_of_the_subject() {
     let retention = Retention {
         max_per_subject: 3,
         max_age: None,
+        max_total_bytes: 0,
     };
     for b in backends().await {
         let (name, store) = (b.name, &b.store);
@@ -590,6 +604,7 @@ async fn the_age_limit_evicts_old_memories_on_a_later_write() {
     let retention = Retention {
         max_per_subject: 0,
         max_age: Some(Duration::from_secs(1)),
+        max_total_bytes: 0,
     };
     for b in backends().await {
         let (name, store) = (b.name, &b.store);
@@ -694,7 +709,7 @@ async fn list_pages_through_every_memory_once() {
         let mut sizes = Vec::new();
         let mut before = None;
         loop {
-            let page = store.list("alice", 10, before).await.unwrap();
+            let page = store.list("alice", 10, before, u64::MAX).await.unwrap();
             sizes.push(page.memories.len());
             seen.extend(page.memories.iter().map(|m| m.id));
             match page.next {
@@ -717,7 +732,7 @@ async fn a_reopened_store_keeps_its_memories_and_keys() {
         b.store.close().await;
 
         let reopened = open(&b.backend).await;
-        let page = reopened.list("alice", 10, None).await.unwrap();
+        let page = reopened.list("alice", 10, None, u64::MAX).await.unwrap();
         assert_eq!(page.memories.len(), 1, "{name}");
         assert_eq!(page.memories[0].memory, first.memories[0], "{name}");
         let replay = reopened.retain(&first).await.unwrap();
@@ -769,4 +784,188 @@ async fn recall_sees_exactly_the_memories_whose_scopes_the_principal_holds() {
             }
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sidecars_opening_one_new_sqlite_file_at_once_both_open() {
+    for round in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Backend::Sqlite {
+            path: dir.path().join("memories.db"),
+        };
+        let (a, b) = tokio::join!(MemoryStore::open(&backend), MemoryStore::open(&backend));
+        let (a, b) = (a.unwrap().unwrap(), b.unwrap().unwrap());
+        let ids = retain(&a, "k", "alice", vec![note("alice", "one")]).await;
+        assert_eq!(ids_of(&b, "alice").await, ids, "round {round}");
+        a.close().await;
+        b.close().await;
+    }
+}
+
+/// An error of a real SQLite connection to a fresh `file`, set up by
+/// `setup` (run on a first connection) and caused by `sql` on a second one
+/// opened with `options`.
+async fn sqlite_error(
+    file: &std::path::Path,
+    setup: &[&str],
+    options: impl FnOnce(sqlx::sqlite::SqliteConnectOptions) -> sqlx::sqlite::SqliteConnectOptions,
+    sql: &str,
+) -> sqlx::Error {
+    let base = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(file)
+        .create_if_missing(true);
+    let mut first = sqlx::SqliteConnection::connect_with(&base).await.unwrap();
+    sqlx::query("CREATE TABLE t (x BLOB)")
+        .execute(&mut first)
+        .await
+        .unwrap();
+    for s in setup {
+        sqlx::query(s).execute(&mut first).await.unwrap();
+    }
+    let mut second = sqlx::SqliteConnection::connect_with(&options(base))
+        .await
+        .unwrap();
+    sqlx::query(sql).execute(&mut second).await.unwrap_err()
+}
+
+#[tokio::test]
+async fn disk_full_read_only_and_busy_databases_are_unavailable_not_failures() {
+    use context_assembler::memory::store::StoreError;
+    let dir = tempfile::tempdir().unwrap();
+    let full = sqlite_error(
+        &dir.path().join("full.db"),
+        &[],
+        |o| o.pragma("max_page_count", "3"),
+        "INSERT INTO t VALUES (zeroblob(100000))",
+    )
+    .await;
+    let read_only = sqlite_error(
+        &dir.path().join("ro.db"),
+        &[],
+        |o| o.read_only(true),
+        "INSERT INTO t VALUES (1)",
+    )
+    .await;
+    let busy = sqlite_error(
+        &dir.path().join("busy.db"),
+        &["BEGIN EXCLUSIVE"],
+        |o| o.busy_timeout(Duration::ZERO),
+        "INSERT INTO t VALUES (1)",
+    )
+    .await;
+    for (what, e) in [("full", full), ("read-only", read_only), ("busy", busy)] {
+        let shown = e.to_string();
+        assert!(
+            matches!(StoreError::from(e), StoreError::Unavailable(_)),
+            "{what}: {shown}"
+        );
+    }
+    // A broken query stays a failure.
+    let broken = sqlite_error(
+        &dir.path().join("broken.db"),
+        &[],
+        |o| o,
+        "INSERT INTO nowhere VALUES (1)",
+    )
+    .await;
+    assert!(matches!(StoreError::from(broken), StoreError::Query(_)));
+}
+
+#[tokio::test]
+async fn the_store_bound_evicts_the_oldest_memories_of_any_subject() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let text = |i: usize| format!("note {i} {}", "word ".repeat(200));
+        let mut alice = Vec::new();
+        for i in 0..10 {
+            alice.extend(retain(store, &format!("a{i}"), "alice", vec![note("alice", &text(i))]).await);
+        }
+        let full = store.total_bytes().await.unwrap();
+        assert!(full > 10 * 1000, "{name}: {full} bytes");
+        // Bob's write brings the store over a bound of a third of that.
+        let bound = full / 3;
+        let bounded = Retention {
+            max_total_bytes: bound,
+            ..NO_LIMITS
+        };
+        let out = store
+            .retain(&batch("b", "bob", vec![note("bob", &text(99))], T0, bounded))
+            .await
+            .unwrap();
+        let left = ids_of(store, "alice").await;
+        assert!(store.total_bytes().await.unwrap() <= bound, "{name}");
+        assert!(!left.is_empty() && left.len() < 10, "{name}: {left:?}");
+        // The oldest went first: what is left is alice's newest.
+        let mut newest: Vec<i64> = alice[10 - left.len()..].to_vec();
+        newest.reverse();
+        assert_eq!(left, newest, "{name}");
+        assert_eq!(out.evicted_for_space, (10 - left.len()) as u64, "{name}");
+        assert_eq!(ids_of(store, "bob").await, out.ids, "{name}");
+        // Forget gives the bytes back.
+        store
+            .forget(&ForgetFilter::Subject("alice".into()))
+            .await
+            .unwrap();
+        store.forget(&ForgetFilter::Subject("bob".into())).await.unwrap();
+        assert_eq!(store.total_bytes().await.unwrap(), 0, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_postgres_statement_past_its_timeout_is_cancelled_and_unavailable() {
+    use context_assembler::memory::store::StoreError;
+    let url = match std::env::var(POSTGRES_URL_ENV) {
+        Ok(url) if !url.is_empty() => fresh_database(&url).await,
+        _ => {
+            assert!(std::env::var(REQUIRE_POSTGRES_ENV).as_deref() != Ok("1"));
+            return;
+        }
+    };
+    let store = open(&Backend::Postgres {
+        url: url.clone(),
+        max_connections: 2,
+        statement_timeout: Duration::from_millis(200),
+    })
+    .await;
+    // Another client holds the table: every statement on it waits.
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = store.recall(&query("alice", &["x"], &[], &[])).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    holder.close().await.unwrap();
+    store.recall(&query("alice", &["x"], &[], &[])).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_stalled_store_returns_by_its_deadline() {
+    use context_assembler::memory::{Memories, MemorySettings, RecallSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memories.db");
+    let store = open(&Backend::Sqlite { path: path.clone() }).await;
+    retain(&store, "k", "alice", vec![note("alice", "one")]).await;
+    let memories = Arc::new(Memories::new(Some(store), MemorySettings::default()));
+    let stall = common::SqliteStall::hold(&path);
+    let spec = RecallSpec {
+        subject: "alice".into(),
+        query: "one".into(),
+        ..RecallSpec::default()
+    };
+    let stuck = {
+        let memories = memories.clone();
+        tokio::spawn(async move { memories.recall(&spec, &[], T0).await })
+    };
+    // The recall takes a connection at once; the stall holds it for ~10 s.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!stuck.is_finished());
+    let started = std::time::Instant::now();
+    memories.close_within(Duration::from_millis(200)).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(stall);
+    let _ = stuck.await;
 }

@@ -27,6 +27,9 @@ use crate::telemetry::metrics;
 
 /// Warning code for a volatile value in the static prefix.
 pub const VOLATILE_PREFIX: &str = "VOLATILE_PREFIX";
+/// Warning code for a recall the memory store did not answer in time (or
+/// failed): the prompt was assembled without memories.
+pub const RECALL_UNAVAILABLE: &str = "RECALL_UNAVAILABLE";
 
 /// Where in the prefix a volatile value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

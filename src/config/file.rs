@@ -140,6 +140,22 @@ pub struct MemorySection {
     pub max_recall_limit: Option<u32>,
     /// Hours after which recency's weight halves.
     pub recency_half_life_hours: Option<u32>,
+    /// PostgreSQL `statement_timeout`, in milliseconds.
+    pub postgres_statement_timeout_ms: Option<u32>,
+    /// Longest a recall waits on the store, in milliseconds.
+    pub recall_timeout_ms: Option<u32>,
+    /// `degrade` or `fail`: what a recall that times out or fails does.
+    pub recall_failure: Option<String>,
+    /// Most calls waiting on the store at once.
+    pub max_store_waits: Option<u32>,
+    /// Largest memory, in bytes.
+    pub max_memory_bytes: Option<u32>,
+    /// Bytes of candidates one recall loads.
+    pub max_recall_bytes: Option<u64>,
+    /// Bytes of memories one ListMemories page holds.
+    pub max_page_bytes: Option<u64>,
+    /// Most bytes of memories in the store (0 = no limit).
+    pub max_total_bytes: Option<u64>,
 }
 
 /// One `[[models]]` entry.
@@ -288,6 +304,17 @@ impl FileConfig {
                     .memory
                     .recency_half_life_hours
                     .or(b.memory.recency_half_life_hours),
+                postgres_statement_timeout_ms: self
+                    .memory
+                    .postgres_statement_timeout_ms
+                    .or(b.memory.postgres_statement_timeout_ms),
+                recall_timeout_ms: self.memory.recall_timeout_ms.or(b.memory.recall_timeout_ms),
+                recall_failure: self.memory.recall_failure.or(b.memory.recall_failure),
+                max_store_waits: self.memory.max_store_waits.or(b.memory.max_store_waits),
+                max_memory_bytes: self.memory.max_memory_bytes.or(b.memory.max_memory_bytes),
+                max_recall_bytes: self.memory.max_recall_bytes.or(b.memory.max_recall_bytes),
+                max_page_bytes: self.memory.max_page_bytes.or(b.memory.max_page_bytes),
+                max_total_bytes: self.memory.max_total_bytes.or(b.memory.max_total_bytes),
             },
             models: self.models.or(b.models),
             policies: self.policies.or(b.policies),

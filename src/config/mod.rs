@@ -11,7 +11,8 @@ use serde::Deserialize;
 
 use crate::assemble::Catalog;
 use crate::memory::MemorySettings;
-use crate::memory::store::{Backend, Retention};
+use crate::memory::memories::RecallFailure;
+use crate::memory::store::{Backend, DEFAULT_STATEMENT_TIMEOUT, Retention};
 
 mod file;
 mod tls;
@@ -525,9 +526,15 @@ impl ServeArgs {
                     value: pool,
                     key: "memory.postgres_max_connections".to_owned(),
                 };
+                let default_ms = u64::try_from(DEFAULT_STATEMENT_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
+                let statement_timeout = Setting {
+                    value: m.postgres_statement_timeout_ms.map_or(default_ms, u64::from),
+                    key: "memory.postgres_statement_timeout_ms".to_owned(),
+                };
                 Backend::Postgres {
                     url: url.value,
                     max_connections: u32::try_from(within(&pool, 1, 1000)?).unwrap_or(8),
+                    statement_timeout: Duration::from_millis(within(&statement_timeout, 10, 3_600_000)?),
                 }
             }
             other => {
@@ -574,13 +581,43 @@ impl ServeArgs {
         let recall_limit = setting(m.recall_limit, d.recall_limit, "memory.recall_limit");
         let max_recall_limit = setting(m.max_recall_limit, d.max_recall_limit, "memory.max_recall_limit");
         let half_life = setting(m.recency_half_life_hours, 168, "memory.recency_half_life_hours");
+        let bytes = |v: Option<u64>, d: u64, key: &str| Setting {
+            value: v.unwrap_or(d),
+            key: key.to_owned(),
+        };
+        let max_total_bytes = bytes(m.max_total_bytes, 0, "memory.max_total_bytes");
         settings.retention = Retention {
             max_per_subject: to_u32(within(&max_per_subject, 0, 100_000_000)?),
             max_age: match within(&max_age_days, 0, 36_500)? {
                 0 => None,
                 days => Some(Duration::from_secs(days * 86_400)),
             },
+            max_total_bytes: within(&max_total_bytes, 0, 1 << 50)?,
         };
+        let recall_timeout = setting(
+            m.recall_timeout_ms,
+            u32::try_from(d.recall_timeout.as_millis()).unwrap_or(u32::MAX),
+            "memory.recall_timeout_ms",
+        );
+        settings.recall_timeout = Duration::from_millis(within(&recall_timeout, 1, 60_000)?);
+        settings.recall_failure = match m.recall_failure.as_deref().unwrap_or("degrade") {
+            "degrade" => RecallFailure::Degrade,
+            "fail" => RecallFailure::Fail,
+            other => {
+                return Err(ConfigError::new(
+                    "memory.recall_failure",
+                    format!("{other:?} is not \"degrade\" or \"fail\""),
+                ));
+            }
+        };
+        let waits = setting(m.max_store_waits, d.max_store_waits, "memory.max_store_waits");
+        settings.max_store_waits = to_u32(within(&waits, 1, 100_000)?);
+        let memory_bytes = setting(m.max_memory_bytes, d.max_memory_bytes, "memory.max_memory_bytes");
+        settings.max_memory_bytes = to_u32(within(&memory_bytes, 256, 16 << 20)?);
+        let recall_bytes = bytes(m.max_recall_bytes, d.max_recall_bytes, "memory.max_recall_bytes");
+        settings.max_recall_bytes = within(&recall_bytes, 1024, 1 << 30)?;
+        let page_bytes = bytes(m.max_page_bytes, d.max_page_bytes, "memory.max_page_bytes");
+        settings.max_page_bytes = within(&page_bytes, 1024, 1 << 30)?;
         settings.max_recall_limit = to_u32(within(&max_recall_limit, 1, 1000)?);
         settings.recall_limit = to_u32(within(&recall_limit, 1, u64::from(settings.max_recall_limit))?);
         settings.half_life = Duration::from_secs(within(&half_life, 1, 87_600)? * 3600);

@@ -356,6 +356,29 @@ fn memory_settings_are_read_and_checked() {
     assert_eq!(cfg.memory.types.len(), 5);
     assert_eq!(cfg.memory.retention.max_per_subject, 10_000);
     assert_eq!(cfg.memory.retention.max_age, None);
+    assert_eq!(cfg.memory.retention.max_total_bytes, 0);
+    assert_eq!(cfg.memory.recall_timeout, Duration::from_millis(50));
+    assert_eq!(cfg.memory.recall_failure, RecallFailure::Degrade);
+    assert_eq!(cfg.memory.max_memory_bytes, 16_384);
+    let (_f, tuned) = with_file(
+        "[memory]\nrecall_timeout_ms = 200\nrecall_failure = \"fail\"\nmax_memory_bytes = 1024\n\
+         max_recall_bytes = 65536\nmax_page_bytes = 8192\nmax_total_bytes = 1000000\nmax_store_waits = 8\n",
+    );
+    let tuned = tuned.unwrap().memory;
+    assert_eq!(tuned.recall_timeout, Duration::from_millis(200));
+    assert_eq!(tuned.recall_failure, RecallFailure::Fail);
+    assert_eq!(
+        (
+            tuned.max_memory_bytes,
+            tuned.max_recall_bytes,
+            tuned.max_page_bytes
+        ),
+        (1024, 65_536, 8192)
+    );
+    assert_eq!(
+        (tuned.retention.max_total_bytes, tuned.max_store_waits),
+        (1_000_000, 8)
+    );
     let (_f, cfg) = with_file(
         "[memory]\nstore = \"postgres\"\npostgres_url = \"postgres://u:p@h/db\"\nextra_types = [\"incident\"]\n\
          max_age_days = 2\nrecency_half_life_hours = 24\n",
@@ -365,7 +388,8 @@ fn memory_settings_are_read_and_checked() {
         cfg.memory_backend,
         Backend::Postgres {
             url: "postgres://u:p@h/db".into(),
-            max_connections: 8
+            max_connections: 8,
+            statement_timeout: Duration::from_secs(5),
         }
     );
     assert!(cfg.memory.types.contains(&"incident".to_owned()));
@@ -392,6 +416,36 @@ fn memory_settings_are_read_and_checked() {
         "memory.extra_types[0]"
     );
     assert_eq!(err_key("[memory]\nrecall_limit = 500\n"), "memory.recall_limit");
+    assert_eq!(
+        err_key("[memory]\nrecall_timeout_ms = 0\n"),
+        "memory.recall_timeout_ms"
+    );
+    assert_eq!(
+        err_key("[memory]\nrecall_failure = \"retry\"\n"),
+        "memory.recall_failure"
+    );
+    assert_eq!(
+        err_key("[memory]\nmax_store_waits = 0\n"),
+        "memory.max_store_waits"
+    );
+    assert_eq!(
+        err_key("[memory]\nmax_memory_bytes = 10\n"),
+        "memory.max_memory_bytes"
+    );
+    assert_eq!(
+        err_key("[memory]\nmax_recall_bytes = 10\n"),
+        "memory.max_recall_bytes"
+    );
+    assert_eq!(
+        err_key("[memory]\nmax_page_bytes = 10\n"),
+        "memory.max_page_bytes"
+    );
+    assert_eq!(
+        err_key(
+            "[memory]\nstore = \"postgres\"\npostgres_url = \"postgres://h/db\"\npostgres_statement_timeout_ms = 0\n"
+        ),
+        "memory.postgres_statement_timeout_ms"
+    );
     let many: Vec<String> = (0..33).map(|i| format!("\"t{i}\"")).collect();
     assert_eq!(
         err_key(&format!("[memory]\nextra_types = [{}]\n", many.join(","))),

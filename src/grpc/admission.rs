@@ -124,6 +124,19 @@ pub struct Reserved {
     _permit: OwnedSemaphorePermit,
 }
 
+impl Reserved {
+    fn new(permit: OwnedSemaphorePermit) -> Reserved {
+        metrics::upload_budget_held(permit.num_permits() as f64 * 1024.0);
+        Reserved { _permit: permit }
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        metrics::upload_budget_held(-(self._permit.num_permits() as f64) * 1024.0);
+    }
+}
+
 /// A slot in the domain: while it lives the request counts as in flight.
 /// Moved into the blocking task, so a request whose caller went away still
 /// holds its slot until its work has actually stopped.
@@ -166,7 +179,7 @@ impl Admission {
         self.upload_kib
             .clone()
             .try_acquire_many_owned(kib)
-            .map(|p| Reserved { _permit: p })
+            .map(Reserved::new)
             .map_err(|_| Refusal::UploadBudget {
                 budget_bytes: self.budget_kib as u64 * 1024,
             })
@@ -187,6 +200,7 @@ impl Admission {
             .map_err(|_| Refusal::UploadBudget {
                 budget_bytes: self.budget_kib as u64 * 1024,
             })?;
+        metrics::upload_budget_held(more.num_permits() as f64 * 1024.0);
         reserved._permit.merge(more);
         Ok(())
     }

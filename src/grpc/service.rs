@@ -14,10 +14,13 @@ use super::convert;
 use super::gate::Slot;
 use super::pb;
 use super::status::{code_label, memory_status, refusal_status, to_status};
+use crate::assemble::assembler::RECALL_UNAVAILABLE;
 use crate::assemble::{self as domain, AssembleError, Assembler, Cancel, batch};
 use crate::compact::{self, Compactor};
-use crate::memory::memories::{self, Placement};
-use crate::memory::{Memories, MemorySettings, RetainInput};
+use crate::memory::memories::{self, Placement, RecallFailure, RecallSpec};
+use crate::memory::rank::Ranked;
+use crate::memory::store::StoreError;
+use crate::memory::{Memories, MemoryError, MemorySettings, RetainInput};
 use crate::telemetry::metrics;
 
 /// The service over a shared [`Assembler`].
@@ -29,8 +32,23 @@ pub struct AssemblerService {
     memories: Arc<Memories>,
 }
 
-/// A recall done for a request: where the memories went and their ids.
-type Recalled = Option<(Placement, Vec<i64>)>;
+/// A recall done for a request: where the memories went, their ids, and
+/// whether the store failed to answer (then there are none).
+#[derive(Debug)]
+struct RecallDone {
+    placement: Placement,
+    ids: Vec<i64>,
+    unavailable: bool,
+}
+
+/// The recall done for a request, if it asked for one.
+type Recalled = Option<RecallDone>;
+
+/// A request's recall, checked but not yet run.
+type PendingRecall = Option<(RecallSpec, Placement)>;
+
+/// What the store answered a recall, and how long it took.
+type Fetched = (Result<Vec<Ranked>, MemoryError>, Duration);
 
 impl AssemblerService {
     /// A service over `assembler` (and a compactor sharing its caches and
@@ -51,38 +69,27 @@ impl AssemblerService {
         self
     }
 
-    /// Converts a wire request and, when it asks for one, runs its recall
-    /// and puts the memories into its MEMORY block. Returns the time the
-    /// conversion took (the recall is timed on its own).
-    async fn prepare(
+    /// Converts a wire request and checks the recall it asks for, if any
+    /// (no I/O: the recall runs apart, see [`fetch`] and [`settle`]).
+    /// Returns the time the conversion took.
+    fn prepare(
         &self,
         mut wire: pb::AssembleRequest,
-    ) -> Result<(domain::AssembleRequest, Recalled, Duration), Status> {
+    ) -> Result<(domain::AssembleRequest, PendingRecall, Duration), Status> {
         let converting = Instant::now();
         let recall = wire
             .recall
             .take()
             .map(|r| convert::memory::recall(r, &wire.query));
-        let mut req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
+        let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
         let converted = converting.elapsed();
-        let Some((spec, placement)) = recall else {
-            return Ok((req, None, converted));
-        };
-        let violations = self.memories.check_recall("recall", &spec);
-        if !violations.is_empty() {
-            return Err(to_status(&AssembleError::InvalidArgument(violations)));
+        if let Some((spec, _)) = &recall {
+            let violations = self.memories.check_recall("recall", spec);
+            if !violations.is_empty() {
+                return Err(to_status(&AssembleError::InvalidArgument(violations)));
+            }
         }
-        let started = Instant::now();
-        let ranked = self
-            .memories
-            .recall(&spec, &req.principal.scopes, now_ms())
-            .await
-            .map_err(|e| memory_status(&e))?;
-        metrics::recall(started.elapsed(), ranked.len());
-        let ids = ranked.iter().map(|r| r.candidate.id).collect();
-        memories::attach(&mut req, &placement, memories::items(&ranked), "recall")
-            .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
-        Ok((req, Some((placement, ids)), converted))
+        Ok((req, recall, converted))
     }
 
     /// One Assemble: shape, slot, conversion, the domain, metrics.
@@ -98,7 +105,18 @@ impl AssemblerService {
         span.record("blocks", wire.blocks.len());
         check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
-        let (req, recalled, mut converted) = self.prepare(wire).await?;
+        let (mut req, pending, mut converted) = self.prepare(wire)?;
+        let (recalled, permit) = match pending {
+            None => (None, permit),
+            Some((spec, placement)) => {
+                // The store wait holds a store slot (and the recall timeout),
+                // not a CPU work slot: a slow store cannot starve assembly.
+                drop(permit);
+                let fetched = fetch(self.memories.clone(), spec, req.principal.scopes.clone()).await;
+                let done = settle(self.memories.settings(), &mut req, placement, fetched)?;
+                (Some(done), self.admission.admit().map_err(|r| refuse(rpc, r))?)
+            }
+        };
         let assembler = self.assembler.clone();
         let outcome = blocking(permit, move |cancel| assembler.assemble_cancellable(req, cancel)).await?;
         let converting = Instant::now();
@@ -109,13 +127,60 @@ impl AssemblerService {
     }
 }
 
+/// Runs a recall on the store within the recall timeout.
+async fn fetch(memories: Arc<Memories>, spec: RecallSpec, scopes: Vec<String>) -> Fetched {
+    let started = Instant::now();
+    let ranked = memories.recall_within(&spec, &scopes, now_ms()).await;
+    (ranked, started.elapsed())
+}
+
+/// Puts what a recall fetched into the request's MEMORY block. A store that
+/// did not answer leaves the block without memories (`degrade`, reported
+/// as a RECALL_UNAVAILABLE warning) or fails the request (`fail`).
+fn settle(
+    settings: &MemorySettings,
+    req: &mut domain::AssembleRequest,
+    placement: Placement,
+    (fetched, took): Fetched,
+) -> Result<RecallDone, Status> {
+    let (ranked, unavailable) = match fetched {
+        Ok(ranked) => {
+            metrics::recall(took, ranked.len());
+            (ranked, false)
+        }
+        Err(MemoryError::Store(e)) => {
+            metrics::recall_unavailable();
+            if settings.recall_failure == RecallFailure::Fail {
+                return Err(memory_status(&MemoryError::Store(e)));
+            }
+            warn!(err = %e, "recall unavailable: assembling without memories");
+            (Vec::new(), true)
+        }
+        Err(e) => return Err(memory_status(&e)),
+    };
+    let ids = ranked.iter().map(|r| r.candidate.id).collect();
+    memories::attach(req, &placement, memories::items(&ranked), "recall")
+        .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
+    Ok(RecallDone {
+        placement,
+        ids,
+        unavailable,
+    })
+}
+
 /// The wire response of an assembly, with its recall report.
 fn response(
     outcome: Result<domain::Assembly, AssembleError>,
     recalled: Recalled,
 ) -> Result<pb::AssembleResponse, Status> {
-    let assembly = outcome.map_err(|e| to_status(&e))?;
-    let report = recalled.map(|(placement, ids)| memories::report(&assembly, &placement, &ids));
+    let mut assembly = outcome.map_err(|e| to_status(&e))?;
+    if recalled.as_ref().is_some_and(|r| r.unavailable) {
+        assembly.warnings.push(domain::Warning {
+            code: RECALL_UNAVAILABLE,
+            message: "the memory store did not answer the recall in time: no memories recalled".into(),
+        });
+    }
+    let report = recalled.map(|r| memories::report(&assembly, &r.placement, &r.ids));
     let mut wire = pb::AssembleResponse::from(assembly);
     wire.recall = report.map(Into::into);
     Ok(wire)
@@ -246,26 +311,65 @@ impl pb::assembler_server::Assembler for AssemblerService {
             let permit = permit.map_err(|r| refuse(RPC, r))?;
             let n = wire.requests.len();
             // Shape and conversion per request: one bad request fails alone.
-            let mut early: Vec<Option<Status>> = Vec::with_capacity(n);
+            let mut early: Vec<Option<Status>> = (0..n).map(|_| None).collect();
+            let mut prepared = Vec::with_capacity(n);
+            let mut converted = Duration::ZERO;
+            for (i, r) in wire.requests.into_iter().enumerate() {
+                let checked = check_shape(&self.admission, &r).map_err(|x| refuse(RPC, x));
+                match checked.and_then(|()| self.prepare(r)) {
+                    Ok((req, pending, took)) => {
+                        converted += took;
+                        prepared.push((i, req, pending));
+                    }
+                    Err(status) => early[i] = Some(status),
+                }
+            }
+            // The recalls run together, outside the CPU work slot: each
+            // holds a store slot and is bounded by the recall timeout, so a
+            // batch waits on a slow store once, not once per request.
+            let mut fetched: Vec<Option<Fetched>> = (0..prepared.len()).map(|_| None).collect();
+            let permit = if prepared.iter().any(|(_, _, pending)| pending.is_some()) {
+                drop(permit);
+                let mut fetches = tokio::task::JoinSet::new();
+                for (k, (_, req, pending)) in prepared.iter().enumerate() {
+                    if let Some((spec, _)) = pending {
+                        let (memories, spec) = (self.memories.clone(), spec.clone());
+                        let scopes = req.principal.scopes.clone();
+                        fetches.spawn(async move { (k, fetch(memories, spec, scopes).await) });
+                    }
+                }
+                while let Some(joined) = fetches.join_next().await {
+                    if let Ok((k, f)) = joined {
+                        fetched[k] = Some(f);
+                    }
+                }
+                self.admission.admit().map_err(|r| refuse(RPC, r))?
+            } else {
+                permit
+            };
             let mut valid: Vec<usize> = Vec::with_capacity(n);
             let mut requests = Vec::with_capacity(n);
             let mut recalls = Vec::with_capacity(n);
-            let mut converted = Duration::ZERO;
-            for (i, r) in wire.requests.into_iter().enumerate() {
-                let prepared = match check_shape(&self.admission, &r) {
-                    Ok(()) => self.prepare(r).await,
-                    Err(x) => Err(refuse(RPC, x)),
-                };
-                match prepared {
-                    Ok((req, recalled, took)) => {
-                        converted += took;
-                        valid.push(i);
-                        requests.push(req);
-                        recalls.push(recalled);
-                        early.push(None);
+            for ((i, mut req, pending), fetched) in prepared.into_iter().zip(fetched) {
+                let recalled = match pending {
+                    None => None,
+                    Some((_, placement)) => {
+                        let fetched = fetched.unwrap_or_else(|| {
+                            let lost = StoreError::Unavailable("recall task failed".into());
+                            (Err(lost.into()), Duration::ZERO)
+                        });
+                        match settle(self.memories.settings(), &mut req, placement, fetched) {
+                            Ok(done) => Some(done),
+                            Err(status) => {
+                                early[i] = Some(status);
+                                continue;
+                            }
+                        }
                     }
-                    Err(status) => early.push(Some(status)),
-                }
+                };
+                valid.push(i);
+                requests.push(req);
+                recalls.push(recalled);
             }
             let assembler = self.assembler.clone();
             let outcome = blocking(permit, move |cancel| {
@@ -473,7 +577,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         span.record("observations", wire.observations.len() + wire.summaries.len());
         span.record("output_bytes", wire.model_output.len());
         let result = async {
-            let _permit = permit.map_err(|r| refuse(RPC, r))?;
+            let permit = permit.map_err(|r| refuse(RPC, r))?;
             let input = RetainInput::from(wire);
             let memories = self.memories.clone();
             let now = now_ms();
@@ -485,6 +589,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                     Status::internal("internal error while parsing")
                 })?
                 .map_err(|e| memory_status(&e))?;
+            // The write holds a store slot, not the CPU work slot.
+            drop(permit);
             let out = self
                 .memories
                 .commit_retain(prepared)
@@ -492,6 +598,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .map_err(|e| memory_status(&e))?;
             if !out.replayed {
                 metrics::memories_stored(&out.types, out.evicted);
+                metrics::memories_evicted_for_space(out.evicted_for_space);
             }
             Ok(pb::RetainResponse::from(out))
         }
@@ -509,9 +616,11 @@ impl pb::assembler_server::Assembler for AssemblerService {
         let permit = slot(&self.admission, &mut request);
         let wire = request.into_inner();
         let result = async {
-            let _permit = permit.map_err(|r| refuse(RPC, r))?;
+            let permit = permit.map_err(|r| refuse(RPC, r))?;
             let filter = convert::memory::forget_filter(wire)
                 .map_err(|v| to_status(&AssembleError::InvalidArgument(v)))?;
+            // The store call holds a store slot, not the CPU work slot.
+            drop(permit);
             let deleted = self
                 .memories
                 .forget(&filter)
@@ -534,9 +643,11 @@ impl pb::assembler_server::Assembler for AssemblerService {
         let permit = slot(&self.admission, &mut request);
         let wire = request.into_inner();
         let result = async {
-            let _permit = permit.map_err(|r| refuse(RPC, r))?;
+            let permit = permit.map_err(|r| refuse(RPC, r))?;
             let before = convert::memory::page_token(&wire.page_token)
                 .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
+            // The store call holds a store slot, not the CPU work slot.
+            drop(permit);
             let page = self
                 .memories
                 .list(&wire.subject, wire.page_size, before)

@@ -32,6 +32,9 @@ pub const REASON_MEMORY_DISABLED: &str = "MEMORY_DISABLED";
 pub const REASON_MEMORY_UNAVAILABLE: &str = "MEMORY_UNAVAILABLE";
 /// The back-off a shed request is told to wait (`google.rpc.RetryInfo`).
 const SHED_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+/// The back-off a call is told to wait when the memory store cannot answer
+/// (`google.rpc.RetryInfo`): long enough for a reconnect attempt.
+pub const MEMORY_RETRY_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The status for a domain error.
 pub fn to_status(err: &AssembleError) -> Status {
@@ -100,11 +103,9 @@ pub fn memory_status(err: &MemoryError) -> Status {
         ),
         MemoryError::Store(StoreError::Unavailable(e)) => {
             tracing::warn!(err = %e, "memory store unavailable");
-            Status::with_error_details(
-                Code::Unavailable,
-                "memory store unavailable; retry",
-                ErrorDetails::with_error_info(REASON_MEMORY_UNAVAILABLE, ERROR_DOMAIN, []),
-            )
+            let mut details = ErrorDetails::with_error_info(REASON_MEMORY_UNAVAILABLE, ERROR_DOMAIN, []);
+            details.set_retry_info(Some(MEMORY_RETRY_DELAY));
+            Status::with_error_details(Code::Unavailable, "memory store unavailable; retry", details)
         }
         MemoryError::Store(e) => {
             tracing::error!(err = %e, "memory store failed");

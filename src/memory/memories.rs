@@ -2,7 +2,10 @@
 //! removal and parsing before a write; query, ranking and the MEMORY items
 //! of a recall. Knows nothing of gRPC.
 
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::model::{BUILTIN_TYPES, Content, NewMemory, Observation, SessionSummary};
 use super::parse::{self, BlockProblem};
@@ -24,6 +27,29 @@ pub const MAX_MEMORIES_PER_RETAIN: usize = parse::MAX_BLOCKS;
 pub const MAX_PAGE_SIZE: u32 = 1000;
 /// Page size when a request gives none.
 pub const DEFAULT_PAGE_SIZE: u32 = 100;
+/// Default of [`MemorySettings::recall_timeout`].
+pub const DEFAULT_RECALL_TIMEOUT: Duration = Duration::from_millis(50);
+/// Default of [`MemorySettings::max_store_waits`].
+pub const DEFAULT_MAX_STORE_WAITS: u32 = 64;
+/// Default of [`MemorySettings::max_memory_bytes`]: 16 KiB.
+pub const DEFAULT_MAX_MEMORY_BYTES: u32 = 16 * 1024;
+/// Default of [`MemorySettings::max_recall_bytes`]: 1 MiB.
+pub const DEFAULT_MAX_RECALL_BYTES: u64 = 1 << 20;
+/// Default of [`MemorySettings::max_page_bytes`]: 1 MiB, so a page stays
+/// well under the 4 MiB gRPC clients accept by default.
+pub const DEFAULT_MAX_PAGE_BYTES: u64 = 1 << 20;
+
+/// What a recall the store does not answer in time (or at all) does to its
+/// request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecallFailure {
+    /// The prompt is assembled without memories, with a
+    /// `RECALL_UNAVAILABLE` warning.
+    #[default]
+    Degrade,
+    /// The request fails with UNAVAILABLE.
+    Fail,
+}
 
 /// How memories are retained and recalled.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +64,20 @@ pub struct MemorySettings {
     pub max_recall_limit: u32,
     /// Recency's weight halves every this long.
     pub half_life: Duration,
+    /// The longest a recall waits on the store, its wait for a store slot
+    /// included.
+    pub recall_timeout: Duration,
+    /// What a recall that times out or fails does.
+    pub recall_failure: RecallFailure,
+    /// Most calls waiting on the store at once (recalls, Retain, Forget,
+    /// ListMemories), apart from the CPU work slots.
+    pub max_store_waits: u32,
+    /// Largest memory, in bytes of its fields.
+    pub max_memory_bytes: u32,
+    /// Bytes of candidate memories one recall loads before ranking.
+    pub max_recall_bytes: u64,
+    /// Bytes of memories one ListMemories page holds.
+    pub max_page_bytes: u64,
 }
 
 impl Default for MemorySettings {
@@ -47,10 +87,17 @@ impl Default for MemorySettings {
             retention: Retention {
                 max_per_subject: 10_000,
                 max_age: None,
+                max_total_bytes: 0,
             },
             recall_limit: 20,
             max_recall_limit: 200,
             half_life: Duration::from_secs(7 * 24 * 3600),
+            recall_timeout: DEFAULT_RECALL_TIMEOUT,
+            recall_failure: RecallFailure::Degrade,
+            max_store_waits: DEFAULT_MAX_STORE_WAITS,
+            max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
+            max_recall_bytes: DEFAULT_MAX_RECALL_BYTES,
+            max_page_bytes: DEFAULT_MAX_PAGE_BYTES,
         }
     }
 }
@@ -110,8 +157,10 @@ pub struct RetainOutput {
     pub problems: Vec<BlockProblem>,
     /// `<private>` spans removed.
     pub private_spans: usize,
-    /// Memories the retention limits deleted.
+    /// Memories the retention limits of the subject deleted.
     pub evicted: u64,
+    /// Memories of any subject the store's size bound deleted.
+    pub evicted_for_space: u64,
 }
 
 /// A checked and parsed Retain, ready to be written.
@@ -136,17 +185,52 @@ pub struct RecallSpec {
     pub types: Vec<String>,
 }
 
-/// The memory service: a store and its settings.
+/// The memory service: a store (which may not be connected yet) and its
+/// settings.
 #[derive(Debug, Clone)]
 pub struct Memories {
-    store: Option<MemoryStore>,
+    /// `None` while a configured store is not connected.
+    store: Arc<RwLock<Option<MemoryStore>>>,
+    /// Whether a store is configured at all.
+    configured: bool,
     settings: MemorySettings,
+    /// Calls waiting on the store: their own budget, apart from the CPU
+    /// work slots.
+    waits: Arc<Semaphore>,
 }
 
 impl Memories {
     /// Memories over `store` (`None`: every call is [`MemoryError::Disabled`]).
     pub fn new(store: Option<MemoryStore>, settings: MemorySettings) -> Self {
-        Memories { store, settings }
+        let configured = store.is_some();
+        Memories {
+            store: Arc::new(RwLock::new(store)),
+            configured,
+            waits: Arc::new(Semaphore::new(settings.max_store_waits.max(1) as usize)),
+            settings,
+        }
+    }
+
+    /// Memories over a configured store that is not connected yet: calls
+    /// are [`StoreError::Unavailable`] until [`Memories::connected`].
+    pub fn connecting(settings: MemorySettings) -> Self {
+        Memories {
+            configured: true,
+            ..Memories::new(None, settings)
+        }
+    }
+
+    /// Puts the store, now open, in use.
+    pub fn connected(&self, store: MemoryStore) {
+        *self.store.write().unwrap_or_else(PoisonError::into_inner) = Some(store);
+    }
+
+    /// Whether a store is configured and connected.
+    pub fn is_connected(&self) -> bool {
+        self.store
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     /// The settings.
@@ -154,13 +238,44 @@ impl Memories {
         &self.settings
     }
 
-    /// The store's backend name, or `off`.
+    /// The store's backend name, `off`, or `connecting`.
     pub fn backend(&self) -> &'static str {
-        self.store.as_ref().map_or("off", MemoryStore::backend)
+        match &*self.store.read().unwrap_or_else(PoisonError::into_inner) {
+            Some(store) => store.backend(),
+            None if self.configured => "connecting",
+            None => "off",
+        }
     }
 
-    fn store(&self) -> Result<&MemoryStore, MemoryError> {
-        self.store.as_ref().ok_or(MemoryError::Disabled)
+    /// [`MemoryError::Disabled`] without a configured store.
+    fn enabled(&self) -> Result<(), MemoryError> {
+        if self.configured {
+            Ok(())
+        } else {
+            Err(MemoryError::Disabled)
+        }
+    }
+
+    /// The connected store (a cheap handle on its pools).
+    fn store(&self) -> Result<MemoryStore, MemoryError> {
+        self.enabled()?;
+        self.store
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| StoreError::Unavailable("not connected yet".into()).into())
+    }
+
+    /// A store slot for a Retain, Forget or ListMemories, or UNAVAILABLE at
+    /// once when every slot is taken (such calls never queue).
+    fn store_slot(&self) -> Result<OwnedSemaphorePermit, MemoryError> {
+        self.waits.clone().try_acquire_owned().map_err(|_| {
+            StoreError::Unavailable(format!(
+                "{} calls are waiting on the store already",
+                self.settings.max_store_waits
+            ))
+            .into()
+        })
     }
 
     /// Checks, strips `<private>` spans, parses the model output and stores
@@ -173,7 +288,8 @@ impl Memories {
     /// The CPU half of [`Memories::retain`]: checks, strips `<private>`
     /// spans and parses (a caller may run it off its reactor).
     pub fn prepare_retain(&self, input: RetainInput, now_ms: i64) -> Result<PreparedRetain, MemoryError> {
-        self.store()?;
+        self.enabled()?;
+        let max_bytes = self.settings.max_memory_bytes as usize;
         let mut violations = Vec::new();
         check_name(&mut violations, "idempotency_key", &input.key, MAX_KEY_BYTES);
         check_name(&mut violations, "subject", &input.subject, MAX_SUBJECT_BYTES);
@@ -206,6 +322,12 @@ impl Memories {
             if content.is_blank() {
                 violations.push(FieldViolation::new(format!("observations[{i}].text"), "required"));
             }
+            check_size(
+                &mut violations,
+                &format!("observations[{i}]"),
+                &content,
+                max_bytes,
+            );
             contents.push(content);
         }
         for (i, mut s) in input.summaries.into_iter().enumerate() {
@@ -217,14 +339,29 @@ impl Memories {
                     "every field is empty",
                 ));
             }
+            check_size(&mut violations, &format!("summaries[{i}]"), &content, max_bytes);
             contents.push(content);
         }
         if !violations.is_empty() {
             return Err(MemoryError::Invalid(violations));
         }
-        let parsed = parse::parse_model_output(&input.model_output, &self.settings.types);
+        let mut parsed = parse::parse_model_output(&input.model_output, &self.settings.types);
         private_spans += parsed.private_spans;
-        contents.extend(parsed.blocks.into_iter().map(|b| b.content));
+        for block in parsed.blocks {
+            let bytes = block.content.bytes();
+            if bytes > max_bytes {
+                // Reported as a malformed block is: the rest is stored.
+                parsed.problems.push(BlockProblem {
+                    element: block.element,
+                    index: block.index,
+                    offset: block.offset,
+                    reason: format!("{bytes} bytes; a memory holds at most {max_bytes}"),
+                });
+            } else {
+                contents.push(block.content);
+            }
+        }
+        parsed.problems.sort_by_key(|p| p.index);
         if contents.len() > MAX_MEMORIES_PER_RETAIN {
             return Err(MemoryError::invalid(
                 "model_output",
@@ -260,7 +397,9 @@ impl Memories {
 
     /// The I/O half of [`Memories::retain`]: one transaction.
     pub async fn commit_retain(&self, prepared: PreparedRetain) -> Result<RetainOutput, MemoryError> {
-        let retained = self.store()?.retain(&prepared.batch).await?;
+        let store = self.store()?;
+        let _slot = self.store_slot()?;
+        let retained = store.retain(&prepared.batch).await?;
         Ok(RetainOutput {
             ids: retained.ids,
             types: prepared.types,
@@ -268,6 +407,7 @@ impl Memories {
             problems: prepared.problems,
             private_spans: prepared.private_spans,
             evicted: retained.evicted,
+            evicted_for_space: retained.evicted_for_space,
         })
     }
 
@@ -317,6 +457,7 @@ impl Memories {
             scopes: scopes.iter().filter(|s| !s.contains('\0')).cloned().collect(),
             types: spec.types.clone(),
             limit: max,
+            max_bytes: self.settings.max_recall_bytes,
         };
         let candidates = store.recall(&query).await?;
         Ok(rank::rank(
@@ -325,6 +466,33 @@ impl Memories {
             self.settings.half_life,
             max as usize,
         ))
+    }
+
+    /// [`Memories::recall`] within the recall timeout, holding a store slot
+    /// (waiting for one counts against the timeout): a store that stalls
+    /// costs a recall at most the timeout, and is
+    /// [`StoreError::Unavailable`] then.
+    pub async fn recall_within(
+        &self,
+        spec: &RecallSpec,
+        scopes: &[String],
+        now_ms: i64,
+    ) -> Result<Vec<Ranked>, MemoryError> {
+        let timeout = self.settings.recall_timeout;
+        let bounded = async {
+            let _slot = self
+                .waits
+                .acquire()
+                .await
+                .map_err(|_| StoreError::Unavailable("closed".into()))?;
+            self.recall(spec, scopes, now_ms).await
+        };
+        tokio::time::timeout(timeout, bounded).await.unwrap_or_else(|_| {
+            Err(
+                StoreError::Unavailable(format!("recall: no answer within {} ms", timeout.as_millis()))
+                    .into(),
+            )
+        })
     }
 
     /// Deletes what `filter` names; returns how many.
@@ -343,7 +511,9 @@ impl Memories {
         if !violations.is_empty() {
             return Err(MemoryError::Invalid(violations));
         }
-        Ok(self.store()?.forget(filter).await?)
+        let store = self.store()?;
+        let _slot = self.store_slot()?;
+        Ok(store.forget(filter).await?)
     }
 
     /// A page of a subject's memories, newest first.
@@ -369,13 +539,29 @@ impl Memories {
         } else {
             page_size
         };
-        Ok(self.store()?.list(subject, size, before).await?)
+        let store = self.store()?;
+        let _slot = self.store_slot()?;
+        Ok(store
+            .list(subject, size, before, self.settings.max_page_bytes)
+            .await?)
     }
 
-    /// Closes the store (on drain).
-    pub async fn close(&self) {
-        if let Some(store) = &self.store {
-            store.close().await;
+    /// Whether the store answers a trivial query within `within`.
+    pub async fn ping(&self, within: Duration) -> bool {
+        let Ok(store) = self.store() else {
+            return false;
+        };
+        matches!(tokio::time::timeout(within, store.ping()).await, Ok(Ok(())))
+    }
+
+    /// Closes the store, waiting at most `within` for the calls using it to
+    /// return their connections (on drain). Returns whether it closed in
+    /// time; if not, the remaining connections are dropped with the process.
+    pub async fn close_within(&self, within: Duration) -> bool {
+        let store = self.store.read().unwrap_or_else(PoisonError::into_inner).clone();
+        match store {
+            Some(store) => tokio::time::timeout(within, store.close()).await.is_ok(),
+            None => true,
         }
     }
 }
@@ -562,6 +748,17 @@ fn without_nul(mut content: Content) -> Content {
         }
     }
     content
+}
+
+/// A memory over `max` bytes is a violation naming its largest field.
+fn check_size(violations: &mut Vec<FieldViolation>, field: &str, content: &Content, max: usize) {
+    let bytes = content.bytes();
+    if bytes > max {
+        violations.push(FieldViolation::new(
+            format!("{field}.{}", content.largest_field()),
+            format!("the memory has {bytes} bytes; at most {max}"),
+        ));
+    }
 }
 
 fn check_scopes(violations: &mut Vec<FieldViolation>, field: &str, scopes: &[String]) {

@@ -134,6 +134,48 @@ impl Content {
     }
 }
 
+impl Content {
+    /// Each field's name and size in bytes (a list field's bytes summed), in
+    /// declaration order: what a memory's size limit is measured on.
+    pub fn field_bytes(&self) -> Vec<(&'static str, usize)> {
+        let list = |v: &[String]| v.iter().map(String::len).sum::<usize>();
+        match self {
+            Content::Observation(o) => vec![
+                ("type", o.kind.len()),
+                ("title", o.title.len()),
+                ("text", o.text.len()),
+                ("facts", list(&o.facts)),
+                ("files_read", list(&o.files_read)),
+                ("files_modified", list(&o.files_modified)),
+            ],
+            Content::Summary(s) => vec![
+                ("request", s.request.len()),
+                ("investigated", s.investigated.len()),
+                ("learned", s.learned.len()),
+                ("completed", s.completed.len()),
+                ("next_steps", s.next_steps.len()),
+                ("files_read", list(&s.files_read)),
+                ("files_edited", list(&s.files_edited)),
+                ("notes", s.notes.len()),
+            ],
+        }
+    }
+
+    /// The memory's size in bytes: all its fields.
+    pub fn bytes(&self) -> usize {
+        self.field_bytes().iter().map(|(_, n)| n).sum()
+    }
+
+    /// The field holding the most bytes (the one to name when the memory is
+    /// over its size limit).
+    pub fn largest_field(&self) -> &'static str {
+        self.field_bytes()
+            .into_iter()
+            .max_by_key(|&(_, n)| n)
+            .map_or("text", |(name, _)| name)
+    }
+}
+
 fn push_field(out: &mut String, label: &str, value: &str) {
     let value = value.trim();
     if value.is_empty() {

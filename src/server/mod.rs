@@ -27,10 +27,10 @@ use crate::grpc::admission::Admission;
 use crate::grpc::gate::Gate;
 use crate::grpc::{AssemblerService, pb};
 use crate::memory::Memories;
-use crate::memory::store::{MemoryStore, StoreError};
 use crate::telemetry::metrics;
 
 mod conn;
+pub mod memory;
 mod metrics_http;
 mod signals;
 
@@ -98,9 +98,6 @@ pub enum ServeError {
     /// Reflection could not be built from the descriptors.
     #[error("reflection: {0}")]
     Reflection(String),
-    /// The memory store could not be opened or migrated.
-    #[error("memory store: {0}")]
-    Memory(#[from] StoreError),
 }
 
 /// A server whose listeners are bound but which does not serve yet.
@@ -117,11 +114,10 @@ pub struct Bound {
 impl Bound {
     /// Binds the configured addresses (port 0 picks a free port).
     pub async fn bind(config: ServerConfig) -> Result<Bound, ServeError> {
-        // Opened (created, migrated) before any port is taken: a store that
-        // cannot open fails the start.
-        let store = MemoryStore::open(&config.memory_backend).await?;
-        let memories = Arc::new(Memories::new(store, config.memory.clone()));
-        info!(store = memories.backend(), "memory store open");
+        // Opened (created, migrated) before any port is taken; a store that
+        // cannot open does not fail the start: the sidecar serves without it
+        // and reconnects (see `memory::keep`).
+        let memories = Arc::new(memory::open(&config.memory_backend, config.memory.clone()).await);
         let hangups = Hangups::register();
         let grpc = TcpListener::bind(config.listen)
             .await
@@ -240,6 +236,11 @@ impl Bound {
             }
         });
         let reloads = tokio::spawn(hangups.reload_on_each(config.clone(), assembler.clone()));
+        let keeper = tokio::spawn(memory::keep(
+            config.memory_backend.clone(),
+            memories.clone(),
+            reporter.clone(),
+        ));
 
         let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         http2
@@ -317,6 +318,10 @@ impl Bound {
         reporter.set_service_status("", ServingStatus::NotServing).await;
         drop(listener);
         reloads.abort();
+        keeper.abort();
+        reporter
+            .set_service_status(memory::HEALTH_SERVICE, ServingStatus::NotServing)
+            .await;
         let _ = drain_tx.send(true);
         let open_connections = || (limits.max_connections as usize).saturating_sub(slots.available_permits());
         // Assembler calls not yet answered (streams end themselves on the
@@ -337,8 +342,11 @@ impl Bound {
         // The store closes within the drain deadline (at least a moment,
         // for its last commit), never holding the exit.
         let close_by = deadline.max(tokio::time::Instant::now() + STORE_CLOSE_MIN);
-        if tokio::time::timeout_at(close_by, memories.close()).await.is_err() {
-            warn!("memory store did not close within the drain deadline");
+        if !memories
+            .close_within(close_by.saturating_duration_since(tokio::time::Instant::now()))
+            .await
+        {
+            warn!("memory store did not close within the drain deadline: its connections are dropped");
         }
         Ok(())
     }

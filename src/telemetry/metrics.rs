@@ -31,6 +31,9 @@ pub const PROMPT_TOKENS: &str = "assembler_prompt_tokens";
 pub const REQUESTS_REFUSED_TOTAL: &str = "assembler_requests_refused_total";
 /// Requests being worked on (Assemble and CountTokens).
 pub const IN_FLIGHT_REQUESTS: &str = "assembler_in_flight_requests";
+/// Bytes of the upload budget held by messages being received, decoded or
+/// worked on.
+pub const UPLOAD_BUDGET_HELD_BYTES: &str = "assembler_upload_budget_held_bytes";
 /// Configuration reloads (SIGHUP) by result: `applied` or `refused`.
 pub const CONFIG_RELOADS_TOTAL: &str = "assembler_config_reloads_total";
 
@@ -158,6 +161,14 @@ pub const MEMORIES_DELETED_TOTAL: &str = "assembler_memories_deleted_total";
 pub const DELETED_RETENTION: &str = "retention";
 /// Deletion cause: a Forget request.
 pub const DELETED_FORGET: &str = "forget";
+/// Deletion cause: the store's size bound (`memory.max_total_bytes`)
+/// evicted the oldest memories of any subject.
+pub const DELETED_STORE_FULL: &str = "store_full";
+/// Whether the memory store is connected and answering (1) or not (0).
+pub const MEMORY_STORE_UP: &str = "assembler_memory_store_up";
+/// Recalls the store did not answer in time (or failed): the prompt was
+/// assembled without memories.
+pub const MEMORY_RECALL_UNAVAILABLE_TOTAL: &str = "assembler_memory_recall_unavailable_total";
 
 /// Reload result: the file did not validate; the old configuration stays.
 pub const RELOAD_REFUSED: &str = "refused";
@@ -281,10 +292,11 @@ pub fn describe() {
         Unit::Count,
         "requests refused by a limit, shed, or cut off by their deadline, by rpc and reason"
     );
+    describe_gauge!(IN_FLIGHT_REQUESTS, Unit::Count, "requests holding a work slot");
     describe_gauge!(
-        IN_FLIGHT_REQUESTS,
-        Unit::Count,
-        "Assemble and CountTokens requests being worked on"
+        UPLOAD_BUDGET_HELD_BYTES,
+        Unit::Bytes,
+        "bytes of the upload budget held by messages being received, decoded or worked on"
     );
     describe_gauge!(OPEN_CONNECTIONS, Unit::Count, "client connections open");
     describe_gauge!(
@@ -355,7 +367,17 @@ pub fn describe() {
     describe_counter!(
         MEMORIES_DELETED_TOTAL,
         Unit::Count,
-        "memories deleted, by cause (retention, forget)"
+        "memories deleted, by cause (retention, forget, store_full)"
+    );
+    describe_gauge!(
+        MEMORY_STORE_UP,
+        Unit::Count,
+        "1 while the memory store is connected and answers, 0 while it is unreachable (Assemble still serves, without recall)"
+    );
+    describe_counter!(
+        MEMORY_RECALL_UNAVAILABLE_TOTAL,
+        Unit::Count,
+        "recalls the memory store did not answer in time or failed (prompt assembled without memories, or request failed)"
     );
     describe_counter!(
         CONFIG_RELOADS_TOTAL,
@@ -408,6 +430,7 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
         }
     }
     gauge!(IN_FLIGHT_REQUESTS).increment(0.0);
+    gauge!(UPLOAD_BUDGET_HELD_BYTES).increment(0.0);
     gauge!(OPEN_CONNECTIONS).increment(0.0);
     for provider in crate::assemble::feedback::PROVIDERS.into_iter().chain(["other"]) {
         counter!(PROVIDER_PROMPT_TOKENS_TOTAL, "provider" => provider).increment(0);
@@ -428,7 +451,8 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
         counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(0);
     }
     counter!(MEMORIES_RECALLED_TOTAL).increment(0);
-    for cause in [DELETED_RETENTION, DELETED_FORGET] {
+    counter!(MEMORY_RECALL_UNAVAILABLE_TOTAL).increment(0);
+    for cause in [DELETED_RETENTION, DELETED_FORGET, DELETED_STORE_FULL] {
         counter!(MEMORIES_DELETED_TOTAL, "cause" => cause).increment(0);
     }
 }
@@ -455,6 +479,21 @@ pub fn memories_stored(types: &[String], evicted: u64) {
 pub fn recall(took: Duration, recalled: usize) {
     histogram!(MEMORY_RECALL_DURATION_SECONDS).record(took.as_secs_f64());
     counter!(MEMORIES_RECALLED_TOTAL).increment(recalled as u64);
+}
+
+/// Counts a recall the store did not answer.
+pub fn recall_unavailable() {
+    counter!(MEMORY_RECALL_UNAVAILABLE_TOTAL).increment(1);
+}
+
+/// Whether the memory store is connected and answering.
+pub fn memory_store_up(up: bool) {
+    gauge!(MEMORY_STORE_UP).set(if up { 1.0 } else { 0.0 });
+}
+
+/// Counts memories the store's size bound evicted.
+pub fn memories_evicted_for_space(deleted: u64) {
+    counter!(MEMORIES_DELETED_TOTAL, "cause" => DELETED_STORE_FULL).increment(deleted);
 }
 
 /// Counts memories a Forget deleted.
@@ -492,6 +531,11 @@ pub fn refresh_process() {
     gauge!(PROCESS_CPU_SECONDS_TOTAL).set(process.cpu_seconds);
     gauge!(PROCESS_OPEN_FDS).set(process.open_fds as f64);
     gauge!(PROCESS_THREADS).set(process.threads as f64);
+}
+
+/// Moves the held-upload-budget gauge by `delta` bytes.
+pub fn upload_budget_held(delta: f64) {
+    gauge!(UPLOAD_BUDGET_HELD_BYTES).increment(delta);
 }
 
 /// Moves the in-flight gauge by `delta`.

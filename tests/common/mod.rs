@@ -42,6 +42,13 @@ impl TestServer {
         if args.memory_sqlite_path.is_none() {
             args.memory_sqlite_path = Some(memory_dir.path().join("memory.db"));
         }
+        if args.config.is_none() {
+            // Tests do not depend on the machine's speed: a recall on a busy
+            // machine gets far more than the default 50 ms.
+            let config = memory_dir.path().join("test.toml");
+            std::fs::write(&config, "[memory]\nrecall_timeout_ms = 10000\n").unwrap();
+            args.config = Some(config);
+        }
         let config = args.validate().unwrap();
         let bound = Bound::bind(config).await.unwrap();
         let addr = bound.grpc_addr().unwrap();
@@ -569,4 +576,56 @@ pub fn proc_status(pid: u32, key: &str) -> u64 {
 /// Open file descriptors of process `pid`.
 pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+}
+
+/// Stalls a SQLite database in WAL mode as a hung disk or a stuck process
+/// would, until dropped: another process (python3, which CI has) holds the
+/// WAL-index locks every reader needs (byte 122, recovery, and 123-127, the
+/// read marks, of the `-shm` file). SQLite readers, and so writers, retry
+/// for about 10 s and then fail.
+pub struct SqliteStall {
+    child: std::process::Child,
+}
+
+impl SqliteStall {
+    /// Holds the locks of the database at `db` (its `-shm` file exists once
+    /// a connection has opened it).
+    pub fn hold(db: &std::path::Path) -> SqliteStall {
+        use std::io::BufRead as _;
+        const SCRIPT: &str = r#"
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+deadline = time.time() + 10
+while True:
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 6, 122)
+        break
+    except OSError:
+        if time.time() > deadline:
+            raise
+        time.sleep(0.01)
+print("locked", flush=True)
+sys.stdin.read()
+"#;
+        let shm = format!("{}-shm", db.display());
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", SCRIPT, &shm])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 holds the stall's locks");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "locked", "the stall holder could not lock {shm}");
+        SqliteStall { child }
+    }
+}
+
+impl Drop for SqliteStall {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

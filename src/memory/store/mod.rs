@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
-use sqlx::error::BoxDynError;
+use sqlx::error::{BoxDynError, DatabaseError as _};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 use super::model::{Memory, NewMemory};
@@ -45,8 +45,13 @@ pub enum Backend {
         url: String,
         /// Pool size.
         max_connections: u32,
+        /// The server cancels a statement running longer (`statement_timeout`).
+        statement_timeout: Duration,
     },
 }
+
+/// Default PostgreSQL `statement_timeout`.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Retention limits per subject, enforced on every write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +60,9 @@ pub struct Retention {
     pub max_per_subject: u32,
     /// Memories older than this are deleted; `None` = kept forever.
     pub max_age: Option<Duration>,
+    /// Most bytes of memories in the whole store (the oldest of any subject
+    /// go first); 0 = no limit.
+    pub max_total_bytes: u64,
 }
 
 /// One `retain`: memories of one subject written under one idempotency key.
@@ -82,8 +90,10 @@ pub struct Retained {
     pub ids: Vec<i64>,
     /// Whether the key had been used: nothing was stored.
     pub replayed: bool,
-    /// Memories the retention limits deleted.
+    /// Memories the retention limits of the subject deleted.
     pub evicted: u64,
+    /// Memories of any subject the store's size bound deleted.
+    pub evicted_for_space: u64,
 }
 
 /// A recall's conditions.
@@ -101,6 +111,9 @@ pub struct RecallQuery {
     pub types: Vec<String>,
     /// Most candidates of each kind (best by relevance, and newest).
     pub limit: u32,
+    /// Most bytes of titles and bodies loaded: candidates stop there (best
+    /// matches first, then the newest).
+    pub max_bytes: u64,
 }
 
 /// A recall candidate.
@@ -158,15 +171,71 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
+        if retryable(&e) {
+            return StoreError::Unavailable(e.to_string());
+        }
         match e {
-            sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_) => StoreError::Unavailable(e.to_string()),
             sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => StoreError::Corrupt(e.to_string()),
             other => StoreError::Query(other.to_string()),
         }
     }
+}
+
+/// Whether `e` says the database cannot serve now but may later (a retry
+/// or another replica can succeed): it is unreachable, shutting down, out of
+/// disk or read-only, busy, or the statement ran out of time. These are
+/// UNAVAILABLE to callers, never INTERNAL.
+pub(crate) fn retryable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => {
+            if let Some(sqlite) = db.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+                // The extended result code; its low byte is the primary one.
+                let code = sqlite.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
+                matches!(
+                    code & 0xff,
+                    SQLITE_BUSY
+                        | SQLITE_LOCKED
+                        | SQLITE_READONLY
+                        | SQLITE_IOERR
+                        | SQLITE_FULL
+                        | SQLITE_CANTOPEN
+                        | SQLITE_PROTOCOL
+                )
+            } else if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                retryable_sqlstate(pg.code())
+            } else {
+                false
+            }
+        }
+        _ => false,
+    }
+}
+
+const SQLITE_BUSY: i32 = 5;
+const SQLITE_LOCKED: i32 = 6;
+const SQLITE_READONLY: i32 = 8;
+const SQLITE_IOERR: i32 = 10;
+const SQLITE_FULL: i32 = 13;
+const SQLITE_CANTOPEN: i32 = 14;
+/// A lock another process holds past SQLite's retries (a stalled store).
+const SQLITE_PROTOCOL: i32 = 15;
+
+/// PostgreSQL SQLSTATEs a retry can get past: connection exceptions (08),
+/// insufficient resources (53: disk full, out of memory, too many
+/// connections), operator intervention (57: query_canceled by the statement
+/// timeout, admin or crash shutdown, cannot connect now), a read-only
+/// transaction (25006, a standby), and serialization failures and deadlocks
+/// (40001, 40P01).
+fn retryable_sqlstate(code: &str) -> bool {
+    code.starts_with("08")
+        || code.starts_with("53")
+        || code.starts_with("57")
+        || matches!(code, "25006" | "40001" | "40P01")
 }
 
 /// Keys older than this are forgotten: a retry comes within minutes.
@@ -188,8 +257,12 @@ impl MemoryStore {
         Ok(match backend {
             Backend::Off => None,
             Backend::Sqlite { path } => Some(MemoryStore::Sqlite(SqliteStore::open(path).await?)),
-            Backend::Postgres { url, max_connections } => Some(MemoryStore::Postgres(
-                PostgresStore::open(url, *max_connections).await?,
+            Backend::Postgres {
+                url,
+                max_connections,
+                statement_timeout,
+            } => Some(MemoryStore::Postgres(
+                PostgresStore::open(url, *max_connections, *statement_timeout).await?,
             )),
         })
     }
@@ -228,11 +301,35 @@ impl MemoryStore {
     }
 
     /// A page of `subject`'s memories older than `before` (an id), newest
-    /// first.
-    pub async fn list(&self, subject: &str, limit: u32, before: Option<i64>) -> Result<Page, StoreError> {
+    /// first: at most `limit` memories and, past the first, `max_bytes` of
+    /// their content (the page then ends early, with a next page).
+    pub async fn list(
+        &self,
+        subject: &str,
+        limit: u32,
+        before: Option<i64>,
+        max_bytes: u64,
+    ) -> Result<Page, StoreError> {
         match self {
-            MemoryStore::Sqlite(s) => s.list(subject, limit, before).await,
-            MemoryStore::Postgres(s) => s.list(subject, limit, before).await,
+            MemoryStore::Sqlite(s) => s.list(subject, limit, before, max_bytes).await,
+            MemoryStore::Postgres(s) => s.list(subject, limit, before, max_bytes).await,
+        }
+    }
+
+    /// Bytes of all stored memories (titles, bodies and contents), as the
+    /// size bound counts them.
+    pub async fn total_bytes(&self) -> Result<u64, StoreError> {
+        match self {
+            MemoryStore::Sqlite(s) => s.total_bytes().await,
+            MemoryStore::Postgres(s) => s.total_bytes().await,
+        }
+    }
+
+    /// One trivial query: whether the store answers now.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match self {
+            MemoryStore::Sqlite(s) => s.ping().await,
+            MemoryStore::Postgres(s) => s.ping().await,
         }
     }
 
@@ -282,17 +379,89 @@ impl<'s> MigrationSource<'s> for Embedded {
     }
 }
 
-/// A page from up to `limit + 1` memories read newest first: the extra one
-/// only says there is a next page.
-pub(crate) fn page(mut memories: Vec<Memory>, limit: u32) -> Page {
-    let limit = limit as usize;
-    let next = if memories.len() > limit {
-        memories.truncate(limit);
-        memories.last().map(|m| m.id)
-    } else {
-        None
-    };
-    Page { memories, next }
+/// Builds a page from memories read newest first, up to `limit + 1` (the
+/// extra one only says there is a next page) and `max_bytes` of content:
+/// the page ends before the memory that would pass the byte budget (never
+/// before its first one), and says there is more.
+#[derive(Debug)]
+pub(crate) struct PageBuilder {
+    memories: Vec<Memory>,
+    limit: usize,
+    max_bytes: u64,
+    bytes: u64,
+    next: Option<i64>,
+}
+
+impl PageBuilder {
+    pub(crate) fn new(limit: u32, max_bytes: u64) -> Self {
+        PageBuilder {
+            memories: Vec::new(),
+            limit: limit as usize,
+            max_bytes,
+            bytes: 0,
+            next: None,
+        }
+    }
+
+    /// Adds the next memory of `content_bytes`; false once the page is full
+    /// (stop reading).
+    pub(crate) fn push(&mut self, memory: Memory, content_bytes: usize) -> bool {
+        let bytes = self.bytes.saturating_add(content_bytes as u64);
+        let full = self.memories.len() >= self.limit || (!self.memories.is_empty() && bytes > self.max_bytes);
+        if full {
+            self.next = self.memories.last().map(|m| m.id);
+            return false;
+        }
+        self.bytes = bytes;
+        self.memories.push(memory);
+        true
+    }
+
+    pub(crate) fn finish(self) -> Page {
+        Page {
+            memories: self.memories,
+            next: self.next,
+        }
+    }
+}
+
+/// Memories the size bound looks at per query while it walks from the
+/// oldest.
+pub(crate) const EVICTION_BATCH: i64 = 256;
+
+/// The last id of the oldest memories whose `(id, bytes)`, read oldest
+/// first, free at least `excess` bytes; `None` while they do not yet.
+pub(crate) fn eviction_cutoff(rows: &[(i64, i64)], excess: &mut i64) -> Option<i64> {
+    for &(id, bytes) in rows {
+        *excess -= bytes;
+        if *excess <= 0 {
+            return Some(id);
+        }
+    }
+    None
+}
+
+/// Candidates up to a byte budget of titles and bodies.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    left: u64,
+}
+
+impl Budget {
+    pub(crate) fn new(max_bytes: u64) -> Self {
+        Budget { left: max_bytes }
+    }
+
+    /// Takes `c`'s bytes; false (and nothing taken) when they do not fit.
+    pub(crate) fn take(&mut self, c: &Candidate) -> bool {
+        let bytes = (c.title.len() + c.body.len()) as u64;
+        if bytes > self.left {
+            self.left = 0;
+            return false;
+        }
+        self.left -= bytes;
+        true
+    }
 }
 
 /// Merges best-by-relevance and newest candidates, dropping the second copy

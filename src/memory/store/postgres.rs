@@ -10,10 +10,11 @@ use std::time::Duration;
 use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Transaction};
+use tokio_stream::StreamExt as _;
 
 use super::{
-    Candidate, ForgetFilter, KEY_TTL, Page, RecallQuery, RetainBatch, Retained, StoreError, content_json,
-    memory_from_row, merge_candidates,
+    Budget, Candidate, ForgetFilter, KEY_TTL, Page, PageBuilder, RecallQuery, RetainBatch, Retained,
+    StoreError, content_json, memory_from_row, merge_candidates,
 };
 
 /// How long a caller waits for a pooled connection (and the first connect).
@@ -29,11 +30,23 @@ const SUBJECT_LOCK_CLASS: i32 = 0x6361_6d73; // "cams"
 const CLAIM_ATTEMPTS: usize = 3;
 
 /// The versioned migrations, applied in order at start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "memories",
-    include_str!("../../../migrations/postgres/0001_memories.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "memories",
+        include_str!("../../../migrations/postgres/0001_memories.sql"),
+    ),
+    (
+        2,
+        "memory bytes",
+        include_str!("../../../migrations/postgres/0002_memory_bytes.sql"),
+    ),
+];
+
+/// The first key of the advisory lock one evicting writer holds (the
+/// second is 0): writers that find it taken leave the eviction to its
+/// holder instead of waiting or evicting twice.
+const STORE_LOCK_CLASS: i32 = 0x6361_6d62; // "camb"
 
 /// An open PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -45,8 +58,14 @@ impl PostgresStore {
     /// Connects to `url` at once (a wrong URL or an unreachable server fails
     /// here, not on the first request) and migrates the database under
     /// sqlx's advisory lock, so sidecars starting together migrate once.
-    /// Errors name the server and database, never the password.
-    pub async fn open(url: &str, max_connections: u32) -> Result<PostgresStore, StoreError> {
+    /// Errors name the server and database, never the password. Every
+    /// statement runs under `statement_timeout` (the server cancels it,
+    /// 57014, which callers see as UNAVAILABLE).
+    pub async fn open(
+        url: &str,
+        max_connections: u32,
+        statement_timeout: Duration,
+    ) -> Result<PostgresStore, StoreError> {
         // The url crate's parse errors do not quote the input.
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| StoreError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?
@@ -55,7 +74,13 @@ impl PostgresStore {
             // for recall ANDs the subject's rows with a GIN scan of the whole
             // table (83 of 89 ms at 1M memories) instead of filtering the
             // subject's rows (8 ms).
-            .options([("plan_cache_mode", "force_custom_plan")]);
+            .options([
+                ("plan_cache_mode", "force_custom_plan".to_owned()),
+                (
+                    "statement_timeout",
+                    statement_timeout.as_millis().max(1).to_string(),
+                ),
+            ]);
         let target = describe(&options);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
@@ -69,6 +94,20 @@ impl PostgresStore {
             .await
             .map_err(|e| StoreError::Unavailable(format!("{target}: migrating: {e}")))?;
         Ok(PostgresStore { pool })
+    }
+
+    /// See [`super::MemoryStore::total_bytes`].
+    pub async fn total_bytes(&self) -> Result<u64, StoreError> {
+        let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0)::bigint FROM memory_bytes")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(total).unwrap_or(0))
+    }
+
+    /// See [`super::MemoryStore::ping`].
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
     }
 
     /// See [`super::MemoryStore::retain`].
@@ -103,7 +142,7 @@ impl PostgresStore {
                 return Ok(Retained {
                     ids,
                     replayed: true,
-                    evicted: 0,
+                    ..Retained::default()
                 });
             }
             // Deleted between the claim and the read: claim again.
@@ -166,6 +205,10 @@ impl PostgresStore {
                     .rows_affected();
             }
         }
+        let evicted_for_space = match batch.retention.max_total_bytes {
+            0 => 0,
+            max => evict_for_space(&mut tx, max).await?,
+        };
         // Expired keys another writer is deleting right now are left to it
         // (SKIP LOCKED): writers never wait on each other for this chore.
         sqlx::query(
@@ -180,18 +223,20 @@ impl PostgresStore {
             ids,
             replayed: false,
             evicted,
+            evicted_for_space,
         })
     }
 
     /// See [`super::MemoryStore::recall`].
     pub async fn recall(&self, q: &RecallQuery) -> Result<Vec<Candidate>, StoreError> {
         let limit = i64::from(q.limit);
+        let mut budget = Budget::new(q.max_bytes);
         let mut matched = Vec::new();
         let any_term = ts_query(&q.terms);
         if !any_term.is_empty() && limit > 0 {
             // Only stop words make an empty tsquery: PostgreSQL answers a
             // NOTICE and matches nothing.
-            let rows = sqlx::query(
+            let mut rows = sqlx::query(
                 "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
                         ts_rank_cd(m.search, query)::float8 AS relevance \
                  FROM memories m, to_tsquery('english', $1) AS query \
@@ -205,11 +250,17 @@ impl PostgresStore {
             .bind(&q.scopes)
             .bind(&q.types)
             .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-            matched = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+            .fetch(&self.pool);
+            while let Some(row) = rows.try_next().await? {
+                let c = candidate(&row)?;
+                if !budget.take(&c) {
+                    break;
+                }
+                matched.push(c);
+            }
         }
-        let rows = sqlx::query(
+        let mut recent = Vec::new();
+        let mut rows = sqlx::query(
             "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0::float8 AS relevance \
              FROM memories m \
              WHERE m.subject = $1 \
@@ -221,9 +272,15 @@ impl PostgresStore {
         .bind(&q.scopes)
         .bind(&q.types)
         .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        let recent = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+        .fetch(&self.pool);
+        while let Some(row) = rows.try_next().await? {
+            let c = candidate(&row)?;
+            // A memory matched already costs nothing more.
+            if !matched.iter().any(|m: &Candidate| m.id == c.id) && !budget.take(&c) {
+                break;
+            }
+            recent.push(c);
+        }
         Ok(merge_candidates(matched, recent))
     }
 
@@ -263,35 +320,87 @@ impl PostgresStore {
     }
 
     /// See [`super::MemoryStore::list`].
-    pub async fn list(&self, subject: &str, limit: u32, before: Option<i64>) -> Result<Page, StoreError> {
-        let rows = sqlx::query(
+    pub async fn list(
+        &self,
+        subject: &str,
+        limit: u32,
+        before: Option<i64>,
+        max_bytes: u64,
+    ) -> Result<Page, StoreError> {
+        let mut rows = sqlx::query(
             "SELECT id, created_at_ms, subject, content, scopes, request_id, turn FROM memories \
              WHERE subject = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
         )
         .bind(subject)
         .bind(before.unwrap_or(i64::MAX))
         .bind(i64::from(limit) + 1)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut memories = Vec::with_capacity(rows.len());
-        for row in &rows {
-            memories.push(memory_from_row(
+        .fetch(&self.pool);
+        let mut page = PageBuilder::new(limit, max_bytes);
+        while let Some(row) = rows.try_next().await? {
+            let content: &str = row.try_get(3)?;
+            let memory = memory_from_row(
                 row.try_get(0)?,
                 row.try_get(1)?,
                 row.try_get(2)?,
-                row.try_get::<&str, _>(3)?,
+                content,
                 row.try_get(4)?,
                 row.try_get(5)?,
                 row.try_get(6)?,
-            )?);
+            )?;
+            if !page.push(memory, content.len()) {
+                break;
+            }
         }
-        Ok(super::page(memories, limit))
+        Ok(page.finish())
     }
 
     /// Closes the pool, waiting for checked-out connections to return.
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Deletes the oldest memories of any subject until the store holds at most
+/// `max` bytes; returns how many. One writer at a time evicts; the others
+/// skip (the store may then pass `max` by a write until the next one).
+async fn evict_for_space(tx: &mut Transaction<'_, Postgres>, max: u64) -> Result<u64, StoreError> {
+    let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0)::bigint FROM memory_bytes")
+        .fetch_one(&mut **tx)
+        .await?;
+    let mut excess = total.saturating_sub(i64::try_from(max).unwrap_or(i64::MAX));
+    if excess <= 0 {
+        return Ok(0);
+    }
+    let ours: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, 0)")
+        .bind(STORE_LOCK_CLASS)
+        .fetch_one(&mut **tx)
+        .await?;
+    if !ours {
+        return Ok(0);
+    }
+    let mut after = 0;
+    let cutoff = loop {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT id, (octet_length(title) + octet_length(body) + octet_length(content))::bigint \
+             FROM memories WHERE id > $1 ORDER BY id LIMIT $2",
+        )
+        .bind(after)
+        .bind(super::EVICTION_BATCH)
+        .fetch_all(&mut **tx)
+        .await?;
+        let Some(&(last, _)) = rows.last() else {
+            break after;
+        };
+        if let Some(cutoff) = super::eviction_cutoff(&rows, &mut excess) {
+            break cutoff;
+        }
+        after = last;
+    };
+    Ok(sqlx::query("DELETE FROM memories WHERE id <= $1")
+        .bind(cutoff)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected())
 }
 
 /// Serializes the writes of one subject until `tx` ends: count retention

@@ -8,13 +8,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use sqlx::Row;
+use sqlx::migrate::MigrateError;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use tokio_stream::StreamExt as _;
 
 use super::{
-    Candidate, ForgetFilter, KEY_TTL, Page, RecallQuery, RetainBatch, Retained, StoreError, content_json,
-    memory_from_row, merge_candidates,
+    Budget, Candidate, ForgetFilter, KEY_TTL, Page, PageBuilder, RecallQuery, RetainBatch, Retained,
+    StoreError, content_json, memory_from_row, merge_candidates,
 };
 
 /// Reader connections.
@@ -23,13 +25,23 @@ const READERS: u32 = 4;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a caller waits for a pooled connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause between two attempts to open a file another sidecar is creating
+/// or migrating.
+const OPEN_RETRY_PAUSE: Duration = Duration::from_millis(25);
 
 /// The versioned migrations, applied in order at start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "memories",
-    include_str!("../../../migrations/sqlite/0001_memories.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "memories",
+        include_str!("../../../migrations/sqlite/0001_memories.sql"),
+    ),
+    (
+        2,
+        "memory bytes",
+        include_str!("../../../migrations/sqlite/0002_memory_bytes.sql"),
+    ),
+];
 
 /// An open SQLite store.
 #[derive(Debug, Clone)]
@@ -40,10 +52,34 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens `path` (creating it and its directory), and migrates it.
+    ///
+    /// Sidecars starting together on one file race to create and migrate
+    /// it: SQLite answers the loser "database is locked" (or, having read
+    /// the schema before the winner committed, "table already exists")
+    /// without waiting, so the open is tried again, within the busy timeout;
+    /// the retry sees the winner's migration applied.
     pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let started = std::time::Instant::now();
+        loop {
+            match SqliteStore::open_once(path).await {
+                Err(Open::Busy(e)) if started.elapsed() < BUSY_TIMEOUT => {
+                    tracing::debug!(err = %e, "memory store busy while opening: retrying");
+                    tokio::time::sleep(OPEN_RETRY_PAUSE).await;
+                }
+                Err(Open::Busy(e) | Open::Failed(e)) => return Err(e),
+                Ok(store) => return Ok(store),
+            }
+        }
+    }
+
+    async fn open_once(path: &Path) -> Result<SqliteStore, Open> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Open::Failed(StoreError::Unavailable(format!(
+                    "cannot create {}: {e}",
+                    dir.display()
+                )))
+            })?;
         }
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -64,15 +100,40 @@ impl SqliteStore {
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .connect_with(options.clone())
         };
-        let unavailable = |e: sqlx::Error| StoreError::Unavailable(format!("{}: {e}", path.display()));
+        let unavailable = |e: sqlx::Error| {
+            let busy = super::retryable(&e);
+            let e = StoreError::Unavailable(format!("{}: {e}", path.display()));
+            if busy { Open::Busy(e) } else { Open::Failed(e) }
+        };
         let writer = open(1).await.map_err(unavailable)?;
-        super::migrator(MIGRATIONS)
-            .await?
-            .run(&writer)
+        let migrated = super::migrator(MIGRATIONS)
             .await
-            .map_err(|e| StoreError::Unavailable(format!("{}: migrating: {e}", path.display())))?;
+            .map_err(Open::Failed)?
+            .run(&writer)
+            .await;
+        if let Err(e) = migrated {
+            // An execution error may be the race above; a version error is not.
+            let race = matches!(e, MigrateError::Execute(_) | MigrateError::ExecuteMigration(..));
+            writer.close().await;
+            let e = StoreError::Unavailable(format!("{}: migrating: {e}", path.display()));
+            return Err(if race { Open::Busy(e) } else { Open::Failed(e) });
+        }
         let readers = open(READERS).await.map_err(unavailable)?;
         Ok(SqliteStore { writer, readers })
+    }
+
+    /// See [`super::MemoryStore::total_bytes`].
+    pub async fn total_bytes(&self) -> Result<u64, StoreError> {
+        let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0) FROM memory_bytes")
+            .fetch_one(&self.readers)
+            .await?;
+        Ok(u64::try_from(total).unwrap_or(0))
+    }
+
+    /// See [`super::MemoryStore::ping`].
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.readers).await?;
+        Ok(())
     }
 
     /// See [`super::MemoryStore::retain`].
@@ -91,7 +152,7 @@ impl SqliteStore {
             return Ok(Retained {
                 ids,
                 replayed: true,
-                evicted: 0,
+                ..Retained::default()
             });
         }
         let subject_key = subject_key(&batch.subject);
@@ -152,6 +213,10 @@ impl SqliteStore {
                     .rows_affected();
             }
         }
+        let evicted_for_space = match batch.retention.max_total_bytes {
+            0 => 0,
+            max => evict_for_space(&mut tx, max).await?,
+        };
         sqlx::query("DELETE FROM retain_keys WHERE created_at_ms < ?1")
             .bind(batch.now_ms.saturating_sub(millis(KEY_TTL)))
             .execute(&mut *tx)
@@ -161,6 +226,7 @@ impl SqliteStore {
             ids,
             replayed: false,
             evicted,
+            evicted_for_space,
         })
     }
 
@@ -169,9 +235,10 @@ impl SqliteStore {
         let scopes = serde_json::to_string(&q.scopes).map_err(|e| StoreError::Query(e.to_string()))?;
         let types = serde_json::to_string(&q.types).map_err(|e| StoreError::Query(e.to_string()))?;
         let limit = i64::from(q.limit);
+        let mut budget = Budget::new(q.max_bytes);
         let mut matched = Vec::new();
         if !q.terms.is_empty() && limit > 0 {
-            let rows = sqlx::query(
+            let mut rows = sqlx::query(
                 "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
                         -bm25(memories_fts, 0.0, 2.0, 1.0) AS relevance \
                  FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
@@ -186,11 +253,17 @@ impl SqliteStore {
             .bind(&scopes)
             .bind(&types)
             .bind(limit)
-            .fetch_all(&self.readers)
-            .await?;
-            matched = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+            .fetch(&self.readers);
+            while let Some(row) = rows.try_next().await? {
+                let c = candidate(&row)?;
+                if !budget.take(&c) {
+                    break;
+                }
+                matched.push(c);
+            }
         }
-        let rows = sqlx::query(
+        let mut recent = Vec::new();
+        let mut rows = sqlx::query(
             "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0 AS relevance \
              FROM memories m \
              WHERE m.subject = ?1 \
@@ -203,9 +276,15 @@ impl SqliteStore {
         .bind(&scopes)
         .bind(&types)
         .bind(limit)
-        .fetch_all(&self.readers)
-        .await?;
-        let recent = rows.iter().map(candidate).collect::<Result<_, _>>()?;
+        .fetch(&self.readers);
+        while let Some(row) = rows.try_next().await? {
+            let c = candidate(&row)?;
+            // A memory matched already costs nothing more.
+            if !matched.iter().any(|m: &Candidate| m.id == c.id) && !budget.take(&c) {
+                break;
+            }
+            recent.push(c);
+        }
         Ok(merge_candidates(matched, recent))
     }
 
@@ -246,32 +325,41 @@ impl SqliteStore {
     }
 
     /// See [`super::MemoryStore::list`].
-    pub async fn list(&self, subject: &str, limit: u32, before: Option<i64>) -> Result<Page, StoreError> {
-        let rows = sqlx::query(
+    pub async fn list(
+        &self,
+        subject: &str,
+        limit: u32,
+        before: Option<i64>,
+        max_bytes: u64,
+    ) -> Result<Page, StoreError> {
+        let mut rows = sqlx::query(
             "SELECT id, created_at_ms, subject, content, scopes, request_id, turn FROM memories \
              WHERE subject = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
         )
         .bind(subject)
         .bind(before.unwrap_or(i64::MAX))
         .bind(i64::from(limit) + 1)
-        .fetch_all(&self.readers)
-        .await?;
-        let mut memories = Vec::with_capacity(rows.len());
-        for row in &rows {
+        .fetch(&self.readers);
+        let mut page = PageBuilder::new(limit, max_bytes);
+        while let Some(row) = rows.try_next().await? {
             let scopes: String = row.try_get(4)?;
             let scopes =
                 serde_json::from_str(&scopes).map_err(|e| StoreError::Corrupt(format!("scopes: {e}")))?;
-            memories.push(memory_from_row(
+            let content: &str = row.try_get(3)?;
+            let memory = memory_from_row(
                 row.try_get(0)?,
                 row.try_get(1)?,
                 row.try_get(2)?,
-                row.try_get::<&str, _>(3)?,
+                content,
                 scopes,
                 row.try_get(5)?,
                 row.try_get(6)?,
-            )?);
+            )?;
+            if !page.push(memory, content.len()) {
+                break;
+            }
         }
-        Ok(super::page(memories, limit))
+        Ok(page.finish())
     }
 
     /// Closes both pools.
@@ -279,6 +367,50 @@ impl SqliteStore {
         self.readers.close().await;
         self.writer.close().await;
     }
+}
+
+/// Deletes the oldest memories of any subject until the store holds at most
+/// `max` bytes; returns how many.
+async fn evict_for_space(tx: &mut sqlx::SqliteConnection, max: u64) -> Result<u64, StoreError> {
+    let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0) FROM memory_bytes")
+        .fetch_one(&mut *tx)
+        .await?;
+    let mut excess = total.saturating_sub(i64::try_from(max).unwrap_or(i64::MAX));
+    if excess <= 0 {
+        return Ok(0);
+    }
+    let mut after = 0;
+    let cutoff = loop {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT id, length(CAST(title AS BLOB)) + length(CAST(body AS BLOB)) \
+                    + length(CAST(content AS BLOB)) \
+             FROM memories WHERE id > ?1 ORDER BY id LIMIT ?2",
+        )
+        .bind(after)
+        .bind(super::EVICTION_BATCH)
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(&(last, _)) = rows.last() else {
+            break after;
+        };
+        if let Some(cutoff) = super::eviction_cutoff(&rows, &mut excess) {
+            break cutoff;
+        }
+        after = last;
+    };
+    Ok(sqlx::query("DELETE FROM memories WHERE id <= ?1")
+        .bind(cutoff)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected())
+}
+
+/// Why one attempt to open failed.
+enum Open {
+    /// Another sidecar holds the file: try again.
+    Busy(StoreError),
+    /// Trying again will not help.
+    Failed(StoreError),
 }
 
 /// A recall candidate from its row (id, type, title, body, created, relevance).
