@@ -189,6 +189,24 @@ mod tests {
         }
     }
 
+    /// A cancelled batch groups nothing and assembles nothing: every
+    /// request is answered Cancelled at once.
+    #[test]
+    fn a_cancelled_batch_hands_every_request_back() {
+        let asm = Assembler::new(crate::config::default_catalog(), 1 << 20);
+        let cancel = Cancel::new();
+        cancel.cancel();
+        let reqs: Vec<AssembleRequest> = (0..100).map(|q| request(&[q % 3], "gpt-4o", "", q)).collect();
+        let out = assemble_batch(&asm, reqs, &cancel);
+        assert_eq!(out.results.len(), 100);
+        assert!(
+            out.results
+                .iter()
+                .all(|r| matches!(r, Err(AssembleError::Cancelled)))
+        );
+        assert!(out.groups.is_empty() && out.order.is_empty());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
