@@ -225,4 +225,15 @@ fn main() {
         &format!("ordinary: compact {n} prose messages"),
         prose_conversation(n, 2048),
     );
+
+    // The floor: counting the bytes once, which every shape whose content is
+    // measured pays.
+    let text = workload::prose(&mut Rng::new(5), MAX_WIRE);
+    let tok = domain::Tokenizer::exact(domain::Encoding::O200kBase);
+    measure(
+        "reference: count 4 MiB of prose once (o200k)",
+        MAX_WIRE,
+        || text.clone(),
+        |t| format!("{} tokens", tok.count(&t)),
+    );
 }
