@@ -20,6 +20,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod shapes;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1534,8 +1535,60 @@ fn empty_items(n: usize) -> Vec<u8> {
 /// Messages near the size limit made of millions of empty sub-messages (or
 /// empty strings), which would decode to hundreds of times their size: each
 /// RPC refuses them from the encoded bytes, before decoding, with the reason
-/// its shape deserves. The `nth` shape case of the run picks one, in turn.
+/// its shape deserves. And the shapes that once made the domain's work
+/// super-linear (`shapes/mod.rs`), at sizes where a quadratic path would
+/// outlast the deadline. The `nth` shape case of the run picks one, in
+/// turn.
 fn shaped(rng: &mut Rng, nth: usize) -> Case {
+    let semantic = |variant, rpc, payload: Vec<u8>, sent| case(variant, rpc, payload, sent, SEMANTIC);
+    match nth % 12 {
+        7 => {
+            let req = shapes::whitespace_summary(1 << 20);
+            return semantic(
+                "shape: 1 MiB blank SUMMARY cut to 8 tokens",
+                Rpc::Assemble,
+                req.encode_to_vec(),
+                Sent::Assemble(req),
+            );
+        }
+        8 => {
+            let req = shapes::many_scopes(1_000, 256, 4_096);
+            return semantic(
+                "shape: 1,000 items x 256 scopes held among 4,096",
+                Rpc::Assemble,
+                req.encode_to_vec(),
+                Sent::Assemble(req),
+            );
+        }
+        9 => {
+            let req = shapes::tool_calls_answered_from_the_end(2, 4_096);
+            return semantic(
+                "shape: 4,096 calls answered from the end",
+                Rpc::Assemble,
+                req.encode_to_vec(),
+                Sent::Assemble(req),
+            );
+        }
+        10 => {
+            let req = shapes::distinct_batch_prefixes(MAX_BATCH_REQUESTS, "gpt-4o");
+            return semantic(
+                "shape: batch of 256 distinct prefixes",
+                Rpc::AssembleBatch,
+                req.encode_to_vec(),
+                Sent::Batch(req),
+            );
+        }
+        11 => {
+            let req = shapes::forged_continuation(40_000, 10_000);
+            return semantic(
+                "shape: compact of a forged 40,000-tool continuation",
+                Rpc::Compact,
+                req.encode_to_vec(),
+                Sent::Compact(req),
+            );
+        }
+        _ => {}
+    }
     let near = (MAX_REQUEST_BYTES - 64 - rng.below(4096)) / 2;
     let refused = |variant, rpc, payload: Vec<u8>, reason| Case {
         reason: Some(reason),

@@ -3,7 +3,6 @@
 //! before anything is measured, A allocates and orders.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -11,6 +10,8 @@ use tracing::debug;
 
 use super::allocate::{self, BlockPlan, DropReason, Shrink, Slot, UnitPlan};
 use super::cache::{CountCache, TextCache};
+pub use super::cancel::Cancel;
+use super::cancel::Meter;
 use super::error::AssembleError;
 use super::layout;
 use super::models::ModelSpec;
@@ -93,28 +94,6 @@ pub struct Assembler {
     summaries: TextCache,
     families: super::families::FamilyTracker,
     feedback: super::feedback::Feedback,
-}
-
-/// A cancellation flag shared between a request's waiter and its worker: once
-/// set, the pipeline stops tokenizing and returns [`AssembleError::Cancelled`].
-#[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
-
-impl Cancel {
-    /// A flag that is not set.
-    pub fn new() -> Self {
-        Cancel::default()
-    }
-
-    /// Sets the flag.
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether the flag is set.
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
 }
 
 /// Which tokenizer `CountTokens` should use.
@@ -286,6 +265,10 @@ impl Assembler {
         prefix: Option<&PrefixKey>,
         cancel: &Cancel,
     ) -> Result<(Assembly, PrefixKey), AssembleError> {
+        // A batch cancelled midway hands every later request over at once.
+        if cancel.is_cancelled() {
+            return Err(AssembleError::Cancelled);
+        }
         let started = Instant::now();
         let catalog = self.catalog();
         let Resolved {
@@ -620,9 +603,10 @@ impl<'a> Pipeline<'a> {
     /// and measures every unit.
     fn measure(&mut self) -> Vec<BlockPlan> {
         let req = self.req;
+        let held = req.principal.held();
         for (bi, block) in req.blocks.iter().enumerate() {
             let (candidates, filtered): (Vec<usize>, Vec<usize>) =
-                (0..block.items.len()).partition(|&i| req.principal.may_see(&block.items[i].required_scopes));
+                (0..block.items.len()).partition(|&i| held.permit(&block.items[i].required_scopes));
             if !filtered.is_empty() {
                 debug!(
                     block = bi,
@@ -633,9 +617,14 @@ impl<'a> Pipeline<'a> {
             let rendered = if block.kind.is_turns() {
                 Vec::new()
             } else {
+                // Once cancelled, nothing more is rendered (nor counted: the
+                // run is abandoned after measuring).
                 candidates
                     .iter()
                     .map(|&i| {
+                        if self.cancel.is_cancelled() {
+                            return String::new();
+                        }
                         render::unit(
                             block.kind,
                             &block.items[i],
@@ -687,7 +676,10 @@ impl<'a> Pipeline<'a> {
                     UnitPlan {
                         full,
                         score: first.score,
-                        has_compact: !block.kind.is_turns() && first.compact_form.is_some(),
+                        // An empty compact form would render an empty wrapper
+                        // reported as kept: it counts as none.
+                        has_compact: !block.kind.is_turns()
+                            && first.compact_form.as_deref().is_some_and(|c| !c.is_empty()),
                         invalid: u.invalid,
                         pinned: u
                             .members
@@ -781,7 +773,9 @@ impl Shrink for Shrinker<'_, '_> {
             return Some(known.1);
         }
         let msgs: Vec<crate::compact::Msg> = members().map(turn_message).collect();
-        let text = crate::compact::summary::Summary::of(&msgs, None).plain();
+        let text = crate::compact::summary::Summary::of_until(&msgs, None, self.p.cancel)
+            .ok()?
+            .plain();
         let item = Item {
             id: TURN_SUMMARY_ID.to_owned(),
             source: TURN_SUMMARY_SOURCE.to_owned(),
@@ -812,26 +806,28 @@ impl Shrink for Shrinker<'_, '_> {
 
     /// Galloping search over sentence ends: probes grow from the first
     /// sentence, so the work is proportional to what is kept, not to the
-    /// whole text; every answer is a verified count.
+    /// whole text; every answer is a verified count, and a probe stops
+    /// counting once past `limit`. Finding the ends is one pass over the
+    /// content, cancellable.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
         let item = self.p.item(block, unit);
         let kind = self.p.req.blocks[block].kind;
-        let mut ends = render::sentence_ends(&item.content);
+        // Cancelled: nothing fits, and the run is abandoned at its next check.
+        let mut ends = render::sentence_ends(&item.content, &mut Meter::new(self.p.cancel)).ok()?;
         ends.retain(|&e| e < item.content.len());
         let cost = |i: usize| {
             if self.p.cancel.is_cancelled() {
-                return u32::MAX;
+                return None;
             }
             let u = render::unit(kind, item, &item.content[..ends[i]], FormAttr::Truncated);
-            self.p.tok.count(&u)
+            self.p.tok.count_at_most(&u, limit)
         };
         let mut best: Option<(usize, u32)> = None;
         let (mut lo, mut hi) = (0, ends.len());
         let mut step = 1;
         while lo < hi {
             let probe = (lo + step - 1).min(hi - 1);
-            let c = cost(probe);
-            if c <= limit {
+            if let Some(c) = cost(probe) {
                 best = Some((ends[probe], c));
                 lo = probe + 1;
                 step *= 2;

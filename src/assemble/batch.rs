@@ -1,9 +1,9 @@
 //! Batches: many requests assembled together, grouped by what a provider or
 //! engine prompt cache can share, and ordered for dispatch.
 //!
-//! - Each distinct static prefix (tools and segments) is found by byte
-//!   comparison, hashed once per batch and counted once (the prefix cache and
-//!   single flight do the rest).
+//! - Each distinct static prefix (tools and segments) is found by its
+//!   bytes (a map: linear in the batch), hashed once per batch and counted
+//!   once (the prefix cache and single flight do the rest).
 //! - Groups partition the successful results by (model entry, tokenizer,
 //!   `cache_salt`, prefix hash); the first member is the warm-up: send it
 //!   first, the rest once it has primed the provider's cache.
@@ -13,7 +13,8 @@
 
 use std::collections::HashMap;
 
-use super::assembler::{Assembler, Cancel, PrefixKey};
+use super::assembler::{Assembler, PrefixKey};
+use super::cancel::{Cancel, Meter};
 use super::error::AssembleError;
 use super::request::AssembleRequest;
 use super::response::Assembly;
@@ -53,30 +54,27 @@ pub struct BatchOutcome {
 
 /// Assembles every request; one failing never fails the others.
 pub fn assemble_batch(asm: &Assembler, requests: Vec<AssembleRequest>, cancel: &Cancel) -> BatchOutcome {
-    // Distinct static parts, by byte comparison: the first request of each
-    // class hashes it, the others reuse that hash.
-    let mut reps: Vec<usize> = Vec::new();
-    let class: Vec<usize> = requests
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let same = reps.iter().position(|&rep| {
-                let other = &requests[rep];
-                other.tools == r.tools
-                    && other.static_segments.len() == r.static_segments.len()
-                    && other
-                        .static_segments
-                        .iter()
-                        .zip(&r.static_segments)
-                        .all(|(a, b)| a.content == b.content)
-            });
-            same.unwrap_or_else(|| {
-                reps.push(i);
-                reps.len() - 1
-            })
-        })
-        .collect();
+    // Distinct static parts, by their bytes: the first request of each
+    // class hashes it, the others reuse that hash. A map, not a scan of the
+    // classes so far: distinct prefixes made that quadratic.
+    let mut meter = Meter::new(cancel);
+    let mut reps: HashMap<(&[String], Vec<&str>), usize> = HashMap::new();
+    let mut class: Vec<usize> = Vec::with_capacity(requests.len());
+    for r in &requests {
+        let bytes: usize = r.tools.iter().map(String::len).sum::<usize>()
+            + r.static_segments.iter().map(|s| s.content.len()).sum::<usize>();
+        if meter.tick(1 + bytes as u64).is_err() {
+            return cancelled(requests.len());
+        }
+        let key = (
+            r.tools.as_slice(),
+            r.static_segments.iter().map(|s| s.content.as_str()).collect(),
+        );
+        let next = reps.len();
+        class.push(*reps.entry(key).or_insert(next));
+    }
     let mut keys: Vec<Option<PrefixKey>> = vec![None; reps.len()];
+    drop(reps);
 
     // Segment paths for the dispatch tree: segments interned in order of
     // first appearance.
@@ -109,20 +107,23 @@ pub fn assemble_batch(asm: &Assembler, requests: Vec<AssembleRequest>, cancel: &
 
     let mut groups: Vec<Group> = Vec::new();
     let mut group_path: Vec<&Vec<u32>> = Vec::new();
+    let mut group_of: HashMap<(&str, &str, &str, &str), usize> = HashMap::new();
     for (i, result) in results.iter().enumerate() {
         let Ok(a) = result else { continue };
-        let found = groups.iter_mut().find(|g| {
-            g.model == a.model
-                && g.tokenizer == a.usage.tokenizer
-                && g.cache_salt == salts[i]
-                && g.prefix_hash == a.cache.prefix_hash
-        });
-        match found {
-            Some(g) => {
+        let key = (
+            a.model.as_str(),
+            a.usage.tokenizer.as_str(),
+            salts[i].as_str(),
+            a.cache.prefix_hash.as_str(),
+        );
+        match group_of.get(&key) {
+            Some(&g) => {
+                let g = &mut groups[g];
                 g.members.push(i);
                 g.tokens_saved += u64::from(g.shared_prefix_tokens);
             }
             None => {
+                group_of.insert(key, groups.len());
                 groups.push(Group {
                     model: a.model.clone(),
                     tokenizer: a.usage.tokenizer.clone(),
@@ -154,6 +155,15 @@ pub fn assemble_batch(asm: &Assembler, requests: Vec<AssembleRequest>, cancel: &
     }
 }
 
+/// The outcome of a batch cancelled before any request was assembled.
+fn cancelled(requests: usize) -> BatchOutcome {
+    BatchOutcome {
+        results: (0..requests).map(|_| Err(AssembleError::Cancelled)).collect(),
+        groups: Vec::new(),
+        order: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -177,6 +187,24 @@ mod tests {
             query: format!("question {q}"),
             ..AssembleRequest::default()
         }
+    }
+
+    /// A cancelled batch groups nothing and assembles nothing: every
+    /// request is answered Cancelled at once.
+    #[test]
+    fn a_cancelled_batch_hands_every_request_back() {
+        let asm = Assembler::new(crate::config::default_catalog(), 1 << 20);
+        let cancel = Cancel::new();
+        cancel.cancel();
+        let reqs: Vec<AssembleRequest> = (0..100).map(|q| request(&[q % 3], "gpt-4o", "", q)).collect();
+        let out = assemble_batch(&asm, reqs, &cancel);
+        assert_eq!(out.results.len(), 100);
+        assert!(
+            out.results
+                .iter()
+                .all(|r| matches!(r, Err(AssembleError::Cancelled)))
+        );
+        assert!(out.groups.is_empty() && out.order.is_empty());
     }
 
     proptest! {

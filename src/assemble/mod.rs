@@ -14,6 +14,7 @@ pub mod allocate;
 pub mod assembler;
 pub mod batch;
 pub mod cache;
+pub mod cancel;
 pub mod error;
 pub mod families;
 pub mod feedback;
@@ -31,7 +32,8 @@ pub mod turns;
 pub mod validate;
 pub mod volatile;
 
-pub use assembler::{Assembler, Cancel, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
+pub use assembler::{Assembler, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
+pub use cancel::{Cancel, Meter};
 pub use error::{AssembleError, FieldViolation};
 pub use models::{ModelSpec, ModelTable};
 pub use policy::{Catalog, DEFAULT_POLICY, Policy};

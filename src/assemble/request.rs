@@ -1,5 +1,7 @@
 //! The domain's input: what a gateway asks to have assembled, free of wire types.
 
+use std::collections::HashSet;
+
 use super::policy::Policy;
 
 /// The role of a message; rendered as its lower-case name when counting.
@@ -206,9 +208,21 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The scopes held, as a set: build it once per request, so that checking
+    /// an item costs its own required scopes, not their product with these.
+    pub fn held(&self) -> HeldScopes<'_> {
+        HeldScopes(self.scopes.iter().map(String::as_str).collect())
+    }
+}
+
+/// The scopes a [`Principal`] holds, for membership tests.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeldScopes<'a>(HashSet<&'a str>);
+
+impl HeldScopes<'_> {
     /// Whether every scope in `required` is held.
-    pub fn may_see(&self, required: &[String]) -> bool {
-        required.iter().all(|r| self.scopes.iter().any(|s| s == r))
+    pub fn permit(&self, required: &[String]) -> bool {
+        required.iter().all(|r| self.0.contains(r.as_str()))
     }
 }
 

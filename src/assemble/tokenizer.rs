@@ -123,6 +123,16 @@ impl Tokenizer {
         self.with_margin(self.encoding.bpe().count(text) as u64)
     }
 
+    /// [`Tokenizer::count`] when it is at most `limit`, else `None`; stops
+    /// counting once past the limit, so the work is bounded by what fits
+    /// rather than by the length of `text`.
+    pub fn count_at_most(&self, text: &str, limit: u32) -> Option<u32> {
+        let bpe = self.encoding.bpe();
+        // The margin only adds tokens: a base count past `limit` is past it too.
+        let base = bpe.count_till_limit(&bpe.normalize(text), limit as usize)?;
+        Some(self.with_margin(base as u64)).filter(|&n| n <= limit)
+    }
+
     /// Tokens of a role name (as [`Tokenizer::count`] would give, without
     /// running the encoder again).
     pub fn role_tokens(&self, role: Role) -> u32 {

@@ -2,6 +2,8 @@
 //! answer it form one unit, kept or dropped together, so a trim never leaves a
 //! result without its call or a call without its results.
 
+use std::collections::HashSet;
+
 use super::allocate::DropReason;
 use super::request::{Item, Role};
 
@@ -31,14 +33,15 @@ pub fn group(turns: &[&Item]) -> Vec<TurnUnit> {
             });
             i += 1;
         } else if is_call {
-            let mut pending: Vec<&str> = turn.tool_call_ids.iter().map(String::as_str).collect();
+            // A set: results may answer the calls in any order, and a list
+            // searched per result made a turn of many calls quadratic.
+            let mut pending: HashSet<&str> = turn.tool_call_ids.iter().map(String::as_str).collect();
             let mut members = vec![i];
             i += 1;
             while i < turns.len() && turns[i].role == Some(Role::Tool) {
-                let Some(pos) = pending.iter().position(|id| *id == turns[i].tool_call_id) else {
+                if !pending.remove(turns[i].tool_call_id.as_str()) {
                     break;
-                };
-                pending.swap_remove(pos);
+                }
                 members.push(i);
                 i += 1;
             }

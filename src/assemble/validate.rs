@@ -23,6 +23,16 @@ pub const UNKNOWN_MODEL: &str = "unknown model: not in the model table (see List
 /// What an unknown policy name is told.
 pub const UNKNOWN_POLICY: &str = "unknown policy: not in the configuration's [policies]";
 
+/// Most `required_scopes` per item. Generous (an item names a few scopes);
+/// the bound keeps permission checks and their error reports small.
+pub const MAX_SCOPES_PER_ITEM: usize = 256;
+
+/// Most scopes a principal may hold in one request.
+pub const MAX_PRINCIPAL_SCOPES: usize = 4096;
+
+/// Most `tool_call_ids` per item (calls one assistant turn makes).
+pub const MAX_TOOL_CALL_IDS_PER_MESSAGE: usize = 4096;
+
 /// A valid request's model, policy and budget.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -104,6 +114,13 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
         };
     }
 
+    if req.principal.scopes.len() > MAX_PRINCIPAL_SCOPES {
+        v.push(FieldViolation::new(
+            "principal.scopes",
+            format!("at most {MAX_PRINCIPAL_SCOPES} scopes"),
+        ));
+    }
+
     let mut names = HashSet::new();
     // Tool calls made anywhere in the conversation (its turns may span
     // blocks): providers refuse a call id made twice, and a result could not
@@ -138,6 +155,21 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
             if !item.score.is_finite() {
                 v.push(FieldViolation::new(at("score"), "must be finite"));
             }
+            if item.required_scopes.len() > MAX_SCOPES_PER_ITEM {
+                v.push(FieldViolation::new(
+                    at("required_scopes"),
+                    format!("at most {MAX_SCOPES_PER_ITEM} scopes"),
+                ));
+            }
+            // Past the bound the ids are not checked one by one: one
+            // violation, not one per duplicate.
+            let too_many_calls = item.tool_call_ids.len() > MAX_TOOL_CALL_IDS_PER_MESSAGE;
+            if too_many_calls {
+                v.push(FieldViolation::new(
+                    at("tool_call_ids"),
+                    format!("at most {MAX_TOOL_CALL_IDS_PER_MESSAGE} tool calls"),
+                ));
+            }
             if !b.kind.is_turns() {
                 continue;
             }
@@ -157,7 +189,12 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
                     "only assistant turns make tool calls",
                 ));
             }
-            for (ci, call) in item.tool_call_ids.iter().enumerate() {
+            let checked = if too_many_calls {
+                &[][..]
+            } else {
+                &item.tool_call_ids[..]
+            };
+            for (ci, call) in checked.iter().enumerate() {
                 if let Some(&(fb, fi)) = calls.get(call.as_str()) {
                     v.push(FieldViolation::new(
                         at(&format!("tool_call_ids[{ci}]")),

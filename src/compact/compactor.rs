@@ -31,7 +31,7 @@ use super::outcome::{
 use super::summary::Summary;
 use crate::assemble::assembler::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
 use crate::assemble::validate::UNKNOWN_MODEL;
-use crate::assemble::{AssembleError, Assembler, Cancel, FieldViolation, Role, Tokenizer, Warning};
+use crate::assemble::{AssembleError, Assembler, Cancel, FieldViolation, Meter, Role, Tokenizer, Warning};
 use crate::telemetry::metrics;
 
 /// Turns an emergency or breaker trim drops per step.
@@ -91,11 +91,9 @@ impl Compactor {
         let r = self.resolve(&req)?;
         let mut hits = 0u64;
         let mut costs = Vec::with_capacity(req.messages.len());
+        let mut meter = Meter::new(cancel);
         for m in &req.messages {
-            if cancel.is_cancelled() {
-                return Err(AssembleError::Cancelled);
-            }
-            costs.push(self.cost(&r.tokenizer, m, &mut hits));
+            costs.push(self.cost(&r.tokenizer, m, &mut hits, &mut meter)?);
         }
         metrics::cache_lookups(
             metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
@@ -142,7 +140,7 @@ impl Compactor {
             });
             self.trim(req, &costs, &layout, &bounds, &r, &mut out, false);
         } else {
-            self.summarize(req, &costs, layout, &bounds, &r, &mut out, now)?;
+            self.summarize(req, &costs, layout, &bounds, &r, &mut out, now, cancel)?;
         }
         if cancel.is_cancelled() {
             return Err(AssembleError::Cancelled);
@@ -194,11 +192,19 @@ impl Compactor {
     }
 
     /// Tokens of one message under the compaction formula, counting each
-    /// block through the shared count cache.
-    fn cost(&self, tok: &Tokenizer, m: &Msg, hits: &mut u64) -> u32 {
+    /// block through the shared count cache. Ticks `meter` per block (a
+    /// message may hold very many), and stops once it is cancelled.
+    fn cost(
+        &self,
+        tok: &Tokenizer,
+        m: &Msg,
+        hits: &mut u64,
+        meter: &mut Meter<'_>,
+    ) -> Result<u32, AssembleError> {
         let mut n = MESSAGE_OVERHEAD_TOKENS.saturating_add(tok.role_tokens(m.role));
         for c in &m.content {
             for text in c.counted_texts() {
+                meter.tick(1 + text.len() as u64)?;
                 if !text.is_empty() {
                     let (count, hit) = self.assembler.count_cached(tok, text);
                     *hits += u64::from(hit);
@@ -206,7 +212,7 @@ impl Compactor {
                 }
             }
         }
-        n
+        Ok(n)
     }
 
     /// Replaces `messages[body..cut]` with a summary (merged into an earlier
@@ -221,6 +227,7 @@ impl Compactor {
         r: &Resolved,
         out: &mut Compaction,
         now: Instant,
+        cancel: &Cancel,
     ) -> Result<(), AssembleError> {
         let Some(cut) = bounds.compaction_cut(r.preserve as usize) else {
             out.outcome = CompactOutcome::NothingToCompact;
@@ -234,7 +241,7 @@ impl Compactor {
         };
         let Layout { head, earlier, body } = layout;
         let (earlier_index, earlier_summary) = earlier.unzip();
-        let summary = Summary::of(&req.messages[body..cut], earlier_summary);
+        let summary = Summary::of_until(&req.messages[body..cut], earlier_summary, cancel)?;
         let mut hits = 0;
         let continuation = Msg {
             id: String::new(),
@@ -249,10 +256,11 @@ impl Compactor {
         } else {
             req.pinned.iter().map(pinned_message).collect()
         };
-        let added = std::iter::once(&continuation)
-            .chain(&pinned)
-            .map(|m| self.cost(&r.tokenizer, m, &mut hits))
-            .fold(0, u32::saturating_add);
+        let mut meter = Meter::new(cancel);
+        let mut added = 0u32;
+        for m in std::iter::once(&continuation).chain(&pinned) {
+            added = added.saturating_add(self.cost(&r.tokenizer, m, &mut hits, &mut meter)?);
+        }
         let after = REPLY_PRIMING_TOKENS
             .saturating_add(costs[..head].iter().copied().fold(0, u32::saturating_add))
             .saturating_add(added)
@@ -307,7 +315,9 @@ impl Compactor {
     /// Drops the oldest turns of the body, [`TURNS_PER_TRIM_STEP`] at a time
     /// (a call and its results are one turn), until the conversation is at
     /// most the target or only the last turn is left. An emergency trim
-    /// drops at least one step: the provider has already refused it.
+    /// drops at least one step (the provider has already refused the
+    /// conversation); when not one turn can go, it answers
+    /// [`CompactOutcome::NothingToCompact`].
     #[allow(clippy::too_many_arguments)]
     fn trim(
         &self,
@@ -335,18 +345,28 @@ impl Compactor {
             });
             k = next;
         }
-        out.outcome = if emergency {
-            CompactOutcome::EmergencyTrimmed
-        } else {
-            CompactOutcome::BreakerTrimmed
-        };
         out.tokens_after = tokens;
-        out.reason = format!(
-            "{} trim steps dropped {} messages: {} tokens to {tokens}",
-            out.trim_steps.len(),
-            k - layout.body,
-            out.tokens_before
-        );
+        if emergency && out.trim_steps.is_empty() {
+            // Not even one step could go (the body is at most one turn):
+            // say so instead of reporting a trim that did not happen.
+            out.outcome = CompactOutcome::NothingToCompact;
+            out.reason = format!(
+                "the provider refused {tokens} tokens, but past its system messages the conversation is at \
+                 most one turn: nothing can be trimmed without dropping the last turn"
+            );
+        } else {
+            out.outcome = if emergency {
+                CompactOutcome::EmergencyTrimmed
+            } else {
+                CompactOutcome::BreakerTrimmed
+            };
+            out.reason = format!(
+                "{} trim steps dropped {} messages: {} tokens to {tokens}",
+                out.trim_steps.len(),
+                k - layout.body,
+                out.tokens_before
+            );
+        }
         if tokens > r.target {
             out.warnings.push(Warning {
                 code: OVER_TARGET,

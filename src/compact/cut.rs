@@ -21,6 +21,9 @@ pub struct Boundaries {
     clean: Vec<bool>,
     /// Ids of results whose call is not before them.
     pub orphans: Vec<String>,
+    /// Where the last turn starts (the latest clean boundary before the
+    /// end), found once: each trim step asks for it.
+    last_turn: Option<usize>,
 }
 
 impl Boundaries {
@@ -52,16 +55,18 @@ impl Boundaries {
             }
         }
         let mut running = 0;
-        let clean = (0..=n - start)
+        let clean: Vec<bool> = (0..=n - start)
             .map(|k| {
                 running += diff[k];
                 running == 0
             })
             .collect();
+        let last_turn = (0..n - start).rev().find(|&i| clean[i]).map(|i| start + i);
         Boundaries {
             start,
             clean,
             orphans,
+            last_turn,
         }
     }
 
@@ -100,8 +105,7 @@ impl Boundaries {
     /// call with the messages up to its last result), never past the start
     /// of the last turn. `None` when nothing more can go.
     pub fn after_turns(&self, from: usize, turns: usize) -> Option<usize> {
-        let n = self.end();
-        let last_turn = (self.start..n).rev().find(|&k| self.is_clean(k))?;
+        let last_turn = self.last_turn?;
         let mut k = from;
         for _ in 0..turns {
             match (k + 1..=last_turn).find(|&b| self.is_clean(b)) {

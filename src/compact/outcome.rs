@@ -24,7 +24,8 @@ pub enum CompactOutcome {
     /// Below the trigger: unchanged.
     BelowTrigger,
     /// At or past the trigger, but no clean cut keeps the recent messages
-    /// and summarizes anything: unchanged.
+    /// and summarizes anything (or an emergency trim of a single turn):
+    /// unchanged.
     NothingToCompact,
     /// The session's breaker is open: the oldest turns were trimmed instead.
     BreakerTrimmed,

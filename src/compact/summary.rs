@@ -7,10 +7,11 @@
 //! instead of nesting it, so the summary's size is bounded however many
 //! times a session is compacted.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use super::conversation::{Content, Msg};
-use crate::assemble::Role;
+use crate::assemble::{AssembleError, Cancel, Role};
 
 /// First line of every continuation message; how an earlier summary is
 /// recognised.
@@ -107,23 +108,42 @@ pub struct Summary {
 impl Summary {
     /// The summary of `msgs`, merged into `earlier` when there is one.
     pub fn of(msgs: &[Msg], earlier: Option<Summary>) -> Summary {
+        // A flag no one else holds is never set: this cannot be cancelled.
+        Summary::of_until(msgs, earlier, &Cancel::new()).unwrap_or_default()
+    }
+
+    /// [`Summary::of`], linear in the messages, that stops with
+    /// [`AssembleError::Cancelled`] once `cancel` is set (looked at once per
+    /// message).
+    pub fn of_until(
+        msgs: &[Msg],
+        earlier: Option<Summary>,
+        cancel: &Cancel,
+    ) -> Result<Summary, AssembleError> {
         let mut s = earlier.unwrap_or_default();
         s.compactions += 1;
+        // Names already listed, as a set: one lookup per call made.
+        let mut listed: HashSet<String> = s.tools.iter().cloned().collect();
         for m in msgs {
+            if cancel.is_cancelled() {
+                return Err(AssembleError::Cancelled);
+            }
             s.scope.add(m.role);
             for name in m.content.iter().filter_map(|c| match c {
                 Content::ToolUse { name, .. } => Some(tool_name(name)),
                 _ => None,
             }) {
-                if !name.is_empty() && !s.tools.contains(&name) {
+                if !name.is_empty() && !listed.contains(&name) {
+                    listed.insert(name.clone());
                     s.tools.push(name);
                 }
             }
         }
         // The capped sections keep the latest distinct items: scanning newest
         // first and stopping once a section is full gives the same items as
-        // a full scan, at a cost proportional to what is kept.
-        let newest_first = || msgs.iter().rev();
+        // a full scan, at a cost proportional to what is kept. A cancelled
+        // scan ends early, and its partial result is thrown away below.
+        let newest_first = || msgs.iter().rev().take_while(|_| !cancel.is_cancelled());
         let texts_newest_first = || {
             newest_first().flat_map(|m| {
                 m.content.iter().rev().filter_map(|c| match c {
@@ -180,7 +200,10 @@ impl Summary {
         keep_last(&mut s.pending, MAX_PENDING);
         keep_last(&mut s.files, MAX_FILES);
         keep_last(&mut s.timeline, MAX_TIMELINE);
-        s
+        if cancel.is_cancelled() {
+            return Err(AssembleError::Cancelled);
+        }
+        Ok(s)
     }
 
     /// The summary as the `<summary>` body.
@@ -228,11 +251,12 @@ impl Summary {
         let start = rest.find("<summary>\n")? + "<summary>\n".len();
         let end = start + rest[start..].find("</summary>")?;
         let mut s = Summary::default();
-        let mut section: Option<&mut Vec<String>> = None;
+        // The list a `- ` line belongs to, and how many of its items are kept.
+        let mut section: Option<(&mut Vec<String>, usize)> = None;
         for line in rest[start..end].lines() {
             if let Some(item) = line.strip_prefix("- ") {
-                if let Some(list) = section.as_deref_mut() {
-                    list.push(clip(item, MAX_PARSED_CHARS));
+                if let Some((list, cap)) = section.as_mut() {
+                    push_bounded(list, clip(item, MAX_PARSED_CHARS), *cap);
                 }
                 continue;
             }
@@ -253,19 +277,27 @@ impl Summary {
                 }
             } else if let Some(tools) = line.strip_prefix("Tools used: ") {
                 let tools = tools.strip_suffix('.').unwrap_or(tools);
-                s.tools = tools.split(", ").map(tool_name).collect();
+                // The last ones only: this module lists at most MAX_TOOLS, so
+                // only a forged summary lists more (a million names once).
+                let mut last: Vec<String> = tools.rsplit(", ").take(MAX_TOOLS).map(tool_name).collect();
+                last.reverse();
+                s.tools = last;
             } else if let Some(current) = line.strip_prefix("Current work: ") {
                 s.current = clip(current, CURRENT_CHARS);
             } else {
                 section = match line {
-                    "Recent user requests:" => Some(&mut s.requests),
-                    "Pending work:" => Some(&mut s.pending),
-                    "Key files:" => Some(&mut s.files),
-                    "Timeline (most recent last):" => Some(&mut s.timeline),
+                    "Recent user requests:" => Some((&mut s.requests, MAX_REQUESTS)),
+                    "Pending work:" => Some((&mut s.pending, MAX_PENDING)),
+                    "Key files:" => Some((&mut s.files, MAX_FILES)),
+                    "Timeline (most recent last):" => Some((&mut s.timeline, MAX_TIMELINE)),
                     _ => None,
                 };
             }
         }
+        keep_last(&mut s.requests, MAX_REQUESTS);
+        keep_last(&mut s.pending, MAX_PENDING);
+        keep_last(&mut s.files, MAX_FILES);
+        keep_last(&mut s.timeline, MAX_TIMELINE);
         Some(s)
     }
 }
@@ -283,6 +315,18 @@ fn list(out: &mut String, title: &str, items: &[String]) {
 /// Appends `item`, moving an equal earlier one to the end.
 fn push_distinct(list: &mut Vec<String>, item: String) {
     list.retain(|x| *x != item);
+    list.push(item);
+}
+
+/// Appends `item` to a list parsed back, holding at most `2 x cap` items:
+/// past that all but the last `cap - 1` go at once (amortized constant work
+/// per item). Merging keeps only the last `cap` items of each section, so
+/// the ones dropped could never have been kept: only forged summaries have
+/// them.
+fn push_bounded(list: &mut Vec<String>, item: String, cap: usize) {
+    if list.len() >= 2 * cap {
+        keep_last(list, cap.saturating_sub(1));
+    }
     list.push(item);
 }
 

@@ -554,6 +554,23 @@ fn compact_form_is_used_before_dropping() {
     assert!(out.messages.iter().any(|m| m.content.contains("short version")));
 }
 
+/// An empty compact form is no compact form: the item is dropped, not
+/// reported kept while an empty wrapper is rendered.
+#[test]
+fn an_empty_compact_form_is_absent() {
+    let big = Item {
+        compact_form: Some(String::new()),
+        ..item("big", &"detail ".repeat(300), 0.9)
+    };
+    let mut req = request(vec![block("ev", BlockKind::Evidence, vec![big])]);
+    req.max_input_tokens = Some(150);
+    let out = asm().assemble(req).unwrap();
+    let d = &out.decisions[0];
+    assert!(d.compacted_item_ids.is_empty(), "{d:?}");
+    assert_eq!(d.dropped_item_ids, vec!["big"]);
+    assert!(out.messages.iter().all(|m| !m.content.contains("<document")));
+}
+
 #[test]
 fn estimated_models_say_so() {
     let mut req = request(vec![]);

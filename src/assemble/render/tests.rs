@@ -1,6 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::assemble::cancel::{CHECK_EVERY, Cancel};
 use crate::assemble::tokenizer::{Encoding, Tokenizer, tests::adversarial_text};
 
 fn item(id: &str, source: &str, trusted: bool) -> Item {
@@ -116,13 +117,85 @@ fn alternating_order_matches_long_context_reorder() {
     assert!(alternating_order(0).is_empty());
 }
 
+fn ends(text: &str) -> Vec<usize> {
+    sentence_ends(text, &mut Meter::new(&Cancel::new())).unwrap()
+}
+
+/// The definition `sentence_ends` implements in one pass: every candidate
+/// end, then only those with text before them (quadratic).
+fn ends_by_definition(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut prev: Option<char> = None;
+    for (i, c) in text.char_indices() {
+        if c == '\n' || (c.is_whitespace() && matches!(prev, Some('.' | '!' | '?' | '…'))) {
+            out.push(i);
+        }
+        prev = Some(c);
+    }
+    if matches!(prev, Some('.' | '!' | '?' | '…')) {
+        out.push(text.len());
+    }
+    out.retain(|&e| !text[..e].trim().is_empty());
+    out
+}
+
 #[test]
 fn sentence_ends_are_found() {
     let t = "One. Two! Three?\nFour";
-    let ends = sentence_ends(t);
-    assert_eq!(ends, vec![4, 9, 16]);
-    assert_eq!(&t[..ends[1]], "One. Two!");
-    assert_eq!(sentence_ends("a.b. c."), vec![4, 7]);
+    let found = ends(t);
+    assert_eq!(found, vec![4, 9, 16]);
+    assert_eq!(&t[..found[1]], "One. Two!");
+    assert_eq!(ends("a.b. c."), vec![4, 7]);
+    assert_eq!(ends("\n\n . \nx.\n"), vec![4, 5, 8]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The one-pass scan finds exactly the ends of the definition.
+    #[test]
+    fn sentence_ends_match_their_definition(
+        text in prop::collection::vec(prop::sample::select(vec![" ", "\n", "\t", ".", "!", "…", "a", "é", "\u{3000}"]), 0..40)
+            .prop_map(|parts| parts.concat())
+    ) {
+        prop_assert_eq!(ends(&text), ends_by_definition(&text));
+    }
+}
+
+/// Blank lines before the one sentence of a SUMMARY once cost a rescan of
+/// the prefix per line: the work is now the bytes, once.
+#[test]
+fn sentence_ends_scan_each_byte_once() {
+    let work = |blank: usize| {
+        let text = format!("{}The end.", "\n".repeat(blank));
+        let cancel = Cancel::new();
+        let mut meter = Meter::new(&cancel);
+        let found = sentence_ends(&text, &mut meter).unwrap();
+        assert_eq!(found, vec![text.len()]);
+        meter.work()
+    };
+    assert_eq!(work(1 << 12), (1 << 12) + 8);
+    assert_eq!(work(8 << 12), (8 << 12) + 8);
+}
+
+/// A cancelled request stops scanning within one check interval, however
+/// long the text.
+#[test]
+fn sentence_ends_stop_when_cancelled() {
+    let text = "\n".repeat(4 << 20);
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let mut meter = Meter::new(&cancel);
+    assert_eq!(sentence_ends(&text, &mut meter), Err(AssembleError::Cancelled));
+    assert!(meter.work() <= CHECK_EVERY, "scanned {} bytes", meter.work());
+
+    // Set while scanning: the scan ends at the next look at the flag.
+    let cancel = Cancel::new();
+    let mut meter = Meter::new(&cancel);
+    meter.tick(1).unwrap();
+    cancel.cancel();
+    assert_eq!(sentence_ends(&text, &mut meter), Err(AssembleError::Cancelled));
+    assert!(meter.work() <= CHECK_EVERY + 1, "scanned {} bytes", meter.work());
 }
 
 #[test]

@@ -161,3 +161,51 @@ fn policies_resolve_by_name() {
     r.policy = "nope".to_owned();
     assert_eq!(fields(&r), ["policy"]);
 }
+
+/// Lists a hostile client sizes are bounded, each named by its field, and at
+/// the bound exactly they are accepted.
+#[test]
+fn scopes_and_tool_calls_are_bounded() {
+    let many = |n: usize, prefix: &str| (0..n).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>();
+    let build = |extra: usize| {
+        let mut r = req("gpt-4o");
+        r.principal.scopes = many(MAX_PRINCIPAL_SCOPES + extra, "s");
+        r.blocks.push(Block::new(
+            "evidence",
+            BlockKind::Evidence,
+            vec![Item {
+                id: "e".to_owned(),
+                required_scopes: many(MAX_SCOPES_PER_ITEM + extra, "s"),
+                ..Item::default()
+            }],
+        ));
+        r.blocks.push(Block::new(
+            "turns",
+            BlockKind::RecentTurns,
+            vec![Item {
+                id: "a".to_owned(),
+                role: Some(Role::Assistant),
+                // Duplicates past the bound are not reported one by one.
+                tool_call_ids: vec!["same".to_owned(); MAX_TOOL_CALL_IDS_PER_MESSAGE + extra],
+                ..Item::default()
+            }],
+        ));
+        r
+    };
+    assert_eq!(
+        fields(&build(1)),
+        vec![
+            "principal.scopes",
+            "blocks[0].items[0].required_scopes",
+            "blocks[1].items[0].tool_call_ids"
+        ]
+    );
+    // At the bound: only the duplicate ids are wrong.
+    let at_bound = fields(&build(0));
+    assert_eq!(at_bound.len(), MAX_TOOL_CALL_IDS_PER_MESSAGE - 1);
+    assert!(
+        at_bound
+            .iter()
+            .all(|f| f.starts_with("blocks[1].items[0].tool_call_ids["))
+    );
+}

@@ -526,3 +526,31 @@ proptest! {
         }
     }
 }
+
+/// The README promises an emergency trim drops at least one step; a
+/// conversation of one turn has none to drop, and says so instead of
+/// reporting EMERGENCY_TRIMMED with no step.
+#[test]
+fn an_emergency_trim_of_one_turn_is_nothing_to_compact() {
+    let c = compactor();
+    for msgs in [
+        vec![text(Role::User, "one long question")],
+        vec![
+            text(Role::System, "system prompt"),
+            text(Role::User, "one long question"),
+        ],
+    ] {
+        let out = run(
+            &c,
+            CompactRequest {
+                context_length_exceeded: true,
+                target_tokens: Some(1),
+                ..request(msgs.clone())
+            },
+        );
+        assert_eq!(out.outcome, CompactOutcome::NothingToCompact);
+        assert!(out.trim_steps.is_empty());
+        assert_eq!(out.messages, msgs);
+        assert_eq!(out.tokens_after, out.tokens_before);
+    }
+}

@@ -379,3 +379,45 @@ proptest! {
         prop_assert!(sizes.iter().all(|&n| n <= bound), "sizes {:?} bound {}", sizes, bound);
     }
 }
+
+/// A forged summary listing far more than this module ever writes parses
+/// into the sections' caps, the last items kept, and merges exactly as if
+/// it had been parsed whole.
+#[test]
+fn a_forged_summary_parses_into_bounded_sections() {
+    let names: Vec<String> = (0..10_000).map(|i| format!("tool{i}")).collect();
+    let files: String = (0..1_000).map(|i| format!("- src/f{i}.rs\n")).collect();
+    let forged = format!(
+        "{PREAMBLE}\n\n<summary>\nTools used: {}.\nKey files:\n{files}</summary>\n\n{CLOSING}",
+        names.join(", ")
+    );
+    let s = Summary::parse(&forged).unwrap_or_default();
+    assert_eq!(s.tools, names[names.len() - MAX_TOOLS..].to_vec());
+    let last_files: Vec<String> = (1_000 - MAX_FILES..1_000)
+        .map(|i| format!("src/f{i}.rs"))
+        .collect();
+    assert_eq!(s.files, last_files);
+
+    // Merging new files into the bounded parse equals merging into the whole
+    // list (push_distinct + keep_last over everything).
+    let new = [msg(Role::User, "Look at src/f3.rs and src/new.rs.")];
+    let merged = Summary::of(&new, Some(s));
+    let mut whole: Vec<String> = (0..1_000).map(|i| format!("src/f{i}.rs")).collect();
+    for f in ["src/f3.rs", "src/new.rs"] {
+        push_distinct(&mut whole, f.to_owned());
+    }
+    keep_last(&mut whole, MAX_FILES);
+    assert_eq!(merged.files, whole);
+}
+
+/// Cancelled, a summary stops before looking at every message.
+#[test]
+fn a_cancelled_summary_stops() {
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let msgs = vec![msg(Role::User, "hello"); 1_000];
+    assert_eq!(
+        Summary::of_until(&msgs, None, &cancel),
+        Err(AssembleError::Cancelled)
+    );
+}
