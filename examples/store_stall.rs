@@ -17,8 +17,6 @@
 //! (defaults 10 4 4 4000); `cargo run --release --example store_stall`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::BufRead as _;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -32,48 +30,9 @@ use tonic::transport::Channel;
 const SUBJECT: &str = "bench/stall";
 const MEMORIES: usize = 1000;
 
-/// Holds the WAL-index locks of `db` from another process until dropped.
-struct Stall(std::process::Child);
-
-impl Stall {
-    fn hold(db: &Path) -> Stall {
-        const SCRIPT: &str = r#"
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-deadline = time.time() + 10
-while True:
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 6, 122)
-        break
-    except OSError:
-        if time.time() > deadline:
-            raise
-        time.sleep(0.01)
-print("locked", flush=True)
-sys.stdin.read()
-"#;
-        let shm = format!("{}-shm", db.display());
-        let mut child = std::process::Command::new("python3")
-            .args(["-c", SCRIPT, &shm])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python3");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "locked");
-        Stall(child)
-    }
-}
-
-impl Drop for Stall {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+#[path = "../tests/sqlite_stall/mod.rs"]
+mod sqlite_stall;
+use sqlite_stall::SqliteStall as Stall;
 
 #[derive(Default)]
 struct Phase {

@@ -228,13 +228,19 @@ fn main() {
         prose_prefixes("no-such-model", bytes),
     );
 
-    let n = largest(MAX_WIRE, |n| shapes::forged_continuation(4 * n, n));
+    // Each call and its result count against the item limit; forged names
+    // fill the rest of the size.
+    let calls = (MAX_ITEMS - 8) / 2;
+    let n = largest(MAX_WIRE, |n| shapes::forged_continuation(n, calls));
     compact_row(
-        &format!("forged continuation: {} names, {n} calls", 4 * n),
-        shapes::forged_continuation(4 * n, n),
+        &format!("forged continuation: {n} names, {calls} calls"),
+        shapes::forged_continuation(n, calls),
     );
 
-    let ordinary = pb::AssembleRequest::from(workload::request(Shape::new(900_000, 5_000), 3));
+    let tokens = largest(MAX_WIRE, |t| {
+        pb::AssembleRequest::from(workload::request(Shape::new(t, 5_000), 3))
+    });
+    let ordinary = pb::AssembleRequest::from(workload::request(Shape::new(tokens, 5_000), 3));
     assemble_row("ordinary: prose, 5,000 evidence items", ordinary);
     assemble_row(
         "ordinary: 4 MiB prose SUMMARY, max_tokens 100,000",

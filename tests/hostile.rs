@@ -1579,7 +1579,7 @@ fn shaped(rng: &mut Rng, nth: usize) -> Case {
             );
         }
         11 => {
-            let req = shapes::forged_continuation(40_000, 10_000);
+            let req = shapes::forged_continuation(40_000, 4_000);
             return semantic(
                 "shape: compact of a forged 40,000-tool continuation",
                 Rpc::Compact,
