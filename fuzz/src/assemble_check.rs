@@ -229,7 +229,7 @@ pub fn check_assembly(req: &AssembleRequest, spec: &ModelSpec, policy: &Policy, 
         let filtered: Vec<&str> = b
             .items
             .iter()
-            .filter(|it| !req.principal.may_see(&it.required_scopes))
+            .filter(|it| !crate::may_see(&req.principal, &it.required_scopes))
             .map(|it| it.id.as_str())
             .collect();
         assert_eq!(d.filtered_item_ids, filtered, "filtered ids of block {}", b.name);
@@ -255,7 +255,7 @@ pub fn check_assembly(req: &AssembleRequest, spec: &ModelSpec, policy: &Policy, 
             for it in b
                 .items
                 .iter()
-                .filter(|it| req.principal.may_see(&it.required_scopes))
+                .filter(|it| crate::may_see(&req.principal, &it.required_scopes))
             {
                 assert!(
                     kept.contains(it.id.as_str()),
@@ -294,7 +294,7 @@ fn visible_texts(req: &AssembleRequest) -> impl Iterator<Item = &str> {
     let statics = req.static_segments.iter().map(|s| s.content.as_str());
     let items = req.blocks.iter().flat_map(|b| {
         b.items.iter().flat_map(|it| {
-            let visible = req.principal.may_see(&it.required_scopes);
+            let visible = crate::may_see(&req.principal, &it.required_scopes);
             let content = [
                 it.content.as_str(),
                 it.compact_form.as_deref().unwrap_or_default(),

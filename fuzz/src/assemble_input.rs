@@ -207,7 +207,7 @@ impl<'a> Arbitrary<'a> for AssembleInput {
         // What the principal may not see is marked, so that a leak shows.
         for (bi, b) in blocks.iter_mut().enumerate() {
             for (ii, it) in b.items.iter_mut().enumerate() {
-                if !principal.may_see(&it.required_scopes) {
+                if !crate::may_see(&principal, &it.required_scopes) {
                     it.content = format!("{SECRET}{bi}.{ii}{SECRET} {}", it.content);
                     if let Some(c) = &mut it.compact_form {
                         *c = format!("{SECRET}{c}");

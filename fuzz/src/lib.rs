@@ -75,3 +75,10 @@ pub fn assembler() -> Arc<Assembler> {
         })
         .clone()
 }
+
+/// The scope rule, written apart from the production check (so the oracle
+/// does not share its bugs): an item is visible when the principal holds
+/// every one of its required scopes.
+pub fn may_see(principal: &context_assembler::assemble::Principal, required: &[String]) -> bool {
+    required.iter().all(|r| principal.scopes.iter().any(|s| s == r))
+}
