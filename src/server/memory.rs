@@ -12,7 +12,7 @@ use tonic_health::server::HealthReporter;
 use tracing::{info, warn};
 
 use crate::memory::Memories;
-use crate::memory::store::{Backend, MemoryStore};
+use crate::memory::store::{Backend, MemoryStore, Transport};
 use crate::telemetry::metrics;
 
 /// The health service name that reports the memory store.
@@ -39,9 +39,10 @@ pub async fn open(backend: &Backend, settings: crate::memory::MemorySettings) ->
     }
     match tokio::time::timeout(FIRST_OPEN_TIMEOUT, MemoryStore::open(backend)).await {
         Ok(Ok(store)) => {
-            let memories = Memories::new(store, settings);
-            info!(store = memories.backend(), "memory store open");
-            memories
+            if let Some(store) = &store {
+                announce(store);
+            }
+            Memories::new(store, settings)
         }
         Ok(Err(e)) => {
             warn!(err = %e, "memory store unavailable at start: serving without it, reconnecting");
@@ -54,6 +55,25 @@ pub async fn open(backend: &Backend, settings: crate::memory::MemorySettings) ->
             );
             Memories::connecting(settings)
         }
+    }
+}
+
+/// Logs the open store and how it is reached; plaintext to a server across
+/// the network is a warning (add `sslmode=verify-full` to the URL).
+fn announce(store: &MemoryStore) {
+    let transport = store.transport();
+    if transport == Transport::PlaintextRemote {
+        warn!(
+            store = store.backend(),
+            transport = transport.as_str(),
+            "memory store open over plaintext to another host: add sslmode=verify-full (and sslrootcert=) to the URL"
+        );
+    } else {
+        info!(
+            store = store.backend(),
+            transport = transport.as_str(),
+            "memory store open"
+        );
     }
 }
 
@@ -70,7 +90,7 @@ pub async fn keep(backend: Backend, memories: Arc<Memories>, reporter: HealthRep
         tokio::time::sleep(backoff).await;
         match tokio::time::timeout(OPEN_TIMEOUT, MemoryStore::open(&backend)).await {
             Ok(Ok(Some(store))) => {
-                info!(store = store.backend(), "memory store open");
+                announce(&store);
                 memories.connected(store);
             }
             Ok(Ok(None)) => return,

@@ -241,6 +241,32 @@ fn retryable_sqlstate(code: &str) -> bool {
 /// Keys older than this are forgotten: a retry comes within minutes.
 pub const KEY_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// How the sidecar reaches its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// An embedded database file.
+    File,
+    /// A server, over TLS.
+    Tls,
+    /// A server on this host (Unix socket or loopback), without TLS.
+    PlaintextLocal,
+    /// A server across the network, without TLS: memories and credentials
+    /// travel in the clear.
+    PlaintextRemote,
+}
+
+impl Transport {
+    /// The name in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::File => "file",
+            Transport::Tls => "tls",
+            Transport::PlaintextLocal => "plaintext_local",
+            Transport::PlaintextRemote => "plaintext_remote",
+        }
+    }
+}
+
 /// The open store.
 #[derive(Debug, Clone)]
 pub enum MemoryStore {
@@ -265,6 +291,18 @@ impl MemoryStore {
                 PostgresStore::open(url, *max_connections, *statement_timeout).await?,
             )),
         })
+    }
+
+    /// How the sidecar reaches the store, for the start log: a local file,
+    /// or PostgreSQL over TLS, over plaintext on this host, or over
+    /// plaintext across the network (a warning).
+    pub fn transport(&self) -> Transport {
+        match self {
+            MemoryStore::Sqlite(_) => Transport::File,
+            MemoryStore::Postgres(s) if s.encrypted() => Transport::Tls,
+            MemoryStore::Postgres(s) if s.local() => Transport::PlaintextLocal,
+            MemoryStore::Postgres(_) => Transport::PlaintextRemote,
+        }
     }
 
     /// The backend's name, for logs and metrics.

@@ -52,6 +52,12 @@ const STORE_LOCK_CLASS: i32 = 0x6361_6d62; // "camb"
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// Whether the first connection negotiated TLS (every connection of the
+    /// pool uses the same options).
+    encrypted: bool,
+    /// Whether the server is on this host (a Unix socket or a loopback
+    /// address), where plaintext crosses no network.
+    local: bool,
 }
 
 impl PostgresStore {
@@ -82,6 +88,7 @@ impl PostgresStore {
                 ),
             ]);
         let target = describe(&options);
+        let local = options.get_socket().is_some() || is_loopback(options.get_host());
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -93,7 +100,29 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Unavailable(format!("{target}: migrating: {e}")))?;
-        Ok(PostgresStore { pool })
+        // The server's own view of this connection: sslmode=prefer (the
+        // default) falls back to plaintext when the server offers no TLS.
+        let encrypted: bool = sqlx::query_scalar(
+            "SELECT COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)",
+        )
+        .fetch_one(&pool)
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("{target}: {e}")))?;
+        Ok(PostgresStore {
+            pool,
+            encrypted,
+            local,
+        })
+    }
+
+    /// Whether the connections to the server are encrypted (TLS).
+    pub fn encrypted(&self) -> bool {
+        self.encrypted
+    }
+
+    /// Whether the server is on this host (a Unix socket or loopback).
+    pub fn local(&self) -> bool {
+        self.local
     }
 
     /// See [`super::MemoryStore::total_bytes`].
@@ -452,6 +481,13 @@ fn describe(options: &PgConnectOptions) -> String {
     }
 }
 
+/// Whether `host` names this machine: `localhost` or a loopback address.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Milliseconds of `d`, saturating.
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -466,6 +502,16 @@ mod tests {
         let q = ts_query(&["jwt".into(), "re'fresh:*".into(), "&|!".into()]);
         assert_eq!(q, "jwt | refresh");
         assert!(ts_query(&[]).is_empty());
+    }
+
+    #[test]
+    fn loopback_hosts_are_local() {
+        for host in ["localhost", "127.0.0.1", "127.3.2.1", "::1", "[::1]", "LocalHost"] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["db.internal", "10.0.0.5", "localhost.example.com", "::2", ""] {
+            assert!(!is_loopback(host), "{host}");
+        }
     }
 
     #[test]
