@@ -56,6 +56,7 @@ EXPECTED_METRICS = {
     "assembler_in_flight_requests": "gauge",
     "assembler_upload_budget_held_bytes": "gauge",
     "assembler_config_reloads_total": "counter",
+    "assembler_claims_denied_total": "counter",
     "assembler_compactions_total": "counter",
     "assembler_compaction_tokens_saved": "histogram",
     "assembler_compaction_breaker_open_total": "counter",
@@ -106,7 +107,7 @@ POD_HEADER = """\
 # embedded default. The image sets CONTEXT_ASSEMBLER_METRICS_LISTEN, which
 # therefore wins over `metrics_listen` below (both say 0.0.0.0:9464).
 # Unknown keys are errors. SIGHUP re-reads this file and applies [[models]],
-# [policies.*], [compaction] and cache.families without dropping requests; the
+# [policies.*], [compaction], cache.families and [auth] without dropping requests; the
 # other sections ([memory] among them) need a restart. A file that does not
 # validate is refused and the running configuration stays (deploy/README.md
 # says how to signal the sidecar).

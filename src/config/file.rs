@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 
+use super::auth::AuthSection;
 use super::{ConfigError, LogFormat};
 use crate::assemble::models::CacheSettings;
 use crate::assemble::{BlockKind, Catalog, Encoding, ModelSpec, ModelTable, Policy, Role, Tokenizer};
@@ -35,6 +36,9 @@ pub struct FileConfig {
     /// `[memory]`.
     #[serde(default)]
     pub memory: MemorySection,
+    /// `[auth]`.
+    #[serde(default)]
+    pub auth: AuthSection,
     /// `[[models]]`: when present, the whole model table.
     pub models: Option<Vec<ModelEntry>>,
     /// `[policies.NAME]`: when present, every policy (`default` is added if
@@ -315,6 +319,9 @@ impl FileConfig {
                 max_recall_bytes: self.memory.max_recall_bytes.or(b.memory.max_recall_bytes),
                 max_page_bytes: self.memory.max_page_bytes.or(b.memory.max_page_bytes),
                 max_total_bytes: self.memory.max_total_bytes.or(b.memory.max_total_bytes),
+            },
+            auth: AuthSection {
+                clients: self.auth.clients.or(b.auth.clients),
             },
             models: self.models.or(b.models),
             policies: self.policies.or(b.policies),

@@ -9,11 +9,13 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
 
+use self::auth::AuthSettings;
 use crate::assemble::Catalog;
 use crate::memory::MemorySettings;
 use crate::memory::memories::RecallFailure;
 use crate::memory::store::{Backend, DEFAULT_STATEMENT_TIMEOUT, Retention};
 
+pub mod auth;
 mod file;
 mod tls;
 
@@ -200,6 +202,17 @@ pub struct ServerConfig {
     pub memory_backend: Backend,
     /// How memories are retained and recalled.
     pub memory: MemorySettings,
+    /// What each client certificate identity may claim (`[auth]`).
+    pub auth: AuthSettings,
+}
+
+/// What SIGHUP applies: the catalog and `[auth]`.
+#[derive(Debug, Clone)]
+pub struct Reloadable {
+    /// Models, policies, compaction and cache families.
+    pub catalog: Catalog,
+    /// What each client identity may claim.
+    pub auth: AuthSettings,
 }
 
 /// A configuration error, naming the bad setting.
@@ -275,8 +288,17 @@ impl ServerConfig {
     /// and returns its catalog: what SIGHUP applies. The whole layered
     /// configuration must validate. `None` without a file.
     pub fn reload_catalog(&self) -> Option<Result<Catalog, ConfigError>> {
+        self.reload().map(|r| r.map(|r| r.catalog))
+    }
+
+    /// Re-reads the configuration file as [`Self::reload_catalog`] does and
+    /// returns everything SIGHUP applies. `None` without a file.
+    pub fn reload(&self) -> Option<Result<Reloadable, ConfigError>> {
         self.source.config.as_ref()?;
-        Some(self.source.validate().map(|c| c.catalog))
+        Some(self.source.validate().map(|c| Reloadable {
+            catalog: c.catalog,
+            auth: c.auth,
+        }))
     }
 }
 
@@ -467,7 +489,9 @@ impl ServeArgs {
         };
 
         let (memory_backend, memory) = self.memory(&f)?;
+        let auth = auth::validate(&f.auth, tls.as_ref().is_some_and(|t| t.mutual))?;
         Ok(ServerConfig {
+            auth,
             memory_backend,
             memory,
             listen,

@@ -2,6 +2,7 @@
 //! between wire and domain types, the error-to-status map, and the service.
 
 pub mod admission;
+pub mod auth;
 pub mod codec;
 pub mod convert;
 pub mod gate;

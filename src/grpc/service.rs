@@ -10,6 +10,8 @@ use tonic::{Request, Response, Status};
 use tracing::{instrument, warn};
 
 use super::admission::{Admission, Permit, Refusal};
+use super::auth::ClientIdentity;
+use super::auth::{Authority, denied_status};
 use super::convert;
 use super::gate::Slot;
 use super::pb;
@@ -30,6 +32,7 @@ pub struct AssemblerService {
     compactor: Compactor,
     admission: Admission,
     memories: Arc<Memories>,
+    authority: Authority,
 }
 
 /// A recall done for a request: where the memories went, their ids, and
@@ -59,7 +62,14 @@ impl AssemblerService {
             assembler,
             admission,
             memories: Arc::new(Memories::new(None, MemorySettings::default())),
+            authority: Authority::default(),
         }
+    }
+
+    /// The same service checking claims against `authority` (`[auth]`).
+    pub fn with_authority(mut self, authority: Authority) -> Self {
+        self.authority = authority;
+        self
     }
 
     /// The same service with a memory store for Retain, Forget,
@@ -290,6 +300,9 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "Assemble";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
+        if let Err(denied) = self.authority.check(RPC, &request, |g, r| g.assemble(r, "")) {
+            return finish(RPC, started, Err(denied));
+        }
         let result = self.assemble_one(RPC, permit, request.into_inner()).await;
         finish(RPC, started, result)
     }
@@ -302,6 +315,17 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "AssembleBatch";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
+        // Any member claiming more than the client may fails the whole
+        // batch: the caller is at fault, not one request.
+        let claims = self.authority.check(RPC, &request, |g, b| {
+            b.requests
+                .iter()
+                .enumerate()
+                .try_for_each(|(k, r)| g.assemble(r, &format!("requests[{k}].")))
+        });
+        if let Err(denied) = claims {
+            return finish(RPC, started, Err(denied));
+        }
         let wire = request.into_inner();
         tracing::Span::current().record("requests", wire.requests.len());
         let result = async {
@@ -426,6 +450,13 @@ impl pb::assembler_server::Assembler for AssemblerService {
         request: Request<tonic::Streaming<pb::AssembleRequest>>,
     ) -> Result<Response<Self::AssembleStreamStream>, Status> {
         const RPC: &str = "AssembleStream";
+        // The rules and the caller's grant as the stream opens: every
+        // message is checked against them.
+        let rules = self.authority.rules();
+        let identity = request.extensions().get::<Arc<ClientIdentity>>().cloned();
+        if let Err(d) = rules.grant(identity.as_deref()) {
+            return Err(denied_status(RPC, &d));
+        }
         let mut inbound = request.into_inner();
         let service = self.clone();
         // One message at a time; a small buffer of answers. A client that
@@ -447,13 +478,23 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 };
                 let started = Instant::now();
                 let request_id = wire.request_id.clone();
-                // Each message is worked on under the configured deadline.
-                let one = service.assemble_one(RPC, service.admission.admit(), wire);
-                let result = match service.admission.limits().default_timeout {
-                    None => one.await,
-                    Some(deadline) => tokio::time::timeout(deadline, one)
-                        .await
-                        .unwrap_or_else(|_| Err(refuse(RPC, Refusal::DeadlineExceeded))),
+                let claims = match rules.grant(identity.as_deref()) {
+                    Ok(Some(grant)) => grant.assemble(&wire, ""),
+                    Ok(None) => Ok(()),
+                    Err(d) => Err(d),
+                };
+                let result = match claims {
+                    Err(d) => Err(denied_status(RPC, &d)),
+                    Ok(()) => {
+                        // Each message is worked on under the configured deadline.
+                        let one = service.assemble_one(RPC, service.admission.admit(), wire);
+                        match service.admission.limits().default_timeout {
+                            None => one.await,
+                            Some(deadline) => tokio::time::timeout(deadline, one)
+                                .await
+                                .unwrap_or_else(|_| Err(refuse(RPC, Refusal::DeadlineExceeded))),
+                        }
+                    }
                 };
                 let code = result.as_ref().map_or_else(|s| s.code(), |_| tonic::Code::Ok);
                 metrics::request(RPC, code_label(code), started.elapsed());
@@ -481,6 +522,9 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "CountTokens";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
+        if let Err(denied) = self.authority.check(RPC, &request, |_, _| Ok(())) {
+            return finish(RPC, started, Err(denied));
+        }
         let wire = request.into_inner();
         tracing::Span::current().record("bytes", wire.text.len());
         let result = async {
@@ -507,6 +551,12 @@ impl pb::assembler_server::Assembler for AssemblerService {
         request: Request<pb::ReportUsageRequest>,
     ) -> Result<Response<pb::ReportUsageResponse>, Status> {
         let started = Instant::now();
+        if let Err(denied) = self
+            .authority
+            .check("ReportUsage", &request, |g, _| g.report_usage())
+        {
+            return finish("ReportUsage", started, Err(denied));
+        }
         let r = request.into_inner();
         let result = if r.provider.is_empty() {
             Err(to_status(&AssembleError::invalid("provider", "required")))
@@ -539,6 +589,9 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "Compact";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
+        if let Err(denied) = self.authority.check(RPC, &request, |_, _| Ok(())) {
+            return finish(RPC, started, Err(denied));
+        }
         let wire = request.into_inner();
         let span = tracing::Span::current();
         span.record("request_id", logged(&wire.request_id));
@@ -571,6 +624,12 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "Retain";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
+        if let Err(denied) = self
+            .authority
+            .check(RPC, &request, |g, r| g.subject(&r.subject, || "subject".into()))
+        {
+            return finish(RPC, started, Err(denied));
+        }
         let wire = request.into_inner();
         let span = tracing::Span::current();
         span.record("request_id", logged(&wire.request_id));
@@ -614,6 +673,12 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "Forget";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
+        if let Err(denied) = self
+            .authority
+            .check(RPC, &request, |g, r| g.subject(&r.subject, || "subject".into()))
+        {
+            return finish(RPC, started, Err(denied));
+        }
         let wire = request.into_inner();
         let result = async {
             let permit = permit.map_err(|r| refuse(RPC, r))?;
@@ -641,6 +706,12 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "ListMemories";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
+        if let Err(denied) = self
+            .authority
+            .check(RPC, &request, |g, r| g.subject(&r.subject, || "subject".into()))
+        {
+            return finish(RPC, started, Err(denied));
+        }
         let wire = request.into_inner();
         let result = async {
             let permit = permit.map_err(|r| refuse(RPC, r))?;
@@ -662,9 +733,12 @@ impl pb::assembler_server::Assembler for AssemblerService {
     #[instrument(skip_all, fields(rpc = "ListModels", code))]
     async fn list_models(
         &self,
-        _request: Request<pb::ListModelsRequest>,
+        request: Request<pb::ListModelsRequest>,
     ) -> Result<Response<pb::ListModelsResponse>, Status> {
         let started = Instant::now();
+        if let Err(denied) = self.authority.check("ListModels", &request, |_, _| Ok(())) {
+            return finish("ListModels", started, Err(denied));
+        }
         let result = Ok(convert::model_infos(&self.assembler.catalog().models));
         finish("ListModels", started, result)
     }

@@ -23,6 +23,8 @@ use tokio::sync::watch;
 use tower_service::Service;
 use tracing::debug;
 
+use crate::grpc::auth::ClientIdentity;
+
 /// A connection with no open stream for this long is closed (gracefully:
 /// clients reconnect), so idle connections cannot hold every slot.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -106,12 +108,14 @@ impl HttpBody for Guarded {
     }
 }
 
-/// Counts a connection's streams (and the Assembler service's globally).
+/// Counts a connection's streams (and the Assembler service's globally),
+/// and hands each request the connection's client identity.
 #[derive(Clone)]
 struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
     calls: Calls,
+    identity: Option<Arc<ClientIdentity>>,
 }
 
 type Response = http::Response<tonic::body::Body>;
@@ -129,7 +133,10 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<Incoming>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<Incoming>) -> Self::Future {
+        if let Some(identity) = &self.identity {
+            req.extensions_mut().insert(identity.clone());
+        }
         let call = req
             .uri()
             .path()
@@ -169,8 +176,14 @@ where
     S::Future: Send + 'static,
 {
     /// Serves one connection until it closes, idles out, or `drain` flips.
-    pub async fn serve<IO>(&self, io: IO, peer: SocketAddr, mut drain: watch::Receiver<bool>)
-    where
+    /// `identity` is its client certificate's, with mutual TLS.
+    pub async fn serve<IO>(
+        &self,
+        io: IO,
+        peer: SocketAddr,
+        identity: Option<Arc<ClientIdentity>>,
+        mut drain: watch::Receiver<bool>,
+    ) where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let activity = Arc::new(Activity {
@@ -182,6 +195,7 @@ where
             inner: self.service.clone(),
             activity: activity.clone(),
             calls: self.calls.clone(),
+            identity,
         };
         let conn = self
             .http2

@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 use crate::assemble::Assembler;
 use crate::config::ServerConfig;
 use crate::grpc::admission::Admission;
+use crate::grpc::auth::{Authority, ClientIdentity};
 use crate::grpc::gate::Gate;
 use crate::grpc::{AssemblerService, pb};
 use crate::memory::Memories;
@@ -208,8 +209,10 @@ impl Bound {
 
         let limits = config.limits;
         let admission = Admission::new(limits);
-        let service =
-            AssemblerService::new(assembler.clone(), admission.clone()).with_memories(memories.clone());
+        let authority = Authority::new(&config.auth);
+        let service = AssemblerService::new(assembler.clone(), admission.clone())
+            .with_memories(memories.clone())
+            .with_authority(authority.clone());
         let assembler_svc = Svc::new(service)
             // A backstop behind the gate (which answers first, with
             // RESOURCE_EXHAUSTED). Responses echo the request, escaped (at
@@ -235,7 +238,7 @@ impl Bound {
                 Err(e) => warn!(err = %e, "tokenizer warm-up failed: staying NOT_SERVING"),
             }
         });
-        let reloads = tokio::spawn(hangups.reload_on_each(config.clone(), assembler.clone()));
+        let reloads = tokio::spawn(hangups.reload_on_each(config.clone(), assembler.clone(), authority));
         let keeper = tokio::spawn(memory::keep(
             config.memory_backend.clone(),
             memories.clone(),
@@ -264,6 +267,7 @@ impl Bound {
             addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
             tls = config.tls.is_some(),
             mutual_tls = config.tls.as_ref().is_some_and(|t| t.mutual),
+            auth_clients = config.auth.clients.len(),
             "gRPC listening"
         );
         let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
@@ -299,10 +303,20 @@ impl Bound {
                 let _slot = slot;
                 metrics::connections(1.0);
                 match tls {
-                    None => conn.serve(stream, peer, drain).await,
+                    None => conn.serve(stream, peer, None, drain).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => conn.serve(tls, peer, drain).await,
+                            Ok(Ok(tls)) => {
+                                // Verified by the handshake (mutual TLS); its
+                                // names select the [auth] entry.
+                                let identity = tls
+                                    .get_ref()
+                                    .1
+                                    .peer_certificates()
+                                    .and_then(|chain| chain.first())
+                                    .map(|leaf| Arc::new(ClientIdentity::from_certificate(leaf)));
+                                conn.serve(tls, peer, identity, drain).await
+                            }
                             Ok(Err(e)) => debug!(%peer, err = %e, "TLS handshake failed"),
                             Err(_) => debug!(%peer, "TLS handshake timed out"),
                         }

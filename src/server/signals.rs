@@ -7,7 +7,8 @@ use std::sync::Arc;
 use tracing::{info, warn};
 
 use crate::assemble::Assembler;
-use crate::config::ServerConfig;
+use crate::config::{Reloadable, ServerConfig};
+use crate::grpc::auth::Authority;
 use crate::telemetry::metrics;
 
 /// Resolves on SIGTERM or SIGINT.
@@ -33,12 +34,13 @@ pub async fn shutdown_signal() {
 }
 
 /// Re-reads the configuration file under the server's flags and environment
-/// and swaps in its catalog; a configuration that does not validate is
-/// refused, counted and logged, and the running catalog stays.
-pub async fn reload(config: Arc<ServerConfig>, assembler: Arc<Assembler>) {
+/// and swaps in its catalog and `[auth]`; a configuration that does not
+/// validate is refused, counted and logged, and the running one stays.
+pub async fn reload(config: Arc<ServerConfig>, assembler: Arc<Assembler>, authority: Authority) {
     let result = tokio::task::spawn_blocking(move || {
-        let catalog = config.reload_catalog()?;
-        Some(catalog.map(|catalog| {
+        let reloaded = config.reload()?;
+        Some(reloaded.map(|Reloadable { catalog, auth }| {
+            authority.set(&auth);
             let (models, policies) = (catalog.models.entries().len(), catalog.policies.len());
             metrics::models_known(catalog.models.entries().iter().map(|m| m.name.clone()));
             metrics::families_known(catalog.families.iter().cloned());
@@ -54,7 +56,7 @@ pub async fn reload(config: Arc<ServerConfig>, assembler: Arc<Assembler>) {
             metrics::config_reload(metrics::RELOAD_APPLIED);
             info!(
                 models,
-                policies, "configuration reloaded: models and policies applied"
+                policies, "configuration reloaded: models, policies and [auth] applied"
             );
         }
         Ok(Some(Err(e))) => {
@@ -92,14 +94,19 @@ impl Hangups {
     }
 
     /// Reloads on every SIGHUP until the process ends.
-    pub async fn reload_on_each(self, config: Arc<ServerConfig>, assembler: Arc<Assembler>) {
+    pub async fn reload_on_each(
+        self,
+        config: Arc<ServerConfig>,
+        assembler: Arc<Assembler>,
+        authority: Authority,
+    ) {
         #[cfg(unix)]
         if let Some(mut signal) = self.signal {
             while signal.recv().await.is_some() {
-                reload(config.clone(), assembler.clone()).await;
+                reload(config.clone(), assembler.clone(), authority.clone()).await;
             }
         }
         #[cfg(not(unix))]
-        let _ = (config, assembler);
+        let _ = (config, assembler, authority);
     }
 }

@@ -36,6 +36,12 @@ pub const IN_FLIGHT_REQUESTS: &str = "assembler_in_flight_requests";
 pub const UPLOAD_BUDGET_HELD_BYTES: &str = "assembler_upload_budget_held_bytes";
 /// Configuration reloads (SIGHUP) by result: `applied` or `refused`.
 pub const CONFIG_RELOADS_TOTAL: &str = "assembler_config_reloads_total";
+/// Requests refused PERMISSION_DENIED by `[auth]`, by client identity (an
+/// `[[auth.clients]]` identity, or `unlisted`) and claim (`identity`,
+/// `subject`, `scope`, `report_usage`).
+pub const CLAIMS_DENIED_TOTAL: &str = "assembler_claims_denied_total";
+/// The identity label of a certificate no `[[auth.clients]]` entry names.
+pub const IDENTITY_UNLISTED: &str = "unlisted";
 
 /// Responses whose static prefix holds a volatile value, by kind.
 pub const PREFIX_VOLATILE_TOTAL: &str = "assembler_prefix_volatile_total";
@@ -399,6 +405,23 @@ pub const RPCS: [&str; 10] = [
     "Forget",
     "ListMemories",
 ];
+
+/// Counts a request `[auth]` refused. `identity` is an `[[auth.clients]]`
+/// identity or [`IDENTITY_UNLISTED`] (bounded by the configuration), `claim`
+/// one of a fixed set.
+pub fn claim_denied(identity: &str, claim: &'static str) {
+    counter!(CLAIMS_DENIED_TOTAL, "identity" => identity.to_owned(), "claim" => claim).increment(1);
+}
+
+/// Starts the denial counter of every configured identity at zero, so an
+/// alert on its increase sees the first denial.
+pub fn claim_identities_known<'a>(identities: impl IntoIterator<Item = &'a str>, claims: &[&'static str]) {
+    for identity in identities.into_iter().chain([IDENTITY_UNLISTED]) {
+        for &claim in claims {
+            counter!(CLAIMS_DENIED_TOTAL, "identity" => identity.to_owned(), "claim" => claim).increment(0);
+        }
+    }
+}
 
 /// Starts the series alerts and dashboards rely on at zero, so that a fresh
 /// sidecar's scrape already has them (`rate()` needs two samples).
