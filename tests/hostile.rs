@@ -1882,8 +1882,13 @@ fn check_ok(case: &Case, answer: &RawAnswer) -> Result<(), String> {
         Rpc::Retain => {
             one(answer.messages.len())?;
             let resp = &answer.decode::<pb::RetainResponse>().map_err(decode)?[0];
-            if resp.memory_ids.iter().any(|id| id.parse::<i64>().is_err()) {
-                return Err(format!("a memory id that is not a number: {:?}", resp.memory_ids));
+            let well_formed =
+                |id: &String| id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            if !resp.memory_ids.iter().all(well_formed) {
+                return Err(format!(
+                    "a memory id that is not 32 hex digits: {:?}",
+                    resp.memory_ids
+                ));
             }
             if let Sent::Retain(req) = &case.sent {
                 for p in &resp.problems {

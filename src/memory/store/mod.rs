@@ -577,3 +577,105 @@ pub(crate) fn memory_from_row(
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::memory::model::{Content, Observation};
+
+    fn memory(row: i64) -> Memory {
+        Memory {
+            id: MemoryId::stored(format!("{row:032x}")),
+            created_at_ms: 0,
+            memory: NewMemory {
+                subject: "s".into(),
+                content: Content::Observation(Observation::default()),
+                required_scopes: Vec::new(),
+                request_id: String::new(),
+                turn: 0,
+            },
+        }
+    }
+
+    /// Pages through `rows` (shown or hidden, content bytes; row ids
+    /// descending from `rows.len()`) as the stores do: each page reads at
+    /// most `limit + 1` rows older than the last page's `next`.
+    fn pages(rows: &[(bool, usize)], limit: u32, max_bytes: u64) -> Vec<(Page, usize)> {
+        let n = rows.len() as i64;
+        let mut out = Vec::new();
+        let mut before = i64::MAX;
+        loop {
+            let mut page = PageBuilder::new(limit, max_bytes);
+            let mut read = 0;
+            for (i, &(shown, bytes)) in rows.iter().enumerate() {
+                let row = n - i as i64;
+                if row >= before {
+                    continue;
+                }
+                if read == limit as usize + 1 {
+                    break;
+                }
+                read += 1;
+                if !page.push(row, shown.then(|| (memory(row), bytes))) {
+                    break;
+                }
+            }
+            let page = page.finish();
+            let next = page.next;
+            out.push((page, read));
+            match next {
+                Some(next) => before = next,
+                None => return out,
+            }
+        }
+    }
+
+    proptest! {
+        /// Paging lists every shown memory once, newest first, and counts
+        /// every hidden one once; a page covers at most `limit` rows and
+        /// reads at most `limit + 1`, holds at most `max_bytes` past its
+        /// first memory, and every page moves on.
+        #[test]
+        fn pages_list_each_shown_memory_once_and_count_each_hidden_one(
+            rows in prop::collection::vec((any::<bool>(), 0usize..100), 0..60),
+            limit in 1u32..10,
+            max_bytes in prop_oneof![Just(u64::MAX), 0u64..300],
+        ) {
+            let all = pages(&rows, limit, max_bytes);
+            prop_assert!(all.len() <= rows.len() + 1);
+            let n = rows.len() as i64;
+            let shown: Vec<MemoryId> = rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.0)
+                .map(|(i, _)| memory(n - i as i64).id)
+                .collect();
+            let hidden = rows.iter().filter(|r| !r.0).count();
+            let mut listed = Vec::new();
+            let mut counted = 0;
+            for (page, read) in &all {
+                prop_assert!(page.memories.len() + page.hidden as usize <= limit as usize);
+                prop_assert!(*read <= limit as usize + 1);
+                if page.next.is_some() {
+                    prop_assert!(page.memories.len() + page.hidden as usize >= 1);
+                }
+                let bytes: u64 = page
+                    .memories
+                    .iter()
+                    .skip(1)
+                    .map(|m| {
+                        let row = i64::from_str_radix(m.id.as_str(), 16).unwrap_or(0);
+                        rows[(n - row) as usize].1 as u64
+                    })
+                    .sum();
+                prop_assert!(bytes <= max_bytes);
+                listed.extend(page.memories.iter().map(|m| m.id.clone()));
+                counted += page.hidden as usize;
+            }
+            prop_assert_eq!(listed, shown);
+            prop_assert_eq!(counted, hidden);
+        }
+    }
+}

@@ -313,9 +313,11 @@ impl SqliteStore {
             ForgetFilter::Ids(subject, ids) => {
                 let json: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
                 let json = serde_json::to_string(&json).map_err(|e| StoreError::Query(e.to_string()))?;
+                // `+subject`: look the ids up by their unique index, not
+                // the subject's rows by the subject's.
                 let deleted = sqlx::query(
                     "DELETE FROM memories \
-                     WHERE public_id IN (SELECT value FROM json_each(?1)) AND subject = ?2",
+                     WHERE public_id IN (SELECT value FROM json_each(?1)) AND +subject = ?2",
                 )
                 .bind(json)
                 .bind(subject)
