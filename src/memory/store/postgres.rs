@@ -343,7 +343,9 @@ impl PostgresStore {
         let mut rows = sqlx::query(
             "SELECT id, public_id, created_at_ms, subject, request_id, turn, \
                     CASE WHEN listed THEN content END, CASE WHEN listed THEN scopes END \
-             FROM (SELECT *, scopes <@ $4::text[] AS listed FROM memories \
+             FROM (SELECT id, public_id, created_at_ms, subject, request_id, turn, content, scopes, \
+                          scopes <@ $4::text[] AS listed \
+                   FROM memories \
                    WHERE subject = $1 AND id < $2 ORDER BY id DESC LIMIT $3) AS page \
              ORDER BY id DESC",
         )
