@@ -1116,10 +1116,16 @@ fn forget_request(rng: &mut Rng) -> pb::ForgetRequest {
                         nasty(rng, 10),
                         "-1".to_owned(),
                         "99999999999999999999".to_owned(),
-                    ][rng.below(4)]
+                        format!("{:032x}", rng.below(50)),
+                    ][rng.below(5)]
                     .clone()
                 })
                 .collect(),
+            subject: if chance(rng, 50) {
+                subject(rng)
+            } else {
+                String::new()
+            },
             ..Default::default()
         },
         1 => pb::ForgetRequest {
@@ -1145,6 +1151,10 @@ fn list_request(rng: &mut Rng) -> pb::ListMemoriesRequest {
             extreme_u32(rng)
         },
         page_token: ["", "1", "0", "-5", "abc", "9223372036854775807"][rng.below(6)].to_owned(),
+        principal: chance(rng, 50).then(|| pb::Principal {
+            id: nasty(rng, 5),
+            scopes: (0..rng.below(4)).map(|_| nasty(rng, 5)).collect(),
+        }),
     }
 }
 
@@ -1872,8 +1882,13 @@ fn check_ok(case: &Case, answer: &RawAnswer) -> Result<(), String> {
         Rpc::Retain => {
             one(answer.messages.len())?;
             let resp = &answer.decode::<pb::RetainResponse>().map_err(decode)?[0];
-            if resp.memory_ids.iter().any(|id| id.parse::<i64>().is_err()) {
-                return Err(format!("a memory id that is not a number: {:?}", resp.memory_ids));
+            let well_formed =
+                |id: &String| id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            if !resp.memory_ids.iter().all(well_formed) {
+                return Err(format!(
+                    "a memory id that is not 32 hex digits: {:?}",
+                    resp.memory_ids
+                ));
             }
             if let Sent::Retain(req) = &case.sent {
                 for p in &resp.problems {

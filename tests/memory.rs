@@ -443,6 +443,7 @@ async fn forget_and_list_manage_a_subjects_memories_and_metrics_count_them() {
             subject: who.clone(),
             page_size: 2,
             page_token: token,
+            principal: None,
         };
         let mut seen = Vec::new();
         let mut token = String::new();
@@ -477,7 +478,7 @@ async fn forget_and_list_manage_a_subjects_memories_and_metrics_count_them() {
             .unwrap()
             .into_inner();
         let one = client
-            .forget(forget(vec![first.memories[0].id.clone()], "", ""))
+            .forget(forget(vec![first.memories[0].id.clone()], &who, ""))
             .await
             .unwrap()
             .into_inner();
@@ -495,6 +496,7 @@ async fn forget_and_list_manage_a_subjects_memories_and_metrics_count_them() {
         assert_eq!(status.code(), Code::InvalidArgument, "{backend}");
         let status = client.forget(forget(vec![], "", "")).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument, "{backend}");
+        assert_eq!(bad_fields(&status), ["subject"], "{backend}");
 
         client.assemble(assemble(&who, "anything", &[])).await.unwrap();
         assert!(
@@ -899,6 +901,141 @@ async fn memories_recalls_and_list_pages_are_bounded_in_bytes() {
             recalled * 15_000 <= 1 << 20,
             "{backend}: {recalled} memories recalled"
         );
+        server.stop().await;
+    }
+}
+
+/// Regression (issue 16, "Memory tenancy"), through the server: Forget
+/// names its subject (INVALID_ARGUMENT on `subject` without one) and never
+/// deletes another subject's memory, answering how many ids it did not
+/// find; ListMemories shows a principal only what recall would, and says
+/// how many it hid; ids are random, the same in Retain, recall reports,
+/// ListMemories and Forget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_names_its_subject_and_lists_show_only_what_the_principal_may_see() {
+    for (backend, flags) in backends() {
+        let server = server(&flags).await;
+        let mut client = server.client();
+        let (alice, bob) = (subject("alice"), subject("bob"));
+        let open = retained(
+            &mut client,
+            retain(
+                &alice,
+                "open",
+                &observation("decision", "Open rollout plan."),
+                &[],
+            ),
+        )
+        .await
+        .memory_ids;
+        let eng = retained(
+            &mut client,
+            retain(
+                &alice,
+                "eng",
+                &observation("decision", "Eng rollout plan."),
+                &["eng"],
+            ),
+        )
+        .await
+        .memory_ids;
+        let bobs = retained(
+            &mut client,
+            retain(&bob, "bob", &observation("decision", "Bob plan."), &[]),
+        )
+        .await
+        .memory_ids;
+        for id in open.iter().chain(&eng).chain(&bobs) {
+            assert_eq!(id.len(), 32, "{backend}: {id}");
+            assert!(id.parse::<u64>().is_err(), "{backend}: {id} looks like a counter");
+        }
+        let report = client
+            .assemble(assemble(&alice, "rollout", &["eng"]))
+            .await
+            .unwrap()
+            .into_inner()
+            .recall
+            .unwrap();
+        let mut recalled = report.recalled_ids.clone();
+        recalled.sort();
+        let mut expected = vec![open[0].clone(), eng[0].clone()];
+        expected.sort();
+        assert_eq!(recalled, expected, "{backend}: recall reports the same ids");
+
+        let list = |who: &str, scopes: Option<Vec<String>>| pb::ListMemoriesRequest {
+            subject: who.to_owned(),
+            principal: scopes.map(|scopes| pb::Principal {
+                id: "p".to_owned(),
+                scopes,
+            }),
+            ..Default::default()
+        };
+        let ids = |page: &pb::ListMemoriesResponse| -> Vec<String> {
+            page.memories.iter().map(|m| m.id.clone()).collect()
+        };
+        let anonymous = client
+            .list_memories(list(&alice, None))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            ids(&anonymous),
+            open,
+            "{backend}: no principal sees no scoped memory"
+        );
+        assert_eq!(anonymous.hidden, 1, "{backend}");
+        let wrong = client
+            .list_memories(list(&alice, Some(vec!["hr".to_owned()])))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!((ids(&wrong), wrong.hidden), (open.clone(), 1), "{backend}");
+        let engineer = client
+            .list_memories(list(&alice, Some(vec!["eng".to_owned()])))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(ids(&engineer), [eng[0].clone(), open[0].clone()], "{backend}");
+        assert_eq!(engineer.hidden, 0, "{backend}");
+        let too_many = (0..=4096).map(|i| format!("s{i}")).collect();
+        let status = client
+            .list_memories(list(&alice, Some(too_many)))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{backend}");
+        assert_eq!(bad_fields(&status), ["principal.scopes"], "{backend}");
+
+        let status = client
+            .forget(pb::ForgetRequest {
+                ids: bobs.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{backend}");
+        assert_eq!(bad_fields(&status), ["subject"], "{backend}");
+        let forgotten = client
+            .forget(pb::ForgetRequest {
+                ids: vec![bobs[0].clone(), open[0].clone()],
+                subject: alice.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!((forgotten.deleted, forgotten.not_found), (1, 1), "{backend}");
+        let bob_left = client.list_memories(list(&bob, None)).await.unwrap().into_inner();
+        assert_eq!(
+            ids(&bob_left),
+            bobs,
+            "{backend}: another subject's id is never deleted"
+        );
+        let alice_left = client
+            .list_memories(list(&alice, Some(vec!["eng".to_owned()])))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(ids(&alice_left), eng, "{backend}");
         server.stop().await;
     }
 }

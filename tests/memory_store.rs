@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use context_assembler::memory::model::{Content, NewMemory, Observation, SessionSummary};
+use context_assembler::memory::model::{Content, MemoryId, NewMemory, Observation, SessionSummary};
 use context_assembler::memory::store::{
-    Backend, Candidate, DEFAULT_STATEMENT_TIMEOUT, ForgetFilter, KEY_TTL, MemoryStore, RecallQuery,
-    RetainBatch, Retained, Retention,
+    Backend, Candidate, DEFAULT_STATEMENT_TIMEOUT, ForgetFilter, Forgotten, KEY_TTL, ListQuery, MemoryStore,
+    Page, RecallQuery, RetainBatch, Retained, Retention,
 };
 use sqlx::Connection;
 use tempfile::TempDir;
@@ -154,7 +154,7 @@ fn batch(
 }
 
 /// Retains `memories` under a key of their own, without limits.
-async fn retain(store: &MemoryStore, key: &str, subject: &str, memories: Vec<NewMemory>) -> Vec<i64> {
+async fn retain(store: &MemoryStore, key: &str, subject: &str, memories: Vec<NewMemory>) -> Vec<MemoryId> {
     store
         .retain(&batch(key, subject, memories, T0, NO_LIMITS))
         .await
@@ -162,11 +162,41 @@ async fn retain(store: &MemoryStore, key: &str, subject: &str, memories: Vec<New
         .ids
 }
 
+/// Every scope the suite's memories require.
+const ALL_SCOPES: [&str; 5] = ["repo:a", "team:x", "eng", "hr", "ops"];
+
+/// A page of `subject`'s memories for a principal holding `scopes`.
+async fn list_as(
+    store: &MemoryStore,
+    subject: &str,
+    scopes: &[&str],
+    limit: u32,
+    before: Option<i64>,
+    max_bytes: u64,
+) -> Page {
+    let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+    store
+        .list(&ListQuery {
+            subject,
+            scopes: &scopes,
+            limit,
+            before,
+            max_bytes,
+        })
+        .await
+        .unwrap()
+}
+
+/// A page of `subject`'s memories for a principal holding every scope.
+async fn list(store: &MemoryStore, subject: &str, limit: u32, before: Option<i64>, max_bytes: u64) -> Page {
+    list_as(store, subject, &ALL_SCOPES, limit, before, max_bytes).await
+}
+
 /// Every id of `subject`, newest first.
-async fn ids_of(store: &MemoryStore, subject: &str) -> Vec<i64> {
-    let page = store.list(subject, 1000, None, u64::MAX).await.unwrap();
+async fn ids_of(store: &MemoryStore, subject: &str) -> Vec<MemoryId> {
+    let page = list(store, subject, 1000, None, u64::MAX).await;
     assert_eq!(page.next, None);
-    page.memories.iter().map(|m| m.id).collect()
+    page.memories.iter().map(|m| m.id.clone()).collect()
 }
 
 fn query(subject: &str, terms: &[&str], scopes: &[&str], types: &[&str]) -> RecallQuery {
@@ -181,12 +211,12 @@ fn query(subject: &str, terms: &[&str], scopes: &[&str], types: &[&str]) -> Reca
     }
 }
 
-fn id_set(candidates: &[Candidate]) -> HashSet<i64> {
-    candidates.iter().map(|c| c.id).collect()
+fn id_set(candidates: &[Candidate]) -> HashSet<MemoryId> {
+    candidates.iter().map(|c| c.id.clone()).collect()
 }
 
-fn set(ids: &[i64]) -> HashSet<i64> {
-    ids.iter().copied().collect()
+fn set(ids: &[MemoryId]) -> HashSet<MemoryId> {
+    ids.iter().cloned().collect()
 }
 
 #[tokio::test]
@@ -240,28 +270,19 @@ async fn retained_memories_list_newest_first_and_round_trip() {
         assert!(!retained.replayed, "{name}");
         assert_eq!(retained.evicted, 0, "{name}");
         assert_eq!(retained.ids.len(), 3, "{name}");
-        assert!(
-            retained.ids.windows(2).all(|w| w[0] < w[1]),
-            "{name}: ids ascend: {:?}",
-            retained.ids
-        );
+        assert_eq!(set(&retained.ids).len(), 3, "{name}: distinct ids");
 
-        let page = store.list("alice", 10, None, u64::MAX).await.unwrap();
+        let page = list(store, "alice", 10, None, u64::MAX).await;
         assert_eq!(page.next, None, "{name}");
-        let listed: Vec<i64> = page.memories.iter().map(|m| m.id).collect();
-        let newest_first: Vec<i64> = retained.ids.iter().rev().copied().collect();
+        let listed: Vec<MemoryId> = page.memories.iter().map(|m| m.id.clone()).collect();
+        let newest_first: Vec<MemoryId> = retained.ids.iter().rev().cloned().collect();
         assert_eq!(listed, newest_first, "{name}");
         for (stored, written) in page.memories.iter().zip(memories.iter().rev()) {
             assert_eq!(&stored.memory, written, "{name}: memory {}", stored.id);
             assert_eq!(stored.created_at_ms, T0, "{name}");
         }
         assert!(
-            store
-                .list("bob", 10, None, u64::MAX)
-                .await
-                .unwrap()
-                .memories
-                .is_empty(),
+            list(store, "bob", 10, None, u64::MAX).await.memories.is_empty(),
             "{name}"
         );
     }
@@ -422,22 +443,22 @@ async fn recall_never_returns_a_memory_whose_scopes_the_principal_lacks() {
     for b in backends().await {
         let (name, store) = (b.name, &b.store);
         let text = observation("decision", "", "Deploy with blue green rollout.");
-        let a = retain(store, "a", "alice", vec![memory("alice", text.clone(), &["a"])]).await[0];
-        let ab = retain(
+        let a = &retain(store, "a", "alice", vec![memory("alice", text.clone(), &["a"])]).await[0];
+        let ab = &retain(
             store,
             "ab",
             "alice",
             vec![memory("alice", text.clone(), &["a", "b"])],
         )
         .await[0];
-        let open = retain(store, "open", "alice", vec![memory("alice", text, &[])]).await[0];
+        let open = &retain(store, "open", "alice", vec![memory("alice", text, &[])]).await[0];
         for terms in [&[][..], &["deploy"][..]] {
             for (scopes, visible) in [
-                (&[][..], vec![open]),
-                (&["b"][..], vec![open]),
-                (&["a"][..], vec![a, open]),
-                (&["b", "a"][..], vec![a, ab, open]),
-                (&["a", "b", "c"][..], vec![a, ab, open]),
+                (&[][..], vec![open.clone()]),
+                (&["b"][..], vec![open.clone()]),
+                (&["a"][..], vec![a.clone(), open.clone()]),
+                (&["b", "a"][..], vec![a.clone(), ab.clone(), open.clone()]),
+                (&["a", "b", "c"][..], vec![a.clone(), ab.clone(), open.clone()]),
             ] {
                 let found = store.recall(&query("alice", terms, scopes, &[])).await.unwrap();
                 assert_eq!(
@@ -469,14 +490,18 @@ async fn recall_ranks_matches_with_stemming_within_the_subject() {
             vec![memory("alice", refresh.clone(), &[]), memory("alice", other, &[])],
         )
         .await;
-        let (matching, recent) = (ids[0], ids[1]);
+        let (matching, recent) = (ids[0].clone(), ids[1].clone());
         let bobs = retain(store, "b", "bob", vec![memory("bob", refresh, &[])]).await;
 
         let found = store
             .recall(&query("alice", &["refreshing"], &[], &[]))
             .await
             .unwrap();
-        assert_eq!(id_set(&found), set(&[matching, recent]), "{name}: {found:?}");
+        assert_eq!(
+            id_set(&found),
+            set(&[matching.clone(), recent.clone()]),
+            "{name}: {found:?}"
+        );
         assert_eq!(found[0].id, matching, "{name}: the match comes first");
         assert!(found[0].relevance > 0.0, "{name}: {found:?}");
         assert_eq!(found[0].title, "Token refresh", "{name}");
@@ -548,8 +573,8 @@ async fn recall_keeps_only_the_requested_types() {
         .await;
         for terms in [&[][..], &["schema"][..]] {
             for (types, expected) in [
-                (&["bugfix"][..], vec![ids[1]]),
-                (&["decision", "summary"][..], vec![ids[0], ids[2]]),
+                (&["bugfix"][..], vec![ids[1].clone()]),
+                (&["decision", "summary"][..], vec![ids[0].clone(), ids[2].clone()]),
                 (&["feature"][..], vec![]),
                 (&[][..], ids.clone()),
             ] {
@@ -589,7 +614,7 @@ async fn the_count_limit_keeps_the_newest_memories_of_the_subject() {
             evicted.push(retained.evicted);
         }
         assert_eq!(evicted, [0, 0, 0, 1, 1], "{name}");
-        let newest: Vec<i64> = ids[2..].iter().rev().copied().collect();
+        let newest: Vec<MemoryId> = ids[2..].iter().rev().cloned().collect();
         assert_eq!(ids_of(store, "alice").await, newest, "{name}");
         assert_eq!(
             set(&ids_of(store, "bob").await),
@@ -664,22 +689,31 @@ async fn forget_deletes_by_ids_subject_and_type() {
         )
         .await;
 
+        let unknown = MemoryId::parse("0123456789abcdef0123456789abcdef").unwrap();
         let forgotten = store
-            .forget(&ForgetFilter::Ids(vec![ids[0], 987_654_321]))
+            .forget(&ForgetFilter::Ids("alice".into(), vec![ids[0].clone(), unknown]))
             .await
             .unwrap();
-        assert_eq!(forgotten, 1, "{name}");
+        assert_eq!(
+            forgotten,
+            Forgotten {
+                deleted: 1,
+                not_found: 1
+            },
+            "{name}"
+        );
         assert_eq!(set(&ids_of(store, "alice").await), set(&ids[1..]), "{name}");
 
         let by_type = ForgetFilter::SubjectType("alice".into(), "bugfix".into());
-        assert_eq!(store.forget(&by_type).await.unwrap(), 2, "{name}");
-        assert_eq!(ids_of(store, "alice").await, vec![ids[1]], "{name}");
+        assert_eq!(store.forget(&by_type).await.unwrap().deleted, 2, "{name}");
+        assert_eq!(ids_of(store, "alice").await, vec![ids[1].clone()], "{name}");
 
         assert_eq!(
             store
                 .forget(&ForgetFilter::Subject("alice".into()))
                 .await
-                .unwrap(),
+                .unwrap()
+                .deleted,
             1,
             "{name}"
         );
@@ -692,8 +726,11 @@ async fn forget_deletes_by_ids_subject_and_type() {
             .await;
         assert!(!again.unwrap().replayed, "{name}");
         assert_eq!(
-            store.forget(&ForgetFilter::Ids(vec![])).await.unwrap(),
-            0,
+            store
+                .forget(&ForgetFilter::Ids("alice".into(), vec![]))
+                .await
+                .unwrap(),
+            Forgotten::default(),
             "{name}"
         );
     }
@@ -709,16 +746,16 @@ async fn list_pages_through_every_memory_once() {
         let mut sizes = Vec::new();
         let mut before = None;
         loop {
-            let page = store.list("alice", 10, before, u64::MAX).await.unwrap();
+            let page = list(store, "alice", 10, before, u64::MAX).await;
             sizes.push(page.memories.len());
-            seen.extend(page.memories.iter().map(|m| m.id));
+            seen.extend(page.memories.iter().map(|m| m.id.clone()));
             match page.next {
                 Some(next) => before = Some(next),
                 None => break,
             }
         }
         assert_eq!(sizes, [10, 10, 5], "{name}");
-        let newest_first: Vec<i64> = ids.iter().rev().copied().collect();
+        let newest_first: Vec<MemoryId> = ids.iter().rev().cloned().collect();
         assert_eq!(seen, newest_first, "{name}: every memory once, newest first");
     }
 }
@@ -732,7 +769,7 @@ async fn a_reopened_store_keeps_its_memories_and_keys() {
         b.store.close().await;
 
         let reopened = open(&b.backend).await;
-        let page = reopened.list("alice", 10, None, u64::MAX).await.unwrap();
+        let page = list(&reopened, "alice", 10, None, u64::MAX).await;
         assert_eq!(page.memories.len(), 1, "{name}");
         assert_eq!(page.memories[0].memory, first.memories[0], "{name}");
         let replay = reopened.retain(&first).await.unwrap();
@@ -767,13 +804,17 @@ async fn recall_sees_exactly_the_memories_whose_scopes_the_principal_holds() {
                     "carol",
                     vec![memory("carol", text, &required)],
                 )
-                .await[0],
+                .await[0]
+                    .clone(),
             );
         }
         for held in 0..8 {
             let mut scopes = subset(held);
             scopes.reverse();
-            let visible: Vec<i64> = (0..8).filter(|&m| m & !held == 0).map(|m| ids[m]).collect();
+            let visible: Vec<MemoryId> = (0..8)
+                .filter(|&m| m & !held == 0)
+                .map(|m| ids[m].clone())
+                .collect();
             for terms in [&[][..], &["rotate", "keys"][..]] {
                 let found = store.recall(&query("carol", terms, &scopes, &[])).await.unwrap();
                 assert_eq!(
@@ -896,7 +937,7 @@ async fn the_store_bound_evicts_the_oldest_memories_of_any_subject() {
         assert!(store.total_bytes().await.unwrap() <= bound, "{name}");
         assert!(!left.is_empty() && left.len() < 10, "{name}: {left:?}");
         // The oldest went first: what is left is alice's newest.
-        let mut newest: Vec<i64> = alice[10 - left.len()..].to_vec();
+        let mut newest: Vec<MemoryId> = alice[10 - left.len()..].to_vec();
         newest.reverse();
         assert_eq!(left, newest, "{name}");
         assert_eq!(out.evicted_for_space, (10 - left.len()) as u64, "{name}");
@@ -968,4 +1009,361 @@ async fn closing_a_stalled_store_returns_by_its_deadline() {
     assert!(started.elapsed() < Duration::from_secs(5));
     drop(stall);
     let _ = stuck.await;
+}
+
+/// Regression (issue 16, "Memory tenancy"): Forget by ids names its subject,
+/// and an id of another subject's memory is not found, never deleted.
+#[tokio::test]
+async fn forget_by_ids_never_touches_another_subjects_memories() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let alice = retain(
+            store,
+            "a",
+            "alice",
+            vec![note("alice", "one"), note("alice", "two")],
+        )
+        .await;
+        let bob = retain(store, "b", "bob", vec![note("bob", "three")]).await;
+
+        // Bob's id under alice, and one of alice's twice.
+        let ids = vec![bob[0].clone(), alice[0].clone(), alice[0].clone()];
+        let forgotten = store
+            .forget(&ForgetFilter::Ids("alice".into(), ids))
+            .await
+            .unwrap();
+        assert_eq!(
+            forgotten,
+            Forgotten {
+                deleted: 1,
+                not_found: 1
+            },
+            "{name}"
+        );
+        assert_eq!(ids_of(store, "bob").await, bob, "{name}: bob's memory stays");
+        assert_eq!(ids_of(store, "alice").await, vec![alice[1].clone()], "{name}");
+
+        let forgotten = store
+            .forget(&ForgetFilter::Ids("bob".into(), vec![alice[1].clone()]))
+            .await
+            .unwrap();
+        assert_eq!(
+            forgotten,
+            Forgotten {
+                deleted: 0,
+                not_found: 1
+            },
+            "{name}"
+        );
+        assert_eq!(ids_of(store, "alice").await, vec![alice[1].clone()], "{name}");
+    }
+}
+
+/// Regression (issue 16): a list shows a memory only to a principal holding
+/// every scope it requires, as recall does; the others are counted, and a
+/// page covers at most `limit` memories of the subject, shown or hidden, so
+/// hidden memories never make a page read more.
+#[tokio::test]
+async fn list_shows_only_what_the_principal_may_see_and_counts_the_rest() {
+    const N: usize = 30;
+    let required = |i: usize| -> &'static [&'static str] {
+        match i % 3 {
+            0 => &[],
+            1 => &["eng"],
+            _ => &["eng", "hr"],
+        }
+    };
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let mut ids = Vec::new();
+        for i in 0..N {
+            let m = memory(
+                "alice",
+                observation("decision", "", &format!("memory {i}")),
+                required(i),
+            );
+            ids.extend(retain(store, &format!("k{i}"), "alice", vec![m]).await);
+        }
+        type Case = (&'static [&'static str], fn(usize) -> bool);
+        let cases: [Case; 4] = [
+            (&[], |i| i % 3 == 0),
+            (&["eng"], |i| i % 3 != 2),
+            (&["hr", "eng"], |_| true),
+            (&["hr"], |i| i % 3 == 0),
+        ];
+        for (scopes, visible) in cases {
+            let expected: Vec<MemoryId> = (0..N)
+                .rev()
+                .filter(|&i| visible(i))
+                .map(|i| ids[i].clone())
+                .collect();
+            for (limit, max_bytes) in [
+                (1, u64::MAX),
+                (4, u64::MAX),
+                (7, u64::MAX),
+                (1000, u64::MAX),
+                (4, 1),
+            ] {
+                let (mut seen, mut hidden, mut pages) = (Vec::new(), 0, 0);
+                let mut before = None;
+                loop {
+                    let page = list_as(store, "alice", scopes, limit, before, max_bytes).await;
+                    pages += 1;
+                    let covered = page.memories.len() + page.hidden as usize;
+                    assert!(covered <= limit as usize, "{name}: {covered} > {limit}");
+                    if max_bytes == 1 {
+                        assert!(page.memories.len() <= 1, "{name}: the byte bound holds");
+                    }
+                    for m in &page.memories {
+                        assert!(
+                            m.memory
+                                .required_scopes
+                                .iter()
+                                .all(|s| scopes.contains(&s.as_str())),
+                            "{name}: {scopes:?} listed {:?}",
+                            m.memory.required_scopes
+                        );
+                    }
+                    seen.extend(page.memories.iter().map(|m| m.id.clone()));
+                    hidden += page.hidden as usize;
+                    match page.next {
+                        Some(next) => before = Some(next),
+                        None => break,
+                    }
+                    assert!(pages <= N + 1, "{name}: paging makes progress");
+                }
+                assert_eq!(
+                    seen, expected,
+                    "{name}: {scopes:?}, limit {limit}: each visible once"
+                );
+                assert_eq!(hidden, N - expected.len(), "{name}: {scopes:?}, limit {limit}");
+                if max_bytes == u64::MAX {
+                    assert_eq!(
+                        pages,
+                        N.div_ceil(limit as usize).max(1),
+                        "{name}: {scopes:?}, {limit}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Regression (issue 16): ids are not counters a caller can guess: two
+/// memories written one after the other have ids that are not integers and
+/// differ in about half of their 128 bits.
+#[tokio::test]
+async fn memory_ids_are_random_not_counters() {
+    for b in backends().await {
+        let (name, store) = (b.name, &b.store);
+        let first = retain(store, "k1", "alice", vec![note("alice", "one")]).await;
+        let second = retain(store, "k2", "alice", vec![note("alice", "two")]).await;
+        let bits = |id: &MemoryId| u128::from_str_radix(id.as_str(), 16).unwrap();
+        for id in [&first[0], &second[0]] {
+            assert_eq!(id.as_str().len(), 32, "{name}: {id}");
+            assert!(id.as_str().parse::<i64>().is_err(), "{name}: {id}");
+        }
+        let differing = (bits(&first[0]) ^ bits(&second[0])).count_ones();
+        assert!(
+            differing >= 20,
+            "{name}: {} and {} differ in {differing} bits",
+            first[0],
+            second[0]
+        );
+    }
+}
+
+/// The migrations of `backend` before memory ids were random, in a
+/// directory sqlx reads them from.
+fn migrations_before_tenancy(backend: &str) -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["0001_memories.sql", "0002_memory_bytes.sql"] {
+        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join(backend)
+            .join(file);
+        std::fs::copy(from, dir.path().join(file)).unwrap();
+    }
+    dir
+}
+
+/// Checks a store opened on a database that held one memory (row id 1) of
+/// alice and its retain key "old" from before the migration to random ids.
+async fn check_migrated(name: &str, store: &MemoryStore) {
+    let listed = ids_of(store, "alice").await;
+    assert_eq!(listed.len(), 1, "{name}");
+    let id = listed[0].clone();
+    assert_eq!(
+        MemoryId::parse(id.as_str()),
+        Some(id.clone()),
+        "{name}: a random id: {id}"
+    );
+    let replay = store
+        .retain(&batch(
+            "old",
+            "alice",
+            vec![note("alice", "again")],
+            T0,
+            NO_LIMITS,
+        ))
+        .await
+        .unwrap();
+    assert!(replay.replayed, "{name}");
+    assert_eq!(replay.ids, vec![id.clone()], "{name}: the key answers the new id");
+    let found = store
+        .recall(&query("alice", &["migrated"], &[], &[]))
+        .await
+        .unwrap();
+    assert_eq!(id_set(&found), set(std::slice::from_ref(&id)), "{name}: recall");
+    let forgotten = store
+        .forget(&ForgetFilter::Ids("alice".into(), vec![id]))
+        .await
+        .unwrap();
+    assert_eq!(forgotten.deleted, 1, "{name}: the migrated row forgets by its id");
+    assert!(ids_of(store, "alice").await.is_empty(), "{name}");
+}
+
+/// Regression (issue 16): rows written before ids were random get one when
+/// the store migrates, and answer to it everywhere, Forget included.
+#[tokio::test]
+async fn a_row_from_before_random_ids_is_migrated_and_still_forgets() {
+    let content = serde_json::to_string(&observation("decision", "Migrated", "A migrated memory.")).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let old = migrations_before_tenancy("sqlite");
+    sqlx::migrate::Migrator::new(old.path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO memories (subject, subject_key, memory_type, title, body, content, request_id, turn, \
+         created_at_ms) VALUES ('alice', 'sold', 'decision', 'Migrated', 'A migrated memory.', ?1, 'r', 1, ?2)",
+    )
+    .bind(&content)
+    .bind(T0)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO retain_keys (key, subject, ids, created_at_ms) VALUES ('old', 'alice', '[1]', ?1)",
+    )
+    .bind(T0)
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let store = open(&Backend::Sqlite { path }).await;
+    check_migrated("sqlite", &store).await;
+    store.close().await;
+
+    let Ok(server) = std::env::var(POSTGRES_URL_ENV) else {
+        return;
+    };
+    let url = fresh_database(&server).await;
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let old = migrations_before_tenancy("postgres");
+    sqlx::migrate::Migrator::new(old.path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO memories (subject, memory_type, title, body, content, request_id, turn, created_at_ms) \
+         VALUES ('alice', 'decision', 'Migrated', 'A migrated memory.', $1, 'r', 1, $2)",
+    )
+    .bind(&content)
+    .bind(T0)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO retain_keys (key, subject, ids, created_at_ms) VALUES ('old', 'alice', '{1}', $1)",
+    )
+    .bind(T0)
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let store = open(&Backend::Postgres {
+        url,
+        max_connections: 2,
+        statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+    })
+    .await;
+    check_migrated("postgres", &store).await;
+    store.close().await;
+}
+
+/// Regression (issue 16, "Forget means gone"): after a Forget, the raw bytes
+/// of the SQLite file and of its WAL hold no trace of the forgotten memory,
+/// whether its word was in the title or the body: not in the table (secure
+/// delete), not in the full-text index (FTS5 secure-delete), not in old WAL
+/// frames (a TRUNCATE checkpoint).
+#[tokio::test]
+async fn a_forgotten_word_is_nowhere_in_the_sqlite_files() {
+    const WORD: &str = "zqxjvorpal";
+    type Filter = fn(Vec<MemoryId>) -> ForgetFilter;
+    let by_ids: Filter = |ids| ForgetFilter::Ids("alice".into(), ids);
+    let by_subject: Filter = |_| ForgetFilter::Subject("alice".into());
+    let cases: [(&str, Content, Filter); 3] = [
+        (
+            "title",
+            observation(
+                "decision",
+                &format!("Chose {WORD} for caching"),
+                "We picked a cache.",
+            ),
+            by_ids,
+        ),
+        (
+            "body",
+            observation(
+                "decision",
+                "Chose a cache",
+                &format!("The {WORD} cache won the benchmark."),
+            ),
+            by_ids,
+        ),
+        (
+            "body, subject-wide",
+            observation(
+                "decision",
+                "Chose a cache",
+                &format!("The {WORD} cache won the benchmark."),
+            ),
+            by_subject,
+        ),
+    ];
+    for (place, content, filter) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memories.db");
+        let store = open(&Backend::Sqlite { path: path.clone() }).await;
+        // Memories that stay share pages and index segments with it.
+        let kept = (0..20)
+            .map(|i| note("bob", &format!("kept note {i} about caches")))
+            .collect();
+        retain(&store, "keep", "bob", kept).await;
+        let ids = retain(&store, "k", "alice", vec![memory("alice", content, &[])]).await;
+        let found = store.recall(&query("alice", &[WORD], &[], &[])).await.unwrap();
+        assert_eq!(id_set(&found), set(&ids), "{place}: the word is indexed");
+        let wal = dir.path().join("memories.db-wal");
+        let holds = |file: &std::path::Path| {
+            std::fs::read(file).is_ok_and(|bytes| bytes.windows(WORD.len()).any(|w| w == WORD.as_bytes()))
+        };
+        assert!(holds(&path) || holds(&wal), "{place}: the word was written");
+
+        let forgotten = store.forget(&filter(ids)).await.unwrap();
+        assert_eq!(forgotten.deleted, 1, "{place}");
+        for file in [&path, &wal] {
+            assert!(!holds(file), "{place}: {} still holds the word", file.display());
+        }
+        assert_eq!(ids_of(&store, "bob").await.len(), 20, "{place}: the rest stays");
+        store.close().await;
+    }
 }

@@ -257,6 +257,10 @@ async fn exercise_memory(client: &mut AssemblerClient<Channel>, s: &Secrets) {
             subject: s.id("subject"),
             page_size: 2,
             page_token: String::new(),
+            principal: Some(pb::Principal {
+                id: s.id("listprincipal"),
+                scopes: vec![s.word("scope")],
+            }),
         })
         .await
         .unwrap()
@@ -267,6 +271,10 @@ async fn exercise_memory(client: &mut AssemblerClient<Channel>, s: &Secrets) {
             subject: s.id("subject"),
             page_size: 2,
             page_token: s.id("pagetoken"),
+            principal: Some(pb::Principal {
+                id: s.id("listprincipal"),
+                scopes: vec![s.word("listscope")],
+            }),
         })
         .await
         .unwrap_err();
@@ -280,6 +288,7 @@ async fn exercise_memory(client: &mut AssemblerClient<Channel>, s: &Secrets) {
     let bad_ids = client
         .forget(pb::ForgetRequest {
             ids: vec![s.id("forgetid")],
+            subject: s.id("subject"),
             ..Default::default()
         })
         .await

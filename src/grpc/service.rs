@@ -40,7 +40,7 @@ pub struct AssemblerService {
 #[derive(Debug)]
 struct RecallDone {
     placement: Placement,
-    ids: Vec<i64>,
+    ids: Vec<crate::memory::MemoryId>,
     unavailable: bool,
 }
 
@@ -168,7 +168,7 @@ fn settle(
         }
         Err(e) => return Err(memory_status(&e)),
     };
-    let ids = ranked.iter().map(|r| r.candidate.id).collect();
+    let ids = ranked.iter().map(|r| r.candidate.id.clone()).collect();
     memories::attach(req, &placement, memories::items(&ranked), "recall")
         .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
     Ok(RecallDone {
@@ -686,13 +686,13 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .map_err(|v| to_status(&AssembleError::InvalidArgument(v)))?;
             // The store call holds a store slot, not the CPU work slot.
             drop(permit);
-            let deleted = self
+            let forgotten = self
                 .memories
                 .forget(&filter)
                 .await
                 .map_err(|e| memory_status(&e))?;
-            metrics::memories_forgotten(deleted);
-            Ok(pb::ForgetResponse { deleted })
+            metrics::memories_forgotten(forgotten.deleted);
+            Ok(pb::ForgetResponse::from(forgotten))
         }
         .await;
         finish(RPC, started, result)
@@ -719,9 +719,10 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
             // The store call holds a store slot, not the CPU work slot.
             drop(permit);
+            let scopes = convert::memory::list_scopes(wire.principal);
             let page = self
                 .memories
-                .list(&wire.subject, wire.page_size, before)
+                .list(&wire.subject, &scopes, wire.page_size, before)
                 .await
                 .map_err(|e| memory_status(&e))?;
             Ok(pb::ListMemoriesResponse::from(page))

@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::model::{BUILTIN_TYPES, Content, NewMemory, Observation, SessionSummary};
+use super::model::{BUILTIN_TYPES, Content, MemoryId, NewMemory, Observation, SessionSummary};
 use super::parse::{self, BlockProblem};
 use super::rank::{self, Ranked};
-use super::store::{ForgetFilter, MemoryStore, Page, RecallQuery, RetainBatch, Retention, StoreError};
+use super::store::{
+    ForgetFilter, Forgotten, ListQuery, MemoryStore, Page, RecallQuery, RetainBatch, Retention, StoreError,
+};
+use crate::assemble::validate::MAX_PRINCIPAL_SCOPES;
 use crate::assemble::{AssembleRequest, Assembly, Block, BlockKind, FieldViolation, Item};
 
 /// Longest idempotency key, in bytes.
@@ -148,7 +151,7 @@ pub struct RetainInput {
 pub struct RetainOutput {
     /// Ids stored (or, for a replay, stored by the first call): structured
     /// observations, structured summaries, then blocks of the model output.
-    pub ids: Vec<i64>,
+    pub ids: Vec<MemoryId>,
     /// The types of those memories (for metrics), in the same order.
     pub types: Vec<String>,
     /// The key had been used: nothing was stored.
@@ -495,18 +498,12 @@ impl Memories {
         })
     }
 
-    /// Deletes what `filter` names; returns how many.
-    pub async fn forget(&self, filter: &ForgetFilter) -> Result<u64, MemoryError> {
+    /// Deletes what `filter` names, memories of its subject only.
+    pub async fn forget(&self, filter: &ForgetFilter) -> Result<Forgotten, MemoryError> {
         let mut violations = Vec::new();
-        match filter {
-            ForgetFilter::Ids(_) => {}
-            ForgetFilter::Subject(subject) => {
-                check_name(&mut violations, "subject", subject, MAX_SUBJECT_BYTES)
-            }
-            ForgetFilter::SubjectType(subject, kind) => {
-                check_name(&mut violations, "subject", subject, MAX_SUBJECT_BYTES);
-                check_name(&mut violations, "type", kind, MAX_NAME_BYTES);
-            }
+        check_name(&mut violations, "subject", filter.subject(), MAX_SUBJECT_BYTES);
+        if let ForgetFilter::SubjectType(_, kind) = filter {
+            check_name(&mut violations, "type", kind, MAX_NAME_BYTES);
         }
         if !violations.is_empty() {
             return Err(MemoryError::Invalid(violations));
@@ -516,15 +513,24 @@ impl Memories {
         Ok(store.forget(filter).await?)
     }
 
-    /// A page of a subject's memories, newest first.
+    /// A page of a subject's memories that a principal holding `scopes` may
+    /// see, newest first (the same scope rule as recall; `page_size`
+    /// memories of the subject at most, listed or hidden).
     pub async fn list(
         &self,
         subject: &str,
+        scopes: &[String],
         page_size: u32,
         before: Option<i64>,
     ) -> Result<Page, MemoryError> {
         let mut violations = Vec::new();
         check_name(&mut violations, "subject", subject, MAX_SUBJECT_BYTES);
+        if scopes.len() > MAX_PRINCIPAL_SCOPES {
+            violations.push(FieldViolation::new(
+                "principal.scopes",
+                format!("at most {MAX_PRINCIPAL_SCOPES} scopes"),
+            ));
+        }
         if page_size > MAX_PAGE_SIZE {
             violations.push(FieldViolation::new(
                 "page_size",
@@ -539,10 +545,18 @@ impl Memories {
         } else {
             page_size
         };
+        // As in recall: a scope with NUL matches no stored scope.
+        let scopes: Vec<String> = scopes.iter().filter(|s| !s.contains('\0')).cloned().collect();
         let store = self.store()?;
         let _slot = self.store_slot()?;
         Ok(store
-            .list(subject, size, before, self.settings.max_page_bytes)
+            .list(&ListQuery {
+                subject,
+                scopes: &scopes,
+                limit: size,
+                before,
+                max_bytes: self.settings.max_page_bytes,
+            })
             .await?)
     }
 
@@ -625,18 +639,18 @@ pub struct RecallReport {
     /// The MEMORY block.
     pub block: String,
     /// Memory ids recalled, best first.
-    pub recalled: Vec<i64>,
+    pub recalled: Vec<MemoryId>,
     /// Of those, the ids kept.
-    pub kept: Vec<i64>,
+    pub kept: Vec<MemoryId>,
     /// Of those, the ids dropped.
-    pub dropped: Vec<i64>,
+    pub dropped: Vec<MemoryId>,
 }
 
 /// The report of a recall of `recalled` (best first) into `placement`'s
 /// block, read from the assembly's decision for that block.
-pub fn report(assembly: &Assembly, placement: &Placement, recalled: &[i64]) -> RecallReport {
+pub fn report(assembly: &Assembly, placement: &Placement, recalled: &[MemoryId]) -> RecallReport {
     let name = placement.name();
-    let ids = |list: fn(&crate::assemble::BlockDecision) -> &Vec<String>| -> Vec<i64> {
+    let ids = |list: fn(&crate::assemble::BlockDecision) -> &Vec<String>| -> Vec<MemoryId> {
         assembly
             .decisions
             .iter()
@@ -655,13 +669,13 @@ pub fn report(assembly: &Assembly, placement: &Placement, recalled: &[i64]) -> R
 }
 
 /// The item id of a recalled memory in its MEMORY block.
-pub fn item_id(memory_id: i64) -> String {
+pub fn item_id(memory_id: &MemoryId) -> String {
     format!("memory:{memory_id}")
 }
 
 /// The memory id an item id names, if it names a recalled memory.
-pub fn memory_id(item_id: &str) -> Option<i64> {
-    item_id.strip_prefix("memory:")?.parse().ok()
+pub fn memory_id(item_id: &str) -> Option<MemoryId> {
+    MemoryId::parse(item_id.strip_prefix("memory:")?)
 }
 
 /// The MEMORY items of recalled memories, best first: untrusted (rendered
@@ -678,7 +692,7 @@ pub fn items(ranked: &[Ranked]) -> Vec<Item> {
                 format!("{}\n{}", c.title, c.body)
             };
             Item {
-                id: item_id(c.id),
+                id: item_id(&c.id),
                 content,
                 score: r.score,
                 source: format!("recalled hint: {} of {}", c.memory_type, date(c.created_at_ms)),
@@ -820,7 +834,8 @@ mod tests {
 
     #[test]
     fn item_ids_round_trip() {
-        assert_eq!(memory_id(&item_id(42)), Some(42));
+        let id = MemoryId::parse("0123456789abcdef0123456789abcdef");
+        assert_eq!(id.as_ref().and_then(|id| memory_id(&item_id(id))), id);
         assert_eq!(memory_id("doc-1"), None);
     }
 }

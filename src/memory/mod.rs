@@ -18,4 +18,4 @@ pub mod store;
 pub use memories::{
     Memories, MemoryError, MemorySettings, Placement, RecallReport, RecallSpec, RetainInput, RetainOutput,
 };
-pub use model::{Content, Memory, NewMemory, Observation, SessionSummary};
+pub use model::{Content, Memory, MemoryId, NewMemory, Observation, SessionSummary};

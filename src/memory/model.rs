@@ -234,11 +234,46 @@ pub struct NewMemory {
     pub turn: u32,
 }
 
+/// A memory's identifier outside the store: 32 lower-case hex digits of a
+/// random 128-bit value the store draws when it writes the memory. Never
+/// the row id: a counter would let a caller guess the ids of memories it
+/// was never given (`migrations/*/0003_tenancy.sql`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemoryId(String);
+
+impl MemoryId {
+    /// Hex digits in an id.
+    pub const LEN: usize = 32;
+
+    /// The id `s` spells, if it has the form of one (whether a memory has
+    /// it is the store's question).
+    pub fn parse(s: &str) -> Option<MemoryId> {
+        let ok = s.len() == Self::LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        ok.then(|| MemoryId(s.to_owned()))
+    }
+
+    /// An id as the store holds it (the store wrote it in this form).
+    pub(crate) fn stored(s: String) -> MemoryId {
+        MemoryId(s)
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A stored memory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Memory {
-    /// The store's identifier.
-    pub id: i64,
+    /// Its id.
+    pub id: MemoryId,
     /// When it was stored, in milliseconds since the Unix epoch.
     pub created_at_ms: i64,
     /// What was stored.
@@ -275,6 +310,21 @@ mod tests {
         assert_eq!(s.memory_type(), SUMMARY_TYPE);
         assert!(!s.is_blank());
         assert!(Content::Summary(SessionSummary::default()).is_blank());
+    }
+
+    #[test]
+    fn memory_ids_are_32_lower_case_hex_digits() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(MemoryId::parse(id).map(|m| m.to_string()).as_deref(), Some(id));
+        for bad in [
+            "42",
+            "",
+            &id.to_uppercase(),
+            &format!("{id}0"),
+            "0123456789abcdef0123456789abcdeg",
+        ] {
+            assert_eq!(MemoryId::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

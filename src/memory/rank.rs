@@ -78,7 +78,7 @@ pub fn rank(candidates: Vec<Candidate>, now_ms: i64, half_life: Duration, max: u
         b.score
             .total_cmp(&a.score)
             .then(b.candidate.created_at_ms.cmp(&a.candidate.created_at_ms))
-            .then(b.candidate.id.cmp(&a.candidate.id))
+            .then(b.candidate.seq.cmp(&a.candidate.seq))
     });
     ranked.truncate(max);
     ranked
@@ -90,9 +90,10 @@ mod tests {
 
     use super::*;
 
-    fn candidate(id: i64, created_at_ms: i64, relevance: f64) -> Candidate {
+    fn candidate(seq: i64, created_at_ms: i64, relevance: f64) -> Candidate {
         Candidate {
-            id,
+            id: crate::memory::MemoryId::stored(format!("{seq:032x}")),
+            seq,
             memory_type: "decision".into(),
             title: String::new(),
             body: String::new(),
@@ -126,7 +127,7 @@ mod tests {
             WEEK,
             10,
         );
-        assert_eq!(ranked[0].candidate.id, 1);
+        assert_eq!(ranked[0].candidate.seq, 1);
     }
 
     #[test]
@@ -142,7 +143,7 @@ mod tests {
             WEEK,
             2,
         );
-        let ids: Vec<i64> = ranked.iter().map(|r| r.candidate.id).collect();
+        let ids: Vec<i64> = ranked.iter().map(|r| r.candidate.seq).collect();
         assert_eq!(ids, [3, 2]);
     }
 
@@ -163,7 +164,7 @@ mod tests {
                 .collect();
             let ranked = rank(candidates.clone(), now, WEEK, max);
             prop_assert_eq!(ranked.len(), candidates.len().min(max));
-            let mut ids: Vec<i64> = ranked.iter().map(|r| r.candidate.id).collect();
+            let mut ids: Vec<i64> = ranked.iter().map(|r| r.candidate.seq).collect();
             ids.sort_unstable();
             ids.dedup();
             prop_assert_eq!(ids.len(), ranked.len());

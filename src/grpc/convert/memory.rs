@@ -3,8 +3,8 @@
 use super::pb;
 use crate::assemble::FieldViolation;
 use crate::memory::memories::{Placement, RecallReport, RecallSpec, RetainInput, RetainOutput};
-use crate::memory::store::{ForgetFilter, Page};
-use crate::memory::{Content, Memory, Observation, SessionSummary};
+use crate::memory::store::{ForgetFilter, Forgotten, Page};
+use crate::memory::{Content, Memory, MemoryId, Observation, SessionSummary};
 
 fn observation(o: pb::Observation) -> Observation {
     Observation {
@@ -72,7 +72,7 @@ impl From<pb::RetainRequest> for RetainInput {
 impl From<RetainOutput> for pb::RetainResponse {
     fn from(o: RetainOutput) -> Self {
         pb::RetainResponse {
-            memory_ids: o.ids.iter().map(i64::to_string).collect(),
+            memory_ids: o.ids.iter().map(MemoryId::to_string).collect(),
             replayed: o.replayed,
             problems: o
                 .problems
@@ -90,61 +90,66 @@ impl From<RetainOutput> for pb::RetainResponse {
     }
 }
 
-/// A memory id from the wire (a decimal integer).
-fn memory_id(field: String, id: &str) -> Result<i64, FieldViolation> {
-    id.parse::<i64>()
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| FieldViolation::new(field, "not a memory id"))
-}
-
 /// Most ids one Forget names.
 pub const MAX_FORGET_IDS: usize = 10_000;
 
-/// What a ForgetRequest names: ids, or a subject, or a subject and a type.
+/// What a ForgetRequest names: always a subject, with ids, or a type, or
+/// neither.
 pub fn forget_filter(r: pb::ForgetRequest) -> Result<ForgetFilter, Vec<FieldViolation>> {
-    match (r.ids.is_empty(), r.subject.is_empty(), r.r#type.is_empty()) {
-        (false, true, true) => {
-            if r.ids.len() > MAX_FORGET_IDS {
-                return Err(vec![FieldViolation::new(
-                    "ids",
-                    format!("at most {MAX_FORGET_IDS}"),
-                )]);
-            }
-            let mut ids = Vec::with_capacity(r.ids.len());
-            let mut bad = Vec::new();
-            for (i, id) in r.ids.iter().enumerate() {
-                match memory_id(format!("ids[{i}]"), id) {
-                    Ok(id) => ids.push(id),
-                    Err(v) => bad.push(v),
-                }
-            }
-            if bad.is_empty() {
-                Ok(ForgetFilter::Ids(ids))
-            } else {
-                Err(bad)
-            }
+    let mut bad = Vec::new();
+    if r.subject.is_empty() {
+        bad.push(FieldViolation::new("subject", "required"));
+    }
+    if !r.ids.is_empty() && !r.r#type.is_empty() {
+        bad.push(FieldViolation::new("type", "give ids or a type, not both"));
+    }
+    if r.ids.len() > MAX_FORGET_IDS {
+        bad.push(FieldViolation::new("ids", format!("at most {MAX_FORGET_IDS}")));
+        return Err(bad);
+    }
+    let mut ids = Vec::with_capacity(r.ids.len());
+    for (i, id) in r.ids.iter().enumerate() {
+        match MemoryId::parse(id) {
+            Some(id) => ids.push(id),
+            None => bad.push(FieldViolation::new(format!("ids[{i}]"), "not a memory id")),
         }
-        (true, false, true) => Ok(ForgetFilter::Subject(r.subject)),
-        (true, false, false) => Ok(ForgetFilter::SubjectType(r.subject, r.r#type)),
-        (true, true, false) => Err(vec![FieldViolation::new("subject", "required with type")]),
-        (true, true, true) => Err(vec![FieldViolation::new(
-            "ids",
-            "give ids, or a subject (and a type)",
-        )]),
-        (false, _, _) => Err(vec![FieldViolation::new(
-            "ids",
-            "give ids or a subject, not both",
-        )]),
+    }
+    if !bad.is_empty() {
+        return Err(bad);
+    }
+    Ok(match (ids.is_empty(), r.r#type.is_empty()) {
+        (false, _) => ForgetFilter::Ids(r.subject, ids),
+        (true, true) => ForgetFilter::Subject(r.subject),
+        (true, false) => ForgetFilter::SubjectType(r.subject, r.r#type),
+    })
+}
+
+impl From<Forgotten> for pb::ForgetResponse {
+    fn from(f: Forgotten) -> Self {
+        pb::ForgetResponse {
+            deleted: f.deleted,
+            not_found: f.not_found,
+        }
     }
 }
 
-/// The page cursor a ListMemoriesRequest continues from.
+/// The page cursor a ListMemoriesRequest continues from (a position in the
+/// store's order of writes; no id Forget accepts).
 pub fn page_token(token: &str) -> Result<Option<i64>, FieldViolation> {
     if token.is_empty() {
         return Ok(None);
     }
-    memory_id("page_token".to_owned(), token).map(Some)
+    token
+        .parse::<i64>()
+        .ok()
+        .filter(|&n| n > 0)
+        .map(Some)
+        .ok_or_else(|| FieldViolation::new("page_token", "not a page token"))
+}
+
+/// The scopes a ListMemoriesRequest's principal holds (none without one).
+pub fn list_scopes(principal: Option<pb::Principal>) -> Vec<String> {
+    principal.map(|p| p.scopes).unwrap_or_default()
 }
 
 fn memory_to_wire(m: Memory) -> pb::StoredMemory {
@@ -171,6 +176,7 @@ impl From<Page> for pb::ListMemoriesResponse {
         pb::ListMemoriesResponse {
             memories: p.memories.into_iter().map(memory_to_wire).collect(),
             next_page_token: p.next.map(|id| id.to_string()).unwrap_or_default(),
+            hidden: p.hidden,
         }
     }
 }
@@ -200,7 +206,7 @@ pub fn recall(r: pb::Recall, request_query: &str) -> (RecallSpec, Placement) {
 
 impl From<RecallReport> for pb::RecallReport {
     fn from(r: RecallReport) -> Self {
-        let ids = |v: Vec<i64>| v.iter().map(i64::to_string).collect();
+        let ids = |v: Vec<MemoryId>| v.iter().map(MemoryId::to_string).collect();
         pb::RecallReport {
             block: r.block,
             recalled_ids: ids(r.recalled),

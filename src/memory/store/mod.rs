@@ -8,6 +8,14 @@
 //!   returns, and a retried key stores nothing twice;
 //! - `recall` applies the subject, type and scope conditions in the query
 //!   itself, so a memory the principal may not see is never a candidate;
+//!   `list` applies the same scope condition in the query, and reads no
+//!   content of a memory it hides;
+//! - `forget` always names a subject, and never deletes another's memory;
+//! - memories are known outside the store by a random [`MemoryId`], never
+//!   by their row id (the row id only orders them);
+//! - SQLite: a forgotten memory leaves no bytes in the file or its WAL
+//!   (`secure_delete`, FTS5 secure-delete, a WAL checkpoint after Forget);
+//!   PostgreSQL deletes logically (see README, "Forget and erasure");
 //! - schema migrations are versioned (`migrations/sqlite`,
 //!   `migrations/postgres`) and applied at start.
 
@@ -19,7 +27,7 @@ use std::time::Duration;
 use sqlx::error::{BoxDynError, DatabaseError as _};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
-use super::model::{Memory, NewMemory};
+use super::model::{Memory, MemoryId, NewMemory};
 
 mod postgres;
 mod sqlite;
@@ -87,7 +95,7 @@ pub struct RetainBatch {
 pub struct Retained {
     /// The ids of the batch's memories, in order (for a replay, those the
     /// first call stored).
-    pub ids: Vec<i64>,
+    pub ids: Vec<MemoryId>,
     /// Whether the key had been used: nothing was stored.
     pub replayed: bool,
     /// Memories the retention limits of the subject deleted.
@@ -120,7 +128,10 @@ pub struct RecallQuery {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     /// The memory's id.
-    pub id: i64,
+    pub id: MemoryId,
+    /// The store's order of writes (later is greater); never leaves the
+    /// process.
+    pub seq: i64,
     /// Its type.
     pub memory_type: String,
     /// Its title.
@@ -135,24 +146,73 @@ pub struct Candidate {
     pub relevance: f64,
 }
 
-/// What `forget` deletes.
+/// What `forget` deletes: always memories of one subject.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ForgetFilter {
-    /// These memories.
-    Ids(Vec<i64>),
+    /// These memories of the subject (ids of other subjects' memories are
+    /// not found).
+    Ids(String, Vec<MemoryId>),
     /// Every memory of a subject (and its idempotency keys).
     Subject(String),
     /// Every memory of a subject with one type.
     SubjectType(String, String),
 }
 
+impl ForgetFilter {
+    /// The subject whose memories go.
+    pub fn subject(&self) -> &str {
+        match self {
+            ForgetFilter::Ids(s, _) | ForgetFilter::Subject(s) | ForgetFilter::SubjectType(s, _) => s,
+        }
+    }
+}
+
+/// What a `forget` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Forgotten {
+    /// Memories deleted.
+    pub deleted: u64,
+    /// For [`ForgetFilter::Ids`]: ids that named no memory of the subject
+    /// (each id counted once).
+    pub not_found: u64,
+}
+
+impl Forgotten {
+    /// The outcome of deleting `deleted` of the memories `ids` named.
+    fn of_ids(ids: &[MemoryId], deleted: u64) -> Forgotten {
+        let distinct: std::collections::HashSet<&MemoryId> = ids.iter().collect();
+        Forgotten {
+            deleted,
+            not_found: (distinct.len() as u64).saturating_sub(deleted),
+        }
+    }
+}
+
 /// One page of a subject's memories, newest first.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Page {
-    /// The memories.
+    /// The memories the principal may see.
     pub memories: Vec<Memory>,
+    /// Memories in the page's range the principal may not see (skipped).
+    pub hidden: u32,
     /// Pass as `before` for the next page; `None` on the last one.
     pub next: Option<i64>,
+}
+
+/// A page's conditions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListQuery<'a> {
+    /// Only this subject's memories.
+    pub subject: &'a str,
+    /// The principal's scopes: a memory is listed only if it requires none
+    /// outside them (others are counted as hidden).
+    pub scopes: &'a [String],
+    /// Most memories of the subject the page covers, listed or hidden.
+    pub limit: u32,
+    /// Only memories older than this (the previous page's `next`).
+    pub before: Option<i64>,
+    /// Most bytes of content past the page's first memory.
+    pub max_bytes: u64,
 }
 
 /// Store failures. None carries memory content.
@@ -330,27 +390,23 @@ impl MemoryStore {
         }
     }
 
-    /// Deletes memories; returns how many.
-    pub async fn forget(&self, filter: &ForgetFilter) -> Result<u64, StoreError> {
+    /// Deletes memories of the filter's subject.
+    pub async fn forget(&self, filter: &ForgetFilter) -> Result<Forgotten, StoreError> {
         match self {
             MemoryStore::Sqlite(s) => s.forget(filter).await,
             MemoryStore::Postgres(s) => s.forget(filter).await,
         }
     }
 
-    /// A page of `subject`'s memories older than `before` (an id), newest
-    /// first: at most `limit` memories and, past the first, `max_bytes` of
-    /// their content (the page then ends early, with a next page).
-    pub async fn list(
-        &self,
-        subject: &str,
-        limit: u32,
-        before: Option<i64>,
-        max_bytes: u64,
-    ) -> Result<Page, StoreError> {
+    /// A page of the subject's memories older than `before`, newest first:
+    /// it covers at most `limit` memories of the subject (those the scopes
+    /// do not allow are counted, not loaded) and, past the first listed,
+    /// `max_bytes` of their content (the page then ends early, with a next
+    /// page).
+    pub async fn list(&self, query: &ListQuery<'_>) -> Result<Page, StoreError> {
         match self {
-            MemoryStore::Sqlite(s) => s.list(subject, limit, before, max_bytes).await,
-            MemoryStore::Postgres(s) => s.list(subject, limit, before, max_bytes).await,
+            MemoryStore::Sqlite(s) => s.list(query).await,
+            MemoryStore::Postgres(s) => s.list(query).await,
         }
     }
 
@@ -417,14 +473,19 @@ impl<'s> MigrationSource<'s> for Embedded {
     }
 }
 
-/// Builds a page from memories read newest first, up to `limit + 1` (the
-/// extra one only says there is a next page) and `max_bytes` of content:
+/// Builds a page from rows of the subject read newest first, up to
+/// `limit + 1` (the extra one only says there is a next page) and
+/// `max_bytes` of content: a hidden row counts against `limit` like a
+/// listed one (so hidden memories never make a page read more rows), and
 /// the page ends before the memory that would pass the byte budget (never
-/// before its first one), and says there is more.
+/// before its first listed one), and says there is more.
 #[derive(Debug)]
 pub(crate) struct PageBuilder {
     memories: Vec<Memory>,
+    hidden: u32,
     limit: usize,
+    read: usize,
+    last: Option<i64>,
     max_bytes: u64,
     bytes: u64,
     next: Option<i64>,
@@ -434,30 +495,44 @@ impl PageBuilder {
     pub(crate) fn new(limit: u32, max_bytes: u64) -> Self {
         PageBuilder {
             memories: Vec::new(),
+            hidden: 0,
             limit: limit as usize,
+            read: 0,
+            last: None,
             max_bytes,
             bytes: 0,
             next: None,
         }
     }
 
-    /// Adds the next memory of `content_bytes`; false once the page is full
-    /// (stop reading).
-    pub(crate) fn push(&mut self, memory: Memory, content_bytes: usize) -> bool {
-        let bytes = self.bytes.saturating_add(content_bytes as u64);
-        let full = self.memories.len() >= self.limit || (!self.memories.is_empty() && bytes > self.max_bytes);
+    /// Adds the next row, `row` its row id: a memory the principal may see
+    /// with its content's bytes, or `None` for one hidden from it. False
+    /// once the page is full (stop reading).
+    pub(crate) fn push(&mut self, row: i64, listed: Option<(Memory, usize)>) -> bool {
+        let full = self.read >= self.limit
+            || listed.as_ref().is_some_and(|(_, n)| {
+                !self.memories.is_empty() && self.bytes.saturating_add(*n as u64) > self.max_bytes
+            });
         if full {
-            self.next = self.memories.last().map(|m| m.id);
+            self.next = self.last;
             return false;
         }
-        self.bytes = bytes;
-        self.memories.push(memory);
+        match listed {
+            Some((memory, n)) => {
+                self.bytes = self.bytes.saturating_add(n as u64);
+                self.memories.push(memory);
+            }
+            None => self.hidden += 1,
+        }
+        self.read += 1;
+        self.last = Some(row);
         true
     }
 
     pub(crate) fn finish(self) -> Page {
         Page {
             memories: self.memories,
+            hidden: self.hidden,
             next: self.next,
         }
     }
@@ -505,8 +580,8 @@ impl Budget {
 /// Merges best-by-relevance and newest candidates, dropping the second copy
 /// of a memory found by both (keeping its relevance).
 pub(crate) fn merge_candidates(mut matched: Vec<Candidate>, recent: Vec<Candidate>) -> Vec<Candidate> {
-    let seen: std::collections::HashSet<i64> = matched.iter().map(|c| c.id).collect();
-    matched.extend(recent.into_iter().filter(|c| !seen.contains(&c.id)));
+    let seen: std::collections::HashSet<i64> = matched.iter().map(|c| c.seq).collect();
+    matched.extend(recent.into_iter().filter(|c| !seen.contains(&c.seq)));
     matched
 }
 
@@ -518,7 +593,7 @@ pub(crate) fn content_json(m: &NewMemory) -> Result<String, StoreError> {
 /// A memory read back from its stored columns.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn memory_from_row(
-    id: i64,
+    id: MemoryId,
     created_at_ms: i64,
     subject: String,
     content: &str,
@@ -539,4 +614,106 @@ pub(crate) fn memory_from_row(
             turn: u32::try_from(turn).unwrap_or(0),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::memory::model::{Content, Observation};
+
+    fn memory(row: i64) -> Memory {
+        Memory {
+            id: MemoryId::stored(format!("{row:032x}")),
+            created_at_ms: 0,
+            memory: NewMemory {
+                subject: "s".into(),
+                content: Content::Observation(Observation::default()),
+                required_scopes: Vec::new(),
+                request_id: String::new(),
+                turn: 0,
+            },
+        }
+    }
+
+    /// Pages through `rows` (shown or hidden, content bytes; row ids
+    /// descending from `rows.len()`) as the stores do: each page reads at
+    /// most `limit + 1` rows older than the last page's `next`.
+    fn pages(rows: &[(bool, usize)], limit: u32, max_bytes: u64) -> Vec<(Page, usize)> {
+        let n = rows.len() as i64;
+        let mut out = Vec::new();
+        let mut before = i64::MAX;
+        loop {
+            let mut page = PageBuilder::new(limit, max_bytes);
+            let mut read = 0;
+            for (i, &(shown, bytes)) in rows.iter().enumerate() {
+                let row = n - i as i64;
+                if row >= before {
+                    continue;
+                }
+                if read == limit as usize + 1 {
+                    break;
+                }
+                read += 1;
+                if !page.push(row, shown.then(|| (memory(row), bytes))) {
+                    break;
+                }
+            }
+            let page = page.finish();
+            let next = page.next;
+            out.push((page, read));
+            match next {
+                Some(next) => before = next,
+                None => return out,
+            }
+        }
+    }
+
+    proptest! {
+        /// Paging lists every shown memory once, newest first, and counts
+        /// every hidden one once; a page covers at most `limit` rows and
+        /// reads at most `limit + 1`, holds at most `max_bytes` past its
+        /// first memory, and every page moves on.
+        #[test]
+        fn pages_list_each_shown_memory_once_and_count_each_hidden_one(
+            rows in prop::collection::vec((any::<bool>(), 0usize..100), 0..60),
+            limit in 1u32..10,
+            max_bytes in prop_oneof![Just(u64::MAX), 0u64..300],
+        ) {
+            let all = pages(&rows, limit, max_bytes);
+            prop_assert!(all.len() <= rows.len() + 1);
+            let n = rows.len() as i64;
+            let shown: Vec<MemoryId> = rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.0)
+                .map(|(i, _)| memory(n - i as i64).id)
+                .collect();
+            let hidden = rows.iter().filter(|r| !r.0).count();
+            let mut listed = Vec::new();
+            let mut counted = 0;
+            for (page, read) in &all {
+                prop_assert!(page.memories.len() + page.hidden as usize <= limit as usize);
+                prop_assert!(*read <= limit as usize + 1);
+                if page.next.is_some() {
+                    prop_assert!(page.memories.len() + page.hidden as usize >= 1);
+                }
+                let bytes: u64 = page
+                    .memories
+                    .iter()
+                    .skip(1)
+                    .map(|m| {
+                        let row = i64::from_str_radix(m.id.as_str(), 16).unwrap_or(0);
+                        rows[(n - row) as usize].1 as u64
+                    })
+                    .sum();
+                prop_assert!(bytes <= max_bytes);
+                listed.extend(page.memories.iter().map(|m| m.id.clone()));
+                counted += page.hidden as usize;
+            }
+            prop_assert_eq!(listed, shown);
+            prop_assert_eq!(counted, hidden);
+        }
+    }
 }

@@ -13,9 +13,10 @@ use sqlx::{Postgres, Transaction};
 use tokio_stream::StreamExt as _;
 
 use super::{
-    Budget, Candidate, ForgetFilter, KEY_TTL, Page, PageBuilder, RecallQuery, RetainBatch, Retained,
-    StoreError, content_json, memory_from_row, merge_candidates,
+    Budget, Candidate, ForgetFilter, Forgotten, KEY_TTL, ListQuery, Page, PageBuilder, RecallQuery,
+    RetainBatch, Retained, StoreError, content_json, memory_from_row, merge_candidates,
 };
+use crate::memory::model::MemoryId;
 
 /// How long a caller waits for a pooled connection (and the first connect).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         2,
         "memory bytes",
         include_str!("../../../migrations/postgres/0002_memory_bytes.sql"),
+    ),
+    (
+        3,
+        "tenancy",
+        include_str!("../../../migrations/postgres/0003_tenancy.sql"),
     ),
 ];
 
@@ -148,7 +154,7 @@ impl PostgresStore {
             // for its commit (then nothing is inserted) or its rollback
             // (then the key is ours).
             claimed = sqlx::query_scalar::<_, String>(
-                "INSERT INTO retain_keys (key, subject, ids, created_at_ms) VALUES ($1, $2, '{}', $3) \
+                "INSERT INTO retain_keys (key, subject, memory_ids, created_at_ms) VALUES ($1, $2, '{}', $3) \
                  ON CONFLICT (subject, key) DO NOTHING RETURNING key",
             )
             .bind(&batch.key)
@@ -160,8 +166,8 @@ impl PostgresStore {
             if claimed {
                 break;
             }
-            let known: Option<Vec<i64>> =
-                sqlx::query_scalar("SELECT ids FROM retain_keys WHERE key = $1 AND subject = $2")
+            let known: Option<Vec<String>> =
+                sqlx::query_scalar("SELECT memory_ids FROM retain_keys WHERE key = $1 AND subject = $2")
                     .bind(&batch.key)
                     .bind(&batch.subject)
                     .fetch_optional(&mut *tx)
@@ -169,7 +175,7 @@ impl PostgresStore {
             if let Some(ids) = known {
                 tx.commit().await?;
                 return Ok(Retained {
-                    ids,
+                    ids: ids.into_iter().map(MemoryId::stored).collect(),
                     replayed: true,
                     ..Retained::default()
                 });
@@ -184,9 +190,10 @@ impl PostgresStore {
         lock_subject(&mut tx, &batch.subject).await?;
         let mut ids = Vec::with_capacity(batch.memories.len());
         for m in &batch.memories {
-            let id: i64 = sqlx::query_scalar(
+            // public_id: the column's default, a random UUID's hex digits.
+            let id: String = sqlx::query_scalar(
                 "INSERT INTO memories (subject, memory_type, title, body, content, scopes, request_id, \
-                 turn, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                 turn, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING public_id",
             )
             .bind(&batch.subject)
             .bind(m.content.memory_type())
@@ -201,7 +208,7 @@ impl PostgresStore {
             .await?;
             ids.push(id);
         }
-        sqlx::query("UPDATE retain_keys SET ids = $2 WHERE key = $1 AND subject = $3")
+        sqlx::query("UPDATE retain_keys SET memory_ids = $2 WHERE key = $1 AND subject = $3")
             .bind(&batch.key)
             .bind(&ids)
             .bind(&batch.subject)
@@ -249,7 +256,7 @@ impl PostgresStore {
         .await?;
         tx.commit().await?;
         Ok(Retained {
-            ids,
+            ids: ids.into_iter().map(MemoryId::stored).collect(),
             replayed: false,
             evicted,
             evicted_for_space,
@@ -266,7 +273,7 @@ impl PostgresStore {
             // Only stop words make an empty tsquery: PostgreSQL answers a
             // NOTICE and matches nothing.
             let mut rows = sqlx::query(
-                "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
+                "SELECT m.public_id, m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
                         ts_rank_cd(m.search, query)::float8 AS relevance \
                  FROM memories m, to_tsquery('english', $1) AS query \
                  WHERE m.search @@ query AND m.subject = $2 \
@@ -290,7 +297,8 @@ impl PostgresStore {
         }
         let mut recent = Vec::new();
         let mut rows = sqlx::query(
-            "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0::float8 AS relevance \
+            "SELECT m.public_id, m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
+                    0.0::float8 AS relevance \
              FROM memories m \
              WHERE m.subject = $1 \
                AND m.scopes <@ $2::text[] \
@@ -305,7 +313,7 @@ impl PostgresStore {
         while let Some(row) = rows.try_next().await? {
             let c = candidate(&row)?;
             // A memory matched already costs nothing more.
-            if !matched.iter().any(|m: &Candidate| m.id == c.id) && !budget.take(&c) {
+            if !matched.iter().any(|m: &Candidate| m.seq == c.seq) && !budget.take(&c) {
                 break;
             }
             recent.push(c);
@@ -314,14 +322,20 @@ impl PostgresStore {
     }
 
     /// See [`super::MemoryStore::forget`].
-    pub async fn forget(&self, filter: &ForgetFilter) -> Result<u64, StoreError> {
+    pub async fn forget(&self, filter: &ForgetFilter) -> Result<Forgotten, StoreError> {
         let mut tx = self.pool.begin().await?;
         let deleted = match filter {
-            ForgetFilter::Ids(ids) => sqlx::query("DELETE FROM memories WHERE id = ANY($1)")
-                .bind(ids)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected(),
+            ForgetFilter::Ids(subject, ids) => {
+                let wire: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
+                let deleted = sqlx::query("DELETE FROM memories WHERE public_id = ANY($1) AND subject = $2")
+                    .bind(wire)
+                    .bind(subject)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                tx.commit().await?;
+                return Ok(Forgotten::of_ids(ids, deleted));
+            }
             ForgetFilter::Subject(subject) => {
                 lock_subject(&mut tx, subject).await?;
                 sqlx::query("DELETE FROM retain_keys WHERE subject = $1")
@@ -345,38 +359,51 @@ impl PostgresStore {
             }
         };
         tx.commit().await?;
-        Ok(deleted)
+        Ok(Forgotten {
+            deleted,
+            not_found: 0,
+        })
     }
 
     /// See [`super::MemoryStore::list`].
-    pub async fn list(
-        &self,
-        subject: &str,
-        limit: u32,
-        before: Option<i64>,
-        max_bytes: u64,
-    ) -> Result<Page, StoreError> {
+    pub async fn list(&self, q: &ListQuery<'_>) -> Result<Page, StoreError> {
+        // A hidden memory's row comes back without content or scopes, so
+        // hiding costs a row, not its bytes.
         let mut rows = sqlx::query(
-            "SELECT id, created_at_ms, subject, content, scopes, request_id, turn FROM memories \
-             WHERE subject = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+            "SELECT id, public_id, created_at_ms, subject, request_id, turn, \
+                    CASE WHEN listed THEN content END, CASE WHEN listed THEN scopes END \
+             FROM (SELECT id, public_id, created_at_ms, subject, request_id, turn, content, scopes, \
+                          scopes <@ $4::text[] AS listed \
+                   FROM memories \
+                   WHERE subject = $1 AND id < $2 ORDER BY id DESC LIMIT $3) AS page \
+             ORDER BY id DESC",
         )
-        .bind(subject)
-        .bind(before.unwrap_or(i64::MAX))
-        .bind(i64::from(limit) + 1)
+        .bind(q.subject)
+        .bind(q.before.unwrap_or(i64::MAX))
+        .bind(i64::from(q.limit) + 1)
+        .bind(q.scopes)
         .fetch(&self.pool);
-        let mut page = PageBuilder::new(limit, max_bytes);
+        let mut page = PageBuilder::new(q.limit, q.max_bytes);
         while let Some(row) = rows.try_next().await? {
-            let content: &str = row.try_get(3)?;
-            let memory = memory_from_row(
-                row.try_get(0)?,
-                row.try_get(1)?,
-                row.try_get(2)?,
-                content,
-                row.try_get(4)?,
-                row.try_get(5)?,
-                row.try_get(6)?,
-            )?;
-            if !page.push(memory, content.len()) {
+            let row_id: i64 = row.try_get(0)?;
+            let content: Option<&str> = row.try_get(6)?;
+            let scopes: Option<Vec<String>> = row.try_get(7)?;
+            let listed = match content.zip(scopes) {
+                None => None,
+                Some((content, scopes)) => {
+                    let memory = memory_from_row(
+                        MemoryId::stored(row.try_get(1)?),
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                        content,
+                        scopes,
+                        row.try_get(4)?,
+                        row.try_get(5)?,
+                    )?;
+                    Some((memory, content.len()))
+                }
+            };
+            if !page.push(row_id, listed) {
                 break;
             }
         }
@@ -444,15 +471,17 @@ async fn lock_subject(tx: &mut Transaction<'_, Postgres>, subject: &str) -> Resu
     Ok(())
 }
 
-/// A recall candidate from its row (id, type, title, body, created, relevance).
+/// A recall candidate from its row (public id, row id, type, title, body,
+/// created, relevance).
 fn candidate(row: &PgRow) -> Result<Candidate, StoreError> {
     Ok(Candidate {
-        id: row.try_get(0)?,
-        memory_type: row.try_get(1)?,
-        title: row.try_get(2)?,
-        body: row.try_get(3)?,
-        created_at_ms: row.try_get(4)?,
-        relevance: row.try_get(5)?,
+        id: MemoryId::stored(row.try_get(0)?),
+        seq: row.try_get(1)?,
+        memory_type: row.try_get(2)?,
+        title: row.try_get(3)?,
+        body: row.try_get(4)?,
+        created_at_ms: row.try_get(5)?,
+        relevance: row.try_get(6)?,
     })
 }
 

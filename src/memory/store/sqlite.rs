@@ -3,6 +3,13 @@
 //! stemmer. One writer connection (SQLite has one writer at a time; a single
 //! connection never meets a busy upgrade) and a few readers, which WAL lets
 //! run beside it.
+//!
+//! Forget means gone: `secure_delete` overwrites deleted rows and freed
+//! pages with zeros, FTS5 secure-delete (migration 3) removes a deleted
+//! row's terms from the index at once, and a Forget ends with a TRUNCATE
+//! checkpoint, so the WAL holds no frame of the forgotten memory either.
+//! `tests/memory_store.rs` (`a_forgotten_word_is_nowhere_in_the_sqlite_files`)
+//! scans the raw files for it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,9 +22,10 @@ use sqlx::sqlite::{
 use tokio_stream::StreamExt as _;
 
 use super::{
-    Budget, Candidate, ForgetFilter, KEY_TTL, Page, PageBuilder, RecallQuery, RetainBatch, Retained,
-    StoreError, content_json, memory_from_row, merge_candidates,
+    Budget, Candidate, ForgetFilter, Forgotten, KEY_TTL, ListQuery, Page, PageBuilder, RecallQuery,
+    RetainBatch, Retained, StoreError, content_json, memory_from_row, merge_candidates,
 };
+use crate::memory::model::MemoryId;
 
 /// Reader connections.
 const READERS: u32 = 4;
@@ -40,6 +48,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         2,
         "memory bytes",
         include_str!("../../../migrations/sqlite/0002_memory_bytes.sql"),
+    ),
+    (
+        3,
+        "tenancy",
+        include_str!("../../../migrations/sqlite/0003_tenancy.sql"),
     ),
 ];
 
@@ -147,10 +160,10 @@ impl SqliteStore {
                 .await?;
         if let Some(ids) = known {
             tx.commit().await?;
-            let ids =
+            let ids: Vec<String> =
                 serde_json::from_str(&ids).map_err(|e| StoreError::Corrupt(format!("retain key: {e}")))?;
             return Ok(Retained {
-                ids,
+                ids: ids.into_iter().map(MemoryId::stored).collect(),
                 replayed: true,
                 ..Retained::default()
             });
@@ -160,9 +173,12 @@ impl SqliteStore {
         for m in &batch.memories {
             let scopes =
                 serde_json::to_string(&m.required_scopes).map_err(|e| StoreError::Query(e.to_string()))?;
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO memories (subject, subject_key, memory_type, title, body, content, scopes, \
-                 request_id, turn, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+            // randomblob draws from SQLite's CSPRNG, seeded by the OS.
+            let id: String = sqlx::query_scalar(
+                "INSERT INTO memories (public_id, subject, subject_key, memory_type, title, body, content, \
+                 scopes, request_id, turn, created_at_ms) \
+                 VALUES (lower(hex(randomblob(16))), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                 RETURNING public_id",
             )
             .bind(&batch.subject)
             .bind(&subject_key)
@@ -179,6 +195,7 @@ impl SqliteStore {
             ids.push(id);
         }
         let ids_json = serde_json::to_string(&ids).map_err(|e| StoreError::Query(e.to_string()))?;
+        let ids = ids.into_iter().map(MemoryId::stored).collect();
         sqlx::query("INSERT INTO retain_keys (key, subject, ids, created_at_ms) VALUES (?1, ?2, ?3, ?4)")
             .bind(&batch.key)
             .bind(&batch.subject)
@@ -239,7 +256,7 @@ impl SqliteStore {
         let mut matched = Vec::new();
         if !q.terms.is_empty() && limit > 0 {
             let mut rows = sqlx::query(
-                "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
+                "SELECT m.public_id, m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
                         -bm25(memories_fts, 0.0, 2.0, 1.0) AS relevance \
                  FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
                  WHERE memories_fts MATCH ?1 AND m.subject = ?2 \
@@ -264,7 +281,7 @@ impl SqliteStore {
         }
         let mut recent = Vec::new();
         let mut rows = sqlx::query(
-            "SELECT m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0 AS relevance \
+            "SELECT m.public_id, m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0 AS relevance \
              FROM memories m \
              WHERE m.subject = ?1 \
                AND NOT EXISTS (SELECT 1 FROM json_each(m.scopes) r \
@@ -280,7 +297,7 @@ impl SqliteStore {
         while let Some(row) = rows.try_next().await? {
             let c = candidate(&row)?;
             // A memory matched already costs nothing more.
-            if !matched.iter().any(|m: &Candidate| m.id == c.id) && !budget.take(&c) {
+            if !matched.iter().any(|m: &Candidate| m.seq == c.seq) && !budget.take(&c) {
                 break;
             }
             recent.push(c);
@@ -289,16 +306,27 @@ impl SqliteStore {
     }
 
     /// See [`super::MemoryStore::forget`].
-    pub async fn forget(&self, filter: &ForgetFilter) -> Result<u64, StoreError> {
-        let mut tx = self.writer.begin().await?;
+    pub async fn forget(&self, filter: &ForgetFilter) -> Result<Forgotten, StoreError> {
+        let mut conn = self.writer.acquire().await?;
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
         let deleted = match filter {
-            ForgetFilter::Ids(ids) => {
-                let ids = serde_json::to_string(ids).map_err(|e| StoreError::Query(e.to_string()))?;
-                sqlx::query("DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?1))")
-                    .bind(ids)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
+            ForgetFilter::Ids(subject, ids) => {
+                let json: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
+                let json = serde_json::to_string(&json).map_err(|e| StoreError::Query(e.to_string()))?;
+                // `+subject`: look the ids up by their unique index, not
+                // the subject's rows by the subject's.
+                let deleted = sqlx::query(
+                    "DELETE FROM memories \
+                     WHERE public_id IN (SELECT value FROM json_each(?1)) AND +subject = ?2",
+                )
+                .bind(json)
+                .bind(subject)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                tx.commit().await?;
+                checkpoint(&mut conn).await;
+                return Ok(Forgotten::of_ids(ids, deleted));
             }
             ForgetFilter::Subject(subject) => {
                 sqlx::query("DELETE FROM retain_keys WHERE subject = ?1")
@@ -321,41 +349,55 @@ impl SqliteStore {
             }
         };
         tx.commit().await?;
-        Ok(deleted)
+        checkpoint(&mut conn).await;
+        Ok(Forgotten {
+            deleted,
+            not_found: 0,
+        })
     }
 
     /// See [`super::MemoryStore::list`].
-    pub async fn list(
-        &self,
-        subject: &str,
-        limit: u32,
-        before: Option<i64>,
-        max_bytes: u64,
-    ) -> Result<Page, StoreError> {
+    pub async fn list(&self, q: &ListQuery<'_>) -> Result<Page, StoreError> {
+        let scopes = serde_json::to_string(q.scopes).map_err(|e| StoreError::Query(e.to_string()))?;
+        // A hidden memory's row comes back without content or scopes (NULL
+        // content: every stored memory has some), so hiding costs a row, not
+        // its bytes.
         let mut rows = sqlx::query(
-            "SELECT id, created_at_ms, subject, content, scopes, request_id, turn FROM memories \
-             WHERE subject = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
+            "SELECT id, public_id, created_at_ms, subject, request_id, turn, \
+                    CASE WHEN listed THEN content END, CASE WHEN listed THEN scopes END \
+             FROM (SELECT *, NOT EXISTS (SELECT 1 FROM json_each(m.scopes) r \
+                                         WHERE r.value NOT IN (SELECT value FROM json_each(?4))) AS listed \
+                   FROM memories m WHERE subject = ?1 AND id < ?2) \
+             ORDER BY id DESC LIMIT ?3",
         )
-        .bind(subject)
-        .bind(before.unwrap_or(i64::MAX))
-        .bind(i64::from(limit) + 1)
+        .bind(q.subject)
+        .bind(q.before.unwrap_or(i64::MAX))
+        .bind(i64::from(q.limit) + 1)
+        .bind(scopes)
         .fetch(&self.readers);
-        let mut page = PageBuilder::new(limit, max_bytes);
+        let mut page = PageBuilder::new(q.limit, q.max_bytes);
         while let Some(row) = rows.try_next().await? {
-            let scopes: String = row.try_get(4)?;
-            let scopes =
-                serde_json::from_str(&scopes).map_err(|e| StoreError::Corrupt(format!("scopes: {e}")))?;
-            let content: &str = row.try_get(3)?;
-            let memory = memory_from_row(
-                row.try_get(0)?,
-                row.try_get(1)?,
-                row.try_get(2)?,
-                content,
-                scopes,
-                row.try_get(5)?,
-                row.try_get(6)?,
-            )?;
-            if !page.push(memory, content.len()) {
+            let row_id: i64 = row.try_get(0)?;
+            let content: Option<String> = row.try_get(6)?;
+            let scopes: Option<String> = row.try_get(7)?;
+            let listed = match content.zip(scopes) {
+                None => None,
+                Some((content, scopes)) => {
+                    let scopes = serde_json::from_str(&scopes)
+                        .map_err(|e| StoreError::Corrupt(format!("memory {row_id}: scopes: {e}")))?;
+                    let memory = memory_from_row(
+                        MemoryId::stored(row.try_get(1)?),
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                        &content,
+                        scopes,
+                        row.try_get(4)?,
+                        row.try_get(5)?,
+                    )?;
+                    Some((memory, content.len()))
+                }
+            };
+            if !page.push(row_id, listed) {
                 break;
             }
         }
@@ -405,6 +447,21 @@ async fn evict_for_space(tx: &mut sqlx::SqliteConnection, max: u64) -> Result<u6
         .rows_affected())
 }
 
+/// Moves the WAL into the database file and truncates it, so no frame of a
+/// forgotten memory stays in the WAL. A reader in the middle of a read can
+/// keep the checkpoint from finishing: the deleted rows are then already
+/// zeroed in the newest frames, and the next checkpoint truncates.
+async fn checkpoint(conn: &mut sqlx::SqliteConnection) {
+    let done: Result<(i64, i64, i64), _> = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+        .fetch_one(&mut *conn)
+        .await;
+    match done {
+        Ok((0, _, _)) => {}
+        Ok(_) => tracing::debug!("WAL checkpoint after forget blocked by a reader"),
+        Err(e) => tracing::warn!(err = %e, "WAL checkpoint after forget failed"),
+    }
+}
+
 /// Why one attempt to open failed.
 enum Open {
     /// Another sidecar holds the file: try again.
@@ -413,15 +470,17 @@ enum Open {
     Failed(StoreError),
 }
 
-/// A recall candidate from its row (id, type, title, body, created, relevance).
+/// A recall candidate from its row (public id, row id, type, title, body,
+/// created, relevance).
 fn candidate(row: &sqlx::sqlite::SqliteRow) -> Result<Candidate, StoreError> {
     Ok(Candidate {
-        id: row.try_get(0)?,
-        memory_type: row.try_get(1)?,
-        title: row.try_get(2)?,
-        body: row.try_get(3)?,
-        created_at_ms: row.try_get(4)?,
-        relevance: row.try_get(5)?,
+        id: MemoryId::stored(row.try_get(0)?),
+        seq: row.try_get(1)?,
+        memory_type: row.try_get(2)?,
+        title: row.try_get(3)?,
+        body: row.try_get(4)?,
+        created_at_ms: row.try_get(5)?,
+        relevance: row.try_get(6)?,
     })
 }
 
