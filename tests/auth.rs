@@ -242,6 +242,7 @@ async fn claims_are_bounded_by_the_client_certificate() {
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
     let forget = pb::ForgetRequest {
         subject: "bank/alice".to_owned(),
+        ids: vec!["0123456789abcdef0123456789abcdef".to_owned()],
         ..Default::default()
     };
     assert_eq!(denied(&shop.forget(forget).await.unwrap_err()).0, "subject");
@@ -250,6 +251,19 @@ async fn claims_are_bounded_by_the_client_certificate() {
         ..Default::default()
     };
     assert_eq!(denied(&shop.list_memories(list).await.unwrap_err()).0, "subject");
+    let list = pb::ListMemoriesRequest {
+        subject: "shop/alice".to_owned(),
+        principal: Some(pb::Principal {
+            id: "alice".to_owned(),
+            scopes: vec!["support".to_owned(), "finance".to_owned()],
+        }),
+        ..Default::default()
+    };
+    let err = shop.list_memories(list).await.unwrap_err();
+    assert_eq!(
+        denied(&err),
+        ("principal.scopes[1]".to_owned(), "scope".to_owned())
+    );
 
     // ReportUsage moves margins: only ops may send it.
     let usage = pb::ReportUsageRequest {
@@ -280,7 +294,7 @@ async fn claims_are_bounded_by_the_client_certificate() {
             &[("identity", identity), ("claim", claim)],
         )
     };
-    assert_eq!(count(SHOP, "scope"), Some(3.0), "{page}");
+    assert_eq!(count(SHOP, "scope"), Some(4.0), "{page}");
     assert_eq!(count(SHOP, "subject"), Some(4.0));
     assert_eq!(count(SHOP, "report_usage"), Some(1.0));
     assert_eq!(count("unlisted", "identity"), Some(2.0));

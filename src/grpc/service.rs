@@ -706,10 +706,13 @@ impl pb::assembler_server::Assembler for AssemblerService {
         const RPC: &str = "ListMemories";
         let started = Instant::now();
         let permit = slot(&self.admission, &mut request);
-        if let Err(denied) = self
-            .authority
-            .check(RPC, &request, |g, r| g.subject(&r.subject, || "subject".into()))
-        {
+        let claims = self.authority.check(RPC, &request, |g, r| {
+            g.subject(&r.subject, || "subject".into())?;
+            r.principal
+                .as_ref()
+                .map_or(Ok(()), |p| g.scopes(&p.scopes, "principal.scopes"))
+        });
+        if let Err(denied) = claims {
             return finish(RPC, started, Err(denied));
         }
         let wire = request.into_inner();
