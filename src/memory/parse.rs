@@ -223,7 +223,7 @@ fn private_removals(text: &str, m: &Meter) -> (Vec<Range<usize>>, usize) {
     let mut at = 0;
     while let Some(lt) = find_byte(bytes, at, b'<', m) {
         at = lt + 1;
-        if let Some(end) = close_tag_end(bytes, lt, b"private", true) {
+        if let Some(end) = close_tag_end(bytes, lt, b"private", true, m) {
             at = end;
             match depth {
                 0 => removals.push(lt..end),
@@ -359,7 +359,7 @@ fn open_tag(
 
 /// The offset just past the closing tag of `name` (`</name>`, whitespace
 /// allowed before `>`) if one starts at `lt`.
-fn close_tag_end(bytes: &[u8], lt: usize, name: &[u8], fold_case: bool) -> Option<usize> {
+fn close_tag_end(bytes: &[u8], lt: usize, name: &[u8], fold_case: bool, m: &Meter) -> Option<usize> {
     if bytes.get(lt + 1) != Some(&b'/') {
         return None;
     }
@@ -372,6 +372,7 @@ fn close_tag_end(bytes: &[u8], lt: usize, name: &[u8], fold_case: bool) -> Optio
         .iter()
         .take_while(|b| b.is_ascii_whitespace())
         .count();
+    m.add(spaces);
     (bytes.get(name_end + spaces) == Some(&b'>')).then_some(name_end + spaces + 1)
 }
 
@@ -454,7 +455,7 @@ fn block_tags(text: &str, offsets: &OffsetMap, m: &Meter) -> Vec<BlockTag> {
         at = lt + 1;
         for element in ELEMENTS {
             let name = element.as_str().as_bytes();
-            if let Some(end) = close_tag_end(bytes, lt, name, false) {
+            if let Some(end) = close_tag_end(bytes, lt, name, false, m) {
                 if offsets.joins_inside(lt, end) {
                     break;
                 }
@@ -604,7 +605,7 @@ fn find_close_tag(bytes: &[u8], from: usize, name: &[u8], m: &Meter) -> Option<(
     let mut at = from;
     while let Some(lt) = find_byte(bytes, at, b'<', m) {
         at = lt + 1;
-        if let Some(end) = close_tag_end(bytes, lt, name, false) {
+        if let Some(end) = close_tag_end(bytes, lt, name, false, m) {
             return Some((lt, end));
         }
     }
@@ -688,6 +689,7 @@ fn entries(raw: &str, m: &Meter) -> Vec<String> {
     m.add(first);
     let is_name_start = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_');
     if !(bytes.get(first) == Some(&b'<') && is_name_start(bytes.get(first + 1))) {
+        m.add(raw.len());
         return text(raw, m)
             .lines()
             .map(str::trim)
