@@ -33,7 +33,12 @@ fn code_in_fields_survives_retain_and_list_memories() {
         .unwrap()
         .as_nanos();
     let case = AtomicU32::new(0);
-    let mut runner = TestRunner::new(Config::with_cases(64));
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        // Included by path, the generator has no source file to persist to.
+        failure_persistence: None,
+        ..Config::default()
+    });
     let observations = prop::collection::vec(code_observation(), 1..4);
     runner
         .run(&observations, |observations| {

@@ -2,8 +2,9 @@
 
 use proptest::prelude::*;
 
+use super::fields::decode;
 use super::*;
-use crate::memory::model::BUILTIN_TYPES;
+use crate::memory::model::{BUILTIN_TYPES, Observation, SessionSummary};
 
 /// The generator of fields holding code, shared with the server round trip
 /// of `tests/memory_parse.rs`.
