@@ -151,8 +151,9 @@ impl Field {
             ),
         };
         let kept = strip_private(&written).0.into_owned();
-        // An unterminated private span would remove the rest of the output.
-        let private_closed = strip_private(&format!("{written}\u{1}")).0.ends_with('\u{1}');
+        // An unterminated private span would remove the rest of the output
+        // (the block goes on with whitespace and a tag).
+        let private_closed = strip_private(&format!("{written}\n>\u{1}")).0.ends_with('\u{1}');
         let ok = private_closed
             && !expected.is_empty()
             && !closers.iter().any(|c| has_closer(&kept, c))

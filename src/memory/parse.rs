@@ -8,10 +8,10 @@
 //!    cannot reach a parsed field whatever the blocks around it look like;
 //! 2. one scan finds every block tag and matches opens to closes with a
 //!    stack, so each top-level block is found without rescanning the text;
-//! 3. each block's known fields are read leniently, as models write them,
-//!    not as XML: a field runs from `<name>` to its own `</name>` or, left
-//!    open, to the end of its block, and everything inside it but that
-//!    closer is text, kept byte for byte (generics such as `Vec<String>`,
+//! 3. each block's known fields are read (`parse/fields.rs`) leniently, as
+//!    models write them, not as XML: a field runs from `<name>` to its own
+//!    `</name>` or, left open, to the end of its block, and everything
+//!    inside it but that closer is text, kept byte for byte (generics such as `Vec<String>`,
 //!    tags and stray closers of other vocabularies, a bare `&` or `<`, an
 //!    undefined entity); only the five predefined entities and character
 //!    references are decoded and CDATA sections unwrapped. Entities are

@@ -34,11 +34,7 @@ fn holds_open_tag(bytes: &[u8], name: &[u8], m: &Meter) -> bool {
     while let Some(lt) = find_byte(bytes, at, b'<', m) {
         at = lt + 1;
         let name_end = lt + 1 + name.len();
-        if bytes.get(lt + 1..name_end) == Some(name)
-            && bytes
-                .get(name_end)
-                .is_none_or(|b| *b == b'>' || *b == b'/' || b.is_ascii_whitespace())
-        {
+        if bytes.get(lt + 1..name_end) == Some(name) && bytes.get(name_end).is_none_or(ends_tag_name) {
             return true;
         }
     }
@@ -64,9 +60,7 @@ fn fields<'a>(element: Element, body: &'a str, m: &Meter) -> Vec<(&'static str, 
         let Some(name) = known.iter().copied().find(|name| {
             let name_end = lt + 1 + name.len();
             bytes.get(lt + 1..name_end) == Some(name.as_bytes())
-                && bytes
-                    .get(name_end)
-                    .is_some_and(|b| *b == b'>' || *b == b'/' || b.is_ascii_whitespace())
+                && bytes.get(name_end).is_some_and(ends_tag_name)
         }) else {
             continue;
         };
@@ -83,6 +77,12 @@ fn fields<'a>(element: Element, body: &'a str, m: &Meter) -> Vec<(&'static str, 
         out.push((name, body.get(content_start..content_end).unwrap_or_default()));
     }
     out
+}
+
+/// Whether `b`, right after a tag's name, ends the name: `>`, `/` or
+/// whitespace.
+fn ends_tag_name(b: &u8) -> bool {
+    *b == b'>' || *b == b'/' || b.is_ascii_whitespace()
 }
 
 fn known_fields(element: Element) -> &'static [&'static str] {
@@ -232,10 +232,7 @@ fn entries(raw: &str, m: &Meter) -> Vec<String> {
             .count();
         m.add(name_len);
         let name_end = lt + 1 + name_len;
-        let ends_name = bytes
-            .get(name_end)
-            .is_some_and(|b| *b == b'>' || *b == b'/' || b.is_ascii_whitespace());
-        if name_len > MAX_ITEM_NAME || !ends_name {
+        if name_len > MAX_ITEM_NAME || !bytes.get(name_end).is_some_and(ends_tag_name) {
             continue;
         }
         let Some((content_start, self_closing)) = open_tag_end(bytes, name_end, m) else {

@@ -152,7 +152,11 @@ fn written(value: &str, writing: Writing, closers: &[&str]) -> Option<(String, S
         ),
     };
     let kept = strip_private(&block).0.into_owned();
-    let ok = !expected.is_empty()
+    // An unterminated private span would remove the rest of the output (the
+    // block goes on with whitespace and a tag).
+    let private_closed = strip_private(&format!("{block}\n>\u{1}")).0.ends_with('\u{1}');
+    let ok = private_closed
+        && !expected.is_empty()
         && !closers.iter().any(|c| has_closer(&kept, c))
         && !["<observation", "</observation", "<summary", "</summary"]
             .iter()
