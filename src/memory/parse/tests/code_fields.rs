@@ -155,7 +155,13 @@ fn written(value: &str, writing: Writing, closers: &[&str]) -> Option<(String, S
     // An unterminated private span would remove the rest of the output (the
     // block goes on with whitespace and a tag).
     let private_closed = strip_private(&format!("{block}\n>\u{1}")).0.ends_with('\u{1}');
+    // Stripped alone, a value ending in `<private` loses it; in its block,
+    // followed by `<` or `]`, it is no tag: such a value is left out.
+    let alone = strip_private(value).0;
+    let followed = strip_private(&format!("{value}\u{1}")).0.into_owned();
+    let context_free = followed.strip_suffix('\u{1}') == Some(&*alone);
     let ok = private_closed
+        && context_free
         && !expected.is_empty()
         && !closers.iter().any(|c| has_closer(&kept, c))
         && !["<observation", "</observation", "<summary", "</summary"]
