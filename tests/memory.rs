@@ -332,7 +332,7 @@ async fn retain_is_idempotent_strips_private_text_and_reports_bad_blocks() {
         let who = subject("retain");
         let output = format!(
             "{} <observation><type>rumor</type><text>x</text></observation> \
-             <observation><type>bugfix</type><text>unclosed</observation> {} \
+             <observation><type>bugfix</type></observation> {} \
              <private>the customer's card ends 4242</private>",
             observation(
                 "decision",

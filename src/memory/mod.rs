@@ -2,8 +2,8 @@
 //!
 //! - [`model`]: what a memory is (observation or session summary), free of
 //!   wire and storage types.
-//! - [`parse`]: observations and summaries out of a model's output, with a
-//!   real XML parser, `<private>` spans removed first.
+//! - [`parse`]: observations and summaries out of a model's output, read
+//!   leniently as models write them, `<private>` spans removed first.
 //! - [`rank`]: full-text relevance and recency into one score.
 //! - [`store`]: SQLite (embedded, default) or PostgreSQL (shared), with
 //!   versioned migrations, scope filtering in the query, idempotent writes

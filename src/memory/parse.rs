@@ -8,25 +8,35 @@
 //!    cannot reach a parsed field whatever the blocks around it look like;
 //! 2. one scan finds every block tag and matches opens to closes with a
 //!    stack, so each top-level block is found without rescanning the text;
-//! 3. each block is lightly repaired (bare `&` and `<` in text escaped) and
-//!    parsed with a real XML parser that refuses DTDs and bounds its nodes,
-//!    then mapped to [`Content`].
+//! 3. each block's known fields are read (`parse/fields.rs`) leniently, as
+//!    models write them, not as XML: a field runs from `<name>` to its own
+//!    `</name>` or, left open, to the end of its block, and everything
+//!    inside it but that closer is text, kept byte for byte (generics such as `Vec<String>`,
+//!    tags and stray closers of other vocabularies, a bare `&` or `<`, an
+//!    undefined entity); only the five predefined entities and character
+//!    references are decoded and CDATA sections unwrapped. Entities are
+//!    never defined, so never expanded.
 //!
-//! A block that fails becomes a [`BlockProblem`] whose reason names only
-//! elements, positions and counts, never the content.
+//! Every pass looks at each byte a bounded number of times, whatever the
+//! input (4 MiB of `<` or of unclosed tags included): the work is metered
+//! in bytes scanned ([`parse_model_output_metered`]) and
+//! `parse::tests::parsing_work_is_linear_in_hostile_input` holds it to a
+//! constant times the input's size.
+//!
+//! Only a block that cannot be a memory becomes a [`BlockProblem`] (an
+//! observation without a known type or without text, an empty summary, a
+//! nested or unterminated block); its reason names only elements, positions
+//! and counts, never the content.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::ops::Range;
 
-use roxmltree::{Document, Node, ParsingOptions};
-
-use super::model::{Content, Observation, SessionSummary};
+use super::model::Content;
+use fields::parse_block;
 
 /// Most blocks parsed from one text; later ones are reported once and ignored.
 pub const MAX_BLOCKS: usize = 1000;
-
-/// Most XML nodes one block may hold before it is rejected.
-pub const NODES_LIMIT: u32 = 100_000;
 
 /// Which kind of block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,8 +110,9 @@ pub struct Parsed {
 /// too but not counted. Lexical only: it works on prose and on structured
 /// fields alike.
 pub fn strip_private(text: &str) -> (Cow<'_, str>, usize) {
-    let (removals, spans) = private_removals(text);
-    (remove(text, &removals), spans)
+    let m = Meter::default();
+    let (removals, spans) = private_removals(text, &m);
+    (remove(text, &removals, &m), spans)
 }
 
 /// Parses every top-level `<observation>` and `<summary>` block of `text`.
@@ -111,8 +122,32 @@ pub fn strip_private(text: &str) -> (Cow<'_, str>, usize) {
 /// Never panics, takes time linear in the input, and parses at most
 /// [`MAX_BLOCKS`] blocks.
 pub fn parse_model_output(text: &str, types: &[String]) -> Parsed {
-    let (removals, private_spans) = private_removals(text);
-    let stripped = remove(text, &removals);
+    parse_model_output_metered(text, types).0
+}
+
+/// [`parse_model_output`], and the work it did: how many bytes its scans
+/// looked at (a byte looked at twice counts twice). What tests and the fuzz
+/// target compare with the input's size to hold the parser linear without
+/// depending on the machine's speed.
+pub fn parse_model_output_metered(text: &str, types: &[String]) -> (Parsed, u64) {
+    let m = Meter::default();
+    let parsed = parse(text, types, &m);
+    (parsed, m.0.get())
+}
+
+/// Bytes looked at so far.
+#[derive(Default)]
+struct Meter(Cell<u64>);
+
+impl Meter {
+    fn add(&self, bytes: usize) {
+        self.0.set(self.0.get().saturating_add(bytes as u64));
+    }
+}
+
+fn parse(text: &str, types: &[String], m: &Meter) -> Parsed {
+    let (removals, private_spans) = private_removals(text, m);
+    let stripped = remove(text, &removals, m);
     let offsets = OffsetMap::new(&removals);
     let types: Vec<String> = types.iter().map(|t| t.trim().to_lowercase()).collect();
 
@@ -122,7 +157,7 @@ pub fn parse_model_output(text: &str, types: &[String]) -> Parsed {
     };
     let mut cursor = 0;
     let mut found = 0usize;
-    for open in block_tags(&stripped, &offsets) {
+    for open in block_tags(&stripped, &offsets, m) {
         if open.pos < cursor {
             continue; // inside the previous block
         }
@@ -140,17 +175,17 @@ pub fn parse_model_output(text: &str, types: &[String]) -> Parsed {
         }
         let index = ordinal(found);
         found += 1;
-        let result = match open.close_end {
+        let result = match open.body {
             None => {
                 cursor = open.name_end;
                 Err(format!("unterminated <{}>", element.as_str()))
             }
-            Some(end) => {
+            Some((body, end)) => {
                 cursor = end;
                 stripped
-                    .get(open.pos..end)
+                    .get(body)
                     .ok_or_else(|| "block does not end on a character boundary".to_string())
-                    .and_then(|block| parse_block(element, block, &types))
+                    .and_then(|body| parse_block(element, body, &types, m))
             }
         };
         match result {
@@ -179,7 +214,7 @@ fn ordinal(n: usize) -> u32 {
 
 /// The byte ranges of `text` to remove (spans and stray closes, in order,
 /// disjoint) and how many spans they hold.
-fn private_removals(text: &str) -> (Vec<Range<usize>>, usize) {
+fn private_removals(text: &str, m: &Meter) -> (Vec<Range<usize>>, usize) {
     let bytes = text.as_bytes();
     let mut gt = NextGt::new(bytes);
     let mut removals = Vec::new();
@@ -187,9 +222,9 @@ fn private_removals(text: &str) -> (Vec<Range<usize>>, usize) {
     let mut depth = 0usize;
     let mut start = 0;
     let mut at = 0;
-    while let Some(lt) = find_byte(bytes, at, b'<') {
+    while let Some(lt) = find_byte(bytes, at, b'<', m) {
         at = lt + 1;
-        if let Some(end) = close_tag_end(bytes, lt, b"private", true) {
+        if let Some(end) = close_tag_end(bytes, lt, b"private", true, m) {
             at = end;
             match depth {
                 0 => removals.push(lt..end),
@@ -200,7 +235,7 @@ fn private_removals(text: &str) -> (Vec<Range<usize>>, usize) {
                 }
                 _ => depth -= 1,
             }
-        } else if let Some(tag) = open_tag(bytes, lt, b"private", true, &mut gt) {
+        } else if let Some(tag) = open_tag(bytes, lt, b"private", true, &mut gt, m) {
             if depth == 0 {
                 start = lt;
             }
@@ -231,10 +266,11 @@ fn private_removals(text: &str) -> (Vec<Range<usize>>, usize) {
 }
 
 /// `text` without the `removals` (ordered, disjoint, on char boundaries).
-fn remove<'a>(text: &'a str, removals: &[Range<usize>]) -> Cow<'a, str> {
+fn remove<'a>(text: &'a str, removals: &[Range<usize>], m: &Meter) -> Cow<'a, str> {
     if removals.is_empty() {
         return Cow::Borrowed(text);
     }
+    m.add(text.len());
     let mut out = String::with_capacity(text.len());
     let mut kept = 0;
     for r in removals {
@@ -296,14 +332,21 @@ enum OpenTag {
 
 /// The opening tag of `name` at `lt`, if one starts there: the name followed
 /// by `>`, `/`, whitespace or the end of the text.
-fn open_tag(bytes: &[u8], lt: usize, name: &[u8], fold_case: bool, gt: &mut NextGt<'_>) -> Option<OpenTag> {
+fn open_tag(
+    bytes: &[u8],
+    lt: usize,
+    name: &[u8],
+    fold_case: bool,
+    gt: &mut NextGt<'_>,
+    m: &Meter,
+) -> Option<OpenTag> {
     let name_end = lt + 1 + name.len();
     if !same_name(bytes.get(lt + 1..name_end)?, name, fold_case) {
         return None;
     }
     match bytes.get(name_end) {
         Some(b'>') => Some(OpenTag::Open(name_end + 1)),
-        Some(b) if *b == b'/' || b.is_ascii_whitespace() => Some(match gt.at_or_after(name_end) {
+        Some(b) if *b == b'/' || b.is_ascii_whitespace() => Some(match gt.at_or_after(name_end, m) {
             None => OpenTag::Unterminated,
             Some(g) if bytes.get(g - 1) == Some(&b'/') => OpenTag::SelfClosing(g + 1),
             Some(g) => OpenTag::Open(g + 1),
@@ -317,7 +360,7 @@ fn open_tag(bytes: &[u8], lt: usize, name: &[u8], fold_case: bool, gt: &mut Next
 
 /// The offset just past the closing tag of `name` (`</name>`, whitespace
 /// allowed before `>`) if one starts at `lt`.
-fn close_tag_end(bytes: &[u8], lt: usize, name: &[u8], fold_case: bool) -> Option<usize> {
+fn close_tag_end(bytes: &[u8], lt: usize, name: &[u8], fold_case: bool, m: &Meter) -> Option<usize> {
     if bytes.get(lt + 1) != Some(&b'/') {
         return None;
     }
@@ -330,6 +373,7 @@ fn close_tag_end(bytes: &[u8], lt: usize, name: &[u8], fold_case: bool) -> Optio
         .iter()
         .take_while(|b| b.is_ascii_whitespace())
         .count();
+    m.add(spaces);
     (bytes.get(name_end + spaces) == Some(&b'>')).then_some(name_end + spaces + 1)
 }
 
@@ -341,12 +385,12 @@ fn same_name(found: &[u8], name: &[u8], fold_case: bool) -> bool {
     }
 }
 
-fn find_byte(bytes: &[u8], from: usize, byte: u8) -> Option<usize> {
-    bytes
-        .get(from..)?
-        .iter()
-        .position(|&b| b == byte)
-        .map(|p| from + p)
+/// The first `byte` at or after `from`; the bytes looked at are metered.
+fn find_byte(bytes: &[u8], from: usize, byte: u8, m: &Meter) -> Option<usize> {
+    let rest = bytes.get(from..)?;
+    let found = rest.iter().position(|&b| b == byte);
+    m.add(found.map_or(rest.len(), |p| p + 1));
+    found.map(|p| from + p)
 }
 
 /// Finds the next `>` for queries at non-decreasing offsets in amortised
@@ -366,7 +410,7 @@ impl<'a> NextGt<'a> {
         }
     }
 
-    fn at_or_after(&mut self, from: usize) -> Option<usize> {
+    fn at_or_after(&mut self, from: usize, m: &Meter) -> Option<usize> {
         if let Some(g) = self.last
             && g >= from
         {
@@ -375,7 +419,7 @@ impl<'a> NextGt<'a> {
         if from >= self.none_from {
             return None;
         }
-        let found = find_byte(self.bytes, from, b'>');
+        let found = find_byte(self.bytes, from, b'>', m);
         match found {
             Some(g) => self.last = Some(g),
             None => self.none_from = from,
@@ -390,53 +434,59 @@ struct BlockTag {
     element: Element,
     /// Just past `<name`: where scanning resumes after an unterminated block.
     name_end: usize,
-    /// Just past the matching close tag, if any.
-    close_end: Option<usize>,
+    /// The body (between the opening and the matching closing tag) and the
+    /// offset just past the closing tag, once that is found.
+    body: Option<(Range<usize>, usize)>,
+    /// Just past the opening tag's `>` (`None` when unterminated).
+    open_end: Option<usize>,
 }
 
 /// Every opening `<observation>`/`<summary>` tag in order, each matched to
 /// its closing tag by a per-name stack (the close that brings the nesting
 /// depth counted from the open back to zero), in one pass. A tag that only
 /// exists because a private span was removed from its middle is no tag.
-fn block_tags(text: &str, offsets: &OffsetMap) -> Vec<BlockTag> {
+fn block_tags(text: &str, offsets: &OffsetMap, m: &Meter) -> Vec<BlockTag> {
     const ELEMENTS: [Element; 2] = [Element::Observation, Element::Summary];
     let bytes = text.as_bytes();
     let mut gt = NextGt::new(bytes);
     let mut tags: Vec<BlockTag> = Vec::new();
     let mut unclosed: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
     let mut at = 0;
-    while let Some(lt) = find_byte(bytes, at, b'<') {
+    while let Some(lt) = find_byte(bytes, at, b'<', m) {
         at = lt + 1;
         for element in ELEMENTS {
             let name = element.as_str().as_bytes();
-            if let Some(end) = close_tag_end(bytes, lt, name, false) {
+            if let Some(end) = close_tag_end(bytes, lt, name, false, m) {
                 if offsets.joins_inside(lt, end) {
                     break;
                 }
                 if let Some(open) = unclosed[element.slot()].pop()
                     && let Some(tag) = tags.get_mut(open)
+                    && let Some(open_end) = tag.open_end
                 {
-                    tag.close_end = Some(end);
+                    tag.body = Some((open_end..lt, end));
                 }
                 break;
             }
-            if let Some(open) = open_tag(bytes, lt, name, false, &mut gt) {
+            if let Some(open) = open_tag(bytes, lt, name, false, &mut gt, m) {
                 let name_end = lt + 1 + name.len();
                 if offsets.joins_inside(lt, name_end + 1) {
                     break;
                 }
-                let close_end = match open {
-                    OpenTag::SelfClosing(end) => Some(end),
-                    OpenTag::Open(_) | OpenTag::Unterminated => {
-                        unclosed[element.slot()].push(tags.len());
-                        None
-                    }
+                let (body, open_end) = match open {
+                    OpenTag::SelfClosing(end) => (Some((end..end, end)), Some(end)),
+                    OpenTag::Open(end) => (None, Some(end)),
+                    OpenTag::Unterminated => (None, None),
                 };
+                if body.is_none() {
+                    unclosed[element.slot()].push(tags.len());
+                }
                 tags.push(BlockTag {
                     pos: lt,
                     element,
                     name_end,
-                    close_end,
+                    body,
+                    open_end,
                 });
                 break;
             }
@@ -445,224 +495,7 @@ fn block_tags(text: &str, offsets: &OffsetMap) -> Vec<BlockTag> {
     tags
 }
 
-// ---------------------------------------------------------------- blocks
-
-fn parse_block(element: Element, block: &str, types: &[String]) -> Result<Content, String> {
-    let repaired = repair(block);
-    let options = ParsingOptions {
-        allow_dtd: false,
-        nodes_limit: NODES_LIMIT,
-        ..ParsingOptions::default()
-    };
-    let doc = Document::parse_with_options(&repaired, options).map_err(|e| describe(&e))?;
-    let root = doc.root_element();
-    let name = element.as_str();
-    if root
-        .descendants()
-        .skip(1)
-        .any(|n| n.is_element() && n.tag_name().name() == name)
-    {
-        return Err(format!("nested <{name}>"));
-    }
-    match element {
-        Element::Observation => observation(root, types),
-        Element::Summary => summary(root),
-    }
-}
-
-fn observation(root: Node<'_, '_>, types: &[String]) -> Result<Content, String> {
-    let mut kind: Option<String> = None;
-    let mut o = Observation::default();
-    let mut narrative = String::new();
-    for child in root.children().filter(Node::is_element) {
-        match child.tag_name().name() {
-            "type" if kind.is_none() => kind = Some(text_of(child).to_lowercase()),
-            "title" => append(&mut o.title, text_of(child)),
-            "text" => append(&mut o.text, text_of(child)),
-            "narrative" => append(&mut narrative, text_of(child)),
-            "facts" => o.facts.extend(entries(child)),
-            "files_read" => o.files_read.extend(entries(child)),
-            "files_modified" | "files_edited" => o.files_modified.extend(entries(child)),
-            _ => {} // subtitle, concepts and anything new: tolerated
-        }
-    }
-    append(&mut o.text, narrative);
-    o.kind = match kind {
-        None => return Err("observation has no type".into()),
-        Some(k) if k.is_empty() => return Err("observation has no type".into()),
-        Some(k) if !types.contains(&k) => {
-            return Err(format!("unknown observation type ({} bytes)", k.len()));
-        }
-        Some(k) => k,
-    };
-    if o.text.is_empty() && o.title.is_empty() {
-        return Err("observation has no text".into());
-    }
-    Ok(Content::Observation(o))
-}
-
-fn summary(root: Node<'_, '_>) -> Result<Content, String> {
-    let mut s = SessionSummary::default();
-    for child in root.children().filter(Node::is_element) {
-        let field = match child.tag_name().name() {
-            "request" => &mut s.request,
-            "investigated" => &mut s.investigated,
-            "learned" => &mut s.learned,
-            "completed" => &mut s.completed,
-            "next_steps" => &mut s.next_steps,
-            "notes" => &mut s.notes,
-            "files_read" => {
-                s.files_read.extend(entries(child));
-                continue;
-            }
-            "files_edited" | "files_modified" => {
-                s.files_edited.extend(entries(child));
-                continue;
-            }
-            _ => continue,
-        };
-        append(field, text_of(child));
-    }
-    let content = Content::Summary(s);
-    if content.is_blank() {
-        return Err("summary is empty".into());
-    }
-    Ok(content)
-}
-
-/// All descendant text (CDATA included), trimmed.
-fn text_of(node: Node<'_, '_>) -> String {
-    let all: String = node
-        .descendants()
-        .filter(Node::is_text)
-        .filter_map(|n| n.text())
-        .collect();
-    all.trim().to_string()
-}
-
-/// A list element's entries: each child element's text, or, when it has no
-/// child elements, each line of its text; blank entries skipped.
-fn entries(node: Node<'_, '_>) -> Vec<String> {
-    if node.children().any(|n| n.is_element()) {
-        node.children()
-            .filter(Node::is_element)
-            .map(text_of)
-            .filter(|e| !e.is_empty())
-            .collect()
-    } else {
-        text_of(node)
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect()
-    }
-}
-
-/// Appends a repeated field's value on its own line.
-fn append(field: &mut String, value: String) {
-    if value.is_empty() {
-        return;
-    }
-    if field.is_empty() {
-        *field = value;
-    } else {
-        field.push('\n');
-        field.push_str(&value);
-    }
-}
-
-/// Escapes what models write in text but XML forbids: a `&` that does not
-/// start a reference becomes `&amp;`, a `<` that cannot start markup becomes
-/// `&lt;`. CDATA sections are copied verbatim.
-fn repair(block: &str) -> Cow<'_, str> {
-    const CDATA: &[u8] = b"<![CDATA[";
-    let bytes = block.as_bytes();
-    let mut out = String::new();
-    let mut kept = 0;
-    let mut at = 0;
-    while let Some(&b) = bytes.get(at) {
-        let rest = bytes.get(at..).unwrap_or_default();
-        let escape = match b {
-            b'&' if !is_reference(rest) => "&amp;",
-            b'<' if rest.starts_with(CDATA) => {
-                at = block
-                    .get(at + CDATA.len()..)
-                    .and_then(|r| r.find("]]>"))
-                    .map_or(bytes.len(), |p| at + CDATA.len() + p + 3);
-                continue;
-            }
-            b'<' if !rest
-                .get(1)
-                .is_some_and(|c| c.is_ascii_alphabetic() || b"/!?".contains(c)) =>
-            {
-                "&lt;"
-            }
-            _ => {
-                at += 1;
-                continue;
-            }
-        };
-        out.push_str(block.get(kept..at).unwrap_or_default());
-        out.push_str(escape);
-        at += 1;
-        kept = at;
-    }
-    if kept == 0 {
-        return Cow::Borrowed(block);
-    }
-    out.push_str(block.get(kept..).unwrap_or_default());
-    Cow::Owned(out)
-}
-
-/// Whether `rest` (starting at `&`) starts a syntactically valid reference:
-/// `&name;`, `&#123;` or `&#x1F;`.
-fn is_reference(rest: &[u8]) -> bool {
-    let body = rest.get(1..).unwrap_or_default();
-    let (skip, len) = if body.starts_with(b"#x") {
-        (
-            2,
-            body.iter().skip(2).take_while(|b| b.is_ascii_hexdigit()).count(),
-        )
-    } else if body.starts_with(b"#") {
-        (1, body.iter().skip(1).take_while(|b| b.is_ascii_digit()).count())
-    } else if body
-        .first()
-        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_' || *b == b':')
-    {
-        (
-            0,
-            body.iter()
-                .take_while(|b| b.is_ascii_alphanumeric() || b"_:.-".contains(b))
-                .count(),
-        )
-    } else {
-        return false;
-    };
-    len > 0 && body.get(skip + len) == Some(&b';')
-}
-
-/// A parse error as kind and position only: roxmltree's own messages may
-/// quote element or entity names taken from the content.
-fn describe(e: &roxmltree::Error) -> String {
-    use roxmltree::Error as E;
-    let kind = match e {
-        E::DtdDetected => "DTD not allowed",
-        E::NodesLimitReached => "too many nodes",
-        E::AttributesLimitReached => "too many attributes",
-        E::UnknownEntityReference(..) => "unknown entity reference",
-        E::MalformedEntityReference(_) => "malformed entity reference",
-        E::EntityReferenceLoop(_) => "entity reference loop",
-        E::UnexpectedCloseTag(..) => "unexpected close tag",
-        E::UnclosedRootNode => "unclosed element",
-        E::UnexpectedDeclaration(_) => "unexpected declaration",
-        E::NonXmlChar(..) | E::InvalidChar(..) | E::InvalidChar2(..) => "invalid character",
-        E::DuplicatedAttribute(..) => "duplicated attribute",
-        _ => "syntax error",
-    };
-    let pos = e.pos();
-    format!("malformed XML: {kind} at {}:{} of the block", pos.row, pos.col)
-}
+mod fields;
 
 #[cfg(test)]
 mod tests;

@@ -2,8 +2,14 @@
 
 use proptest::prelude::*;
 
+use super::fields::decode;
 use super::*;
-use crate::memory::model::BUILTIN_TYPES;
+use crate::memory::model::{BUILTIN_TYPES, Observation, SessionSummary};
+
+/// The generator of fields holding code, shared with the server round trip
+/// of `tests/memory_parse.rs`.
+mod code_fields;
+use code_fields::{code_observation, escape};
 
 const MIB: usize = 1 << 20;
 
@@ -43,10 +49,6 @@ fn assert_offsets(text: &str, parsed: &Parsed) {
             "offset {offset} is not at {open}"
         );
     }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn render(o: &Observation) -> String {
@@ -210,9 +212,9 @@ fn no_blocks_means_nothing_parsed() {
 }
 
 #[test]
-fn malformed_block_is_one_problem_between_good_blocks() {
+fn a_block_without_text_is_one_problem_between_good_blocks() {
     let text = "<observation><type>feature</type><text>good one</text></observation>\n\
-                <observation><type>bugfix</type><text>unclosed</observation>\n\
+                <observation><type>bugfix</type><title></title><facts>secret fact</facts></observation>\n\
                 <summary><request>good two</request></summary>";
     let parsed = parse(text);
     assert_eq!(
@@ -222,12 +224,7 @@ fn malformed_block_is_one_problem_between_good_blocks() {
     assert_eq!(parsed.problems.len(), 1);
     let problem = &parsed.problems[0];
     assert_eq!((problem.element, problem.index), (Element::Observation, 1));
-    assert!(problem.reason.starts_with("malformed XML"), "{}", problem.reason);
-    assert!(
-        !problem.reason.contains("unclosed") && !problem.reason.contains("text"),
-        "{}",
-        problem.reason
-    );
+    assert_eq!(problem.reason, "observation has no text");
     assert_offsets(text, &parsed);
 }
 
@@ -342,17 +339,14 @@ fn bare_lt_and_amp_in_text_are_repaired() {
 }
 
 #[test]
-fn repair_leaves_cdata_and_valid_references_alone() {
+fn decode_borrows_plain_text_and_keeps_what_is_not_a_reference() {
+    let m = Meter::default();
+    assert!(matches!(decode("<a>plain</a> & <", &m), Cow::Borrowed(_)));
     assert_eq!(
-        repair("<t>&amp; &#1; &#xA; &a.b-c;</t>"),
-        "<t>&amp; &#1; &#xA; &a.b-c;</t>"
+        decode("&#; &#x; &; &1a; &a.b-c; &#1; &#xA;", &m),
+        "&#; &#x; &; &1a; &a.b-c; &#1; \n"
     );
-    assert_eq!(repair("<![CDATA[ & < ]]> & <"), "<![CDATA[ & < ]]> &amp; &lt;");
-    assert_eq!(
-        repair("&#; &#x; &; &1a; <1 <"),
-        "&amp;#; &amp;#x; &amp;; &amp;1a; &lt;1 &lt;"
-    );
-    assert!(matches!(repair("<a>plain</a>"), Cow::Borrowed(_)));
+    assert_eq!(decode("<![CDATA[ & < ]]> & <![CDATA[", &m), " & <  & <![CDATA[");
 }
 
 #[test]
@@ -372,21 +366,15 @@ fn entity_expansion_is_refused_not_expanded() {
     dtd.push_str("]>");
     let text = format!("<observation>{dtd}<type>feature</type><text>&lol9;</text></observation>");
     let parsed = parse(&text);
-    assert_eq!(parsed.blocks, vec![]);
-    assert_eq!(parsed.problems.len(), 1);
-    let reason = &parsed.problems[0].reason;
-    assert!(reason.starts_with("malformed XML"), "{reason}");
-    assert!(!reason.contains("lol"), "{reason}");
+    assert_eq!(parsed.problems, vec![]);
+    assert_eq!(parsed.blocks[0].content.body(), "&lol9;");
 }
 
 #[test]
-fn undefined_entity_is_a_problem_that_does_not_name_it() {
+fn undefined_entity_is_kept_verbatim() {
     let parsed = parse("<observation><type>feature</type><text>x &foo; y</text></observation>");
-    assert_eq!(parsed.blocks, vec![]);
-    assert_eq!(parsed.problems.len(), 1);
-    let reason = &parsed.problems[0].reason;
-    assert!(reason.contains("unknown entity reference"), "{reason}");
-    assert!(!reason.contains("foo"), "{reason}");
+    assert_eq!(parsed.problems, vec![]);
+    assert_eq!(parsed.blocks[0].content.body(), "x &foo; y");
 }
 
 // ------------------------------------------------------------ bounds
@@ -409,38 +397,18 @@ fn more_than_max_blocks_is_reported_once() {
 }
 
 #[test]
-fn deep_nesting_is_a_problem_not_a_panic() {
+fn deep_nesting_inside_a_field_is_text() {
     let deep = 200_000;
-    let text = format!(
-        "<observation><type>feature</type><text>{}x{}</text></observation>",
-        "<a>".repeat(deep),
-        "</a>".repeat(deep)
-    );
+    let inner = format!("{}x{}", "<a>".repeat(deep), "</a>".repeat(deep));
+    let text = format!("<observation><type>feature</type><text>{inner}</text></observation>");
     let parsed = parse(&text);
-    assert_eq!(parsed.blocks, vec![]);
-    assert_eq!(parsed.problems.len(), 1);
-    assert!(
-        parsed.problems[0].reason.contains("too many nodes"),
-        "{}",
-        parsed.problems[0].reason
-    );
+    assert_eq!(parsed.problems, vec![]);
+    assert_eq!(parsed.blocks[0].content.body(), inner);
 
     let nested = format!("{}{}", "<summary>".repeat(deep), "</summary>".repeat(deep));
     let parsed = parse(&nested);
     assert_eq!((parsed.blocks.len(), parsed.problems.len()), (0, 1));
-}
-
-#[test]
-fn nesting_under_the_node_limit_parses() {
-    let deep = 30_000;
-    let text = format!(
-        "<observation><type>feature</type><text>{}deep{}</text></observation>",
-        "<a>".repeat(deep),
-        "</a>".repeat(deep)
-    );
-    let parsed = parse(&text);
-    assert_eq!(parsed.problems, vec![]);
-    assert_eq!(parsed.blocks[0].content.body(), "deep");
+    assert_eq!(parsed.problems[0].reason, "nested <summary>");
 }
 
 #[test]
@@ -460,6 +428,79 @@ fn four_mib_of_unterminated_opens_finishes() {
     let parsed = parse(&"<observation>".repeat(4 * MIB / 13));
     assert_eq!(parsed.problems.len(), MAX_BLOCKS + 1);
     assert_eq!(parsed.problems[0].reason, "unterminated <observation>");
+}
+
+/// Hostile inputs of `n` bytes: full of `<`, of tags left open (blocks,
+/// fields, items, private spans), of closers that close nothing, and of
+/// references and CDATA openings that never end.
+fn hostile(n: usize) -> Vec<(&'static str, String)> {
+    let fill = |unit: &str| unit.repeat(n / unit.len());
+    let block = |inner: &str| format!("<observation><type>bugfix</type>{}</observation>", inner);
+    vec![
+        ("only <", fill("<")),
+        ("unclosed blocks", fill("<observation>")),
+        ("unclosed block tags", fill("<observation ")),
+        ("unclosed summaries", fill("<summary><request>")),
+        ("unclosed private", fill("<private ")),
+        ("private spans", fill("<private>x</private>")),
+        ("stray closers", fill("</observation></text></private>")),
+        ("unclosed fields", block(&fill("<text>"))),
+        ("unclosed field tags", block(&fill("<text "))),
+        ("fields left open", block(&fill("<text>a<title>b<facts><fact>"))),
+        (
+            "items left open",
+            block(&format!("<facts>{}", fill("<fact>x<f "))),
+        ),
+        (
+            "long item names",
+            block(&format!("<facts>{}", fill(&format!("<{}>", "f".repeat(70))))),
+        ),
+        (
+            "generics",
+            block(&format!("<text>{}</text>", fill("Vec<Arc<str>> &lt; &#x41 "))),
+        ),
+        (
+            "cdata openings",
+            block(&format!("<text>{}", fill("<![CDATA[ &#0000000000000065"))),
+        ),
+        (
+            "many blocks",
+            fill("<observation><type>bugfix</type><text>t</observation>"),
+        ),
+        (
+            "spaced closers",
+            block(&format!("<text>{}", fill("</text                x </private   "))),
+        ),
+        (
+            "list lines",
+            block(&format!("<files_read>{}", fill("a<b\n&#x41;\n"))),
+        ),
+    ]
+}
+
+#[test]
+fn parsing_work_is_linear_in_hostile_input() {
+    let n = 64 << 10;
+    let small = hostile(n);
+    let large = hostile(8 * n);
+    for ((what, small), (_, large)) in small.iter().zip(&large) {
+        let (_, at_n) = parse_model_output_metered(small, &types());
+        let (_, at_8n) = parse_model_output_metered(large, &types());
+        // Each byte is looked at a few times at most, and 8 times the input
+        // is about 8 times the work (a quadratic path would be 64).
+        assert!(
+            at_8n <= 12 * large.len() as u64,
+            "{what}: {at_8n} bytes looked at for {}",
+            large.len()
+        );
+        let ratio = at_8n as f64 / at_n.max(1) as f64;
+        let per_byte = at_8n as f64 / large.len() as f64;
+        eprintln!("{what}: {at_n} -> {at_8n} bytes looked at (x{ratio:.2}, {per_byte:.2} per input byte)");
+        assert!(
+            ratio < 9.0,
+            "{what}: {at_n} -> {at_8n} bytes looked at (x{ratio:.1})"
+        );
+    }
 }
 
 #[test]
@@ -514,17 +555,14 @@ fn private_text_never_reaches_a_parsed_field() {
     for n in 1..=6 {
         assert!(!seen.contains(&format!("SECRET{n}")), "SECRET{n} leaked: {seen}");
     }
-    assert_eq!(parsed.blocks.len(), 2);
-    assert_eq!(parsed.blocks[0].content.body(), "visible part");
-    assert_eq!(parsed.blocks[1].content.body(), "Request: asked\nNotes: n");
-    let reasons: Vec<&str> = parsed.problems.iter().map(|p| p.reason.as_str()).collect();
-    assert_eq!(reasons.len(), 2);
-    assert!(reasons[0].starts_with("malformed XML"), "{reasons:?}");
-    assert_eq!(reasons[1], "unterminated <observation>");
-    assert_eq!(
-        parsed.problems.iter().map(|p| p.index).collect::<Vec<_>>(),
-        vec![1, 3]
-    );
+    let bodies: Vec<String> = parsed.blocks.iter().map(|b| b.content.body()).collect();
+    assert_eq!(bodies, ["visible part", "broken", "Request: asked\nNotes: n"]);
+    let problems: Vec<(u32, &str)> = parsed
+        .problems
+        .iter()
+        .map(|p| (p.index, p.reason.as_str()))
+        .collect();
+    assert_eq!(problems, [(3, "unterminated <observation>")]);
     assert_offsets(text, &parsed);
 }
 
@@ -676,5 +714,92 @@ proptest! {
         prop_assert!(parsed.private_spans >= 1);
         prop_assert!(!visible(&parsed).contains(&marker));
         assert_offsets(&text, &parsed);
+    }
+}
+
+// ------------------------------------------------------------ what models write (issue 16)
+
+fn only_observation(parsed: Parsed) -> Observation {
+    assert_eq!(parsed.problems, vec![]);
+    assert_eq!(parsed.blocks.len(), 1, "{parsed:?}");
+    match parsed.blocks.into_iter().next().map(|b| b.content) {
+        Some(Content::Observation(o)) => o,
+        other => panic!("not an observation: {other:?}"),
+    }
+}
+
+#[test]
+fn generics_and_other_markup_in_fields_are_kept_byte_for_byte() {
+    let text = "<observation><type>bugfix</type>\
+                <title>Vec<String> is not Send</title>\
+                <text>The cache is HashMap<u64, Arc<str>>; the template closed </section> and </div> \
+                early. <b>Bold</b>, <br/>, <!-- a comment --> and <?pi?> stay; a < b && c; \
+                Option<&'a T>; &nbsp; &T::new; &#X41; <![CDATA[ never closed</text>\
+                <facts><fact>fn f<T: Into<String>>(x: T)</fact><fact>uses </title> and <text> in HTML</fact></facts>\
+                <files_read>src/a<b>.rs\nsrc/c.rs</files_read>\
+                </observation>";
+    let o = only_observation(parse(text));
+    assert_eq!(o.title, "Vec<String> is not Send");
+    assert_eq!(
+        o.text,
+        "The cache is HashMap<u64, Arc<str>>; the template closed </section> and </div> early. \
+         <b>Bold</b>, <br/>, <!-- a comment --> and <?pi?> stay; a < b && c; Option<&'a T>; \
+         &nbsp; &T::new; &#X41; <![CDATA[ never closed"
+    );
+    assert_eq!(
+        o.facts,
+        strings(&["fn f<T: Into<String>>(x: T)", "uses </title> and <text> in HTML"])
+    );
+    assert_eq!(o.files_read, strings(&["src/a<b>.rs", "src/c.rs"]));
+}
+
+#[test]
+fn a_field_left_open_closes_at_its_parents_end() {
+    let o = only_observation(parse(
+        "<observation><type>bugfix</type><title>Left open<text>not a field</observation>",
+    ));
+    assert_eq!(o.title, "Left open<text>not a field");
+
+    let o = only_observation(parse(
+        "<observation><type>feature</type><text>t</text><facts><fact>one</fact><fact>two</observation>",
+    ));
+    assert_eq!(o.facts, strings(&["one", "two"]));
+
+    let parsed = parse("<summary><request>ship it\n</summary>");
+    assert_eq!(parsed.problems, vec![]);
+    assert_eq!(parsed.blocks[0].content.body(), "Request: ship it");
+}
+
+#[test]
+fn references_decode_and_invalid_ones_are_kept_verbatim() {
+    let o = only_observation(parse(
+        "<observation><type>refactor</type><text>&lt;T&gt; &amp; &quot;q&quot; &apos;a&apos; &#65;&#x42; \
+         | &foo; &#0; &#xD800; &#x110000; &#; &amp <![CDATA[&lt; ]]]]><![CDATA[>]]></text></observation>",
+    ));
+    assert_eq!(
+        o.text,
+        "<T> & \"q\" 'a' AB | &foo; &#0; &#xD800; &#x110000; &#; &amp &lt; ]]>"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn code_and_markup_in_fields_survive_byte_for_byte(
+        observations in prop::collection::vec(code_observation(), 1..4),
+        prose in prose(),
+    ) {
+        let mut text = prose.clone();
+        for (block, _) in &observations {
+            text.push_str(block);
+            text.push_str(&prose);
+        }
+        let parsed = parse(&text);
+        prop_assert_eq!(parsed.problems, vec![]);
+        let got: Vec<Content> = parsed.blocks.into_iter().map(|b| b.content).collect();
+        let want: Vec<Content> =
+            observations.into_iter().map(|(_, o)| Content::Observation(o)).collect();
+        prop_assert_eq!(got, want);
     }
 }
