@@ -776,10 +776,12 @@ impl Shrink for Shrinker<'_, '_> {
         let text = crate::compact::summary::Summary::of_until(&msgs, None, self.p.cancel)
             .ok()?
             .plain();
+        // The summary clips the turns verbatim: it is only as trusted as the
+        // least trusted turn it covers.
         let item = Item {
             id: TURN_SUMMARY_ID.to_owned(),
             source: TURN_SUMMARY_SOURCE.to_owned(),
-            trusted: true,
+            trusted: members().all(vouched_for),
             ..Item::default()
         };
         let unit = render::unit(BlockKind::Summary, &item, &text, FormAttr::Compact);
@@ -840,11 +842,19 @@ impl Shrink for Shrinker<'_, '_> {
     }
 }
 
+/// Whether the application vouches for a turn's content: it says so, and the
+/// turn is neither the end user's text nor a tool's output (those are
+/// untrusted whatever the flag says: a prompt injection arrives there).
+fn vouched_for(item: &Item) -> bool {
+    item.trusted && !matches!(item.role, Some(Role::User | Role::Tool) | None)
+}
+
 /// The key of the summary unit of `items`: every field [`turn_message`]
-/// reads, length-prefixed, keyed by the tokenizer (its count is cached too).
+/// and [`vouched_for`] read, length-prefixed, keyed by the tokenizer (its
+/// count is cached too).
 fn turn_summary_key<'i>(tok: &Tokenizer, items: impl Iterator<Item = &'i Item>) -> super::cache::Key {
     let mut h = tok.hasher();
-    h.update(b"turn-summary/v1");
+    h.update(b"turn-summary/v2");
     let mut field = |bytes: &[u8]| {
         h.update(&(bytes.len() as u64).to_le_bytes());
         h.update(bytes);
@@ -858,6 +868,7 @@ fn turn_summary_key<'i>(tok: &Tokenizer, items: impl Iterator<Item = &'i Item>) 
             field(id.as_bytes());
         }
         field(item.content.as_bytes());
+        field(&[u8::from(vouched_for(item))]);
     }
     *h.finalize().as_bytes()
 }
