@@ -32,6 +32,7 @@ pub fn run(input: &CompactInput) {
             preserve_recent: round.preserve,
             pinned: round.pinned.clone(),
             context_length_exceeded: round.emergency,
+            cache_salt: String::new(),
         };
         let spec = catalog.models.resolve(&req.model).cloned();
         let invalid =

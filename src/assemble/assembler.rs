@@ -534,8 +534,12 @@ impl<'a> Pipeline<'a> {
     /// segment and tool (single flight: concurrent requests with a new
     /// prefix do it once). A cancelled count is not cached. Volatile values
     /// give a warning and are counted in every response that carries them.
+    ///
+    /// The cache is partitioned by `cache_salt`: a prefix another tenant
+    /// (another salt) brought is a miss, so `prefix_cache_hit` never tells
+    /// one caller what system prompt another used.
     fn static_tokens(&mut self, digest: &[u8; 32]) -> (u32, bool) {
-        let key = super::cache::key(self.tok, digest);
+        let key = prefix_key(self.tok, digest, &self.req.cache_salt);
         let counted = self.asm.prefixes.get_or_try_count(key, || {
             let tokens = self
                 .req
@@ -840,6 +844,16 @@ impl Shrink for Shrinker<'_, '_> {
         }
         best
     }
+}
+
+/// The prefix cache key of the static prefix `digest` under `salt`: the
+/// digest, then the salt length-framed (an empty salt is its own partition).
+fn prefix_key(tok: &Tokenizer, digest: &[u8; 32], salt: &str) -> super::cache::Key {
+    let mut h = tok.hasher();
+    h.update(digest);
+    h.update(&(salt.len() as u64).to_le_bytes());
+    h.update(salt.as_bytes());
+    *h.finalize().as_bytes()
 }
 
 /// Whether the application vouches for a turn's content: it says so, and the

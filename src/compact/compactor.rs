@@ -21,7 +21,7 @@ use std::time::Instant;
 use tracing::debug;
 
 use super::CompactionSettings;
-use super::breaker::{Breakers, Gate};
+use super::breaker::{Breakers, Gate, SessionKey};
 use super::conversation::{CompactRequest, Content, Msg, is_pinned_message, pinned_message};
 use super::cut::Boundaries;
 use super::outcome::{
@@ -119,7 +119,7 @@ impl Compactor {
             provenance: None,
             summary_index: None,
             trim_steps: Vec::new(),
-            breaker: self.breakers.state(&req.session_id, &r.settings, now),
+            breaker: self.breakers.state(session(&req), &r.settings, now),
             warnings: pairing_warnings(&req.messages, &bounds),
         };
 
@@ -128,7 +128,7 @@ impl Compactor {
         } else if before < r.trigger {
             out.reason = format!("{before} tokens are below the trigger of {}", r.trigger);
             out.messages = req.messages;
-        } else if self.breakers.gate(&req.session_id, &r.settings, now) == Gate::Open {
+        } else if self.breakers.gate(session(&req), &r.settings, now) == Gate::Open {
             out.warnings.push(Warning {
                 code: BREAKER_OPEN,
                 message: format!(
@@ -275,7 +275,7 @@ impl Compactor {
         out.summary_index = Some(index(head));
         out.tokens_after = after;
         let success = after <= r.target;
-        out.breaker = self.breakers.record(&req.session_id, success, &r.settings, now);
+        out.breaker = self.breakers.record(session(&req), success, &r.settings, now);
         if out.breaker.opened_now {
             metrics::compaction_breaker_opened();
         }
@@ -404,6 +404,11 @@ impl Layout {
         };
         Layout { head, earlier, body }
     }
+}
+
+/// The breaker's key of a request: its session within its tenant.
+fn session(req: &CompactRequest) -> SessionKey<'_> {
+    SessionKey::new(&req.cache_salt, &req.session_id)
 }
 
 /// Tokens of a conversation whose messages cost `costs`.

@@ -118,7 +118,7 @@ pub struct CompactRequest {
     pub request_id: String,
     /// Model name: chooses the tokenizer and the default thresholds.
     pub model: String,
-    /// The breaker's key (empty: no breaker).
+    /// With `cache_salt`, the breaker's key (empty: no breaker).
     pub session_id: String,
     /// The conversation, oldest first; an earlier summary may be first
     /// (after any leading system messages).
@@ -135,6 +135,9 @@ pub struct CompactRequest {
     /// The provider just refused the conversation as too long: trim the
     /// oldest turns until under the target, whatever the trigger.
     pub context_length_exceeded: bool,
+    /// The tenant: breakers are kept per (salt, session), so one tenant
+    /// cannot open or close another's breaker by naming its session.
+    pub cache_salt: String,
 }
 
 /// Checks what the domain requires of a conversation; every bad field is

@@ -954,3 +954,32 @@ fn a_turn_summary_is_trusted_only_when_every_turn_it_covers_is() {
     let open = turn_summary_open(&out);
     assert!(open.contains("trust=\"untrusted\""), "{open}");
 }
+
+#[test]
+fn the_prefix_cache_is_partitioned_by_cache_salt() {
+    let a = asm();
+    let salted = |salt: &str| {
+        let mut r = request(vec![block(
+            "ev",
+            BlockKind::Evidence,
+            vec![item("x", "alpha", 1.0)],
+        )]);
+        r.cache_salt = salt.to_owned();
+        a.assemble(r).unwrap().cache
+    };
+    let first = salted("tenant-a");
+    assert!(!first.prefix_cache_hit);
+    assert!(
+        salted("tenant-a").prefix_cache_hit,
+        "same salt, same prefix: a hit"
+    );
+    // Another tenant learns nothing of tenant-a's system prompt.
+    let other = salted("tenant-b");
+    assert!(!other.prefix_cache_hit, "another salt is a miss");
+    assert_eq!(
+        other.prefix_hash, first.prefix_hash,
+        "the prefix hash itself is unsalted"
+    );
+    assert!(!salted("").prefix_cache_hit);
+    assert!(salted("tenant-b").prefix_cache_hit);
+}

@@ -554,3 +554,30 @@ fn an_emergency_trim_of_one_turn_is_nothing_to_compact() {
         assert_eq!(out.tokens_after, out.tokens_before);
     }
 }
+
+#[test]
+fn breakers_are_kept_per_cache_salt_and_session() {
+    let c = compactor();
+    let failing = |salt: &str| CompactRequest {
+        target_tokens: Some(500),
+        cache_salt: salt.into(),
+        ..request(heavy_session())
+    };
+    let t0 = Instant::now();
+    // A hostile tenant fails session "s" three times under its own salt...
+    for _ in 0..3 {
+        let out = c.compact_at(failing("mallory"), &Cancel::new(), t0).unwrap();
+        assert_eq!(out.outcome, CompactOutcome::CompactedOverTarget);
+    }
+    assert!(
+        c.compact_at(failing("mallory"), &Cancel::new(), t0)
+            .unwrap()
+            .breaker
+            .open
+    );
+    // ...and the victim's session "s" is still compacted, its count untouched.
+    let victim = c.compact_at(failing("alice"), &Cancel::new(), t0).unwrap();
+    assert_eq!(victim.outcome, CompactOutcome::CompactedOverTarget);
+    assert_eq!(victim.breaker.consecutive_failures, 1);
+    assert!(!victim.breaker.open);
+}
