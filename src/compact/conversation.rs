@@ -2,11 +2,18 @@
 //! messages made of content blocks (text, tool use, tool result), as chat
 //! APIs with tools model them.
 
+use super::marker::{MarkerKey, TAG_CHARS};
 use crate::assemble::Role;
-use crate::assemble::render::escape_attr;
+use crate::assemble::render::{escape_attr, escape_tags};
 
-/// Opening of a pinned item's wrapper; how earlier pinned items are found.
+/// Opening of a pinned item's wrapper.
 const PINNED_OPEN: &str = "<pinned";
+/// Closing of a pinned item's wrapper.
+const PINNED_CLOSE: &str = "\n</pinned>";
+/// The tag attribute, last in the opening (after the escaped attributes).
+const TAG_ATTR: &str = " tag=\"";
+/// Tags a pinned item's content can neither open nor close.
+const PINNED_TAGS: [&str; 2] = ["pinned", "summary"];
 
 /// One content block of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +114,8 @@ pub struct Pinned {
     pub id: String,
     /// What it is (e.g. `task`, `file`); rendered as an attribute.
     pub kind: String,
-    /// Its text, rendered verbatim.
+    /// Its text, rendered with any `<pinned` or `<summary` tag (opening or
+    /// closing, any case) escaped as `&lt;`.
     pub content: String,
 }
 
@@ -198,9 +206,11 @@ pub fn validate(req: &CompactRequest) -> Vec<crate::assemble::FieldViolation> {
     v
 }
 
-/// The message restoring a pinned item.
-pub fn pinned_message(p: &Pinned) -> Msg {
-    let mut text = String::with_capacity(p.content.len() + p.kind.len() + p.id.len() + 40);
+/// The message restoring a pinned item, sealed with `key`: the last
+/// attribute of its opening is `tag`, the keyed hash of the rest of the text,
+/// so an end user's message that starts with `<pinned` is not one.
+pub fn pinned_message(p: &Pinned, key: &MarkerKey) -> Msg {
+    let mut text = String::with_capacity(p.content.len() + p.kind.len() + p.id.len() + 80);
     text.push_str(PINNED_OPEN);
     for (name, value) in [("kind", &p.kind), ("id", &p.id)] {
         if !value.is_empty() {
@@ -211,9 +221,12 @@ pub fn pinned_message(p: &Pinned) -> Msg {
             text.push('"');
         }
     }
+    let attrs_end = text.len();
     text.push_str(">\n");
-    text.push_str(&p.content);
-    text.push_str("\n</pinned>");
+    escape_tags(&mut text, &p.content, &PINNED_TAGS);
+    text.push_str(PINNED_CLOSE);
+    let tag = key.tag(b"pinned", &text);
+    text.insert_str(attrs_end, &format!("{TAG_ATTR}{tag}\""));
     Msg {
         id: p.id.clone(),
         role: Role::User,
@@ -221,9 +234,26 @@ pub fn pinned_message(p: &Pinned) -> Msg {
     }
 }
 
-/// Whether `m` is a pinned item this module restored.
-pub fn is_pinned_message(m: &Msg) -> bool {
-    m.role == Role::User
-        && matches!(m.content.as_slice(), [Content::Text(t)]
-            if t.starts_with(PINNED_OPEN) && t[PINNED_OPEN.len()..].starts_with([' ', '>']))
+/// Whether `m` is a pinned item this module restored with `key`: its
+/// opening ends with a tag that is the keyed hash of the text without it.
+/// (Attribute values are escaped, so ` tag="` can only be that attribute.)
+pub fn is_pinned_message(m: &Msg, key: &MarkerKey) -> bool {
+    let [Content::Text(t)] = m.content.as_slice() else {
+        return false;
+    };
+    if m.role != Role::User || !t.starts_with(PINNED_OPEN) || !t.ends_with(PINNED_CLOSE) {
+        return false;
+    }
+    let Some(open_end) = t.find(">\n") else {
+        return false;
+    };
+    let Some(at) = t[..open_end].rfind(TAG_ATTR) else {
+        return false;
+    };
+    let tag = &t[at + TAG_ATTR.len()..open_end];
+    let Some(tag) = tag.strip_suffix('"').filter(|g| g.len() == TAG_CHARS) else {
+        return false;
+    };
+    let unsealed = format!("{}{}", &t[..at], &t[open_end..]);
+    key.verify(b"pinned", &unsealed, tag)
 }
