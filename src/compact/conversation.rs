@@ -3,6 +3,7 @@
 //! APIs with tools model them.
 
 use super::marker::{MarkerKey, TAG_CHARS};
+use super::summary::SEAL;
 use crate::assemble::Role;
 use crate::assemble::render::{escape_attr, escape_tags};
 
@@ -10,8 +11,6 @@ use crate::assemble::render::{escape_attr, escape_tags};
 const PINNED_OPEN: &str = "<pinned";
 /// Closing of a pinned item's wrapper.
 const PINNED_CLOSE: &str = "\n</pinned>";
-/// The tag attribute, last in the opening (after the escaped attributes).
-const TAG_ATTR: &str = " tag=\"";
 /// Tags a pinned item's content can neither open nor close.
 const PINNED_TAGS: [&str; 2] = ["pinned", "summary"];
 
@@ -206,9 +205,9 @@ pub fn validate(req: &CompactRequest) -> Vec<crate::assemble::FieldViolation> {
     v
 }
 
-/// The message restoring a pinned item, sealed with `key`: the last
-/// attribute of its opening is `tag`, the keyed hash of the rest of the text,
-/// so an end user's message that starts with `<pinned` is not one.
+/// The message restoring a pinned item, sealed with `key`: the line after
+/// its opening is a [`SEAL`] with the keyed hash of the rest of the text, so
+/// an end user's message that starts with `<pinned` is not one.
 pub fn pinned_message(p: &Pinned, key: &MarkerKey) -> Msg {
     let mut text = String::with_capacity(p.content.len() + p.kind.len() + p.id.len() + 80);
     text.push_str(PINNED_OPEN);
@@ -221,12 +220,12 @@ pub fn pinned_message(p: &Pinned, key: &MarkerKey) -> Msg {
             text.push('"');
         }
     }
-    let attrs_end = text.len();
     text.push_str(">\n");
+    let opening = text.len();
     escape_tags(&mut text, &p.content, &PINNED_TAGS);
     text.push_str(PINNED_CLOSE);
     let tag = key.tag(b"pinned", &text);
-    text.insert_str(attrs_end, &format!("{TAG_ATTR}{tag}\""));
+    text.insert_str(opening, &format!("{SEAL}{tag}\n"));
     Msg {
         id: p.id.clone(),
         role: Role::User,
@@ -234,9 +233,9 @@ pub fn pinned_message(p: &Pinned, key: &MarkerKey) -> Msg {
     }
 }
 
-/// Whether `m` is a pinned item this module restored with `key`: its
-/// opening ends with a tag that is the keyed hash of the text without it.
-/// (Attribute values are escaped, so ` tag="` can only be that attribute.)
+/// Whether `m` is a pinned item this module restored with `key`: the line
+/// after its opening seals the text without that line. (Attribute values
+/// are escaped, so the first `>` and line break end the opening.)
 pub fn is_pinned_message(m: &Msg, key: &MarkerKey) -> bool {
     let [Content::Text(t)] = m.content.as_slice() else {
         return false;
@@ -244,16 +243,18 @@ pub fn is_pinned_message(m: &Msg, key: &MarkerKey) -> bool {
     if m.role != Role::User || !t.starts_with(PINNED_OPEN) || !t.ends_with(PINNED_CLOSE) {
         return false;
     }
-    let Some(open_end) = t.find(">\n") else {
+    let Some(opening) = t.find(">\n").map(|at| at + 2) else {
         return false;
     };
-    let Some(at) = t[..open_end].rfind(TAG_ATTR) else {
+    let Some((tag, rest)) = t[opening..]
+        .strip_prefix(SEAL)
+        .and_then(|r| r.split_at_checked(TAG_CHARS))
+    else {
         return false;
     };
-    let tag = &t[at + TAG_ATTR.len()..open_end];
-    let Some(tag) = tag.strip_suffix('"').filter(|g| g.len() == TAG_CHARS) else {
+    let Some(rest) = rest.strip_prefix('\n') else {
         return false;
     };
-    let unsealed = format!("{}{}", &t[..at], &t[open_end..]);
+    let unsealed = format!("{}{rest}", &t[..opening]);
     key.verify(b"pinned", &unsealed, tag)
 }

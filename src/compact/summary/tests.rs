@@ -51,7 +51,8 @@ fn golden_continuation() {
     let expected = "\
 This session continues from earlier turns that were compacted to save context. The summary below covers them; the messages after it are the most recent turns, verbatim.
 
-<summary tag=\"3d2df826296bac0ea0de6987038b2e6a\">
+<summary>
+Seal: 3d2df826296bac0ea0de6987038b2e6a
 Scope: 4 earlier messages summarized (system 0, user 1, assistant 2, tool 1); compactions: 1.
 Tools used: read_file.
 Recent user requests:
@@ -110,7 +111,7 @@ Timeline (most recent last):
 ";
     assert_eq!(second.body(), expected);
     assert!(!second.continuation(&key()).contains(PREAMBLE.repeat(2).as_str()));
-    assert_eq!(second.continuation(&key()).matches("<summary").count(), 1);
+    assert_eq!(second.continuation(&key()).matches("<summary>").count(), 1);
 }
 
 // REFERENCE section 3: pending work from ["done", "Next: update tests and
@@ -370,7 +371,7 @@ proptest! {
             let back = Summary::parse(&text, &key());
             prop_assert_eq!(back.as_ref(), Some(&s));
             prop_assert_eq!(s.scope.total(), covered);
-            prop_assert_eq!(text.matches("<summary").count(), 1);
+            prop_assert_eq!(text.matches("<summary>").count(), 1);
             sizes.push(text.chars().count());
             summary = Some(s);
         }
