@@ -686,6 +686,7 @@ fn compact_request(rng: &mut Rng, messages: Vec<pb::ConversationMessage>) -> pb:
             })
             .collect(),
         context_length_exceeded: chance(rng, 20),
+        cache_salt: String::new(),
     }
 }
 

@@ -359,6 +359,7 @@ fn conversation(s: &Secrets, n: usize, turns: usize) -> pb::CompactRequest {
             content: s.text("pinned"),
         }],
         context_length_exceeded: false,
+        cache_salt: String::new(),
     }
 }
 

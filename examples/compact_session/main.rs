@@ -169,6 +169,7 @@ fn request(session: &str, messages: Vec<Msg>, pinned: Vec<Pinned>) -> CompactReq
         preserve_recent: None,
         pinned,
         context_length_exceeded: false,
+        cache_salt: String::new(),
     }
 }
 

@@ -8,7 +8,9 @@ use context_assembler::compact::compactor::recount;
 use context_assembler::compact::conversation::{self, is_pinned_message};
 use context_assembler::compact::outcome::{BREAKER_OPEN, OVER_TARGET};
 use context_assembler::compact::summary::Summary;
-use context_assembler::compact::{CompactOutcome, CompactRequest, Compaction, Compactor, Content, Msg};
+use context_assembler::compact::{
+    CompactOutcome, CompactRequest, Compaction, Compactor, Content, MarkerKey, Msg,
+};
 
 use crate::compact_input::CompactInput;
 use crate::paths;
@@ -32,6 +34,7 @@ pub fn run(input: &CompactInput) {
             preserve_recent: round.preserve,
             pinned: round.pinned.clone(),
             context_length_exceeded: round.emergency,
+            cache_salt: String::new(),
         };
         let spec = catalog.models.resolve(&req.model).cloned();
         let invalid =
@@ -90,9 +93,16 @@ fn results_in(msgs: &[Msg]) -> Vec<&str> {
     msgs.iter().flat_map(Msg::tool_results).collect()
 }
 
-/// Whether `m` is a continuation message this crate wrote.
+/// The key the shared assembler's compactors seal their markers with.
+fn key() -> MarkerKey {
+    crate::assembler().catalog().compaction.marker_key
+}
+
+/// Whether `m` is a continuation message this crate wrote (sealed with the
+/// key: a message that only looks like one is ordinary text).
 fn is_continuation(m: &Msg) -> bool {
-    m.role == Role::User && matches!(m.content.as_slice(), [Content::Text(t)] if Summary::parse(t).is_some())
+    m.role == Role::User
+        && matches!(m.content.as_slice(), [Content::Text(t)] if Summary::parse(t, &key()).is_some())
 }
 
 /// Checks one answer against its request.
@@ -234,7 +244,7 @@ pub fn check(req: &CompactRequest, tok: &Tokenizer, out: &Compaction) {
         );
         let between = &out.messages[at + 1..out.messages.len() - tail];
         assert!(
-            between.iter().all(is_pinned_message),
+            between.iter().all(|m| is_pinned_message(m, &key())),
             "something besides pinned items after the summary"
         );
         if !req.pinned.is_empty() {

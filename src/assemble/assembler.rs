@@ -534,8 +534,12 @@ impl<'a> Pipeline<'a> {
     /// segment and tool (single flight: concurrent requests with a new
     /// prefix do it once). A cancelled count is not cached. Volatile values
     /// give a warning and are counted in every response that carries them.
+    ///
+    /// The cache is partitioned by `cache_salt`: a prefix another tenant
+    /// (another salt) brought is a miss, so `prefix_cache_hit` never tells
+    /// one caller what system prompt another used.
     fn static_tokens(&mut self, digest: &[u8; 32]) -> (u32, bool) {
-        let key = super::cache::key(self.tok, digest);
+        let key = prefix_key(self.tok, digest, &self.req.cache_salt);
         let counted = self.asm.prefixes.get_or_try_count(key, || {
             let tokens = self
                 .req
@@ -776,10 +780,12 @@ impl Shrink for Shrinker<'_, '_> {
         let text = crate::compact::summary::Summary::of_until(&msgs, None, self.p.cancel)
             .ok()?
             .plain();
+        // The summary clips the turns verbatim: it is only as trusted as the
+        // least trusted turn it covers.
         let item = Item {
             id: TURN_SUMMARY_ID.to_owned(),
             source: TURN_SUMMARY_SOURCE.to_owned(),
-            trusted: true,
+            trusted: members().all(vouched_for),
             ..Item::default()
         };
         let unit = render::unit(BlockKind::Summary, &item, &text, FormAttr::Compact);
@@ -840,11 +846,29 @@ impl Shrink for Shrinker<'_, '_> {
     }
 }
 
+/// The prefix cache key of the static prefix `digest` under `salt`: the
+/// digest, then the salt length-framed (an empty salt is its own partition).
+fn prefix_key(tok: &Tokenizer, digest: &[u8; 32], salt: &str) -> super::cache::Key {
+    let mut h = tok.hasher();
+    h.update(digest);
+    h.update(&(salt.len() as u64).to_le_bytes());
+    h.update(salt.as_bytes());
+    *h.finalize().as_bytes()
+}
+
+/// Whether the application vouches for a turn's content: it says so, and the
+/// turn is neither the end user's text nor a tool's output (those are
+/// untrusted whatever the flag says: a prompt injection arrives there).
+fn vouched_for(item: &Item) -> bool {
+    item.trusted && !matches!(item.role, Some(Role::User | Role::Tool) | None)
+}
+
 /// The key of the summary unit of `items`: every field [`turn_message`]
-/// reads, length-prefixed, keyed by the tokenizer (its count is cached too).
+/// and [`vouched_for`] read, length-prefixed, keyed by the tokenizer (its
+/// count is cached too).
 fn turn_summary_key<'i>(tok: &Tokenizer, items: impl Iterator<Item = &'i Item>) -> super::cache::Key {
     let mut h = tok.hasher();
-    h.update(b"turn-summary/v1");
+    h.update(b"turn-summary/v2");
     let mut field = |bytes: &[u8]| {
         h.update(&(bytes.len() as u64).to_le_bytes());
         h.update(bytes);
@@ -858,6 +882,7 @@ fn turn_summary_key<'i>(tok: &Tokenizer, items: impl Iterator<Item = &'i Item>) 
             field(id.as_bytes());
         }
         field(item.content.as_bytes());
+        field(&[u8::from(vouched_for(item))]);
     }
     *h.finalize().as_bytes()
 }

@@ -64,6 +64,9 @@ pub struct Comparison {
 pub const ADAPT_AFTER_REPORTS: u32 = 20;
 /// The least time between two margin changes of one model.
 pub const ADAPT_EVERY: Duration = Duration::from_secs(60);
+/// Most points one margin change moves the margin: with [`ADAPT_EVERY`],
+/// a margin moves at most this much a minute, however many reports arrive.
+pub const ADAPT_MAX_STEP_PERCENT: u32 = 15;
 /// Headroom kept above the observed under-count, in percent.
 pub const ADAPT_HEADROOM_PERCENT: f64 = 2.0;
 /// Weight of each new report in the moving average.
@@ -75,6 +78,9 @@ struct Adapting {
     ratio: f64,
     reports: u32,
     changed: Option<std::time::Instant>,
+    /// The margin last answered: where the next step starts from (a report
+    /// carries the margin of its own, possibly old, request).
+    margin: Option<u32>,
 }
 
 /// The cache key of a request id.
@@ -122,9 +128,11 @@ impl Feedback {
 
     /// Folds one comparison of an estimated model into its moving average
     /// and returns the margin it should now have, within `bounds`: the
-    /// observed under-count plus [`ADAPT_HEADROOM_PERCENT`], rounded up.
+    /// observed under-count plus [`ADAPT_HEADROOM_PERCENT`], rounded up,
+    /// but at most [`ADAPT_MAX_STEP_PERCENT`] points from the current margin.
     /// `None` until [`ADAPT_AFTER_REPORTS`] reports, and within
-    /// [`ADAPT_EVERY`] of the last change.
+    /// [`ADAPT_EVERY`] of the last change: so whatever a caller reports, and
+    /// however often, a margin moves at most one step a minute.
     pub fn adapt(
         &self,
         c: &Comparison,
@@ -154,9 +162,15 @@ impl Feedback {
         // Rounded up, ignoring floating-point noise (12.000000000000002 is 12).
         let wanted = ((a.ratio - 1.0) * 100.0 + ADAPT_HEADROOM_PERCENT - 1e-9).ceil();
         let wanted = wanted.clamp(f64::from(bounds.0), f64::from(bounds.1)) as u32;
-        if wanted != c.margin_percent {
+        let current = a.margin.unwrap_or(c.margin_percent);
+        let wanted = wanted.clamp(
+            current.saturating_sub(ADAPT_MAX_STEP_PERCENT),
+            current.saturating_add(ADAPT_MAX_STEP_PERCENT),
+        );
+        if wanted != current {
             a.changed = Some(now);
         }
+        a.margin = Some(wanted);
         Some(wanted)
     }
 
@@ -251,6 +265,43 @@ mod tests {
             low = g.adapt(&c, 80, (5, 30), start);
         }
         assert_eq!(low, Some(5));
+    }
+
+    #[test]
+    fn a_flood_of_hostile_reports_moves_a_margin_no_faster_than_the_rate() {
+        let f = Feedback::default();
+        let t0 = std::time::Instant::now();
+        let c = Comparison {
+            model: Arc::from("claude"),
+            margin_percent: 10,
+            ours: 110,
+            relative_error: 0.0,
+        };
+        // Ten thousand reports at once, each claiming the provider counted
+        // ten times more: one change, of at most one step.
+        let mut margin = 10;
+        for _ in 0..10_000 {
+            if let Some(m) = f.adapt(&c, 1_000, (5, 500), t0) {
+                margin = m;
+            }
+        }
+        assert!(margin > 10, "the margin still follows the reports");
+        assert!(margin <= 10 + ADAPT_MAX_STEP_PERCENT, "{margin}");
+        // The flood goes on for five minutes: at most one step a minute.
+        for s in 1..=300 {
+            let now = t0 + Duration::from_secs(s);
+            let c = Comparison {
+                margin_percent: margin,
+                ..c.clone()
+            };
+            for _ in 0..100 {
+                if let Some(m) = f.adapt(&c, 1_000, (5, 500), now) {
+                    margin = m;
+                }
+            }
+        }
+        assert!(margin <= 10 + 6 * ADAPT_MAX_STEP_PERCENT, "{margin}");
+        assert!(margin < 500, "not at the bound after five minutes: {margin}");
     }
 
     #[test]

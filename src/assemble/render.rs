@@ -116,12 +116,18 @@ pub fn escape_attr(out: &mut String, value: &str) {
 /// Copies `content`, writing `&lt;` for every `<` that would open or close
 /// one of our wrapper tags.
 fn escape_content(out: &mut String, content: &str) {
+    escape_tags(out, content, &TAGS);
+}
+
+/// Copies `content`, writing `&lt;` for every `<` that would open or close
+/// one of `tags` (any case, whitespace allowed after `<` or `/`).
+pub fn escape_tags(out: &mut String, content: &str, tags: &[&str]) {
     let bytes = content.as_bytes();
     let mut copied = 0;
     let mut from = 0;
     while let Some(off) = content[from..].find('<') {
         let at = from + off;
-        if starts_wrapper_tag(&bytes[at + 1..]) {
+        if starts_tag(&bytes[at + 1..], tags) {
             out.push_str(&content[copied..at]);
             out.push_str("&lt;");
             copied = at + 1;
@@ -131,8 +137,9 @@ fn escape_content(out: &mut String, content: &str) {
     out.push_str(&content[copied..]);
 }
 
-/// Whether the bytes after a `<` spell `[ws]* /? [ws]* tagname`, any case.
-fn starts_wrapper_tag(rest: &[u8]) -> bool {
+/// Whether the bytes after a `<` spell `[ws]* /? [ws]* tagname`, any case,
+/// for a tag name of `tags`.
+fn starts_tag(rest: &[u8], tags: &[&str]) -> bool {
     let mut i = 0;
     while i < rest.len() && rest[i].is_ascii_whitespace() {
         i += 1;
@@ -144,7 +151,7 @@ fn starts_wrapper_tag(rest: &[u8]) -> bool {
         }
     }
     let rest = &rest[i..];
-    TAGS.iter()
+    tags.iter()
         .any(|t| rest.len() >= t.len() && rest[..t.len()].eq_ignore_ascii_case(t.as_bytes()))
 }
 

@@ -3,7 +3,11 @@
 //! is trimmed instead of compacted until `breaker_cooldown` passes (then one
 //! compaction is tried again) or a compaction succeeds.
 //!
-//! State is a small record per session id in a bounded cache: at most
+//! A session is a (tenant, session id) pair, [`SessionKey`]: the tenant is the
+//! request's `cache_salt`, so a caller cannot open (or close) the breaker of
+//! another tenant's session by sending its session id.
+//!
+//! State is a small record per session in a bounded cache: at most
 //! [`MAX_SESSIONS`] sessions, each forgotten after [`IDLE_EXPIRY`] without a
 //! compaction request, so memory stays bounded whatever session ids callers
 //! send. A forgotten breaker is a closed one.
@@ -48,15 +52,43 @@ pub struct BreakerState {
     pub opened_now: bool,
 }
 
-/// The cache key of a session id.
-fn id(session: &str) -> [u8; 32] {
-    *blake3::hash(session.as_bytes()).as_bytes()
+/// Whose breaker: a session id within a tenant (the request's
+/// `cache_salt`). A bare `&str` is a session of the empty tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionKey<'a> {
+    /// The tenant (`cache_salt`).
+    pub salt: &'a str,
+    /// The session id; empty: no breaker.
+    pub session: &'a str,
+}
+
+impl<'a> SessionKey<'a> {
+    /// The session `session` of tenant `salt`.
+    pub fn new(salt: &'a str, session: &'a str) -> Self {
+        SessionKey { salt, session }
+    }
+}
+
+impl<'a> From<&'a str> for SessionKey<'a> {
+    fn from(session: &'a str) -> Self {
+        SessionKey { salt: "", session }
+    }
+}
+
+/// The cache key of a session: blake3 of the salt (length-framed) and the
+/// session id, so no (salt, id) pair can spell another.
+fn id(key: SessionKey<'_>) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(&(key.salt.len() as u64).to_le_bytes());
+    h.update(key.salt.as_bytes());
+    h.update(key.session.as_bytes());
+    *h.finalize().as_bytes()
 }
 
 /// Breakers of every session.
 #[derive(Clone)]
 pub struct Breakers {
-    /// By blake3 of the session id: an id of any length costs 32 bytes.
+    /// By blake3 of the salt and session id: any length costs 32 bytes.
     sessions: Cache<[u8; 32], State>,
 }
 
@@ -86,8 +118,14 @@ impl Breakers {
     }
 
     /// The gate for `session` at `now`. An empty session id has no breaker.
-    pub fn gate(&self, session: &str, settings: &CompactionSettings, now: Instant) -> Gate {
-        if session.is_empty() {
+    pub fn gate<'a>(
+        &self,
+        session: impl Into<SessionKey<'a>>,
+        settings: &CompactionSettings,
+        now: Instant,
+    ) -> Gate {
+        let session = session.into();
+        if session.session.is_empty() {
             return Gate::Closed;
         }
         match self.sessions.get(&id(session)) {
@@ -106,7 +144,13 @@ impl Breakers {
     }
 
     /// The state of `session` without changing it.
-    pub fn state(&self, session: &str, settings: &CompactionSettings, now: Instant) -> BreakerState {
+    pub fn state<'a>(
+        &self,
+        session: impl Into<SessionKey<'a>>,
+        settings: &CompactionSettings,
+        now: Instant,
+    ) -> BreakerState {
+        let session = session.into();
         let failures = self.sessions.get(&id(session)).map_or(0, |s| s.failures);
         BreakerState {
             consecutive_failures: failures,
@@ -118,14 +162,15 @@ impl Breakers {
     /// Records a compaction of `session`: a success closes its breaker, a
     /// failure counts and opens it at the threshold (or reopens it after a
     /// failed half-open try). Atomic per session.
-    pub fn record(
+    pub fn record<'a>(
         &self,
-        session: &str,
+        session: impl Into<SessionKey<'a>>,
         success: bool,
         settings: &CompactionSettings,
         now: Instant,
     ) -> BreakerState {
-        if session.is_empty() {
+        let session = session.into();
+        if session.session.is_empty() {
             return BreakerState::default();
         }
         if success {
@@ -213,7 +258,7 @@ mod tests {
         let s = settings();
         let t0 = Instant::now();
         for i in 0..5_000 {
-            b.record(&format!("session-{i}"), false, &s, t0);
+            b.record(format!("session-{i}").as_str(), false, &s, t0);
         }
         b.sessions.run_pending_tasks();
         assert!(b.sessions.entry_count() <= 100, "{}", b.sessions.entry_count());

@@ -21,9 +21,10 @@ use std::time::Instant;
 use tracing::debug;
 
 use super::CompactionSettings;
-use super::breaker::{Breakers, Gate};
+use super::breaker::{Breakers, Gate, SessionKey};
 use super::conversation::{CompactRequest, Content, Msg, is_pinned_message, pinned_message};
 use super::cut::Boundaries;
+use super::marker::MarkerKey;
 use super::outcome::{
     BREAKER_OPEN, CompactOutcome, Compaction, ORPHAN_TOOL_RESULT, OVER_TARGET, Provenance, TrimStep,
     UNANSWERED_TOOL_CALL,
@@ -101,7 +102,7 @@ impl Compactor {
             blocks(&req.messages) - hits,
         );
         let before = total(&costs);
-        let layout = Layout::of(&req.messages);
+        let layout = Layout::of(&req.messages, &r.settings.marker_key);
         let bounds = Boundaries::of(&req.messages, layout.body);
         let mut out = Compaction {
             request_id: req.request_id.clone(),
@@ -119,7 +120,7 @@ impl Compactor {
             provenance: None,
             summary_index: None,
             trim_steps: Vec::new(),
-            breaker: self.breakers.state(&req.session_id, &r.settings, now),
+            breaker: self.breakers.state(session(&req), &r.settings, now),
             warnings: pairing_warnings(&req.messages, &bounds),
         };
 
@@ -128,7 +129,7 @@ impl Compactor {
         } else if before < r.trigger {
             out.reason = format!("{before} tokens are below the trigger of {}", r.trigger);
             out.messages = req.messages;
-        } else if self.breakers.gate(&req.session_id, &r.settings, now) == Gate::Open {
+        } else if self.breakers.gate(session(&req), &r.settings, now) == Gate::Open {
             out.warnings.push(Warning {
                 code: BREAKER_OPEN,
                 message: format!(
@@ -246,7 +247,7 @@ impl Compactor {
         let continuation = Msg {
             id: String::new(),
             role: Role::User,
-            content: vec![Content::Text(summary.continuation())],
+            content: vec![Content::Text(summary.continuation(&r.settings.marker_key))],
         };
         // New pinned items replace the ones restored last time; without new
         // ones, those are carried forward.
@@ -254,7 +255,10 @@ impl Compactor {
             let start = earlier_index.map_or(body, |i| i + 1);
             req.messages[start..body].to_vec()
         } else {
-            req.pinned.iter().map(pinned_message).collect()
+            req.pinned
+                .iter()
+                .map(|p| pinned_message(p, &r.settings.marker_key))
+                .collect()
         };
         let mut meter = Meter::new(cancel);
         let mut added = 0u32;
@@ -275,7 +279,7 @@ impl Compactor {
         out.summary_index = Some(index(head));
         out.tokens_after = after;
         let success = after <= r.target;
-        out.breaker = self.breakers.record(&req.session_id, success, &r.settings, now);
+        out.breaker = self.breakers.record(session(&req), success, &r.settings, now);
         if out.breaker.opened_now {
             metrics::compaction_breaker_opened();
         }
@@ -383,12 +387,14 @@ impl Compactor {
 }
 
 impl Layout {
-    fn of(msgs: &[Msg]) -> Self {
+    /// Finds the parts; an earlier summary and its pinned items count only
+    /// with a valid tag under `key` (else they are ordinary messages).
+    fn of(msgs: &[Msg], key: &MarkerKey) -> Self {
         let head = msgs.iter().take_while(|m| m.role == Role::System).count();
         let earlier = msgs
             .get(head)
             .and_then(|m| match m.content.as_slice() {
-                [Content::Text(t)] => Summary::parse(t),
+                [Content::Text(t)] => Summary::parse(t, key),
                 _ => None,
             })
             .map(|s| (head, s));
@@ -397,13 +403,18 @@ impl Layout {
                 head + 1
                     + msgs[head + 1..]
                         .iter()
-                        .take_while(|m| is_pinned_message(m))
+                        .take_while(|m| is_pinned_message(m, key))
                         .count()
             }
             None => head,
         };
         Layout { head, earlier, body }
     }
+}
+
+/// The breaker's key of a request: its session within its tenant.
+fn session(req: &CompactRequest) -> SessionKey<'_> {
+    SessionKey::new(&req.cache_salt, &req.session_id)
 }
 
 /// Tokens of a conversation whose messages cost `costs`.

@@ -2,11 +2,17 @@
 //! messages made of content blocks (text, tool use, tool result), as chat
 //! APIs with tools model them.
 
+use super::marker::{MarkerKey, TAG_CHARS};
+use super::summary::SEAL;
 use crate::assemble::Role;
-use crate::assemble::render::escape_attr;
+use crate::assemble::render::{escape_attr, escape_tags};
 
-/// Opening of a pinned item's wrapper; how earlier pinned items are found.
+/// Opening of a pinned item's wrapper.
 const PINNED_OPEN: &str = "<pinned";
+/// Closing of a pinned item's wrapper.
+const PINNED_CLOSE: &str = "\n</pinned>";
+/// Tags a pinned item's content can neither open nor close.
+const PINNED_TAGS: [&str; 2] = ["pinned", "summary"];
 
 /// One content block of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +113,8 @@ pub struct Pinned {
     pub id: String,
     /// What it is (e.g. `task`, `file`); rendered as an attribute.
     pub kind: String,
-    /// Its text, rendered verbatim.
+    /// Its text, rendered with any `<pinned` or `<summary` tag (opening or
+    /// closing, any case) escaped as `&lt;`.
     pub content: String,
 }
 
@@ -118,7 +125,7 @@ pub struct CompactRequest {
     pub request_id: String,
     /// Model name: chooses the tokenizer and the default thresholds.
     pub model: String,
-    /// The breaker's key (empty: no breaker).
+    /// With `cache_salt`, the breaker's key (empty: no breaker).
     pub session_id: String,
     /// The conversation, oldest first; an earlier summary may be first
     /// (after any leading system messages).
@@ -135,6 +142,9 @@ pub struct CompactRequest {
     /// The provider just refused the conversation as too long: trim the
     /// oldest turns until under the target, whatever the trigger.
     pub context_length_exceeded: bool,
+    /// The tenant: breakers are kept per (salt, session), so one tenant
+    /// cannot open or close another's breaker by naming its session.
+    pub cache_salt: String,
 }
 
 /// Checks what the domain requires of a conversation; every bad field is
@@ -195,9 +205,11 @@ pub fn validate(req: &CompactRequest) -> Vec<crate::assemble::FieldViolation> {
     v
 }
 
-/// The message restoring a pinned item.
-pub fn pinned_message(p: &Pinned) -> Msg {
-    let mut text = String::with_capacity(p.content.len() + p.kind.len() + p.id.len() + 40);
+/// The message restoring a pinned item, sealed with `key`: the line after
+/// its opening is a [`SEAL`] with the keyed hash of the rest of the text, so
+/// an end user's message that starts with `<pinned` is not one.
+pub fn pinned_message(p: &Pinned, key: &MarkerKey) -> Msg {
+    let mut text = String::with_capacity(p.content.len() + p.kind.len() + p.id.len() + 80);
     text.push_str(PINNED_OPEN);
     for (name, value) in [("kind", &p.kind), ("id", &p.id)] {
         if !value.is_empty() {
@@ -209,8 +221,11 @@ pub fn pinned_message(p: &Pinned) -> Msg {
         }
     }
     text.push_str(">\n");
-    text.push_str(&p.content);
-    text.push_str("\n</pinned>");
+    let opening = text.len();
+    escape_tags(&mut text, &p.content, &PINNED_TAGS);
+    text.push_str(PINNED_CLOSE);
+    let tag = key.tag(b"pinned", &text);
+    text.insert_str(opening, &format!("{SEAL}{tag}\n"));
     Msg {
         id: p.id.clone(),
         role: Role::User,
@@ -218,9 +233,28 @@ pub fn pinned_message(p: &Pinned) -> Msg {
     }
 }
 
-/// Whether `m` is a pinned item this module restored.
-pub fn is_pinned_message(m: &Msg) -> bool {
-    m.role == Role::User
-        && matches!(m.content.as_slice(), [Content::Text(t)]
-            if t.starts_with(PINNED_OPEN) && t[PINNED_OPEN.len()..].starts_with([' ', '>']))
+/// Whether `m` is a pinned item this module restored with `key`: the line
+/// after its opening seals the text without that line. (Attribute values
+/// are escaped, so the first `>` and line break end the opening.)
+pub fn is_pinned_message(m: &Msg, key: &MarkerKey) -> bool {
+    let [Content::Text(t)] = m.content.as_slice() else {
+        return false;
+    };
+    if m.role != Role::User || !t.starts_with(PINNED_OPEN) || !t.ends_with(PINNED_CLOSE) {
+        return false;
+    }
+    let Some(opening) = t.find(">\n").map(|at| at + 2) else {
+        return false;
+    };
+    let Some((tag, rest)) = t[opening..]
+        .strip_prefix(SEAL)
+        .and_then(|r| r.split_at_checked(TAG_CHARS))
+    else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix('\n') else {
+        return false;
+    };
+    let unsealed = format!("{}{rest}", &t[..opening]);
+    key.verify(b"pinned", &unsealed, tag)
 }

@@ -7,6 +7,7 @@
 //! - [`cut`]: where a conversation may be cut (tool-call pair safety);
 //! - [`summary`]: the deterministic, bounded, mergeable summary;
 //! - [`breaker`]: the per-session circuit breaker;
+//! - [`marker`]: the key that seals the continuation and pinned markers;
 //! - [`outcome`]: what a request answers;
 //! - [`compactor`]: trigger, compaction, breaker fallback and emergency trim,
 //!   with exact token counts.
@@ -15,6 +16,7 @@ pub mod breaker;
 pub mod compactor;
 pub mod conversation;
 pub mod cut;
+pub mod marker;
 pub mod outcome;
 pub mod summary;
 #[cfg(test)]
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 pub use compactor::Compactor;
 pub use conversation::{CompactRequest, Content, Msg, Pinned};
+pub use marker::MarkerKey;
 pub use outcome::{CompactOutcome, Compaction, Provenance, TrimStep};
 
 /// Default trigger: compact at this share of the model's input budget.
@@ -40,6 +43,9 @@ pub const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(600);
 /// How compaction behaves where a request does not say (`[compaction]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactionSettings {
+    /// Seals the continuation and pinned markers (`marker_key`, else a
+    /// random per-process key).
+    pub marker_key: MarkerKey,
     /// `trigger_tokens` default, in percent of the model's input budget.
     pub trigger_percent: u32,
     /// `target_tokens` default, in percent of the model's input budget.
@@ -60,6 +66,7 @@ impl Default for CompactionSettings {
             preserve_recent: DEFAULT_PRESERVE_RECENT,
             breaker_failures: DEFAULT_BREAKER_FAILURES,
             breaker_cooldown: DEFAULT_BREAKER_COOLDOWN,
+            marker_key: MarkerKey::per_process(),
         }
     }
 }

@@ -11,12 +11,18 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use super::conversation::{Content, Msg};
+use super::marker::{MarkerKey, TAG_CHARS};
 use crate::assemble::{AssembleError, Cancel, Role};
 
-/// First line of every continuation message; how an earlier summary is
-/// recognised.
+/// First line of every continuation message. An earlier summary is
+/// recognised by it *and* a valid tag (see [`super::marker`]): a message
+/// that merely starts with it is ordinary text.
 pub const PREAMBLE: &str = "This session continues from earlier turns that were compacted to save context. \
 The summary below covers them; the messages after it are the most recent turns, verbatim.";
+
+/// Opens the first line of a sealed marker's text: the tag follows (see
+/// [`super::marker`]).
+pub const SEAL: &str = "Seal: ";
 
 /// Closing instructions of the continuation message.
 pub const CLOSING: &str = "Continue the work from the most recent message. Do not acknowledge or recap this \
@@ -233,9 +239,18 @@ impl Summary {
         out
     }
 
-    /// The continuation message's text: preamble, summary, closing.
-    pub fn continuation(&self) -> String {
-        format!("{PREAMBLE}\n\n<summary>\n{}</summary>\n\n{CLOSING}", self.body())
+    /// The continuation message's text: preamble, summary (its body sealed
+    /// with `key`), closing.
+    pub fn continuation(&self, key: &MarkerKey) -> String {
+        Summary::wrap(&self.body(), key)
+    }
+
+    /// A continuation message around `body`, sealed with `key`: its first
+    /// line is a [`SEAL`] with the keyed hash of the body, so no text made
+    /// without the key passes [`Summary::parse`].
+    pub fn wrap(body: &str, key: &MarkerKey) -> String {
+        let tag = key.tag(b"summary", body);
+        format!("{PREAMBLE}\n\n<summary>\n{SEAL}{tag}\n{body}</summary>\n\n{CLOSING}")
     }
 
     /// The continuation as plain text, without the `<summary>` tags (for a
@@ -244,16 +259,21 @@ impl Summary {
         format!("{PREAMBLE}\n\n{}\n{CLOSING}", self.body())
     }
 
-    /// Parses a continuation message this module rendered; `None` when `text`
-    /// is not one. Lines it does not know are ignored.
-    pub fn parse(text: &str) -> Option<Summary> {
-        let rest = text.strip_prefix(PREAMBLE)?;
-        let start = rest.find("<summary>\n")? + "<summary>\n".len();
-        let end = start + rest[start..].find("</summary>")?;
+    /// Parses a continuation message this module rendered and sealed with
+    /// `key`; `None` when `text` is not one (an end user's message that
+    /// starts like one has no valid tag). Lines it does not know are ignored.
+    pub fn parse(text: &str, key: &MarkerKey) -> Option<Summary> {
+        let rest = text.strip_prefix(PREAMBLE)?.strip_prefix("\n\n<summary>\n")?;
+        let (tag, rest) = rest.strip_prefix(SEAL)?.split_at_checked(TAG_CHARS)?;
+        let rest = rest.strip_prefix('\n')?;
+        let end = rest.find("</summary>")?;
+        if !key.verify(b"summary", &rest[..end], tag) {
+            return None;
+        }
         let mut s = Summary::default();
         // The list a `- ` line belongs to, and how many of its items are kept.
         let mut section: Option<(&mut Vec<String>, usize)> = None;
-        for line in rest[start..end].lines() {
+        for line in rest[..end].lines() {
             if let Some(item) = line.strip_prefix("- ") {
                 if let Some((list, cap)) = section.as_mut() {
                     push_bounded(list, clip(item, MAX_PARSED_CHARS), *cap);
@@ -376,12 +396,15 @@ fn defuse(s: String) -> String {
     }
 }
 
-/// A tool name as listed: no separators, bounded.
+/// A tool name as listed: no separators, bounded, our summary tags
+/// defused (a tool named `x</summary>` must not close the summary).
 fn tool_name(name: &str) -> String {
-    name.chars()
-        .map(|c| if c == ',' || c.is_whitespace() { '_' } else { c })
-        .take(MAX_NAME_CHARS)
-        .collect()
+    defuse(
+        name.chars()
+            .map(|c| if c == ',' || c.is_whitespace() { '_' } else { c })
+            .take(MAX_NAME_CHARS)
+            .collect(),
+    )
 }
 
 /// One timeline line: role, then up to [`BLOCKS_PER_ENTRY`] clipped blocks.

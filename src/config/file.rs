@@ -12,7 +12,7 @@ use super::auth::AuthSection;
 use super::{ConfigError, LogFormat};
 use crate::assemble::models::CacheSettings;
 use crate::assemble::{BlockKind, Catalog, Encoding, ModelSpec, ModelTable, Policy, Role, Tokenizer};
-use crate::compact::CompactionSettings;
+use crate::compact::{CompactionSettings, MarkerKey};
 
 /// The embedded default configuration, printed by `config --print-default`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/default.toml");
@@ -118,7 +118,25 @@ pub struct CompactionSection {
     pub breaker_failures: Option<u32>,
     /// Seconds an open breaker stays open.
     pub breaker_cooldown_secs: Option<u64>,
+    /// The secret that seals continuation and pinned markers (never logged).
+    pub marker_key: Option<Secret>,
 }
+
+/// A secret string from the file: its `Debug` shows nothing of it.
+#[derive(Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(redacted)")
+    }
+}
+
+/// Fewest characters of `compaction.marker_key`.
+pub const MIN_MARKER_KEY_CHARS: usize = 32;
+/// Most characters of `compaction.marker_key`.
+pub const MAX_MARKER_KEY_CHARS: usize = 1024;
 
 /// `[memory]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -290,6 +308,7 @@ impl FileConfig {
                     .compaction
                     .breaker_cooldown_secs
                     .or(b.compaction.breaker_cooldown_secs),
+                marker_key: self.compaction.marker_key.or(b.compaction.marker_key),
             },
             memory: MemorySection {
                 store: self.memory.store.or(b.memory.store),
@@ -488,6 +507,23 @@ fn compaction(c: &CompactionSection) -> Result<CompactionSettings, ConfigError> 
         breaker_cooldown: c
             .breaker_cooldown_secs
             .map_or(d.breaker_cooldown, std::time::Duration::from_secs),
+        marker_key: match &c.marker_key {
+            // The message never shows the value: it is a secret.
+            Some(Secret(k))
+                if !(MIN_MARKER_KEY_CHARS..=MAX_MARKER_KEY_CHARS).contains(&k.chars().count())
+                    || k.trim() != k =>
+            {
+                return Err(ConfigError::new(
+                    "compaction.marker_key",
+                    format!(
+                        "must be {MIN_MARKER_KEY_CHARS} to {MAX_MARKER_KEY_CHARS} characters, without \
+                         leading or trailing whitespace (e.g. `openssl rand -hex 32`)"
+                    ),
+                ));
+            }
+            Some(Secret(k)) => MarkerKey::derive(k),
+            None => d.marker_key,
+        },
     };
     if settings.target_percent > settings.trigger_percent {
         return Err(ConfigError::new(

@@ -452,3 +452,29 @@ fn memory_settings_are_read_and_checked() {
         "memory.extra_types"
     );
 }
+
+#[test]
+fn the_marker_key_is_checked_and_never_shown() {
+    let secret = "a-marker-key-of-at-least-thirty-two-characters";
+    let (_f, cfg) = with_file(&format!("[compaction]\nmarker_key = \"{secret}\"\n"));
+    let cfg = cfg.unwrap();
+    assert_eq!(
+        cfg.catalog.compaction.marker_key,
+        crate::compact::MarkerKey::derive(secret)
+    );
+    assert!(!format!("{cfg:?}").contains(secret), "the key is in Debug");
+    let short = with_file("[compaction]\nmarker_key = \"too-short-secret\"\n")
+        .1
+        .unwrap_err();
+    assert_eq!(short.key, "compaction.marker_key");
+    assert!(!short.to_string().contains("too-short-secret"));
+    assert_eq!(
+        err_key(&format!("[compaction]\nmarker_key = \" {secret}\"\n")),
+        "compaction.marker_key"
+    );
+    // Unset: the process's own key, the same for every catalog it builds.
+    assert_eq!(
+        parse(&[]).serve.validate().unwrap().catalog.compaction.marker_key,
+        crate::compact::MarkerKey::per_process()
+    );
+}

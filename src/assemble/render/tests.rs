@@ -68,7 +68,7 @@ proptest! {
         let mut opens = 0;
         let mut closes = 0;
         for (at, _) in lower.match_indices('<') {
-            if starts_wrapper_tag(&lower.as_bytes()[at + 1..]) {
+            if starts_tag(&lower.as_bytes()[at + 1..], &TAGS) {
                 if lower[at + 1..].trim_start().starts_with('/') { closes += 1 } else { opens += 1 }
             }
         }

@@ -46,6 +46,7 @@ impl TryFrom<pb::CompactRequest> for compact::CompactRequest {
                 })
                 .collect(),
             context_length_exceeded: r.context_length_exceeded,
+            cache_salt: r.cache_salt,
         })
     }
 }
