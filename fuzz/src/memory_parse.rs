@@ -1,14 +1,19 @@
 //! Model output for the `memory_parse` target: observations whose fields
 //! hold code and markup, written the way a model writes them (raw, escaped
 //! or in CDATA), with the text each field must parse back to. The oracle is
-//! written apart from the parser: it knows which values a field cannot hold
-//! (its own closer, a block tag, a reference or CDATA section that a raw
-//! value would decode) and leaves those out.
+//! the parser's tests' (`src/memory/parse/tests/field_oracle.rs`), written
+//! apart from the parser: it knows which values a field cannot hold and
+//! leaves those out.
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 use context_assembler::memory::Observation;
 use context_assembler::memory::model::BUILTIN_TYPES;
 use context_assembler::memory::parse::strip_private;
+
+#[path = "../../src/memory/parse/tests/field_oracle.rs"]
+mod field_oracle;
+
+use field_oracle::{Writing, written};
 
 /// What coding agents write in a field: generics, markup of other
 /// vocabularies, stray closers and opens of our own field names, bare `<`
@@ -78,50 +83,10 @@ const PROSE: &[&str] = &[
     "<div>done</div> ",
 ];
 
-/// How a field's value is written into the block.
-#[derive(Debug, Clone, Copy, Arbitrary)]
-enum Writing {
-    Raw,
-    Escaped,
-    Cdata,
-}
-
 /// A field: as written in the block, and the text the parser must give.
 struct Field {
     written: String,
     expected: String,
-}
-
-/// Whether `text` holds `</name`, optional whitespace and `>`.
-fn has_closer(text: &str, name: &str) -> bool {
-    let tag = format!("</{name}");
-    text.match_indices(&tag).any(|(at, _)| {
-        text[at + tag.len()..]
-            .trim_start_matches(|c: char| c.is_ascii_whitespace())
-            .starts_with('>')
-    })
-}
-
-/// Whether `text` holds a reference XML would decode.
-fn has_reference(text: &str) -> bool {
-    text.match_indices('&').any(|(at, _)| {
-        let rest = &text[at + 1..];
-        let Some(end) = rest.find(';') else {
-            return false;
-        };
-        let body = &rest[..end];
-        ["lt", "gt", "amp", "quot", "apos"].contains(&body)
-            || body
-                .strip_prefix("#x")
-                .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
-            || body
-                .strip_prefix('#')
-                .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
-    })
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 impl Field {
@@ -141,40 +106,8 @@ impl Field {
                 value.push_str(PIECES[u.choose_index(PIECES.len())?]);
             }
         }
-        let writing = Writing::arbitrary(u)?;
-        let (written, expected) = match writing {
-            Writing::Raw => (value.clone(), strip_private(&value).0.trim().to_owned()),
-            Writing::Escaped => (escape(&value), value.trim().to_owned()),
-            Writing::Cdata => (
-                format!("<![CDATA[{value}]]>"),
-                strip_private(&value).0.trim().to_owned(),
-            ),
-        };
-        let kept = strip_private(&written).0.into_owned();
-        // An unterminated private span would remove the rest of the output
-        // (the block goes on with whitespace and a tag).
-        let private_closed = strip_private(&format!("{written}\n>\u{1}")).0.ends_with('\u{1}');
-        // Stripped alone, a value ending in `<private` loses it; in its block,
-        // followed by `<` or `]`, it is no tag: such a value is left out.
-        let alone = strip_private(&value).0;
-        let followed = strip_private(&format!("{value}\u{1}")).0.into_owned();
-        let context_free = followed.strip_suffix('\u{1}') == Some(&*alone);
-        let ok = private_closed
-            && context_free
-            && !expected.is_empty()
-            && !closers.iter().any(|c| has_closer(&kept, c))
-            && !["<observation", "</observation", "<summary", "</summary"]
-                .iter()
-                .any(|t| kept.contains(t))
-            && match writing {
-                Writing::Raw => {
-                    let cdata = kept.contains("<![CDATA[") && kept.contains("]]>");
-                    !has_reference(&kept) && !cdata
-                }
-                Writing::Escaped => true,
-                Writing::Cdata => !strip_private(&value).0.contains("]]>"),
-            };
-        Ok(ok.then_some(Field { written, expected }))
+        let writing = *u.choose(&[Writing::Raw, Writing::Escaped, Writing::Cdata])?;
+        Ok(written(&value, writing, closers).map(|(written, expected)| Field { written, expected }))
     }
 }
 

@@ -9,7 +9,8 @@ use crate::memory::model::{BUILTIN_TYPES, Observation, SessionSummary};
 /// The generator of fields holding code, shared with the server round trip
 /// of `tests/memory_parse.rs`.
 mod code_fields;
-use code_fields::{code_observation, escape};
+use code_fields::code_observation;
+use code_fields::field_oracle::escape;
 
 const MIB: usize = 1 << 20;
 

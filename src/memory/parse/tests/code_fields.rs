@@ -4,27 +4,17 @@
 //! spans, unicode), each as written in a block and as the parser must give
 //! it back. Shared by the parser's unit tests and `tests/memory_parse.rs`
 //! (which includes this file by path): it names only what its parent module
-//! imports, `Observation`, `BUILTIN_TYPES` and `strip_private`.
+//! imports, `Observation`, `BUILTIN_TYPES` and `strip_private` (the oracle in
+//! `field_oracle.rs` needs the last).
 
 use proptest::prelude::*;
 
 use super::{BUILTIN_TYPES, Observation, strip_private};
 
-/// `s` with `&`, `<` and `>` escaped.
-pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
+#[path = "field_oracle.rs"]
+pub mod field_oracle;
 
-/// How a generated field value is written into the block.
-#[derive(Debug, Clone, Copy)]
-enum Writing {
-    /// As the model would: raw code and markup.
-    Raw,
-    /// XML-escaped (`&amp;`, `&lt;`, `&gt;`).
-    Escaped,
-    /// In one CDATA section.
-    Cdata,
-}
+use field_oracle::{Writing, written};
 
 /// What coding agents write in a field: generics, markup of other
 /// vocabularies, stray closers and opens of our own field names, bare `<`
@@ -108,74 +98,6 @@ fn code() -> impl Strategy<Value = String> {
         1 => prop::string::string_regex("[^\\x00]{1,6}").unwrap(),
     ];
     prop::collection::vec(piece, 1..10).prop_map(|parts| parts.concat())
-}
-
-/// Whether `text` holds `</name`, optional whitespace and `>`: a closer.
-fn has_closer(text: &str, name: &str) -> bool {
-    let tag = format!("</{name}");
-    text.match_indices(&tag).any(|(at, _)| {
-        text[at + tag.len()..]
-            .trim_start_matches(|c: char| c.is_ascii_whitespace())
-            .starts_with('>')
-    })
-}
-
-/// Whether `text` holds a reference the parser decodes.
-fn has_reference(text: &str) -> bool {
-    text.match_indices('&').any(|(at, _)| {
-        let rest = &text[at + 1..];
-        let Some(end) = rest.find(';') else {
-            return false;
-        };
-        let body = &rest[..end];
-        ["lt", "gt", "amp", "quot", "apos"].contains(&body)
-            || body
-                .strip_prefix("#x")
-                .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
-            || body
-                .strip_prefix('#')
-                .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
-    })
-}
-
-/// A field value written one of three ways and the text the parser must
-/// give back, or `None` when the value cannot be a field's text that way (it
-/// closes its own field or block, is blank, or its raw form is XML the
-/// parser decodes).
-fn written(value: &str, writing: Writing, closers: &[&str]) -> Option<(String, String)> {
-    let (block, expected) = match writing {
-        Writing::Raw => (value.to_string(), strip_private(value).0.trim().to_string()),
-        Writing::Escaped => (escape(value), value.trim().to_string()),
-        Writing::Cdata => (
-            format!("<![CDATA[{value}]]>"),
-            strip_private(value).0.trim().to_string(),
-        ),
-    };
-    let kept = strip_private(&block).0.into_owned();
-    // An unterminated private span would remove the rest of the output (the
-    // block goes on with whitespace and a tag).
-    let private_closed = strip_private(&format!("{block}\n>\u{1}")).0.ends_with('\u{1}');
-    // Stripped alone, a value ending in `<private` loses it; in its block,
-    // followed by `<` or `]`, it is no tag: such a value is left out.
-    let alone = strip_private(value).0;
-    let followed = strip_private(&format!("{value}\u{1}")).0.into_owned();
-    let context_free = followed.strip_suffix('\u{1}') == Some(&*alone);
-    let ok = private_closed
-        && context_free
-        && !expected.is_empty()
-        && !closers.iter().any(|c| has_closer(&kept, c))
-        && !["<observation", "</observation", "<summary", "</summary"]
-            .iter()
-            .any(|t| kept.contains(t))
-        && match writing {
-            Writing::Raw => {
-                let cdata = kept.contains("<![CDATA[") && kept.contains("]]>");
-                !has_reference(&kept) && !cdata
-            }
-            Writing::Escaped => true,
-            Writing::Cdata => !strip_private(value).0.contains("]]>"),
-        };
-    ok.then_some((block, expected))
 }
 
 fn code_field(closers: &'static [&'static str]) -> impl Strategy<Value = (String, String)> {
