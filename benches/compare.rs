@@ -18,8 +18,9 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use context_assembler::assemble::{AssembleRequest, Assembler, DEFAULT_CACHE_BYTES};
+use context_assembler::assemble::{Assembler, DEFAULT_CACHE_BYTES};
 use context_assembler::grpc::pb;
+use context_assembler::prompt::AssembleRequest;
 use context_assembler::workload::replay::Replay;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use prost::Message as _;

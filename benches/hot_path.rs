@@ -8,10 +8,13 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use context_assembler::assemble::cache::CountCache;
-use context_assembler::assemble::{AssembleRequest, Assembler, Cancel, Encoding, Role, Tokenizer};
+use context_assembler::assemble::Assembler;
 use context_assembler::compact::{CompactRequest, Compactor, Content, Msg};
 use context_assembler::grpc::pb;
+use context_assembler::prompt::AssembleRequest;
+use context_assembler::tokens::cache::CountCache;
+use context_assembler::tokens::{Encoding, Tokenizer};
+use context_assembler::vocab::{Cancel, Role};
 use context_assembler::workload::{self, Rng, Shape};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use prost::Message as _;

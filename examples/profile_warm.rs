@@ -6,8 +6,9 @@
 //!        profile_warm replay [PASSES] [PROMPT_TOKENS]
 #![allow(clippy::unwrap_used)]
 
-use context_assembler::assemble::{AssembleRequest, Assembler, DEFAULT_CACHE_BYTES};
+use context_assembler::assemble::{Assembler, DEFAULT_CACHE_BYTES};
 use context_assembler::grpc::pb;
+use context_assembler::prompt::AssembleRequest;
 use context_assembler::workload::replay::Replay;
 use context_assembler::workload::{self, Shape};
 use prost::Message as _;

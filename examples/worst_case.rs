@@ -19,10 +19,13 @@ mod shapes;
 
 use std::sync::Arc;
 
-use context_assembler::assemble::{self as domain, Assembler, Cancel, batch};
+use context_assembler::assemble::{self as domain, Assembler, batch};
 use context_assembler::compact::{CompactRequest, Compactor};
 use context_assembler::config::default_catalog;
 use context_assembler::grpc::pb;
+use context_assembler::prompt;
+use context_assembler::tokens;
+use context_assembler::vocab::Cancel;
 use context_assembler::workload::{self, Rng, Shape};
 use prost::Message as _;
 
@@ -93,7 +96,7 @@ fn measure<T>(name: &str, wire: usize, build: impl Fn() -> T, run: impl Fn(T) ->
 
 fn assemble_row(name: &str, wire: pb::AssembleRequest) {
     let size = wire.encoded_len();
-    let req = domain::AssembleRequest::try_from(wire).expect("a valid wire request");
+    let req = prompt::AssembleRequest::try_from(wire).expect("a valid wire request");
     measure(
         name,
         size,
@@ -107,10 +110,10 @@ fn assemble_row(name: &str, wire: pb::AssembleRequest) {
 
 fn batch_row(name: &str, wire: pb::AssembleBatchRequest) {
     let size = wire.encoded_len();
-    let reqs: Vec<domain::AssembleRequest> = wire
+    let reqs: Vec<prompt::AssembleRequest> = wire
         .requests
         .into_iter()
-        .map(|r| domain::AssembleRequest::try_from(r).expect("a valid wire request"))
+        .map(|r| prompt::AssembleRequest::try_from(r).expect("a valid wire request"))
         .collect();
     measure(
         name,
@@ -197,15 +200,15 @@ fn main() {
     let n = largest(MAX_WIRE, shapes::whitespace_summary);
     assemble_row("blank-line SUMMARY, max_tokens 8", shapes::whitespace_summary(n));
 
-    let held = domain::validate::MAX_PRINCIPAL_SCOPES;
-    let per_item = domain::validate::MAX_SCOPES_PER_ITEM;
+    let held = prompt::MAX_PRINCIPAL_SCOPES;
+    let per_item = prompt::MAX_SCOPES_PER_ITEM;
     let n = largest(MAX_WIRE, |n| shapes::many_scopes(n, per_item, held)).min(MAX_ITEMS);
     assemble_row(
         &format!("{n} items x {per_item} scopes, principal {held}"),
         shapes::many_scopes(n, per_item, held),
     );
 
-    let calls = domain::validate::MAX_TOOL_CALL_IDS_PER_MESSAGE;
+    let calls = prompt::MAX_TOOL_CALL_IDS_PER_MESSAGE;
     let turns = (MAX_ITEMS - 2) / (calls + 1);
     assemble_row(
         &format!("{turns} turns x {calls} calls answered from the end"),
@@ -255,7 +258,7 @@ fn main() {
     // The floor: counting the bytes once, which every shape whose content is
     // measured pays.
     let text = workload::prose(&mut Rng::new(5), MAX_WIRE);
-    let tok = domain::Tokenizer::exact(domain::Encoding::O200kBase);
+    let tok = tokens::Tokenizer::exact(tokens::Encoding::O200kBase);
     measure(
         "reference: count 4 MiB of prose once (o200k)",
         MAX_WIRE,

@@ -18,11 +18,15 @@
 //! - [`workload`] generates deterministic synthetic prompts for benches and tests.
 
 pub mod assemble;
-pub mod cli;
 pub mod compact;
 pub mod config;
 pub mod grpc;
 pub mod memory;
+pub mod offline;
+pub mod prompt;
+pub mod prompt_cache;
 pub mod server;
 pub mod telemetry;
+pub mod tokens;
+pub mod vocab;
 pub mod workload;

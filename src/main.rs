@@ -6,7 +6,7 @@ use clap::Parser as _;
 use context_assembler::config::{
     Cli, Command, ConfigArgs, EMBEDDED_DEFAULT, EXIT_CONFIG, LogFormat, ServeArgs,
 };
-use context_assembler::{cli, server, telemetry};
+use context_assembler::{offline, server, telemetry};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Some(Command::Assemble(args)) => cli::assemble(&args),
+        Some(Command::Assemble(args)) => offline::assemble(&args),
         Some(Command::Serve(args)) => serve(&args),
         Some(Command::Config(args)) => config(&args),
         None => serve(&cli.serve),

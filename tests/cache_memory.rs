@@ -4,8 +4,8 @@
 //! binary, so no other test allocates while it measures.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use context_assembler::assemble::cache::{CountCache, ENTRY_WEIGHT_BYTES};
 use context_assembler::telemetry::process;
+use context_assembler::tokens::cache::{CountCache, ENTRY_WEIGHT_BYTES};
 
 fn resident() -> u64 {
     process::read().expect("/proc/self on Linux").resident_bytes

@@ -13,9 +13,12 @@ mod shapes;
 use std::sync::Arc;
 use std::time::Instant;
 
-use context_assembler::assemble::{self as domain, Assembler, Cancel, Item, batch, turns};
+use context_assembler::assemble::{self as domain, Assembler, batch, turns};
 use context_assembler::compact::{CompactRequest, Compactor};
 use context_assembler::config::default_catalog;
+use context_assembler::prompt;
+use context_assembler::prompt::Item;
+use context_assembler::vocab::Cancel;
 
 fn assembler() -> Arc<Assembler> {
     let asm = Assembler::new(default_catalog(), domain::DEFAULT_CACHE_BYTES);
@@ -77,8 +80,8 @@ fn assert_n_log_n<T>(what: &str, n: usize, build: impl Fn(usize) -> T, run: impl
     );
 }
 
-fn domain_request(wire: context_assembler::grpc::pb::AssembleRequest) -> domain::AssembleRequest {
-    domain::AssembleRequest::try_from(wire).unwrap()
+fn domain_request(wire: context_assembler::grpc::pb::AssembleRequest) -> prompt::AssembleRequest {
+    prompt::AssembleRequest::try_from(wire).unwrap()
 }
 
 #[test]

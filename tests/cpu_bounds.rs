@@ -8,10 +8,8 @@ mod common;
 mod shapes;
 
 use common::TestServer;
-use context_assembler::assemble::validate::{
-    MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM, MAX_TOOL_CALL_IDS_PER_MESSAGE,
-};
 use context_assembler::grpc::pb;
+use context_assembler::prompt::{MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM, MAX_TOOL_CALL_IDS_PER_MESSAGE};
 use tonic::Code;
 use tonic_types::StatusExt;
 

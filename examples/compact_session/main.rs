@@ -22,12 +22,14 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::Instant;
 
-use context_assembler::assemble::{Assembler, Cancel, Role, Tokenizer};
+use context_assembler::assemble::Assembler;
 use context_assembler::compact::compactor::recount;
 use context_assembler::compact::{
     CompactOutcome, CompactRequest, Compaction, Compactor, Content, Msg, Pinned, Provenance, TrimStep,
 };
 use context_assembler::config::default_catalog;
+use context_assembler::tokens::Tokenizer;
+use context_assembler::vocab::{Cancel, Role};
 
 mod session;
 

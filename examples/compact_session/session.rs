@@ -1,8 +1,8 @@
 //! The generated coding-agent session of the `compact_session` example:
 //! deterministic requests, plans, tool calls and realistic tool output.
 
-use context_assembler::assemble::Role;
 use context_assembler::compact::{Content, Msg};
+use context_assembler::vocab::Role;
 use context_assembler::workload::Rng;
 use serde_json::json;
 

@@ -6,9 +6,10 @@ use std::collections::HashSet;
 
 use context_assembler::assemble::assembler::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
 use context_assembler::assemble::render::{self, FormAttr};
-use context_assembler::assemble::{
-    AssembleError, AssembleRequest, Assembler, Assembly, Message, ModelSpec, Policy, Role, Tokenizer,
-};
+use context_assembler::assemble::{AssembleError, Assembler, Policy};
+use context_assembler::prompt::{AssembleRequest, Assembly, Message};
+use context_assembler::tokens::{ModelSpec, Tokenizer};
+use context_assembler::vocab::Role;
 use context_assembler::grpc::pb;
 use prost::Message as _;
 
@@ -44,7 +45,7 @@ fn always_present(req: &AssembleRequest, tok: &Tokenizer) -> u64 {
         .iter()
         .map(|s| u64::from(message_tokens(tok, Role::System, &s.content)))
         .sum();
-    let tools: u64 = context_assembler::assemble::tools::canonicalize(&req.tools)
+    let tools: u64 = context_assembler::prompt_cache::tools::canonicalize(&req.tools)
         .unwrap_or_default()
         .iter()
         .map(|t| u64::from(tok.count(t)))

@@ -6,9 +6,8 @@
 //! deliberately invalid values so validation is exercised too.
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use context_assembler::assemble::{
-    AssembleRequest, Block, BlockKind, Item, Principal, Role, Segment, SegmentKind,
-};
+use context_assembler::prompt::{AssembleRequest, Block, BlockKind, Item, Principal, Segment, SegmentKind};
+use context_assembler::vocab::Role;
 
 use crate::one_in;
 use crate::text::{SECRET, Text};

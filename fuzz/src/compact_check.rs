@@ -3,7 +3,9 @@
 //! separated from its result, the recent messages stay verbatim, and the
 //! outcome agrees with the thresholds.
 
-use context_assembler::assemble::{AssembleError, Cancel, Role, Tokenizer};
+use context_assembler::assemble::AssembleError;
+use context_assembler::tokens::Tokenizer;
+use context_assembler::vocab::{Cancel, Role};
 use context_assembler::compact::compactor::recount;
 use context_assembler::compact::conversation::{self, is_pinned_message};
 use context_assembler::compact::outcome::{BREAKER_OPEN, OVER_TARGET};

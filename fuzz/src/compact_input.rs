@@ -6,7 +6,7 @@
 //! messages; with thresholds, pinned items and emergency trims per round.
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use context_assembler::assemble::Role;
+use context_assembler::vocab::Role;
 use context_assembler::compact::{Content, Msg, Pinned};
 
 use crate::one_in;

@@ -3,6 +3,8 @@
 //! converts survives the wire both ways; what validates is assembled (or
 //! compacted) and checked like the structured targets do.
 
+use context_assembler::prompt;
+use context_assembler::vocab;
 use context_assembler::assemble::{self as domain, AssembleError, batch, tools};
 use context_assembler::compact;
 use context_assembler::grpc::convert::message_to_wire;
@@ -65,11 +67,11 @@ fn fields(e: &AssembleError) -> Vec<String> {
 
 /// Converts one wire request, checking the error or the round trips.
 /// Returns the domain request when it converts.
-pub fn assemble_request(wire: pb::AssembleRequest) -> Option<domain::AssembleRequest> {
+pub fn assemble_request(wire: pb::AssembleRequest) -> Option<prompt::AssembleRequest> {
     crate::note(|| format!("AssembleRequest {wire:#?}"));
     survives_the_wire(&wire);
     let expected = expected_assemble_violations(&wire);
-    match domain::AssembleRequest::try_from(wire.clone()) {
+    match prompt::AssembleRequest::try_from(wire.clone()) {
         Err(e) => {
             assert_eq!(fields(&e), expected, "conversion reported other fields");
             None
@@ -79,7 +81,7 @@ pub fn assemble_request(wire: pb::AssembleRequest) -> Option<domain::AssembleReq
             // Domain -> wire -> domain is the identity.
             let again = pb::AssembleRequest::from(req.clone());
             survives_the_wire(&again);
-            let back = domain::AssembleRequest::try_from(again.clone()).expect("own wire form converts");
+            let back = prompt::AssembleRequest::try_from(again.clone()).expect("own wire form converts");
             assert_eq!(format!("{back:?}"), format!("{req:?}"), "domain round trip");
             assert_eq!(
                 pb::AssembleRequest::from(back).encode_to_vec(),
@@ -116,7 +118,7 @@ pub fn assemble_request(wire: pb::AssembleRequest) -> Option<domain::AssembleReq
 }
 
 /// Validates a converted request; what validates is assembled and checked.
-fn assemble_valid(req: &domain::AssembleRequest) {
+fn assemble_valid(req: &prompt::AssembleRequest) {
     let asm = crate::assembler();
     match domain::validate::validate(req, &asm.catalog()) {
         Err(v) => {
@@ -158,7 +160,7 @@ fn compact_request(wire: pb::CompactRequest) {
             let asm = crate::assembler();
             let compactor = compact::Compactor::new(asm.clone());
             let spec = asm.catalog().models.resolve(&req.model).cloned();
-            match compactor.compact(req.clone(), &domain::Cancel::new()) {
+            match compactor.compact(req.clone(), &vocab::Cancel::new()) {
                 Ok(out) => {
                     let spec = spec.expect("compacted with a known model");
                     crate::compact_check::check(&req, &spec.tokenizer, &out);
@@ -180,10 +182,10 @@ fn compact_request(wire: pb::CompactRequest) {
 /// assembled as a batch, and each result equals what Assemble answers.
 fn batch_request(wire: pb::AssembleBatchRequest) {
     survives_the_wire(&wire);
-    let requests: Vec<domain::AssembleRequest> =
+    let requests: Vec<prompt::AssembleRequest> =
         wire.requests.into_iter().filter_map(assemble_request).collect();
     let asm = crate::assembler();
-    let out = batch::assemble_batch(&asm, requests.clone(), &domain::Cancel::new());
+    let out = batch::assemble_batch(&asm, requests.clone(), &vocab::Cancel::new());
     assert_eq!(out.results.len(), requests.len());
     let ok: Vec<usize> = (0..requests.len()).filter(|&i| out.results[i].is_ok()).collect();
     let mut members: Vec<usize> = out.groups.iter().flat_map(|g| g.members.clone()).collect();

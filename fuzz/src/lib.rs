@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use context_assembler::assemble::{Assembler, BlockKind, Policy, Role};
+use context_assembler::assemble::{Assembler, Policy};
+use context_assembler::prompt::BlockKind;
+use context_assembler::vocab::Role;
 
 pub mod assemble_check;
 pub mod assemble_input;
@@ -80,6 +82,6 @@ pub fn assembler() -> Arc<Assembler> {
 /// The scope rule, written apart from the production check (so the oracle
 /// does not share its bugs): an item is visible when the principal holds
 /// every one of its required scopes.
-pub fn may_see(principal: &context_assembler::assemble::Principal, required: &[String]) -> bool {
+pub fn may_see(principal: &context_assembler::prompt::Principal, required: &[String]) -> bool {
     required.iter().all(|r| principal.scopes.iter().any(|s| s == r))
 }

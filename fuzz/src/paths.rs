@@ -2,7 +2,9 @@
 //! (`blocks[2].items[0].role`), with indexes that exist: these checks parse
 //! the path and look the field up in the request the violation is about.
 
-use context_assembler::assemble::{AssembleError, AssembleRequest, FieldViolation};
+use context_assembler::assemble::AssembleError;
+use context_assembler::prompt::AssembleRequest;
+use context_assembler::vocab::FieldViolation;
 use context_assembler::compact::CompactRequest;
 
 /// One path segment: a field name and an optional index.

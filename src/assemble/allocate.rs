@@ -5,7 +5,7 @@
 //! knows nothing of text: costs come in, forms come out. Costs are exact
 //! tokens, so `used` is the exact total of the prompt that will be rendered.
 
-use super::request::BlockKind;
+use crate::prompt::BlockKind;
 
 /// Where a block's units are rendered, which decides message overhead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

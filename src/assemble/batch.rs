@@ -1,5 +1,6 @@
-//! Batches: many requests assembled together, grouped by what a provider or
-//! engine prompt cache can share, and ordered for dispatch.
+//! Batches: many requests assembled together, then grouped by what a
+//! provider or engine prompt cache can share and ordered for dispatch
+//! ([`crate::prompt_cache::batch`]).
 //!
 //! - Each distinct static prefix (tools and segments) is found by its
 //!   bytes (a map: linear in the batch), hashed once per batch and counted
@@ -13,33 +14,12 @@
 
 use std::collections::HashMap;
 
-use super::assembler::{Assembler, PrefixKey};
-use super::cancel::{Cancel, Meter};
+use super::assembler::Assembler;
 use super::error::AssembleError;
-use super::request::AssembleRequest;
-use super::response::Assembly;
-
-/// One group of requests sharing a cacheable prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Group {
-    /// The model table entry.
-    pub model: String,
-    /// The tokenizer id.
-    pub tokenizer: String,
-    /// The members' `cache_salt`.
-    pub cache_salt: String,
-    /// The shared prefix hash.
-    pub prefix_hash: String,
-    /// Indexes into the batch, ascending.
-    pub members: Vec<usize>,
-    /// The member to send first.
-    pub warmup: usize,
-    /// Tokens of the shared static prefix.
-    pub shared_prefix_tokens: u32,
-    /// Prefix tokens a prefix cache saves if the warm-up primes it:
-    /// `shared_prefix_tokens x (members - 1)`.
-    pub tokens_saved: u64,
-}
+use crate::prompt::{AssembleRequest, Assembly};
+use crate::prompt_cache::batch::{Group, Member, group};
+use crate::prompt_cache::prefix::PrefixKey;
+use crate::vocab::{Cancel, Meter, saturating_u32};
 
 /// The outcome of a batch.
 #[derive(Debug)]
@@ -85,7 +65,7 @@ pub fn assemble_batch(asm: &Assembler, requests: Vec<AssembleRequest>, cancel: &
             r.static_segments
                 .iter()
                 .map(|s| {
-                    let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+                    let next = saturating_u32(ids.len());
                     *ids.entry(s.content.as_str()).or_insert(next)
                 })
                 .collect()
@@ -105,49 +85,21 @@ pub fn assemble_batch(asm: &Assembler, requests: Vec<AssembleRequest>, cancel: &
         })
         .collect();
 
-    let mut groups: Vec<Group> = Vec::new();
-    let mut group_path: Vec<&Vec<u32>> = Vec::new();
-    let mut group_of: HashMap<(&str, &str, &str, &str), usize> = HashMap::new();
-    for (i, result) in results.iter().enumerate() {
-        let Ok(a) = result else { continue };
-        let key = (
-            a.model.as_str(),
-            a.usage.tokenizer.as_str(),
-            salts[i].as_str(),
-            a.cache.prefix_hash.as_str(),
-        );
-        match group_of.get(&key) {
-            Some(&g) => {
-                let g = &mut groups[g];
-                g.members.push(i);
-                g.tokens_saved += u64::from(g.shared_prefix_tokens);
-            }
-            None => {
-                group_of.insert(key, groups.len());
-                groups.push(Group {
-                    model: a.model.clone(),
-                    tokenizer: a.usage.tokenizer.clone(),
-                    cache_salt: salts[i].clone(),
-                    prefix_hash: a.cache.prefix_hash.clone(),
-                    members: vec![i],
-                    warmup: i,
-                    shared_prefix_tokens: a.cache.prefix_tokens,
-                    tokens_saved: 0,
-                });
-                group_path.push(&paths[i]);
-            }
-        }
-    }
-    // Depth-first over the segment tree = lexicographic order of the paths
-    // (a parent's path is a prefix of its children's, so it comes first);
-    // ties keep first appearance.
-    let mut by_tree: Vec<usize> = (0..groups.len()).collect();
-    by_tree.sort_by(|&a, &b| group_path[a].cmp(group_path[b]).then(a.cmp(&b)));
-    let order = by_tree
+    let members: Vec<Option<Member<'_>>> = results
         .iter()
-        .flat_map(|&g| groups[g].members.iter().copied())
+        .enumerate()
+        .map(|(i, r)| {
+            r.as_ref().ok().map(|a| Member {
+                model: &a.model,
+                tokenizer: &a.usage.tokenizer,
+                cache_salt: &salts[i],
+                prefix_hash: &a.cache.prefix_hash,
+                prefix_tokens: a.cache.prefix_tokens,
+                path: &paths[i],
+            })
+        })
         .collect();
-    let groups = by_tree.into_iter().map(|g| groups[g].clone()).collect();
+    let (groups, order) = group(&members);
     BatchOutcome {
         results,
         groups,
@@ -169,7 +121,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::assemble::request::{Segment, SegmentKind};
+    use crate::prompt::request::{Segment, SegmentKind};
 
     fn request(statics: &[usize], model: &str, salt: &str, q: usize) -> AssembleRequest {
         const TEXTS: [&str; 3] = ["You are careful. ", "Be brief. ", "Cite sources. "];

@@ -1,23 +1,6 @@
-//! The one error type of the domain; `grpc::status` maps it to gRPC codes.
+//! Why an assembly failed; `grpc::status` maps it to gRPC codes.
 
-/// A field of the request that is wrong, named by its proto path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldViolation {
-    /// Proto path, e.g. `blocks[2].min_tokens`.
-    pub field: String,
-    /// What is wrong with it.
-    pub description: String,
-}
-
-impl FieldViolation {
-    /// A violation of `field`.
-    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
-        FieldViolation {
-            field: field.into(),
-            description: description.into(),
-        }
-    }
-}
+use crate::vocab::{Cancelled, FieldViolation};
 
 /// Why a request could not be assembled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -55,4 +38,16 @@ fn summarize(violations: &[FieldViolation]) -> String {
         .map(|v| format!("{}: {}", v.field, v.description))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+impl From<Cancelled> for AssembleError {
+    fn from(_: Cancelled) -> Self {
+        AssembleError::Cancelled
+    }
+}
+
+impl From<Vec<FieldViolation>> for AssembleError {
+    fn from(violations: Vec<FieldViolation>) -> Self {
+        AssembleError::InvalidArgument(violations)
+    }
 }

@@ -1,4 +1,4 @@
-//! Ordering for attention and for caches (seed 001):
+//! Ordering for attention and for caches:
 //!
 //! 1. one system message per static segment, verbatim, in the given order:
 //!    the cacheable prefix, whose bytes depend on nothing else;
@@ -17,14 +17,15 @@
 use std::borrow::Cow;
 
 use super::allocate::{Allocation, Form, rank_by_score};
-use super::assembler::Pipeline;
+use super::pipeline::Measurement;
+use super::policy::Policy;
 use super::render::{self, FormAttr};
-use super::request::{AssembleRequest, BlockKind, Role};
-use super::response::Message;
+use crate::prompt::{AssembleRequest, BlockKind, Message};
+use crate::vocab::Role;
 
 /// Where a planned message's text comes from.
 #[derive(Debug)]
-pub(crate) enum Content {
+pub(super) enum Content {
     /// `static_segments[i].content`.
     Static(usize),
     /// `blocks[block].items[item]` (a turn, with its tool metadata).
@@ -36,10 +37,10 @@ pub(crate) enum Content {
 }
 
 /// The messages in final order, before texts are moved out of the request.
-pub(crate) type Plan = Vec<(Role, Content)>;
+pub(super) type Plan = Vec<(Role, Content)>;
 
 /// The text of a kept context unit in its kept form.
-fn unit_text<'p>(p: &'p Pipeline<'_>, bi: usize, ui: usize, form: Form) -> Cow<'p, str> {
+fn unit_text<'p>(p: Measurement<'p>, bi: usize, ui: usize, form: Form) -> Cow<'p, str> {
     let item = p.item(bi, ui);
     let kind = p.req.blocks[bi].kind;
     match form {
@@ -50,13 +51,18 @@ fn unit_text<'p>(p: &'p Pipeline<'_>, bi: usize, ui: usize, form: Form) -> Cow<'
         Form::Truncated { bytes } => {
             render::unit(kind, item, &item.content[..bytes], FormAttr::Truncated).into()
         }
-        Form::Full | Form::Dropped(_) => p.measured[bi].rendered[ui].as_str().into(),
+        Form::Full | Form::Dropped(_) => p.blocks[bi].rendered[ui].as_str().into(),
     }
 }
 
 /// Orders the kept units into messages; `turn_summary` is the rendered
 /// summary unit of compacted turns, when the allocation kept one.
-pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation, turn_summary: Option<String>) -> Plan {
+pub(super) fn plan(
+    p: Measurement<'_>,
+    policy: &Policy,
+    alloc: &Allocation,
+    turn_summary: Option<String>,
+) -> Plan {
     let req = p.req;
     let kept = |bi: usize| -> Vec<usize> {
         (0..alloc.forms[bi].len())
@@ -69,7 +75,7 @@ pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation, turn_summary: Option<St
             .collect()
     };
     let by_priority = |mut v: Vec<usize>| {
-        v.sort_by_key(|&b| (req.blocks[b].effective_priority(p.policy), b));
+        v.sort_by_key(|&b| (policy.priority_of(&req.blocks[b]), b));
         v
     };
     let by_score = |bi: usize| rank_by_score(kept(bi), |ui| p.item(bi, ui).score);
@@ -99,8 +105,8 @@ pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation, turn_summary: Option<St
         .chain(of_kind(BlockKind::RecentTurns))
     {
         for ui in kept(bi) {
-            for &(mb, mc) in &p.measured[bi].units[ui].members {
-                let item = p.measured[mb].candidates[mc];
+            for &(mb, mc) in &p.blocks[bi].units[ui].members {
+                let item = p.blocks[mb].candidates[mc];
                 let role = req.blocks[mb].items[item].role.unwrap_or(Role::User);
                 plan.push((role, Content::Turn { block: mb, item }));
             }
@@ -134,7 +140,7 @@ pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation, turn_summary: Option<St
         }
     }
     if !context.is_empty() {
-        plan.push((p.policy.context_role, Content::Rendered(context)));
+        plan.push((policy.context_role, Content::Rendered(context)));
     }
 
     plan.push((Role::User, Content::Query));
@@ -142,7 +148,7 @@ pub(crate) fn plan(p: &Pipeline<'_>, alloc: &Allocation, turn_summary: Option<St
 }
 
 /// Builds the messages, moving texts out of the request.
-pub(crate) fn materialize(plan: Plan, mut req: AssembleRequest) -> Vec<Message> {
+pub(super) fn materialize(plan: Plan, mut req: AssembleRequest) -> Vec<Message> {
     plan.into_iter()
         .map(|(role, content)| match content {
             Content::Static(i) => Message::text(role, std::mem::take(&mut req.static_segments[i].content)),

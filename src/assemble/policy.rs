@@ -4,8 +4,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::models::ModelTable;
-use super::request::{BlockKind, Role};
+use crate::compact::CompactionSettings;
+use crate::prompt::{Block, BlockKind};
+use crate::prompt_cache::families;
+use crate::tokens::ModelTable;
+use crate::vocab::Role;
 
 /// The name a request with no `policy` gets.
 pub const DEFAULT_POLICY: &str = "default";
@@ -38,6 +41,15 @@ impl Policy {
         let i = BlockKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
         self.priorities[i]
     }
+
+    /// The priority of `block`: its own, or (0) the default for its kind.
+    pub fn priority_of(&self, block: &Block) -> u32 {
+        if block.priority == 0 {
+            self.priority(block.kind)
+        } else {
+            block.priority
+        }
+    }
 }
 
 /// What requests resolve against: models and named policies.
@@ -50,7 +62,7 @@ pub struct Catalog {
     /// Configured prefix families (metric labels; others count as `other`).
     pub families: Vec<String>,
     /// Conversation compaction defaults (`[compaction]`).
-    pub compaction: crate::compact::CompactionSettings,
+    pub compaction: CompactionSettings,
 }
 
 impl Catalog {
@@ -64,7 +76,7 @@ impl Catalog {
             models,
             policies,
             families: Vec::new(),
-            compaction: crate::compact::CompactionSettings::default(),
+            compaction: CompactionSettings::default(),
         }
     }
 
@@ -78,7 +90,7 @@ impl Catalog {
             self.families
                 .iter()
                 .find(|f| *f == family)
-                .map_or(super::families::OTHER, String::as_str),
+                .map_or(families::OTHER, String::as_str),
         )
     }
 

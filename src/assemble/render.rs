@@ -24,15 +24,9 @@
 //! `<` that would start one of our tags (`<document`, `</memory`, ...,
 //! case-insensitive, whitespace allowed after `<` or `/`) is written `&lt;`.
 
-use std::fmt::Write as _;
-
-use super::cancel::Meter;
-use super::error::AssembleError;
-use super::request::{BlockKind, Item, Segment};
-
-/// Version of the rendering rules; part of the prefix hash so that a change
-/// of rendering is a change of hash.
-pub const PREFIX_VERSION: &str = "context-assembler/prefix/v1";
+use crate::prompt::{BlockKind, Item};
+use crate::vocab::escape::{escape_attr, escape_tags};
+use crate::vocab::{Cancelled, Meter};
 
 /// Wrapper tag names; a content `<` that starts any of these is escaped.
 const TAGS: [&str; 4] = ["document", "memory", "state", "summary"];
@@ -97,62 +91,10 @@ pub fn unit(kind: BlockKind, item: &Item, content: &str, form: FormAttr) -> Stri
     s
 }
 
-/// Appends `value` escaped for a double-quoted attribute (no quote, angle
-/// bracket or line break survives).
-pub fn escape_attr(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            c => out.push(c),
-        }
-    }
-}
-
 /// Copies `content`, writing `&lt;` for every `<` that would open or close
 /// one of our wrapper tags.
 fn escape_content(out: &mut String, content: &str) {
     escape_tags(out, content, &TAGS);
-}
-
-/// Copies `content`, writing `&lt;` for every `<` that would open or close
-/// one of `tags` (any case, whitespace allowed after `<` or `/`).
-pub fn escape_tags(out: &mut String, content: &str, tags: &[&str]) {
-    let bytes = content.as_bytes();
-    let mut copied = 0;
-    let mut from = 0;
-    while let Some(off) = content[from..].find('<') {
-        let at = from + off;
-        if starts_tag(&bytes[at + 1..], tags) {
-            out.push_str(&content[copied..at]);
-            out.push_str("&lt;");
-            copied = at + 1;
-        }
-        from = at + 1;
-    }
-    out.push_str(&content[copied..]);
-}
-
-/// Whether the bytes after a `<` spell `[ws]* /? [ws]* tagname`, any case,
-/// for a tag name of `tags`.
-fn starts_tag(rest: &[u8], tags: &[&str]) -> bool {
-    let mut i = 0;
-    while i < rest.len() && rest[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    if i < rest.len() && rest[i] == b'/' {
-        i += 1;
-        while i < rest.len() && rest[i].is_ascii_whitespace() {
-            i += 1;
-        }
-    }
-    let rest = &rest[i..];
-    tags.iter()
-        .any(|t| rest.len() >= t.len() && rest[..t.len()].eq_ignore_ascii_case(t.as_bytes()))
 }
 
 /// Byte offsets just after each sentence end in `text` (after `.`, `!`, `?`
@@ -163,7 +105,7 @@ fn starts_tag(rest: &[u8], tags: &[&str]) -> bool {
 /// One pass, ticking `meter` with every byte scanned: `Err(Cancelled)` once
 /// its flag is set. (Testing each end's prefix for text made a blank SUMMARY
 /// of 4 MB quadratic: hours.)
-pub fn sentence_ends(text: &str, meter: &mut Meter<'_>) -> Result<Vec<usize>, AssembleError> {
+pub fn sentence_ends(text: &str, meter: &mut Meter<'_>) -> Result<Vec<usize>, Cancelled> {
     let mut ends = Vec::new();
     let mut prev: Option<char> = None;
     // Whether anything but whitespace comes before the current character.
@@ -189,39 +131,6 @@ pub fn alternating_order(n: usize) -> Vec<usize> {
     let front = (0..n).step_by(2);
     let back = (1..n).step_by(2).rev();
     front.chain(back).collect()
-}
-
-/// The hash of the static prefix as rendered: the rendering version, then
-/// each message's role and content, length-framed. Returns (lower-case hex,
-/// digest, content bytes).
-pub fn prefix_hash(tools: &[String], segments: &[Segment]) -> (String, [u8; 32], u64) {
-    let mut h = blake3::Hasher::new();
-    h.update(PREFIX_VERSION.as_bytes());
-    let mut bytes = 0u64;
-    // Tools come first, as providers place them before the system prompt.
-    // Without tools nothing is hashed for them, so such hashes are unchanged.
-    if !tools.is_empty() {
-        h.update(b"\0tools");
-        h.update(&(tools.len() as u64).to_le_bytes());
-        for t in tools {
-            h.update(&(t.len() as u64).to_le_bytes());
-            h.update(t.as_bytes());
-        }
-    }
-    for s in segments {
-        let role = super::request::Role::System.as_str();
-        h.update(&(role.len() as u64).to_le_bytes());
-        h.update(role.as_bytes());
-        h.update(&(s.content.len() as u64).to_le_bytes());
-        h.update(s.content.as_bytes());
-        bytes += s.content.len() as u64;
-    }
-    let digest = h.finalize();
-    let mut hex = String::with_capacity(64);
-    for b in digest.as_bytes() {
-        let _ = write!(hex, "{b:02x}");
-    }
-    (hex, *digest.as_bytes(), bytes)
 }
 
 #[cfg(test)]

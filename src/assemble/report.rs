@@ -4,21 +4,23 @@
 use tracing::debug;
 
 use super::allocate::{Allocation, BlockFate, BlockPlan, DropReason, Form};
-use super::assembler::Pipeline;
-use super::request::Block;
-use super::response::{BlockDecision, Outcome, Warning};
+use super::pipeline::Measurement;
+use crate::prompt::{Block, BlockDecision, Outcome};
+use crate::vocab::{Warning, codes};
 
-/// The decisions, in request order. A turn unit that spans two blocks counts
-/// its tokens in the newer block; each item is reported in its own block.
-pub(crate) fn decisions(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Allocation) -> Vec<BlockDecision> {
+/// The decisions, in request order, and warnings about gaps in the
+/// conversation. A turn unit that spans two blocks counts its tokens in the
+/// newer block; each item is reported in its own block.
+pub(super) fn decisions(
+    p: Measurement<'_>,
+    plans: &[BlockPlan],
+    alloc: &Allocation,
+    warnings: &mut Vec<Warning>,
+) -> Vec<BlockDecision> {
     let req = p.req;
     // The form each candidate ended in, per block.
-    let mut forms: Vec<Vec<Option<Form>>> = p
-        .measured
-        .iter()
-        .map(|m| vec![None; m.candidates.len()])
-        .collect();
-    for (bi, m) in p.measured.iter().enumerate() {
+    let mut forms: Vec<Vec<Option<Form>>> = p.blocks.iter().map(|m| vec![None; m.candidates.len()]).collect();
+    for (bi, m) in p.blocks.iter().enumerate() {
         for (ui, unit) in m.units.iter().enumerate() {
             for &(mb, mc) in &unit.members {
                 forms[mb][mc] = Some(alloc.forms[bi][ui]);
@@ -28,7 +30,7 @@ pub(crate) fn decisions(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Alloc
 
     let mut out = Vec::with_capacity(plans.len());
     for (bi, plan) in plans.iter().enumerate() {
-        let m = &p.measured[bi];
+        let m = &p.blocks[bi];
         let block = &req.blocks[bi];
         let id = |i: usize| block.items[i].id.clone();
         let mut d = BlockDecision {
@@ -97,7 +99,7 @@ pub(crate) fn decisions(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Alloc
         }
         out.push(d);
     }
-    warn_about_gaps(p, plans, alloc);
+    warn_about_gaps(p, plans, alloc, warnings);
     out
 }
 
@@ -113,7 +115,7 @@ fn summary_cost(alloc: &Allocation, bi: usize) -> u32 {
 /// Warns when the conversation has a hole: older turns were dropped because
 /// newer ones were cut, or (when the caller ranks older turns higher) older
 /// turns were kept while newer ones were cut.
-fn warn_about_gaps(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Allocation) {
+fn warn_about_gaps(p: Measurement<'_>, plans: &[BlockPlan], alloc: &Allocation, warnings: &mut Vec<Warning>) {
     let mut chrono: Vec<usize> = (0..plans.len()).filter(|&b| plans[b].chrono.is_some()).collect();
     chrono.sort_by_key(|&b| plans[b].chrono);
     let lost = |b: usize| {
@@ -125,19 +127,17 @@ fn warn_about_gaps(p: &mut Pipeline<'_>, plans: &[BlockPlan], alloc: &Allocation
     for (i, &b) in chrono.iter().enumerate() {
         let name = &p.req.blocks[b].name;
         if alloc.fates[b] == BlockFate::Gap {
-            p.warnings.push(Warning {
-                code: "CHRONOLOGY_GAP",
-                message: format!("block {name:?} dropped: newer turns were cut"),
-            });
+            warnings.push(Warning::new(
+                codes::CHRONOLOGY_GAP,
+                format!("block {name:?} dropped: newer turns were cut"),
+            ));
         } else if alloc.forms[b].iter().any(|f| f.is_kept())
             && chrono[i + 1..].iter().any(|&newer| lost(newer))
         {
-            p.warnings.push(Warning {
-                code: "CHRONOLOGY_GAP",
-                message: format!(
-                    "block {name:?} kept although newer turns were cut (it has the higher priority)"
-                ),
-            });
+            warnings.push(Warning::new(
+                codes::CHRONOLOGY_GAP,
+                format!("block {name:?} kept although newer turns were cut (it has the higher priority)"),
+            ));
         }
     }
 }

@@ -5,7 +5,8 @@
 use std::collections::HashSet;
 
 use super::allocate::DropReason;
-use super::request::{Item, Role};
+use crate::prompt::Item;
+use crate::vocab::Role;
 
 /// One unit of a conversation: indexes into the candidate list.
 #[derive(Debug, Clone, PartialEq, Eq)]

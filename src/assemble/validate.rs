@@ -3,10 +3,13 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::error::FieldViolation;
-use super::models::ModelSpec;
 use super::policy::{Catalog, Policy};
-use super::request::{AssembleRequest, Role};
+use crate::prompt::{
+    AssembleRequest, MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM, MAX_TOOL_CALL_IDS_PER_MESSAGE,
+};
+use crate::prompt_cache::tools;
+use crate::tokens::ModelSpec;
+use crate::vocab::{FieldViolation, Role};
 
 /// The input budget and output reserve a valid request resolves to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,16 +25,6 @@ pub const UNKNOWN_MODEL: &str = "unknown model: not in the model table (see List
 
 /// What an unknown policy name is told.
 pub const UNKNOWN_POLICY: &str = "unknown policy: not in the configuration's [policies]";
-
-/// Most `required_scopes` per item. Generous (an item names a few scopes);
-/// the bound keeps permission checks and their error reports small.
-pub const MAX_SCOPES_PER_ITEM: usize = 256;
-
-/// Most scopes a principal may hold in one request.
-pub const MAX_PRINCIPAL_SCOPES: usize = 4096;
-
-/// Most `tool_call_ids` per item (calls one assistant turn makes).
-pub const MAX_TOOL_CALL_IDS_PER_MESSAGE: usize = 4096;
 
 /// A valid request's model, policy and budget.
 #[derive(Debug, Clone)]
@@ -56,7 +49,7 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
     } else if model.is_none() {
         v.push(FieldViolation::new("model", UNKNOWN_MODEL));
     }
-    let tools = super::tools::canonicalize(&req.tools).unwrap_or_else(|bad| {
+    let tools = tools::canonicalize(&req.tools).unwrap_or_else(|bad| {
         v.extend(bad);
         Vec::new()
     });

@@ -30,10 +30,12 @@ use super::outcome::{
     UNANSWERED_TOOL_CALL,
 };
 use super::summary::Summary;
-use crate::assemble::assembler::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
 use crate::assemble::validate::UNKNOWN_MODEL;
-use crate::assemble::{AssembleError, Assembler, Cancel, FieldViolation, Meter, Role, Tokenizer, Warning};
+use crate::assemble::{AssembleError, Assembler};
 use crate::telemetry::metrics;
+use crate::tokens::Tokenizer;
+use crate::tokens::chat::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
+use crate::vocab::{Cancel, FieldViolation, Meter, Role, Warning};
 
 /// Turns an emergency or breaker trim drops per step.
 pub const TURNS_PER_TRIM_STEP: usize = 2;

@@ -4,8 +4,8 @@
 
 use super::marker::{MarkerKey, TAG_CHARS};
 use super::summary::SEAL;
-use crate::assemble::Role;
-use crate::assemble::render::{escape_attr, escape_tags};
+use crate::vocab::Role;
+use crate::vocab::escape::{escape_attr, escape_tags};
 
 /// Opening of a pinned item's wrapper.
 const PINNED_OPEN: &str = "<pinned";
@@ -149,8 +149,8 @@ pub struct CompactRequest {
 
 /// Checks what the domain requires of a conversation; every bad field is
 /// listed by its proto path. (The model is checked by the compactor.)
-pub fn validate(req: &CompactRequest) -> Vec<crate::assemble::FieldViolation> {
-    use crate::assemble::FieldViolation;
+pub fn validate(req: &CompactRequest) -> Vec<crate::vocab::FieldViolation> {
+    use crate::vocab::FieldViolation;
     let mut v = Vec::new();
     let mut calls: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (i, m) in req.messages.iter().enumerate() {

@@ -3,7 +3,7 @@
 
 use super::breaker::BreakerState;
 use super::conversation::Msg;
-use crate::assemble::Warning;
+use crate::vocab::Warning;
 
 /// Warning: a compaction left the conversation over its target.
 pub const OVER_TARGET: &str = "COMPACTION_OVER_TARGET";

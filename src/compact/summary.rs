@@ -12,7 +12,8 @@ use std::fmt::Write as _;
 
 use super::conversation::{Content, Msg};
 use super::marker::{MarkerKey, TAG_CHARS};
-use crate::assemble::{AssembleError, Cancel, Role};
+use crate::assemble::AssembleError;
+use crate::vocab::{Cancel, Role};
 
 /// First line of every continuation message. An earlier summary is
 /// recognised by it *and* a valid tag (see [`super::marker`]): a message

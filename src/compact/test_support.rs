@@ -1,7 +1,7 @@
 //! Conversation builders shared by the compaction tests.
 
 use super::conversation::{Content, Msg};
-use crate::assemble::Role;
+use crate::vocab::Role;
 
 /// A user message.
 pub fn user(t: &str) -> Msg {

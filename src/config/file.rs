@@ -10,9 +10,12 @@ use serde::Deserialize;
 
 use super::auth::AuthSection;
 use super::{ConfigError, LogFormat};
-use crate::assemble::models::CacheSettings;
-use crate::assemble::{BlockKind, Catalog, Encoding, ModelSpec, ModelTable, Policy, Role, Tokenizer};
+use crate::assemble::{Catalog, Policy};
 use crate::compact::{CompactionSettings, MarkerKey};
+use crate::prompt::BlockKind;
+use crate::tokens::models::CacheSettings;
+use crate::tokens::{Encoding, ModelSpec, ModelTable, Tokenizer};
+use crate::vocab::Role;
 
 /// The embedded default configuration, printed by `config --print-default`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/default.toml");
@@ -479,7 +482,7 @@ fn families(names: &[String]) -> Result<Vec<String>, ConfigError> {
     for (i, n) in names.iter().enumerate() {
         let ok = !n.is_empty()
             && n.len() <= 64
-            && n != crate::assemble::families::OTHER
+            && n != crate::prompt_cache::families::OTHER
             && n.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
         if !ok || out.contains(n) {

@@ -1,7 +1,7 @@
 use std::io::Write as _;
 
 use super::*;
-use crate::assemble::Role;
+use crate::vocab::Role;
 
 fn parse(args: &[&str]) -> Cli {
     Cli::try_parse_from(std::iter::once("context-assembler").chain(args.iter().copied())).unwrap()
@@ -54,7 +54,7 @@ fn the_embedded_default_gives_the_documented_defaults() {
     assert!(cfg.catalog.policy("").is_some());
     let memory_first = cfg.catalog.policy("memory-first").unwrap();
     assert_eq!(memory_first.context_role, Role::User);
-    assert_eq!(memory_first.priority(crate::assemble::BlockKind::Memory), 5);
+    assert_eq!(memory_first.priority(crate::prompt::BlockKind::Memory), 5);
     assert!(memory_first.compact_turns);
     assert_eq!(
         cfg.catalog.compaction,
@@ -149,8 +149,8 @@ fn a_file_model_table_replaces_the_default_one() {
     assert!(models.resolve("gpt-4o").is_none());
     let lean = cfg.catalog.policy("lean").unwrap();
     assert_eq!(lean.context_role, Role::System);
-    assert_eq!(lean.priority(crate::assemble::BlockKind::History), 2);
-    assert_eq!(lean.priority(crate::assemble::BlockKind::Evidence), 5);
+    assert_eq!(lean.priority(crate::prompt::BlockKind::History), 2);
+    assert_eq!(lean.priority(crate::prompt::BlockKind::Evidence), 5);
     assert!(cfg.catalog.policy("default").is_some(), "default is always there");
     assert!(
         cfg.catalog.policy("memory-first").is_none(),

@@ -2,9 +2,12 @@
 //! wrong (unknown enum values); the domain validates the rest.
 
 use super::pb;
-use crate::assemble::{
-    self as domain, AssembleError, Assembly, BlockKind, FieldViolation, Outcome, Role, SegmentKind,
-};
+use crate::assemble::{self as domain, AssembleError};
+use crate::prompt;
+use crate::prompt::{Assembly, BlockKind, Outcome, SegmentKind};
+use crate::tokens;
+use crate::vocab;
+use crate::vocab::{FieldViolation, Role};
 
 /// Declares both directions of a domain <-> wire enum mapping from one list
 /// of pairs; the wire's UNSPECIFIED value maps to `None`.
@@ -81,7 +84,7 @@ fn segment_kind_from_wire(v: i32) -> Option<SegmentKind> {
     }
 }
 
-impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
+impl TryFrom<pb::AssembleRequest> for prompt::AssembleRequest {
     type Error = AssembleError;
 
     fn try_from(r: pb::AssembleRequest) -> Result<Self, Self::Error> {
@@ -90,7 +93,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
             .static_segments
             .into_iter()
             .enumerate()
-            .map(|(i, s)| domain::Segment {
+            .map(|(i, s)| prompt::Segment {
                 kind: segment_kind_from_wire(s.kind).unwrap_or_else(|| {
                     v.push(FieldViolation::new(
                         format!("static_segments[{i}].kind"),
@@ -115,7 +118,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
                 .items
                 .into_iter()
                 .enumerate()
-                .map(|(ii, it)| domain::Item {
+                .map(|(ii, it)| prompt::Item {
                     role: role_from_wire(it.role).unwrap_or_else(|()| {
                         v.push(FieldViolation::new(
                             format!("blocks[{bi}].items[{ii}].role"),
@@ -134,7 +137,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
                     compact_form: it.compact_form,
                 })
                 .collect();
-            blocks.push(domain::Block {
+            blocks.push(prompt::Block {
                 name: b.name,
                 kind,
                 priority: b.priority,
@@ -148,7 +151,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
             return Err(AssembleError::InvalidArgument(v));
         }
         let principal = r.principal.unwrap_or_default();
-        Ok(domain::AssembleRequest {
+        Ok(prompt::AssembleRequest {
             request_id: r.request_id,
             model: r.model,
             max_input_tokens: r.max_input_tokens,
@@ -156,7 +159,7 @@ impl TryFrom<pb::AssembleRequest> for domain::AssembleRequest {
             static_segments,
             blocks,
             query: r.query,
-            principal: domain::Principal {
+            principal: prompt::Principal {
                 id: principal.id,
                 scopes: principal.scopes,
             },
@@ -229,7 +232,7 @@ impl From<Assembly> for pb::AssembleResponse {
 }
 
 /// A warning on the wire.
-fn warning_to_wire(w: domain::Warning) -> pb::Warning {
+fn warning_to_wire(w: vocab::Warning) -> pb::Warning {
     pb::Warning {
         code: w.code.to_owned(),
         message: w.message,
@@ -248,7 +251,7 @@ pub fn count_target(
 }
 
 /// The wire view of the model table.
-pub fn model_infos(table: &domain::ModelTable) -> pb::ListModelsResponse {
+pub fn model_infos(table: &tokens::ModelTable) -> pb::ListModelsResponse {
     pb::ListModelsResponse {
         models: table
             .entries()
@@ -266,9 +269,9 @@ pub fn model_infos(table: &domain::ModelTable) -> pb::ListModelsResponse {
     }
 }
 
-impl From<domain::AssembleRequest> for pb::AssembleRequest {
+impl From<prompt::AssembleRequest> for pb::AssembleRequest {
     /// The wire form of a domain request (load generator, benches, tests).
-    fn from(r: domain::AssembleRequest) -> Self {
+    fn from(r: prompt::AssembleRequest) -> Self {
         pb::AssembleRequest {
             request_id: r.request_id,
             model: r.model,
@@ -326,8 +329,8 @@ impl From<domain::AssembleRequest> for pb::AssembleRequest {
     }
 }
 
-fn hints_to_wire(h: domain::CacheHints) -> pb::CacheHints {
-    use domain::BreakpointKind as K;
+fn hints_to_wire(h: prompt::CacheHints) -> pb::CacheHints {
+    use prompt::BreakpointKind as K;
     pb::CacheHints {
         prefix_version: h.prefix_version,
         breakpoints: h
@@ -387,7 +390,7 @@ mod tests {
         req.blocks[4].items[1].tool_call_ids = vec!["c1".to_owned()];
         req.blocks[1].cuttable = Some(false);
         req.max_input_tokens = Some(1234);
-        let back = domain::AssembleRequest::try_from(pb::AssembleRequest::from(req.clone())).unwrap();
+        let back = prompt::AssembleRequest::try_from(pb::AssembleRequest::from(req.clone())).unwrap();
         assert_eq!(back, req);
     }
 
@@ -396,7 +399,7 @@ mod tests {
         let mut wire = pb::AssembleRequest::from(workload::request(Shape::new(1_000, 2), 1));
         wire.blocks[0].kind = 99;
         wire.blocks[4].items[0].role = 42;
-        let Err(AssembleError::InvalidArgument(v)) = domain::AssembleRequest::try_from(wire) else {
+        let Err(AssembleError::InvalidArgument(v)) = prompt::AssembleRequest::try_from(wire) else {
             panic!("accepted");
         };
         let fields: Vec<&str> = v.iter().map(|v| v.field.as_str()).collect();

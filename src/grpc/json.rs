@@ -2,7 +2,8 @@
 //! prints), for the command line: JSON never reaches the domain directly.
 
 use super::pb;
-use crate::assemble::{AssembleError, AssembleRequest, Assembly};
+use crate::assemble::AssembleError;
+use crate::prompt::{AssembleRequest, Assembly};
 
 /// Why a JSON request could not become a domain request.
 #[derive(Debug, thiserror::Error)]

@@ -16,14 +16,18 @@ use super::convert;
 use super::gate::Slot;
 use super::pb;
 use super::status::{code_label, memory_status, refusal_status, to_status};
-use crate::assemble::assembler::RECALL_UNAVAILABLE;
-use crate::assemble::{self as domain, AssembleError, Assembler, Cancel, batch};
+use crate::assemble::{AssembleError, Assembler, batch};
 use crate::compact::{self, Compactor};
 use crate::memory::memories::{self, Placement, RecallFailure, RecallSpec};
 use crate::memory::rank::Ranked;
 use crate::memory::store::StoreError;
 use crate::memory::{Memories, MemoryError, MemorySettings, RetainInput};
+use crate::prompt;
+use crate::prompt_cache;
 use crate::telemetry::metrics;
+use crate::vocab;
+use crate::vocab::Cancel;
+use crate::vocab::codes::RECALL_UNAVAILABLE;
 
 /// The service over a shared [`Assembler`].
 #[derive(Debug, Clone)]
@@ -85,13 +89,13 @@ impl AssemblerService {
     fn prepare(
         &self,
         mut wire: pb::AssembleRequest,
-    ) -> Result<(domain::AssembleRequest, PendingRecall, Duration), Status> {
+    ) -> Result<(prompt::AssembleRequest, PendingRecall, Duration), Status> {
         let converting = Instant::now();
         let recall = wire
             .recall
             .take()
             .map(|r| convert::memory::recall(r, &wire.query));
-        let req = domain::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
+        let req = prompt::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
         let converted = converting.elapsed();
         if let Some((spec, _)) = &recall {
             let violations = self.memories.check_recall("recall", spec);
@@ -149,7 +153,7 @@ async fn fetch(memories: Arc<Memories>, spec: RecallSpec, scopes: Vec<String>) -
 /// as a RECALL_UNAVAILABLE warning) or fails the request (`fail`).
 fn settle(
     settings: &MemorySettings,
-    req: &mut domain::AssembleRequest,
+    req: &mut prompt::AssembleRequest,
     placement: Placement,
     (fetched, took): Fetched,
 ) -> Result<RecallDone, Status> {
@@ -180,12 +184,12 @@ fn settle(
 
 /// The wire response of an assembly, with its recall report.
 fn response(
-    outcome: Result<domain::Assembly, AssembleError>,
+    outcome: Result<prompt::Assembly, AssembleError>,
     recalled: Recalled,
 ) -> Result<pb::AssembleResponse, Status> {
     let mut assembly = outcome.map_err(|e| to_status(&e))?;
     if recalled.as_ref().is_some_and(|r| r.unavailable) {
-        assembly.warnings.push(domain::Warning {
+        assembly.warnings.push(vocab::Warning {
             code: RECALL_UNAVAILABLE,
             message: "the memory store did not answer the recall in time: no memories recalled".into(),
         });
@@ -224,7 +228,7 @@ fn check_shape(admission: &Admission, r: &pb::AssembleRequest) -> Result<(), Ref
 const STREAM_BUFFER: usize = 16;
 
 /// Records an assembly's metrics (or a budget overflow) and passes it on.
-fn record(outcome: Result<domain::Assembly, AssembleError>) -> Result<domain::Assembly, AssembleError> {
+fn record(outcome: Result<prompt::Assembly, AssembleError>) -> Result<prompt::Assembly, AssembleError> {
     match &outcome {
         Ok(a) => metrics::assembly(a),
         Err(AssembleError::BudgetOverflow { model, .. }) => metrics::budget_overflow(model.clone()),
@@ -561,7 +565,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         let result = if r.provider.is_empty() {
             Err(to_status(&AssembleError::invalid("provider", "required")))
         } else {
-            let report = domain::feedback::UsageReport {
+            let report = prompt_cache::feedback::UsageReport {
                 request_id: r.request_id,
                 provider: r.provider,
                 prompt_tokens: r.prompt_tokens,

@@ -13,8 +13,9 @@ use super::rank::{self, Ranked};
 use super::store::{
     ForgetFilter, Forgotten, ListQuery, MemoryStore, Page, RecallQuery, RetainBatch, Retention, StoreError,
 };
-use crate::assemble::validate::MAX_PRINCIPAL_SCOPES;
-use crate::assemble::{AssembleRequest, Assembly, Block, BlockKind, FieldViolation, Item};
+use crate::prompt::MAX_PRINCIPAL_SCOPES;
+use crate::prompt::{AssembleRequest, Assembly, Block, BlockKind, Item};
+use crate::vocab::FieldViolation;
 
 /// Longest idempotency key, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;
@@ -650,7 +651,7 @@ pub struct RecallReport {
 /// block, read from the assembly's decision for that block.
 pub fn report(assembly: &Assembly, placement: &Placement, recalled: &[MemoryId]) -> RecallReport {
     let name = placement.name();
-    let ids = |list: fn(&crate::assemble::BlockDecision) -> &Vec<String>| -> Vec<MemoryId> {
+    let ids = |list: fn(&crate::prompt::BlockDecision) -> &Vec<String>| -> Vec<MemoryId> {
         assembly
             .decisions
             .iter()

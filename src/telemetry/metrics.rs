@@ -7,7 +7,7 @@ use std::time::Duration;
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::assemble::{Assembly, BlockKind};
+use crate::prompt::{Assembly, BlockKind};
 
 /// Requests by RPC and gRPC code.
 pub const REQUESTS_TOTAL: &str = "assembler_requests_total";
@@ -455,11 +455,14 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
     gauge!(IN_FLIGHT_REQUESTS).increment(0.0);
     gauge!(UPLOAD_BUDGET_HELD_BYTES).increment(0.0);
     gauge!(OPEN_CONNECTIONS).increment(0.0);
-    for provider in crate::assemble::feedback::PROVIDERS.into_iter().chain(["other"]) {
+    for provider in crate::prompt_cache::feedback::PROVIDERS
+        .into_iter()
+        .chain(["other"])
+    {
         counter!(PROVIDER_PROMPT_TOKENS_TOTAL, "provider" => provider).increment(0);
         counter!(PROVIDER_CACHED_TOKENS_TOTAL, "provider" => provider).increment(0);
     }
-    for kind in crate::assemble::volatile::Volatile::ALL {
+    for kind in crate::prompt_cache::volatile::Volatile::ALL {
         counter!(PREFIX_VOLATILE_TOTAL, "kind" => kind.as_str()).increment(0);
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
@@ -567,7 +570,7 @@ pub fn in_flight(delta: f64) {
 }
 
 /// Exports the margin of every estimating model in `table`.
-pub fn estimate_margins(table: &crate::assemble::ModelTable) {
+pub fn estimate_margins(table: &crate::tokens::ModelTable) {
     for e in table.entries().iter().filter(|e| !e.tokenizer.is_exact()) {
         estimate_margin(e.name.clone(), e.tokenizer.margin_percent());
     }
@@ -593,7 +596,7 @@ pub fn count_error(model: String, relative: f64) {
 pub fn families_known(families: impl IntoIterator<Item = String>) {
     for family in families
         .into_iter()
-        .chain([crate::assemble::families::OTHER.to_owned()])
+        .chain([crate::prompt_cache::families::OTHER.to_owned()])
     {
         counter!(PREFIX_HASH_CHANGES_TOTAL, "family" => family).increment(0);
     }

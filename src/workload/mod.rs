@@ -4,7 +4,8 @@
 
 pub mod replay;
 
-use crate::assemble::{AssembleRequest, Block, BlockKind, Item, Principal, Role, Segment, SegmentKind};
+use crate::prompt::{AssembleRequest, Block, BlockKind, Item, Principal, Segment, SegmentKind};
+use crate::vocab::Role;
 
 /// A small, fast, deterministic PRNG (splitmix64).
 #[derive(Debug, Clone)]

@@ -9,7 +9,8 @@
 //! falls back to its compact form or is dropped) as it would in production.
 
 use super::{Rng, prose};
-use crate::assemble::{AssembleRequest, Block, BlockKind, Item, Principal, Role, Segment, SegmentKind};
+use crate::prompt::{AssembleRequest, Block, BlockKind, Item, Principal, Segment, SegmentKind};
+use crate::vocab::Role;
 
 /// Bytes of generated prose per token, roughly (o200k on this vocabulary).
 const BYTES_PER_TOKEN: usize = 5;

@@ -3,10 +3,15 @@ use std::collections::HashSet;
 use proptest::prelude::*;
 
 use super::*;
+use crate::assemble::TURN_SUMMARY_ID;
 use crate::assemble::policy::Policy;
-use crate::assemble::request::{Block, Principal, Segment, SegmentKind};
-use crate::assemble::response::{Message, Outcome};
-use crate::assemble::tokenizer::tests::adversarial_text;
+use crate::assemble::render::{self, FormAttr};
+use crate::prompt::{
+    AssembleRequest, Block, BlockKind, Item, Message, Outcome, Principal, Segment, SegmentKind,
+};
+use crate::tokens::tokenizer::tests::adversarial_text;
+use crate::tokens::{Encoding, ModelSpec};
+use crate::vocab::{Cancel, Role};
 
 /// The default catalog plus `system-ctx`: the context message as `system`
 /// and the default priorities reversed, so policies are part of the proof.
@@ -839,7 +844,7 @@ fn a_cancelled_run_stops_and_caches_nothing_wrong() {
 
 #[test]
 fn cache_hints_place_breakpoints_and_keys() {
-    use crate::assemble::response::BreakpointKind as K;
+    use crate::prompt::response::BreakpointKind as K;
     let a = asm();
     let mut req = request(vec![
         block(
@@ -891,7 +896,7 @@ fn cache_hints_place_breakpoints_and_keys() {
     );
     assert_eq!(h.engine_cacheable_tokens, out.cache.prefix_tokens / 16 * 16);
     assert!(h.below_provider_minimum, "a short prefix is below 1024 tokens");
-    assert_eq!(h.prefix_version, render::PREFIX_VERSION);
+    assert_eq!(h.prefix_version, crate::prompt_cache::prefix::PREFIX_VERSION);
 
     // A long prefix is cacheable; shards spread sessions over keys.
     let mut catalog = crate::config::default_catalog();
@@ -899,7 +904,7 @@ fn cache_hints_place_breakpoints_and_keys() {
     for e in &mut entries {
         e.cache.key_shards = 8;
     }
-    catalog.models = crate::assemble::ModelTable::new(entries);
+    catalog.models = crate::tokens::ModelTable::new(entries);
     let sharded = Assembler::new(catalog, 1 << 20);
     req.static_segments[0].content = "You are a careful assistant. ".repeat(300);
     let mut shards = HashSet::new();
@@ -916,7 +921,7 @@ fn cache_hints_place_breakpoints_and_keys() {
 
 /// The first line of the turn summary unit of `out` (the message after the
 /// static prefix).
-fn turn_summary_open(out: &crate::assemble::response::Assembly) -> String {
+fn turn_summary_open(out: &crate::prompt::response::Assembly) -> String {
     let summary = &out.messages[1].content;
     assert!(
         summary.starts_with("<summary id=\"compacted-turns\""),

@@ -1,8 +1,9 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::assemble::cancel::{CHECK_EVERY, Cancel};
-use crate::assemble::tokenizer::{Encoding, Tokenizer, tests::adversarial_text};
+use crate::tokens::tokenizer::{Encoding, Tokenizer, tests::adversarial_text};
+use crate::vocab::cancel::{CHECK_EVERY, Cancel};
+use crate::vocab::escape::starts_tag;
 
 fn item(id: &str, source: &str, trusted: bool) -> Item {
     Item {
@@ -186,7 +187,7 @@ fn sentence_ends_stop_when_cancelled() {
     let cancel = Cancel::new();
     cancel.cancel();
     let mut meter = Meter::new(&cancel);
-    assert_eq!(sentence_ends(&text, &mut meter), Err(AssembleError::Cancelled));
+    assert_eq!(sentence_ends(&text, &mut meter), Err(Cancelled));
     assert!(meter.work() <= CHECK_EVERY, "scanned {} bytes", meter.work());
 
     // Set while scanning: the scan ends at the next look at the flag.
@@ -194,28 +195,6 @@ fn sentence_ends_stop_when_cancelled() {
     let mut meter = Meter::new(&cancel);
     meter.tick(1).unwrap();
     cancel.cancel();
-    assert_eq!(sentence_ends(&text, &mut meter), Err(AssembleError::Cancelled));
+    assert_eq!(sentence_ends(&text, &mut meter), Err(Cancelled));
     assert!(meter.work() <= CHECK_EVERY + 1, "scanned {} bytes", meter.work());
-}
-
-#[test]
-fn prefix_hash_depends_only_on_contents() {
-    let seg = |id: &str, c: &str| Segment {
-        id: id.to_owned(),
-        kind: crate::assemble::request::SegmentKind::System,
-        content: c.to_owned(),
-    };
-    let (a, _, bytes) = prefix_hash(&[], &[seg("x", "ab"), seg("y", "c")]);
-    let (b, _, _) = prefix_hash(&[], &[seg("other", "ab"), seg("ids", "c")]);
-    let (c, _, _) = prefix_hash(&[], &[seg("x", "a"), seg("y", "bc")]);
-    assert_eq!(a, b);
-    assert_ne!(a, c, "framing keeps segment boundaries apart");
-    assert_eq!(bytes, 3);
-    assert_eq!(a.len(), 64);
-    // Tools are part of the prefix, framed apart from the segments.
-    let tools = |t: &[&str]| t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-    let (d, _, _) = prefix_hash(&tools(&["{}"]), &[seg("x", "ab"), seg("y", "c")]);
-    let (e, _, _) = prefix_hash(&tools(&["{}", "{}"]), &[seg("x", "ab"), seg("y", "c")]);
-    assert_ne!(a, d);
-    assert_ne!(d, e);
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::assemble::request::{Block, BlockKind, Item};
+use crate::prompt::request::{Block, BlockKind, Item};
 
 fn req(model: &str) -> AssembleRequest {
     AssembleRequest {

@@ -3,12 +3,12 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::assemble::Encoding;
 use crate::compact::breaker::BreakerState;
 use crate::compact::conversation::Pinned;
 use crate::compact::outcome::*;
 use crate::compact::summary::PREAMBLE;
 use crate::compact::test_support::{call, conversation, result};
+use crate::tokens::Encoding;
 
 const MODEL: &str = "gpt-5";
 

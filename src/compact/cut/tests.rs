@@ -1,8 +1,8 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::assemble::Role;
 use crate::compact::test_support::{call, conversation, result, user};
+use crate::vocab::Role;
 
 // REFERENCE section 3: preserve 2 over [user, call, result, "Done."] walks
 // back to keep the call with its result: one message summarized.

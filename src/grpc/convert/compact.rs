@@ -2,8 +2,9 @@
 
 use super::super::pb;
 use super::{role_from_wire, role_to_wire};
-use crate::assemble::{AssembleError, FieldViolation, Role};
+use crate::assemble::AssembleError;
 use crate::compact::{self, CompactOutcome, Compaction, Content, Msg, Pinned};
+use crate::vocab::{FieldViolation, Role};
 
 wire_enum!(outcome_to_wire, outcome_from_wire, CompactOutcome, pb::CompactOutcome, {
     CompactOutcome::Compacted => pb::CompactOutcome::Compacted,

@@ -1,10 +1,10 @@
 //! Wire <-> domain conversions of the memory RPCs and of recall.
 
 use super::pb;
-use crate::assemble::FieldViolation;
 use crate::memory::memories::{Placement, RecallReport, RecallSpec, RetainInput, RetainOutput};
 use crate::memory::store::{ForgetFilter, Forgotten, Page};
 use crate::memory::{Content, Memory, MemoryId, Observation, SessionSummary};
+use crate::vocab::FieldViolation;
 
 fn observation(o: pb::Observation) -> Observation {
     Observation {

@@ -163,7 +163,7 @@ impl TextCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assemble::tokenizer::Encoding;
+    use crate::tokens::tokenizer::Encoding;
 
     #[test]
     fn keys_differ_by_tokenizer_and_bytes() {

@@ -7,9 +7,10 @@ use std::fmt::Write as _;
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use crate::assemble::{AssembleError, Assembler, Assembly, Catalog, DEFAULT_CACHE_BYTES};
+use crate::assemble::{AssembleError, Assembler, Catalog, DEFAULT_CACHE_BYTES};
 use crate::config::{AssembleArgs, EXIT_CONFIG, ServeArgs};
 use crate::grpc::json::{JsonError, request_from_json, response_to_json};
+use crate::prompt::Assembly;
 
 /// Exit code for an unreadable input file (EX_NOINPUT).
 const EXIT_NO_INPUT: u8 = 66;

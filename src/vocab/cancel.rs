@@ -10,10 +10,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::error::AssembleError;
+/// The error of work stopped by its [`Cancel`]; each room's error type has a
+/// `Cancelled` case made from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("cancelled")]
+pub struct Cancelled;
 
 /// A cancellation flag shared between a request's waiter and its worker: once
-/// set, the pipeline stops tokenizing and returns [`AssembleError::Cancelled`].
+/// set, long loops stop and return [`Cancelled`].
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(Arc<AtomicBool>);
 
@@ -60,12 +64,12 @@ impl<'c> Meter<'c> {
 
     /// Records `units` of work; `Err(Cancelled)` when the flag is set (looked
     /// at every [`CHECK_EVERY`] units).
-    pub fn tick(&mut self, units: u64) -> Result<(), AssembleError> {
+    pub fn tick(&mut self, units: u64) -> Result<(), Cancelled> {
         self.work = self.work.saturating_add(units);
         if self.work >= self.next_check {
             self.next_check = self.work.saturating_add(CHECK_EVERY);
             if self.cancel.is_cancelled() {
-                return Err(AssembleError::Cancelled);
+                return Err(Cancelled);
             }
         }
         Ok(())
@@ -89,9 +93,9 @@ mod tests {
         cancel.cancel();
         // Within the interval the flag is not looked at.
         assert_eq!(meter.tick(CHECK_EVERY - 1), Ok(()));
-        assert_eq!(meter.tick(1), Err(AssembleError::Cancelled));
+        assert_eq!(meter.tick(1), Err(Cancelled));
         assert_eq!(meter.work(), CHECK_EVERY + 1);
         let mut fresh = Meter::new(&cancel);
-        assert_eq!(fresh.tick(0), Err(AssembleError::Cancelled));
+        assert_eq!(fresh.tick(0), Err(Cancelled));
     }
 }

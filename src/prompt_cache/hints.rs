@@ -1,11 +1,10 @@
 //! Cache hints: what a gateway needs to make provider, engine and router
 //! caches pay for the static prefix the sidecar has just made stable.
 
-use super::layout::{Content, Plan};
-use super::models::ModelSpec;
-use super::render::PREFIX_VERSION;
-use super::request::{AssembleRequest, SegmentKind};
-use super::response::{Breakpoint, BreakpointKind, CacheHints};
+use super::prefix::PREFIX_VERSION;
+use crate::prompt::{Breakpoint, BreakpointKind, CacheHints, Segment, SegmentKind};
+use crate::tokens::CacheSettings;
+use crate::vocab::saturating_u32;
 
 /// Header that SGLang's gateway hashes for consistent routing.
 pub const SGLANG_ROUTING_HEADER: &str = "X-SMG-Routing-Key";
@@ -14,27 +13,46 @@ pub const SESSION_HEADER: &str = "x-session-id";
 /// Hex characters of the prefix hash used in keys (128 bits).
 const KEY_HEX: usize = 32;
 
-/// The hints for one assembled prompt. `prefix_tokens` counts the static
-/// messages; `tools_tokens` the tool definitions that precede them.
-pub(crate) fn of(
-    spec: &ModelSpec,
-    req: &AssembleRequest,
-    tools: usize,
-    plan: &Plan,
-    prefix_hash: &str,
-    prefix_tokens: u32,
-    tools_tokens: u32,
-) -> CacheHints {
+/// What the hints are made from: plain facts of one assembled prompt.
+#[derive(Debug, Clone, Copy)]
+pub struct Prompt<'a> {
+    /// The static segments: messages `0..n` of the prompt, in order.
+    pub segments: &'a [Segment],
+    /// The request's session id (may be empty).
+    pub session_id: &'a str,
+    /// Tool definitions sent with the prompt.
+    pub tools: usize,
+    /// The index of the last conversation turn among the messages.
+    pub last_turn: Option<usize>,
+    /// The static prefix hash (hex).
+    pub prefix_hash: &'a str,
+    /// Tokens of the static messages.
+    pub prefix_tokens: u32,
+    /// Tokens of the tool definitions that precede them.
+    pub tools_tokens: u32,
+}
+
+/// The hints for one assembled prompt under a model's cache settings.
+pub fn of(cache: &CacheSettings, p: &Prompt<'_>) -> CacheHints {
+    let Prompt {
+        segments,
+        session_id,
+        tools,
+        last_turn,
+        prefix_hash,
+        prefix_tokens,
+        tools_tokens,
+    } = *p;
     let mut breakpoints = Vec::new();
     if tools > 0 {
         breakpoints.push(Breakpoint {
             kind: BreakpointKind::EndOfTools,
-            index: u32::try_from(tools - 1).unwrap_or(u32::MAX),
+            index: saturating_u32(tools - 1),
         });
     }
     // Static messages are messages[0..n] in segment order.
     let last_of = |examples: bool| {
-        req.static_segments
+        segments
             .iter()
             .rposition(|s| (s.kind == SegmentKind::Examples) == examples)
     };
@@ -42,41 +60,41 @@ pub(crate) fn of(
     if let Some(i) = system {
         breakpoints.push(Breakpoint {
             kind: BreakpointKind::EndOfSystem,
-            index: u32::try_from(i).unwrap_or(u32::MAX),
+            index: saturating_u32(i),
         });
     }
     if let Some(i) = examples.filter(|&e| system.is_none_or(|s| e > s)) {
         breakpoints.push(Breakpoint {
             kind: BreakpointKind::EndOfExamples,
-            index: u32::try_from(i).unwrap_or(u32::MAX),
+            index: saturating_u32(i),
         });
     }
     // The conversation is append-only: its last turn stays byte-identical in
     // the next request of the session.
-    if let Some(i) = plan.iter().rposition(|(_, c)| matches!(c, Content::Turn { .. })) {
+    if let Some(i) = last_turn {
         breakpoints.push(Breakpoint {
             kind: BreakpointKind::LastStableMessage,
-            index: u32::try_from(i).unwrap_or(u32::MAX),
+            index: saturating_u32(i),
         });
     }
 
     let short = &prefix_hash[..KEY_HEX.min(prefix_hash.len())];
-    let shard = if spec.cache.key_shards <= 1 || req.session_id.is_empty() {
+    let shard = if cache.key_shards <= 1 || session_id.is_empty() {
         0
     } else {
-        let h = blake3::hash(req.session_id.as_bytes());
+        let h = blake3::hash(session_id.as_bytes());
         let mut first = [0u8; 8];
         first.copy_from_slice(&h.as_bytes()[..8]);
-        u64::from_le_bytes(first) % u64::from(spec.cache.key_shards)
+        u64::from_le_bytes(first) % u64::from(cache.key_shards)
     };
     let affinity_key = short.to_owned();
-    let session = if req.session_id.is_empty() {
+    let session = if session_id.is_empty() {
         affinity_key.clone()
     } else {
-        req.session_id.clone()
+        session_id.to_owned()
     };
     let cacheable = prefix_tokens.saturating_add(tools_tokens);
-    let block = spec.cache.engine_block_tokens.max(1);
+    let block = cache.engine_block_tokens.max(1);
     CacheHints {
         prefix_version: PREFIX_VERSION.to_owned(),
         breakpoints,
@@ -87,7 +105,7 @@ pub(crate) fn of(
         ],
         affinity_key,
         engine_cacheable_tokens: prefix_tokens / block * block,
-        provider_minimum_tokens: spec.cache.min_tokens,
-        below_provider_minimum: cacheable < spec.cache.min_tokens,
+        provider_minimum_tokens: cache.min_tokens,
+        below_provider_minimum: cacheable < cache.min_tokens,
     }
 }

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::request::Role;
+use crate::vocab::Role;
 
 /// A public BPE encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

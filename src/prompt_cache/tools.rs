@@ -5,7 +5,7 @@
 //! strings are written in serde_json's one normal form (shortest round-trip
 //! floats, UTF-8 kept, only the required escapes).
 
-use super::error::FieldViolation;
+use crate::vocab::FieldViolation;
 
 /// Canonicalizes every definition, or reports each one that is not a JSON
 /// object by its field path (`tools[i]`). Parser messages name a line and a

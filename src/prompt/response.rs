@@ -1,6 +1,7 @@
 //! The domain's output: the assembled prompt, its accounting and the decision report.
 
-use super::request::{BlockKind, Role};
+use super::request::BlockKind;
+use crate::vocab::{Role, Warning};
 
 /// One message of the assembled prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,15 +166,6 @@ pub struct BlockDecision {
     pub summarized_item_ids: Vec<String>,
     /// Why, in a few words.
     pub reason: String,
-}
-
-/// A non-fatal observation (ids and counts only, never content).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Warning {
-    /// Stable code.
-    pub code: &'static str,
-    /// Detail.
-    pub message: String,
 }
 
 /// The assembled prompt and everything said about it.

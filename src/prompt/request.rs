@@ -2,35 +2,17 @@
 
 use std::collections::HashSet;
 
-use super::policy::Policy;
+use crate::vocab::Role;
 
-/// The role of a message; rendered as its lower-case name when counting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// Application instructions.
-    System,
-    /// The end user, and context rendered on their behalf.
-    User,
-    /// The model; may make tool calls.
-    Assistant,
-    /// A tool result; answers one call.
-    Tool,
-}
+/// Most `required_scopes` per item. Generous (an item names a few scopes);
+/// the bound keeps permission checks and their error reports small.
+pub const MAX_SCOPES_PER_ITEM: usize = 256;
 
-impl Role {
-    /// The role string used by chat APIs and by the token formula.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        }
-    }
+/// Most scopes a principal may hold in one request.
+pub const MAX_PRINCIPAL_SCOPES: usize = 4096;
 
-    /// Every role, for warming per-role token counts.
-    pub const ALL: [Role; 4] = [Role::System, Role::User, Role::Assistant, Role::Tool];
-}
+/// Most `tool_call_ids` per item (calls one assistant turn makes).
+pub const MAX_TOOL_CALL_IDS_PER_MESSAGE: usize = 4096;
 
 /// What a static segment holds (informational: all are rendered alike).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,15 +157,6 @@ impl Block {
             min_tokens: 0,
             max_tokens: 0,
             items,
-        }
-    }
-
-    /// The priority after applying the policy's default for the kind.
-    pub fn effective_priority(&self, policy: &Policy) -> u32 {
-        if self.priority == 0 {
-            policy.priority(self.kind)
-        } else {
-            self.priority
         }
     }
 

@@ -1,0 +1,449 @@
+//! One request's run: filter by permission, group the conversation into
+//! units, measure every unit, allocate the budget, then hand plain values to
+//! layout, hints and the report.
+
+use std::cell::Cell;
+use std::time::Instant;
+
+use tracing::debug;
+
+use super::allocate::{self, BlockPlan, DropReason, Slot, UnitPlan};
+use super::assembler::Assembler;
+use super::error::AssembleError;
+use super::layout;
+use super::policy::Policy;
+use super::render::{self, FormAttr};
+use super::report;
+use super::shrink::Shrinker;
+use super::turns;
+use super::validate::Budget;
+use crate::prompt::{AssembleRequest, BlockDecision, BlockKind, CacheHints, CacheInfo, Item, Usage};
+use crate::prompt_cache::hints;
+use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
+use crate::telemetry::metrics;
+use crate::tokens::chat::{REPLY_PRIMING_TOKENS, message_tokens};
+use crate::tokens::{ModelSpec, Tokenizer};
+use crate::vocab::{Cancel, Role, Warning, codes, saturating_u32};
+
+/// One unit of a block: a context item, or a turn with its tool results. A
+/// unit's members are (block, candidate) pairs: a tool call made at the end of
+/// HISTORY and answered at the start of RECENT_TURNS is one unit, owned by the
+/// newer block.
+#[derive(Debug, Clone)]
+pub(super) struct Unit {
+    pub members: Vec<(usize, usize)>,
+    pub invalid: Option<DropReason>,
+}
+
+/// One block after filtering and measuring (`measured[i]` is `blocks[i]`).
+pub(super) struct Measured {
+    /// Positions in `block.items` of the items the principal may see.
+    pub candidates: Vec<usize>,
+    /// Positions of the items filtered out.
+    pub filtered: Vec<usize>,
+    /// The block's units, in order.
+    pub units: Vec<Unit>,
+    /// Full-form text of each candidate (context kinds only).
+    pub rendered: Vec<String>,
+}
+
+/// What a successful run produces before texts are moved out of the request.
+type RunOutput = (
+    layout::Plan,
+    Usage,
+    CacheInfo,
+    CacheHints,
+    Vec<BlockDecision>,
+    Vec<Warning>,
+);
+
+/// Per-request state.
+pub(super) struct Pipeline<'a> {
+    pub(super) asm: &'a Assembler,
+    spec: &'a ModelSpec,
+    pub(super) policy: &'a Policy,
+    pub(super) tok: &'a Tokenizer,
+    pub(super) cancel: &'a Cancel,
+    pub(super) req: &'a AssembleRequest,
+    /// Canonical tool definitions.
+    tools: &'a [String],
+    budget: Budget,
+    pub(super) measured: Vec<Measured>,
+    warnings: Vec<Warning>,
+    hits: Cell<u64>,
+    misses: Cell<u64>,
+    /// Where the current phase began.
+    pub(super) lap: Instant,
+}
+
+/// The request's blocks after filtering and grouping: what the layout and
+/// the report read (plain values, not the pipeline).
+#[derive(Clone, Copy)]
+pub(super) struct Measurement<'a> {
+    /// The request.
+    pub req: &'a AssembleRequest,
+    /// `blocks[i]` measures `req.blocks[i]`.
+    pub blocks: &'a [Measured],
+}
+
+impl<'a> Measurement<'a> {
+    /// The item at candidate `ci` of block `bi`.
+    pub fn item(&self, bi: usize, ci: usize) -> &'a Item {
+        &self.req.blocks[bi].items[self.blocks[bi].candidates[ci]]
+    }
+}
+
+impl<'a> Pipeline<'a> {
+    /// A run of `req` (valid: `spec`, `policy`, `budget` and canonical
+    /// `tools` resolved) whose first phase began at `started`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        asm: &'a Assembler,
+        spec: &'a ModelSpec,
+        policy: &'a Policy,
+        req: &'a AssembleRequest,
+        tools: &'a [String],
+        budget: Budget,
+        cancel: &'a Cancel,
+        started: Instant,
+    ) -> Self {
+        Pipeline {
+            asm,
+            spec,
+            policy,
+            tok: &spec.tokenizer,
+            cancel,
+            lap: started,
+            req,
+            tools,
+            budget,
+            measured: Vec::new(),
+            warnings: Vec::new(),
+            hits: Cell::new(0),
+            misses: Cell::new(0),
+        }
+    }
+
+    /// Tokens of one message whose content has `content` tokens.
+    fn message_cost(&self, role: Role, content: u32) -> u32 {
+        message_tokens(self.tok, role, content)
+    }
+
+    /// Counts through the segment cache, tallying hits and misses. Once the
+    /// request is cancelled, counts nothing and returns 0 (the run is
+    /// abandoned before any result is used).
+    pub(super) fn count(&self, text: &str) -> u32 {
+        if self.cancel.is_cancelled() {
+            return 0;
+        }
+        let (n, hit) = self.asm.segments.count(self.tok, text);
+        let tally = if hit { &self.hits } else { &self.misses };
+        tally.set(tally.get() + 1);
+        n
+    }
+
+    pub(super) fn record_lookups(&self) {
+        metrics::cache_lookups(
+            metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
+            self.hits.get(),
+            self.misses.get(),
+        );
+    }
+
+    /// The item at candidate `ci` of block `bi`.
+    pub(super) fn item(&self, bi: usize, ci: usize) -> &'a Item {
+        &self.req.blocks[bi].items[self.measured[bi].candidates[ci]]
+    }
+
+    /// Measures, allocates and lays out the request whose static prefix is
+    /// `prefix`.
+    pub(super) fn run(&mut self, prefix: PrefixKey) -> Result<RunOutput, AssembleError> {
+        let req = self.req;
+        let (static_tokens, prefix_hit) = self.static_tokens(&prefix);
+        let PrefixKey {
+            hex: prefix_hash,
+            bytes: prefix_bytes,
+            ..
+        } = prefix;
+        let query_tokens = self.message_cost(Role::User, self.count(&req.query));
+        let tools_tokens = self
+            .tools
+            .iter()
+            .map(|t| self.count(t))
+            .fold(0, u32::saturating_add);
+        let base = u64::from(static_tokens)
+            + u64::from(query_tokens)
+            + u64::from(REPLY_PRIMING_TOKENS)
+            + u64::from(tools_tokens);
+
+        let plans = self.measure();
+        self.check_cancelled()?;
+        self.end_phase(metrics::PHASE_TOKENIZE);
+        // Opening the context message (policy's role) and the summary message (user).
+        let overheads = [
+            self.message_cost(self.policy.context_role, 0),
+            self.message_cost(Role::User, 0),
+        ];
+        let mut shrinker = Shrinker {
+            p: self,
+            turn_summary: None,
+        };
+        let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, &mut shrinker)
+            .map_err(|o| {
+                debug!(non_cuttable = o.non_cuttable, budget = self.budget.input, model = %self.spec.name, "budget overflow");
+                AssembleError::BudgetOverflow {
+                    non_cuttable_tokens: o.non_cuttable,
+                    budget: self.budget.input,
+                    model: self.spec.name.clone(),
+                }
+            })?;
+
+        let turn_summary = shrinker.turn_summary.take().filter(|_| alloc.summary.is_some());
+        self.check_cancelled()?;
+        self.end_phase(metrics::PHASE_ALLOCATE);
+        if let Some(s) = &alloc.summary {
+            metrics::compaction(
+                metrics::COMPACTION_SOURCE_ASSEMBLE,
+                metrics::COMPACTION_OUTCOME_SUMMARIZED,
+                saturating_u32(s.covered.saturating_sub(u64::from(s.cost))),
+            );
+        }
+        let measurement = Measurement {
+            req,
+            blocks: &self.measured,
+        };
+        let plan = layout::plan(measurement, self.policy, &alloc, turn_summary);
+        let hints = hints::of(
+            &self.spec.cache,
+            &hints::Prompt {
+                segments: &req.static_segments,
+                session_id: &req.session_id,
+                tools: self.tools.len(),
+                last_turn: plan
+                    .iter()
+                    .rposition(|(_, c)| matches!(c, layout::Content::Turn { .. })),
+                prefix_hash: &prefix_hash,
+                prefix_tokens: static_tokens,
+                tools_tokens,
+            },
+        );
+        let mut warnings = std::mem::take(&mut self.warnings);
+        let decisions = report::decisions(measurement, &plans, &alloc, &mut warnings);
+        // The tools are reserved from the budget but are not messages.
+        let total = saturating_u32(alloc.used.saturating_sub(u64::from(tools_tokens)));
+        let usage = Usage {
+            budget: self.budget.input,
+            total_tokens: total,
+            static_tokens,
+            dynamic_tokens: total.saturating_sub(static_tokens),
+            tokenizer: self.tok.to_string(),
+            exact: self.tok.is_exact(),
+            output_reserve: self.budget.output_reserve,
+            context_window: self.spec.context_window,
+            tools_tokens,
+        };
+        let cache = CacheInfo {
+            prefix_hash,
+            prefix_tokens: static_tokens,
+            prefix_bytes,
+            prefix_message_count: saturating_u32(req.static_segments.len()),
+            prefix_cache_hit: prefix_hit,
+        };
+        Ok((plan, usage, cache, hints, decisions, warnings))
+    }
+
+    /// Tokens of the static prefix messages and its volatile values: one
+    /// lookup when the prefix is known, else one count and one scan per
+    /// segment and tool (single flight: concurrent requests with a new
+    /// prefix do it once). A cancelled count is not cached. Volatile values
+    /// give a warning and are counted in every response that carries them.
+    ///
+    /// The cache is partitioned by `cache_salt`: a prefix another tenant
+    /// (another salt) brought is a miss, so `prefix_cache_hit` never tells
+    /// one caller what system prompt another used.
+    fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, bool) {
+        let key = prefix.cache_key(self.tok, &self.req.cache_salt);
+        let counted = self.asm.prefixes.get_or_try_count(key, || {
+            let tokens = self
+                .req
+                .static_segments
+                .iter()
+                .map(|s| self.message_cost(Role::System, self.count(&s.content)))
+                .fold(0, u32::saturating_add);
+            if self.cancel.is_cancelled() {
+                return Err(AssembleError::Cancelled);
+            }
+            Ok(PrefixFacts::scan(tokens, &self.req.static_segments, self.tools))
+        });
+        // Cancelled: the run is abandoned at the next check.
+        let (facts, hit) = counted.unwrap_or((PrefixFacts::default(), false));
+        metrics::cache_lookups(
+            metrics::PREFIX_CACHE_LOOKUPS_TOTAL,
+            u64::from(hit),
+            u64::from(!hit),
+        );
+        for kind in facts.volatile_kinds() {
+            metrics::prefix_volatile(kind);
+        }
+        self.warnings.extend(facts.warning(&self.req.static_segments));
+        (facts.tokens, hit)
+    }
+
+    /// Records the time since the last phase ended as `phase`.
+    fn end_phase(&mut self, phase: &'static str) {
+        let now = Instant::now();
+        metrics::phase(phase, now.duration_since(self.lap));
+        self.lap = now;
+    }
+
+    fn check_cancelled(&self) -> Result<(), AssembleError> {
+        if self.cancel.is_cancelled() {
+            debug!("cancelled: assembly abandoned");
+            return Err(AssembleError::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// Filters every block by permission, groups the conversation into units
+    /// and measures every unit.
+    fn measure(&mut self) -> Vec<BlockPlan> {
+        let req = self.req;
+        let held = req.principal.held();
+        for (bi, block) in req.blocks.iter().enumerate() {
+            let (candidates, filtered): (Vec<usize>, Vec<usize>) =
+                (0..block.items.len()).partition(|&i| held.permit(&block.items[i].required_scopes));
+            if !filtered.is_empty() {
+                debug!(
+                    block = bi,
+                    filtered = filtered.len(),
+                    "items filtered by permission"
+                );
+            }
+            let rendered = if block.kind.is_turns() {
+                Vec::new()
+            } else {
+                // Once cancelled, nothing more is rendered (nor counted: the
+                // run is abandoned after measuring).
+                candidates
+                    .iter()
+                    .map(|&i| {
+                        if self.cancel.is_cancelled() {
+                            return String::new();
+                        }
+                        render::unit(
+                            block.kind,
+                            &block.items[i],
+                            &block.items[i].content,
+                            FormAttr::Full,
+                        )
+                    })
+                    .collect()
+            };
+            let units = if block.kind.is_turns() {
+                Vec::new()
+            } else {
+                (0..candidates.len())
+                    .map(|ci| Unit {
+                        members: vec![(bi, ci)],
+                        invalid: None,
+                    })
+                    .collect()
+            };
+            self.measured.push(Measured {
+                candidates,
+                filtered,
+                units,
+                rendered,
+            });
+        }
+        let chrono = self.group_conversation();
+
+        let mut plans = Vec::with_capacity(req.blocks.len());
+        for (bi, block) in req.blocks.iter().enumerate() {
+            let m = &self.measured[bi];
+            let units = m
+                .units
+                .iter()
+                .enumerate()
+                .map(|(ui, u)| {
+                    let full = if block.kind.is_turns() {
+                        u.members
+                            .iter()
+                            .map(|&(mb, mc)| {
+                                let it = self.item(mb, mc);
+                                self.message_cost(it.role.unwrap_or(Role::User), self.count(&it.content))
+                            })
+                            .fold(0, u32::saturating_add)
+                    } else {
+                        self.count(&m.rendered[ui])
+                    };
+                    let first = self.item(u.members[0].0, u.members[0].1);
+                    UnitPlan {
+                        full,
+                        score: first.score,
+                        // An empty compact form would render an empty wrapper
+                        // reported as kept: it counts as none.
+                        has_compact: !block.kind.is_turns()
+                            && first.compact_form.as_deref().is_some_and(|c| !c.is_empty()),
+                        invalid: u.invalid,
+                        pinned: u
+                            .members
+                            .iter()
+                            .any(|&(mb, _)| !req.blocks[mb].effective_cuttable()),
+                    }
+                })
+                .collect();
+            plans.push(BlockPlan {
+                kind: block.kind,
+                priority: self.policy.priority_of(block),
+                cuttable: block.effective_cuttable(),
+                min_tokens: block.min_tokens,
+                max_tokens: block.max_tokens(),
+                slot: Slot::of(block.kind),
+                chrono: chrono.iter().position(|&c| c == bi),
+                units,
+            });
+        }
+        plans
+    }
+
+    /// Groups every visible turn of the conversation (HISTORY blocks, then
+    /// RECENT_TURNS blocks, each in request order) into units; a unit belongs
+    /// to the block of its last member. Returns the turn blocks oldest first.
+    fn group_conversation(&mut self) -> Vec<usize> {
+        let req = self.req;
+        let of = |k: BlockKind| (0..req.blocks.len()).filter(move |&b| req.blocks[b].kind == k);
+        let chrono: Vec<usize> = of(BlockKind::History).chain(of(BlockKind::RecentTurns)).collect();
+        let turns: Vec<(usize, usize)> = chrono
+            .iter()
+            .flat_map(|&b| (0..self.measured[b].candidates.len()).map(move |c| (b, c)))
+            .collect();
+        let items: Vec<&Item> = turns.iter().map(|&(b, c)| self.item(b, c)).collect();
+        for unit in turns::group(&items) {
+            let members: Vec<(usize, usize)> = unit.members.iter().map(|&i| turns[i]).collect();
+            if let Some(reason) = unit.invalid {
+                let ids: Vec<&str> = members
+                    .iter()
+                    .map(|&(b, c)| self.item(b, c).id.as_str())
+                    .collect();
+                let (code, what) = match reason {
+                    DropReason::OrphanToolResult => {
+                        (codes::ORPHAN_TOOL_RESULT, "tool result without its call")
+                    }
+                    _ => (
+                        codes::INCOMPLETE_TOOL_CALL,
+                        "tool call without all of its results",
+                    ),
+                };
+                self.warnings
+                    .push(Warning::new(code, format!("{what}, dropped: {}", ids.join(", "))));
+            }
+            let owner = members.last().map_or(0, |&(b, _)| b);
+            self.measured[owner].units.push(Unit {
+                members,
+                invalid: unit.invalid,
+            });
+        }
+        chrono
+    }
+}

@@ -1,0 +1,20 @@
+//! How text becomes tokens for a model: the layer above [`crate::vocab`],
+//! below every room that counts. It knows models, encodings and counts; it
+//! knows nothing of requests, blocks or gRPC.
+//!
+//! - [`tokenizer`]: exact BPE for public encodings, or an estimate with a
+//!   safety margin.
+//! - [`models`]: the model table a model name resolves against.
+//! - [`cache`]: token counts keyed by blake3(tokenizer, bytes), shared by
+//!   every room that counts.
+//! - [`chat`]: the chat formula (what a message and a reply cost besides
+//!   their content), written once.
+
+pub mod cache;
+pub mod chat;
+pub mod models;
+pub mod tokenizer;
+
+pub use cache::{CountCache, TextCache};
+pub use models::{CacheSettings, ModelSpec, ModelTable};
+pub use tokenizer::{Encoding, Tokenizer};

@@ -1,0 +1,55 @@
+//! Warnings: what a response says besides its answer, under stable codes.
+
+/// A non-fatal observation (ids and counts only, never content).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// Stable code.
+    pub code: &'static str,
+    /// Detail.
+    pub message: String,
+}
+
+impl Warning {
+    /// A warning under `code` (one of [`codes`]).
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Warning {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Every warning code, stable across versions (clients match on them).
+pub mod codes {
+    /// A volatile value (timestamp, id, ...) in the static prefix.
+    pub const VOLATILE_PREFIX: &str = "VOLATILE_PREFIX";
+    /// The memory store did not answer a recall in time (or failed): the
+    /// prompt was assembled without memories.
+    pub const RECALL_UNAVAILABLE: &str = "RECALL_UNAVAILABLE";
+    /// A tool result whose call is not before it.
+    pub const ORPHAN_TOOL_RESULT: &str = "ORPHAN_TOOL_RESULT";
+    /// A tool call without all of its results (Assemble drops the unit).
+    pub const INCOMPLETE_TOOL_CALL: &str = "INCOMPLETE_TOOL_CALL";
+    /// A tool call no later message answers (Compact keeps it).
+    pub const UNANSWERED_TOOL_CALL: &str = "UNANSWERED_TOOL_CALL";
+    /// Older turns kept while newer ones were cut: what is kept is not one
+    /// contiguous stretch of the conversation.
+    pub const CHRONOLOGY_GAP: &str = "CHRONOLOGY_GAP";
+    /// A compaction ended over its target.
+    pub const COMPACTION_OVER_TARGET: &str = "COMPACTION_OVER_TARGET";
+    /// A session's compaction breaker is open: oldest turns are trimmed
+    /// instead.
+    pub const COMPACTION_BREAKER_OPEN: &str = "COMPACTION_BREAKER_OPEN";
+
+    /// Every code above.
+    pub const ALL: [&str; 8] = [
+        VOLATILE_PREFIX,
+        RECALL_UNAVAILABLE,
+        ORPHAN_TOOL_RESULT,
+        INCOMPLETE_TOOL_CALL,
+        UNANSWERED_TOOL_CALL,
+        CHRONOLOGY_GAP,
+        COMPACTION_OVER_TARGET,
+        COMPACTION_BREAKER_OPEN,
+    ];
+}
