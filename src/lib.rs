@@ -1,21 +1,29 @@
 //! context-assembler: a gRPC sidecar that turns the parts of an LLM prompt
 //! into one assembled, budgeted, cache-friendly prompt.
 //!
-//! Architecture:
-//! - [`assemble`] is the domain (no gRPC): filter by permission, measure with
-//!   the model's tokenizer through blake3-keyed caches, reserve what may never
-//!   be cut, allocate the rest by priority, order for attention and caches.
-//! - [`compact`] is the conversation compactor (no gRPC): a deterministic
-//!   summary, tool-call-safe cuts, a per-session breaker and emergency trim.
-//! - [`memory`] is retention and recall (no gRPC): XML parsing, ranking, and
-//!   the SQLite or PostgreSQL store behind the MEMORY block.
-//! - [`grpc`] is the only module that knows tonic/prost: it converts wire
-//!   types to domain types and maps domain errors to `Status` in one place.
-//! - [`server`] binds, serves health/reflection/metrics and drains on signal.
-//! - [`config`] parses flags and env into one validated configuration.
-//! - [`cli`] assembles one request from a JSON file without a server.
-//! - [`telemetry`] holds the tracing setup and the metric catalogue.
-//! - [`workload`] generates deterministic synthetic prompts for benches and tests.
+//! The rooms, in layers; a room uses only rooms below it (`tests/layers.rs`):
+//!
+//! ```text
+//! 6  server (bind, serve, drain, series)      offline (assemble a JSON file)
+//! 5  grpc: wire <-> domain, errors -> Status, admission, auth (tonic/prost)
+//! 4  config: flags, env and files -> one validated configuration
+//! 3  assemble: filter, measure, reserve, allocate, lay out, report
+//! 2  compact   prompt_cache   memory   workload
+//! 1  tokens: tokenizer, models, count cache, chat formula    prompt: types
+//! 0  vocab: Role, Warning, FieldViolation, Cancel, escaping   telemetry
+//! ```
+//!
+//! - [`vocab`] and [`telemetry`] import nothing from the crate: the shared
+//!   words, and metric names with recorders that take plain values.
+//! - [`tokens`] is how text becomes tokens for a model; [`prompt`] is the
+//!   domain's input and output types, free of wire types.
+//! - [`compact`] summarizes conversations without breaking tool-call pairs;
+//!   [`prompt_cache`] keeps prefixes stable and says how to cache them;
+//!   [`memory`] retains and recalls; [`workload`] generates test prompts.
+//! - [`assemble`] is the pipeline; it compacts turns before dropping them.
+//! - [`grpc`] and [`server`] are the only rooms that know tonic: `grpc`
+//!   converts and maps errors in one place, `server` binds and serves.
+//! - [`offline`] assembles requests from JSON files without a server.
 
 pub mod assemble;
 pub mod compact;

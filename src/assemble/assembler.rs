@@ -10,13 +10,15 @@ use super::error::AssembleError;
 use super::layout;
 use super::pipeline::Pipeline;
 use super::policy::Catalog;
-use super::validate::{self, Resolved, UNKNOWN_MODEL};
+use super::validate::{self, Resolved};
+use crate::compact::{CompactionSettings, Counting};
 use crate::prompt::{AssembleRequest, Assembly};
 use crate::prompt_cache::families::FamilyTracker;
 use crate::prompt_cache::feedback::{Comparison, Feedback, UsageReport};
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
-use crate::tokens::{CountCache, Encoding, ModelTable, TextCache, Tokenizer};
+use crate::tokens::models::UNKNOWN_MODEL;
+use crate::tokens::{CountCache, Encoding, ModelSpec, ModelTable, TextCache, Tokenizer};
 use crate::vocab::Cancel;
 
 /// Default weight of the token-count caches.
@@ -160,13 +162,6 @@ impl Assembler {
         })
     }
 
-    /// Counts `text` with `tokenizer` through the segment cache (shared with
-    /// Assemble, so a conversation re-sent each turn is tokenized once).
-    /// Returns the count and whether it was a cache hit.
-    pub fn count_cached(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
-        self.segments.count(tokenizer, text)
-    }
-
     /// Assembles one prompt, consuming the request (its texts move into the
     /// answer). CPU-bound: call it off the async reactor.
     pub fn assemble(&self, req: AssembleRequest) -> Result<Assembly, AssembleError> {
@@ -248,6 +243,21 @@ impl Assembler {
         };
         metrics::phase(metrics::PHASE_RENDER, render_started.elapsed());
         Ok((assembly, key))
+    }
+}
+
+/// The compactor counts with the assembler's model table, compaction
+/// defaults and segment cache (a conversation re-sent each turn is
+/// tokenized once for both RPCs).
+impl Counting for Assembler {
+    fn model(&self, name: &str) -> Option<(Arc<ModelSpec>, CompactionSettings)> {
+        let catalog = self.catalog();
+        let spec = catalog.models.resolve(name)?.clone();
+        Some((spec, catalog.compaction.clone()))
+    }
+
+    fn count_cached(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
+        self.segments.count(tokenizer, text)
     }
 }
 

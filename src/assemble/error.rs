@@ -1,12 +1,13 @@
 //! Why an assembly failed; `grpc::status` maps it to gRPC codes.
 
+use crate::vocab::violation::describe;
 use crate::vocab::{Cancelled, FieldViolation};
 
 /// Why a request could not be assembled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AssembleError {
     /// The request is malformed; every bad field is listed.
-    #[error("invalid request: {}", summarize(.0))]
+    #[error("invalid request: {}", describe(.0))]
     InvalidArgument(Vec<FieldViolation>),
     /// Content that may never be cut does not fit the budget.
     #[error(
@@ -30,14 +31,6 @@ impl AssembleError {
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
         AssembleError::InvalidArgument(vec![FieldViolation::new(field, description)])
     }
-}
-
-fn summarize(violations: &[FieldViolation]) -> String {
-    violations
-        .iter()
-        .map(|v| format!("{}: {}", v.field, v.description))
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 impl From<Cancelled> for AssembleError {

@@ -9,6 +9,7 @@ use crate::prompt::{
 };
 use crate::prompt_cache::tools;
 use crate::tokens::ModelSpec;
+use crate::tokens::models::UNKNOWN_MODEL;
 use crate::vocab::{FieldViolation, Role};
 
 /// The input budget and output reserve a valid request resolves to.
@@ -21,7 +22,6 @@ pub struct Budget {
 }
 
 /// What an unknown model name is told.
-pub const UNKNOWN_MODEL: &str = "unknown model: not in the model table (see ListModels)";
 
 /// What an unknown policy name is told.
 pub const UNKNOWN_POLICY: &str = "unknown policy: not in the configuration's [policies]";

@@ -24,26 +24,41 @@ use super::CompactionSettings;
 use super::breaker::{Breakers, Gate, SessionKey};
 use super::conversation::{CompactRequest, Content, Msg, is_pinned_message, pinned_message};
 use super::cut::Boundaries;
+use super::error::CompactError;
 use super::marker::MarkerKey;
-use super::outcome::{
-    BREAKER_OPEN, CompactOutcome, Compaction, ORPHAN_TOOL_RESULT, OVER_TARGET, Provenance, TrimStep,
+use super::outcome::{CompactOutcome, Compaction, Provenance, TrimStep};
+use super::summary::Summary;
+use crate::telemetry::metrics;
+use crate::tokens::chat::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
+use crate::tokens::models::UNKNOWN_MODEL;
+use crate::tokens::{ModelSpec, Tokenizer};
+use crate::vocab::codes::{
+    COMPACTION_BREAKER_OPEN as BREAKER_OPEN, COMPACTION_OVER_TARGET as OVER_TARGET, ORPHAN_TOOL_RESULT,
     UNANSWERED_TOOL_CALL,
 };
-use super::summary::Summary;
-use crate::assemble::validate::UNKNOWN_MODEL;
-use crate::assemble::{AssembleError, Assembler};
-use crate::telemetry::metrics;
-use crate::tokens::Tokenizer;
-use crate::tokens::chat::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
 use crate::vocab::{Cancel, FieldViolation, Meter, Role, Warning};
 
 /// Turns an emergency or breaker trim drops per step.
 pub const TURNS_PER_TRIM_STEP: usize = 2;
 
+/// What the compactor counts with, as it is now: the model table and the
+/// compaction defaults (both change on reload) and a count cache shared with
+/// Assemble (a conversation re-sent each turn is tokenized once). The server
+/// hands it the assembler, which keeps all three; compaction knows nothing
+/// else of it.
+pub trait Counting: Send + Sync + std::fmt::Debug {
+    /// The model `name` resolves to in the table, with the compaction
+    /// defaults, as configured now.
+    fn model(&self, name: &str) -> Option<(Arc<ModelSpec>, CompactionSettings)>;
+    /// The count of `text` by `tokenizer` through the shared cache, and
+    /// whether it was a hit.
+    fn count_cached(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool);
+}
+
 /// Compacts conversations. Cheap to share: clone it (the breakers are shared).
 #[derive(Debug, Clone)]
 pub struct Compactor {
-    assembler: Arc<Assembler>,
+    counting: Arc<dyn Counting>,
     breakers: Breakers,
 }
 
@@ -69,18 +84,18 @@ struct Layout {
 }
 
 impl Compactor {
-    /// A compactor counting through `assembler`'s caches, resolving models
-    /// and defaults in its catalog.
-    pub fn new(assembler: Arc<Assembler>) -> Self {
+    /// A compactor resolving models and defaults, and counting, through
+    /// `counting`.
+    pub fn new(counting: Arc<dyn Counting>) -> Self {
         Compactor {
-            assembler,
+            counting,
             breakers: Breakers::default(),
         }
     }
 
     /// Compacts one conversation (CPU-bound: call it off the reactor).
-    /// Stops early with [`AssembleError::Cancelled`] once `cancel` is set.
-    pub fn compact(&self, req: CompactRequest, cancel: &Cancel) -> Result<Compaction, AssembleError> {
+    /// Stops early with [`CompactError::Cancelled`] once `cancel` is set.
+    pub fn compact(&self, req: CompactRequest, cancel: &Cancel) -> Result<Compaction, CompactError> {
         self.compact_at(req, cancel, Instant::now())
     }
 
@@ -90,7 +105,7 @@ impl Compactor {
         req: CompactRequest,
         cancel: &Cancel,
         now: Instant,
-    ) -> Result<Compaction, AssembleError> {
+    ) -> Result<Compaction, CompactError> {
         let r = self.resolve(&req)?;
         let mut hits = 0u64;
         let mut costs = Vec::with_capacity(req.messages.len());
@@ -146,7 +161,7 @@ impl Compactor {
             self.summarize(req, &costs, layout, &bounds, &r, &mut out, now, cancel)?;
         }
         if cancel.is_cancelled() {
-            return Err(AssembleError::Cancelled);
+            return Err(CompactError::Cancelled);
         }
         metrics::compaction(
             metrics::COMPACTION_SOURCE_COMPACT,
@@ -164,21 +179,19 @@ impl Compactor {
         Ok(out)
     }
 
-    fn resolve(&self, req: &CompactRequest) -> Result<Resolved, AssembleError> {
-        let catalog = self.assembler.catalog();
+    fn resolve(&self, req: &CompactRequest) -> Result<Resolved, CompactError> {
         let mut v = super::conversation::validate(req);
-        let spec = catalog.models.resolve(&req.model);
+        let spec = self.counting.model(&req.model);
         if spec.is_none() {
             v.push(FieldViolation::new("model", UNKNOWN_MODEL));
         }
         if req.target_tokens == Some(0) {
             v.push(FieldViolation::new("target_tokens", "must be positive when set"));
         }
-        let spec = match spec {
+        let (spec, settings) = match spec {
             Some(s) if v.is_empty() => s,
-            _ => return Err(AssembleError::InvalidArgument(v)),
+            _ => return Err(CompactError::InvalidArgument(v)),
         };
-        let settings = catalog.compaction;
         let budget = spec.context_window.saturating_sub(spec.output_reserve);
         Ok(Resolved {
             model: spec.name.clone(),
@@ -203,13 +216,13 @@ impl Compactor {
         m: &Msg,
         hits: &mut u64,
         meter: &mut Meter<'_>,
-    ) -> Result<u32, AssembleError> {
+    ) -> Result<u32, CompactError> {
         let mut n = MESSAGE_OVERHEAD_TOKENS.saturating_add(tok.role_tokens(m.role));
         for c in &m.content {
             for text in c.counted_texts() {
                 meter.tick(1 + text.len() as u64)?;
                 if !text.is_empty() {
-                    let (count, hit) = self.assembler.count_cached(tok, text);
+                    let (count, hit) = self.counting.count_cached(tok, text);
                     *hits += u64::from(hit);
                     n = n.saturating_add(count);
                 }
@@ -231,7 +244,7 @@ impl Compactor {
         out: &mut Compaction,
         now: Instant,
         cancel: &Cancel,
-    ) -> Result<(), AssembleError> {
+    ) -> Result<(), CompactError> {
         let Some(cut) = bounds.compaction_cut(r.preserve as usize) else {
             out.outcome = CompactOutcome::NothingToCompact;
             out.reason = format!(

@@ -1,4 +1,4 @@
-//! Conversation compaction (seed 002's memory optimizer), free of wire types:
+//! Conversation compaction, free of wire types and of the assembler:
 //! a long conversation becomes a deterministic summary, the pinned items and
 //! the most recent messages verbatim, cut only where no tool call is
 //! separated from its result.
@@ -10,12 +10,19 @@
 //! - [`marker`]: the key that seals the continuation and pinned markers;
 //! - [`outcome`]: what a request answers;
 //! - [`compactor`]: trigger, compaction, breaker fallback and emergency trim,
-//!   with exact token counts.
+//!   with exact token counts;
+//! - [`error`]: why a compaction failed.
+//!
+//! It uses only the lower layers ([`crate::tokens`], [`crate::vocab`]):
+//! models and counts reach it through [`Counting`], which the assembler
+//! implements. [`crate::assemble`] uses it (turns that do not fit are
+//! summarized before they are dropped), never the reverse.
 
 pub mod breaker;
 pub mod compactor;
 pub mod conversation;
 pub mod cut;
+pub mod error;
 pub mod marker;
 pub mod outcome;
 pub mod summary;
@@ -24,8 +31,9 @@ mod test_support;
 
 use std::time::Duration;
 
-pub use compactor::Compactor;
+pub use compactor::{Compactor, Counting};
 pub use conversation::{CompactRequest, Content, Msg, Pinned};
+pub use error::CompactError;
 pub use marker::MarkerKey;
 pub use outcome::{CompactOutcome, Compaction, Provenance, TrimStep};
 

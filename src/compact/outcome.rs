@@ -1,18 +1,9 @@
-//! What a Compact request answers: the outcome, provenance, trim steps and
-//! warning codes.
+//! What a Compact request answers: the outcome, provenance and trim steps
+//! (its warning codes are in [`crate::vocab::codes`]).
 
 use super::breaker::BreakerState;
 use super::conversation::Msg;
 use crate::vocab::Warning;
-
-/// Warning: a compaction left the conversation over its target.
-pub const OVER_TARGET: &str = "COMPACTION_OVER_TARGET";
-/// Warning: the session's breaker is open; the conversation was trimmed.
-pub const BREAKER_OPEN: &str = "COMPACTION_BREAKER_OPEN";
-/// Warning: a tool result whose call is nowhere before it.
-pub const ORPHAN_TOOL_RESULT: &str = "ORPHAN_TOOL_RESULT";
-/// Warning: a tool call that no later message answers (not the last message).
-pub const UNANSWERED_TOOL_CALL: &str = "UNANSWERED_TOOL_CALL";
 
 /// What a Compact request did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,7 @@ use std::fmt::Write as _;
 
 use super::conversation::{Content, Msg};
 use super::marker::{MarkerKey, TAG_CHARS};
-use crate::assemble::AssembleError;
-use crate::vocab::{Cancel, Role};
+use crate::vocab::{Cancel, Cancelled, Role};
 
 /// First line of every continuation message. An earlier summary is
 /// recognised by it *and* a valid tag (see [`super::marker`]): a message
@@ -120,20 +119,16 @@ impl Summary {
     }
 
     /// [`Summary::of`], linear in the messages, that stops with
-    /// [`AssembleError::Cancelled`] once `cancel` is set (looked at once per
+    /// [`Cancelled`] once `cancel` is set (looked at once per
     /// message).
-    pub fn of_until(
-        msgs: &[Msg],
-        earlier: Option<Summary>,
-        cancel: &Cancel,
-    ) -> Result<Summary, AssembleError> {
+    pub fn of_until(msgs: &[Msg], earlier: Option<Summary>, cancel: &Cancel) -> Result<Summary, Cancelled> {
         let mut s = earlier.unwrap_or_default();
         s.compactions += 1;
         // Names already listed, as a set: one lookup per call made.
         let mut listed: HashSet<String> = s.tools.iter().cloned().collect();
         for m in msgs {
             if cancel.is_cancelled() {
-                return Err(AssembleError::Cancelled);
+                return Err(Cancelled);
             }
             s.scope.add(m.role);
             for name in m.content.iter().filter_map(|c| match c {
@@ -208,7 +203,7 @@ impl Summary {
         keep_last(&mut s.files, MAX_FILES);
         keep_last(&mut s.timeline, MAX_TIMELINE);
         if cancel.is_cancelled() {
-            return Err(AssembleError::Cancelled);
+            return Err(Cancelled);
         }
         Ok(s)
     }

@@ -15,7 +15,7 @@ use super::auth::{Authority, denied_status};
 use super::convert;
 use super::gate::Slot;
 use super::pb;
-use super::status::{code_label, memory_status, refusal_status, to_status};
+use super::status::{code_label, compact_status, invalid_status, memory_status, refusal_status, to_status};
 use crate::assemble::{AssembleError, Assembler, batch};
 use crate::compact::{self, Compactor};
 use crate::memory::memories::{self, Placement, RecallFailure, RecallSpec};
@@ -25,9 +25,9 @@ use crate::memory::{Memories, MemoryError, MemorySettings, RetainInput};
 use crate::prompt;
 use crate::prompt_cache;
 use crate::telemetry::metrics;
-use crate::vocab;
 use crate::vocab::Cancel;
 use crate::vocab::codes::RECALL_UNAVAILABLE;
+use crate::vocab::{self, FieldViolation};
 
 /// The service over a shared [`Assembler`].
 #[derive(Debug, Clone)]
@@ -100,7 +100,7 @@ impl AssemblerService {
         if let Some((spec, _)) = &recall {
             let violations = self.memories.check_recall("recall", spec);
             if !violations.is_empty() {
-                return Err(to_status(&AssembleError::InvalidArgument(violations)));
+                return Err(invalid_status(&violations));
             }
         }
         Ok((req, recall, converted))
@@ -174,7 +174,7 @@ fn settle(
     };
     let ids = ranked.iter().map(|r| r.candidate.id.clone()).collect();
     memories::attach(req, &placement, memories::items(&ranked), "recall")
-        .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
+        .map_err(|v| invalid_status(&[v]))?;
     Ok(RecallDone {
         placement,
         ids,
@@ -230,7 +230,17 @@ const STREAM_BUFFER: usize = 16;
 /// Records an assembly's metrics (or a budget overflow) and passes it on.
 fn record(outcome: Result<prompt::Assembly, AssembleError>) -> Result<prompt::Assembly, AssembleError> {
     match &outcome {
-        Ok(a) => metrics::assembly(a),
+        Ok(a) => {
+            for d in &a.decisions {
+                metrics::block_decision(
+                    d.kind.as_str(),
+                    d.outcome.as_str(),
+                    d.dropped_item_ids.len(),
+                    d.filtered_item_ids.len(),
+                );
+            }
+            metrics::prompt_tokens(a.usage.static_tokens, a.usage.dynamic_tokens);
+        }
         Err(AssembleError::BudgetOverflow { model, .. }) => metrics::budget_overflow(model.clone()),
         Err(_) => {}
     }
@@ -563,7 +573,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         }
         let r = request.into_inner();
         let result = if r.provider.is_empty() {
-            Err(to_status(&AssembleError::invalid("provider", "required")))
+            Err(invalid_status(&[FieldViolation::new("provider", "required")]))
         } else {
             let report = prompt_cache::feedback::UsageReport {
                 request_id: r.request_id,
@@ -606,12 +616,12 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .check_shape(0, convert::compact_items(&wire))
                 .map_err(|r| refuse(RPC, r))?;
             let permit = permit.map_err(|r| refuse(RPC, r))?;
-            let req = compact::CompactRequest::try_from(wire).map_err(|e| to_status(&e))?;
+            let req = compact::CompactRequest::try_from(wire).map_err(|e| compact_status(&e))?;
             let compactor = self.compactor.clone();
             blocking(permit, move |cancel| compactor.compact(req, cancel))
                 .await?
                 .map(pb::CompactResponse::from)
-                .map_err(|e| to_status(&e))
+                .map_err(|e| compact_status(&e))
         }
         .await;
         finish(RPC, started, result)
@@ -686,8 +696,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         let wire = request.into_inner();
         let result = async {
             let permit = permit.map_err(|r| refuse(RPC, r))?;
-            let filter = convert::memory::forget_filter(wire)
-                .map_err(|v| to_status(&AssembleError::InvalidArgument(v)))?;
+            let filter = convert::memory::forget_filter(wire).map_err(|v| invalid_status(&v))?;
             // The store call holds a store slot, not the CPU work slot.
             drop(permit);
             let forgotten = self
@@ -722,8 +731,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         let wire = request.into_inner();
         let result = async {
             let permit = permit.map_err(|r| refuse(RPC, r))?;
-            let before = convert::memory::page_token(&wire.page_token)
-                .map_err(|v| to_status(&AssembleError::InvalidArgument(vec![v])))?;
+            let before = convert::memory::page_token(&wire.page_token).map_err(|v| invalid_status(&[v]))?;
             // The store call holds a store slot, not the CPU work slot.
             drop(permit);
             let scopes = convert::memory::list_scopes(wire.principal);

@@ -5,8 +5,10 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use super::admission::Refusal;
 use crate::assemble::AssembleError;
+use crate::compact::CompactError;
 use crate::memory::MemoryError;
 use crate::memory::store::StoreError;
+use crate::vocab::FieldViolation;
 
 /// `ErrorInfo.domain` of our errors.
 pub const ERROR_DOMAIN: &str = "context-assembler";
@@ -36,8 +38,9 @@ const SHED_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(5
 /// (`google.rpc.RetryInfo`): long enough for a reconnect attempt.
 pub const MEMORY_RETRY_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The status for a domain error.
-pub fn to_status(err: &AssembleError) -> Status {
+/// INVALID_ARGUMENT listing the bad fields in the message and a
+/// `BadRequest` detail.
+pub fn invalid_status(violations: &[FieldViolation]) -> Status {
     /// Violations listed in the message and the `BadRequest` detail; the
     /// message then says how many more there were.
     const MAX_REPORTED_VIOLATIONS: usize = 16;
@@ -49,27 +52,30 @@ pub fn to_status(err: &AssembleError) -> Status {
             None => s.to_owned(),
         }
     };
-    match err {
-        AssembleError::InvalidArgument(violations) => {
-            // Bounded: every header a client accepts has a size limit (10,000
-            // violations made one the client refused, failing the whole
-            // connection), and a description may quote an id of any length.
-            let mut details = ErrorDetails::new();
-            let mut message = String::from("invalid request: ");
-            for (i, v) in violations.iter().take(MAX_REPORTED_VIOLATIONS).enumerate() {
-                let (field, description) = (clip(&v.field), clip(&v.description));
-                if i > 0 {
-                    message.push_str("; ");
-                }
-                message.push_str(&format!("{field}: {description}"));
-                details.add_bad_request_violation(field, description);
-            }
-            let more = violations.len().saturating_sub(MAX_REPORTED_VIOLATIONS);
-            if more > 0 {
-                message.push_str(&format!("; and {more} more"));
-            }
-            Status::with_error_details(Code::InvalidArgument, message, details)
+    // Bounded: every header a client accepts has a size limit (10,000
+    // violations made one the client refused, failing the whole
+    // connection), and a description may quote an id of any length.
+    let mut details = ErrorDetails::new();
+    let mut message = String::from("invalid request: ");
+    for (i, v) in violations.iter().take(MAX_REPORTED_VIOLATIONS).enumerate() {
+        let (field, description) = (clip(&v.field), clip(&v.description));
+        if i > 0 {
+            message.push_str("; ");
         }
+        message.push_str(&format!("{field}: {description}"));
+        details.add_bad_request_violation(field, description);
+    }
+    let more = violations.len().saturating_sub(MAX_REPORTED_VIOLATIONS);
+    if more > 0 {
+        message.push_str(&format!("; and {more} more"));
+    }
+    Status::with_error_details(Code::InvalidArgument, message, details)
+}
+
+/// The status for an assembly error.
+pub fn to_status(err: &AssembleError) -> Status {
+    match err {
+        AssembleError::InvalidArgument(violations) => invalid_status(violations),
         AssembleError::BudgetOverflow {
             non_cuttable_tokens,
             budget,
@@ -90,12 +96,20 @@ pub fn to_status(err: &AssembleError) -> Status {
     }
 }
 
+/// The status for a compaction error.
+pub fn compact_status(err: &CompactError) -> Status {
+    match err {
+        CompactError::InvalidArgument(violations) => invalid_status(violations),
+        CompactError::Cancelled => Status::cancelled(err.to_string()),
+    }
+}
+
 /// The status for a memory error. Store failures are logged here (their
 /// text names tables and positions, never memory content) and answered
 /// without detail.
 pub fn memory_status(err: &MemoryError) -> Status {
     match err {
-        MemoryError::Invalid(violations) => to_status(&AssembleError::InvalidArgument(violations.clone())),
+        MemoryError::Invalid(violations) => invalid_status(violations),
         MemoryError::Disabled => Status::with_error_details(
             Code::FailedPrecondition,
             err.to_string(),

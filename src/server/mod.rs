@@ -33,6 +33,7 @@ use crate::telemetry::metrics;
 mod conn;
 pub mod memory;
 mod metrics_http;
+mod series;
 mod signals;
 
 use conn::{Calls, Conn};
@@ -172,17 +173,7 @@ impl Bound {
         } = self;
         let config = Arc::new(config);
         let handle = install_metrics()?;
-        metrics::initialize(
-            assembler
-                .catalog()
-                .models
-                .entries()
-                .iter()
-                .map(|m| m.name.clone()),
-        );
-        metrics::families_known(assembler.catalog().families.iter().cloned());
-        metrics::estimate_margins(&assembler.catalog().models);
-        metrics::memory_types_known(&memories.settings().types);
+        series::start(&assembler.catalog(), &memories.settings().types);
         if let Some(l) = metrics_listener {
             info!(
                 addr = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),

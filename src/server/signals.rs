@@ -42,9 +42,7 @@ pub async fn reload(config: Arc<ServerConfig>, assembler: Arc<Assembler>, author
         Some(reloaded.map(|Reloadable { catalog, auth }| {
             authority.set(&auth);
             let (models, policies) = (catalog.models.entries().len(), catalog.policies.len());
-            metrics::models_known(catalog.models.entries().iter().map(|m| m.name.clone()));
-            metrics::families_known(catalog.families.iter().cloned());
-            metrics::estimate_margins(&catalog.models);
+            super::series::catalog_known(&catalog);
             assembler.set_catalog(catalog);
             (models, policies)
         }))

@@ -1,13 +1,15 @@
 //! Metric names (constants, with units), their descriptions and buckets, and
 //! the helpers that record them. Labels take only bounded `&'static str`
 //! values: request-supplied strings never become label values.
+//!
+//! A leaf: recorders take plain values and this module imports nothing from
+//! the crate. Series whose label values the domain owns (block kinds,
+//! providers, models, ...) are started at zero by `server::series`.
 
 use std::time::Duration;
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-
-use crate::prompt::{Assembly, BlockKind};
 
 /// Requests by RPC and gRPC code.
 pub const REQUESTS_TOTAL: &str = "assembler_requests_total";
@@ -425,7 +427,8 @@ pub fn claim_identities_known<'a>(identities: impl IntoIterator<Item = &'a str>,
 
 /// Starts the series alerts and dashboards rely on at zero, so that a fresh
 /// sidecar's scrape already has them (`rate()` needs two samples).
-pub fn initialize(models: impl IntoIterator<Item = String>) {
+/// `labels` gives the label values the domain owns.
+pub fn initialize(labels: &Labels) {
     for rpc in RPCS {
         counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => "OK").increment(0);
     }
@@ -434,10 +437,9 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
         counter!(metric, "result" => "miss").increment(0);
     }
     counter!(ITEMS_FILTERED_TOTAL).increment(0);
-    for kind in BlockKind::ALL {
-        counter!(ITEMS_DROPPED_TOTAL, "kind" => kind.as_str()).increment(0);
+    for &kind in labels.block_kinds {
+        counter!(ITEMS_DROPPED_TOTAL, "kind" => kind).increment(0);
     }
-    models_known(models);
     for rpc in [
         "Assemble",
         "CountTokens",
@@ -455,20 +457,16 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
     gauge!(IN_FLIGHT_REQUESTS).increment(0.0);
     gauge!(UPLOAD_BUDGET_HELD_BYTES).increment(0.0);
     gauge!(OPEN_CONNECTIONS).increment(0.0);
-    for provider in crate::prompt_cache::feedback::PROVIDERS
-        .into_iter()
-        .chain(["other"])
-    {
+    for &provider in labels.providers {
         counter!(PROVIDER_PROMPT_TOKENS_TOTAL, "provider" => provider).increment(0);
         counter!(PROVIDER_CACHED_TOKENS_TOTAL, "provider" => provider).increment(0);
     }
-    for kind in crate::prompt_cache::volatile::Volatile::ALL {
-        counter!(PREFIX_VOLATILE_TOTAL, "kind" => kind.as_str()).increment(0);
+    for &kind in labels.volatile_kinds {
+        counter!(PREFIX_VOLATILE_TOTAL, "kind" => kind).increment(0);
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
-    for outcome in crate::compact::CompactOutcome::ALL {
-        counter!(COMPACTIONS_TOTAL, "source" => COMPACTION_SOURCE_COMPACT, "outcome" => outcome.as_str())
-            .increment(0);
+    for &outcome in labels.compact_outcomes {
+        counter!(COMPACTIONS_TOTAL, "source" => COMPACTION_SOURCE_COMPACT, "outcome" => outcome).increment(0);
     }
     counter!(COMPACTIONS_TOTAL, "source" => COMPACTION_SOURCE_ASSEMBLE, "outcome" => COMPACTION_OUTCOME_SUMMARIZED)
         .increment(0);
@@ -483,13 +481,25 @@ pub fn initialize(models: impl IntoIterator<Item = String>) {
     }
 }
 
-/// Starts the stored-memory series of every configured type at zero (the
-/// type label's values are the configured types and `summary`).
-pub fn memory_types_known<'a>(types: impl IntoIterator<Item = &'a String>) {
+/// The label values of [`initialize`]'s series that the domain owns.
+#[derive(Debug, Clone, Copy)]
+pub struct Labels<'a> {
+    /// Block kinds (`kind` of dropped items).
+    pub block_kinds: &'a [&'static str],
+    /// Providers of usage reports, `other` included.
+    pub providers: &'a [&'static str],
+    /// Kinds of volatile value in a static prefix.
+    pub volatile_kinds: &'a [&'static str],
+    /// Outcomes of a Compact request.
+    pub compact_outcomes: &'a [&'static str],
+}
+
+/// Starts the stored-memory series of every memory type at zero (the type
+/// label's values are the configured types and the summary type).
+pub fn memory_types_known(types: impl IntoIterator<Item = String>) {
     for t in types {
-        counter!(MEMORIES_STORED_TOTAL, "type" => t.clone()).increment(0);
+        counter!(MEMORIES_STORED_TOTAL, "type" => t).increment(0);
     }
-    counter!(MEMORIES_STORED_TOTAL, "type" => crate::memory::model::SUMMARY_TYPE).increment(0);
 }
 
 /// Counts memories stored by one Retain (`types` come from the configured
@@ -569,13 +579,6 @@ pub fn in_flight(delta: f64) {
     gauge!(IN_FLIGHT_REQUESTS).increment(delta);
 }
 
-/// Exports the margin of every estimating model in `table`.
-pub fn estimate_margins(table: &crate::tokens::ModelTable) {
-    for e in table.entries().iter().filter(|e| !e.tokenizer.is_exact()) {
-        estimate_margin(e.name.clone(), e.tokenizer.margin_percent());
-    }
-}
-
 /// Records an estimating model's margin.
 pub fn estimate_margin(model: String, margin: u32) {
     gauge!(ESTIMATE_MARGIN_PERCENT, "model" => model).set(f64::from(margin));
@@ -592,12 +595,9 @@ pub fn count_error(model: String, relative: f64) {
     histogram!(TOKEN_COUNT_RELATIVE_ERROR, "model" => model).record(relative);
 }
 
-/// Starts the prefix-hash-change series of every family (and `other`).
+/// Starts the prefix-hash-change series of every family label.
 pub fn families_known(families: impl IntoIterator<Item = String>) {
-    for family in families
-        .into_iter()
-        .chain([crate::prompt_cache::families::OTHER.to_owned()])
-    {
+    for family in families {
         counter!(PREFIX_HASH_CHANGES_TOTAL, "family" => family).increment(0);
     }
 }
@@ -667,18 +667,20 @@ pub fn budget_overflow(model: String) {
     counter!(BUDGET_OVERFLOW_TOTAL, "model" => model).increment(1);
 }
 
-/// Records the decisions and sizes of one assembled prompt.
-pub fn assembly(a: &Assembly) {
-    for d in &a.decisions {
-        counter!(BLOCKS_TOTAL, "kind" => d.kind.as_str(), "outcome" => d.outcome.as_str()).increment(1);
-        if !d.dropped_item_ids.is_empty() {
-            counter!(ITEMS_DROPPED_TOTAL, "kind" => d.kind.as_str())
-                .increment(d.dropped_item_ids.len() as u64);
-        }
-        if !d.filtered_item_ids.is_empty() {
-            counter!(ITEMS_FILTERED_TOTAL).increment(d.filtered_item_ids.len() as u64);
-        }
+/// Records one block's decision: its kind and outcome, and how many of its
+/// items were dropped and filtered.
+pub fn block_decision(kind: &'static str, outcome: &'static str, dropped: usize, filtered: usize) {
+    counter!(BLOCKS_TOTAL, "kind" => kind, "outcome" => outcome).increment(1);
+    if dropped > 0 {
+        counter!(ITEMS_DROPPED_TOTAL, "kind" => kind).increment(dropped as u64);
     }
-    histogram!(PROMPT_TOKENS, "region" => "static").record(f64::from(a.usage.static_tokens));
-    histogram!(PROMPT_TOKENS, "region" => "dynamic").record(f64::from(a.usage.dynamic_tokens));
+    if filtered > 0 {
+        counter!(ITEMS_FILTERED_TOTAL).increment(filtered as u64);
+    }
+}
+
+/// Records the sizes of one assembled prompt.
+pub fn prompt_tokens(static_tokens: u32, dynamic_tokens: u32) {
+    histogram!(PROMPT_TOKENS, "region" => "static").record(f64::from(static_tokens));
+    histogram!(PROMPT_TOKENS, "region" => "dynamic").record(f64::from(dynamic_tokens));
 }

@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use super::tokenizer::{Encoding, Tokenizer};
 
+/// What a request naming a model the table does not resolve is told.
+pub const UNKNOWN_MODEL: &str = "unknown model: not in the model table (see ListModels)";
+
 /// One model table entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelSpec {

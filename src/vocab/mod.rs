@@ -12,7 +12,7 @@
 pub mod cancel;
 pub mod escape;
 mod role;
-mod violation;
+pub mod violation;
 mod warning;
 
 pub use cancel::{Cancel, Cancelled, Meter};

@@ -18,3 +18,12 @@ impl FieldViolation {
         }
     }
 }
+
+/// `field: description` of each violation, joined by `; ` (an error's text).
+pub fn describe(violations: &[FieldViolation]) -> String {
+    violations
+        .iter()
+        .map(|v| format!("{}: {}", v.field, v.description))
+        .collect::<Vec<_>>()
+        .join("; ")
+}

@@ -12,11 +12,32 @@ use crate::tokens::Encoding;
 
 const MODEL: &str = "gpt-5";
 
+/// The default catalog's models and compaction defaults, and a count cache
+/// of its own: the compactor needs nothing of the assembler.
+#[derive(Debug)]
+struct Catalogued {
+    models: crate::tokens::ModelTable,
+    settings: CompactionSettings,
+    counts: crate::tokens::CountCache,
+}
+
+impl Counting for Catalogued {
+    fn model(&self, name: &str) -> Option<(Arc<ModelSpec>, CompactionSettings)> {
+        Some((self.models.resolve(name)?.clone(), self.settings.clone()))
+    }
+
+    fn count_cached(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
+        self.counts.count(tokenizer, text)
+    }
+}
+
 fn compactor() -> Compactor {
-    Compactor::new(Arc::new(Assembler::new(
-        crate::config::default_catalog(),
-        8 << 20,
-    )))
+    let catalog = crate::config::default_catalog();
+    Compactor::new(Arc::new(Catalogued {
+        models: catalog.models,
+        settings: catalog.compaction,
+        counts: crate::tokens::CountCache::new(8 << 20),
+    }))
 }
 
 /// The key of the default catalog (no `marker_key`: the process's own).
@@ -313,7 +334,7 @@ fn three_failures_open_the_breaker_then_trim_until_it_closes() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(other.outcome, CompactOutcome::CompactedOverTarget);
     // After the cooldown one compaction is tried; a success closes it.
-    let later = t0 + c.assembler.catalog().compaction.breaker_cooldown + Duration::from_secs(1);
+    let later = t0 + crate::config::default_catalog().compaction.breaker_cooldown + Duration::from_secs(1);
     let ok = c
         .compact_at(request(heavy_session()), &Cancel::new(), later)
         .unwrap_or_else(|e| panic!("{e}"));
@@ -411,7 +432,7 @@ fn bad_requests_name_every_field() {
     bad.model = "no-such-model".into();
     bad.target_tokens = Some(0);
     bad.pinned = vec![Pinned::default()];
-    let Err(AssembleError::InvalidArgument(v)) = c.compact(bad, &Cancel::new()) else {
+    let Err(CompactError::InvalidArgument(v)) = c.compact(bad, &Cancel::new()) else {
         panic!("invalid argument expected");
     };
     let fields: Vec<&str> = v.iter().map(|f| f.field.as_str()).collect();
@@ -436,7 +457,7 @@ fn a_cancelled_request_stops() {
     cancel.cancel();
     assert_eq!(
         compactor().compact(request(heavy_session()), &cancel),
-        Err(AssembleError::Cancelled)
+        Err(CompactError::Cancelled)
     );
 }
 

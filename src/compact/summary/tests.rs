@@ -422,10 +422,7 @@ fn a_cancelled_summary_stops() {
     let cancel = Cancel::new();
     cancel.cancel();
     let msgs = vec![msg(Role::User, "hello"); 1_000];
-    assert_eq!(
-        Summary::of_until(&msgs, None, &cancel),
-        Err(AssembleError::Cancelled)
-    );
+    assert_eq!(Summary::of_until(&msgs, None, &cancel), Err(Cancelled));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use super::super::pb;
 use super::{role_from_wire, role_to_wire};
-use crate::assemble::AssembleError;
+use crate::compact::CompactError;
 use crate::compact::{self, CompactOutcome, Compaction, Content, Msg, Pinned};
 use crate::vocab::{FieldViolation, Role};
 
@@ -16,7 +16,7 @@ wire_enum!(outcome_to_wire, outcome_from_wire, CompactOutcome, pb::CompactOutcom
 });
 
 impl TryFrom<pb::CompactRequest> for compact::CompactRequest {
-    type Error = AssembleError;
+    type Error = CompactError;
 
     fn try_from(r: pb::CompactRequest) -> Result<Self, Self::Error> {
         let mut v = Vec::new();
@@ -27,7 +27,7 @@ impl TryFrom<pb::CompactRequest> for compact::CompactRequest {
             .map(|(i, m)| message_from_wire(i, m, &mut v))
             .collect();
         if !v.is_empty() {
-            return Err(AssembleError::InvalidArgument(v));
+            return Err(CompactError::InvalidArgument(v));
         }
         Ok(compact::CompactRequest {
             request_id: r.request_id,
@@ -199,7 +199,7 @@ mod tests {
             ],
             ..pb::CompactRequest::default()
         };
-        let Err(AssembleError::InvalidArgument(v)) = compact::CompactRequest::try_from(wire) else {
+        let Err(CompactError::InvalidArgument(v)) = compact::CompactRequest::try_from(wire) else {
             panic!("accepted");
         };
         let fields: Vec<&str> = v.iter().map(|v| v.field.as_str()).collect();

@@ -1,0 +1,248 @@
+//! The layers of `src/` stay true: every `crate::` path in product code
+//! points to a room in a lower layer than its own (the table below, drawn in
+//! `src/lib.rs`). Rooms of one layer do not use each other.
+//!
+//! Plain Rust reading the sources. Test code (`tests.rs` files, `tests/`
+//! folders, `test_support.rs`, and what follows a top-level `#[cfg(test)]`)
+//! is not product code: a test of a lower room may build its fixtures from
+//! the embedded configuration above it.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Each room (a folder of `src/`, or a file beside `lib.rs`) and its layer;
+/// a room may use rooms of lower layers only.
+const LAYERS: &[(&str, u32)] = &[
+    ("vocab", 0),
+    ("telemetry", 0),
+    ("tokens", 1),
+    ("prompt", 1),
+    ("prompt_cache", 2),
+    ("compact", 2),
+    ("memory", 2),
+    ("workload", 2),
+    ("assemble", 3),
+    ("config", 4),
+    ("grpc", 5),
+    ("server", 6),
+    ("offline", 6),
+    ("main", 7),
+    ("lib", 7),
+];
+
+fn layer(room: &str) -> Option<u32> {
+    LAYERS.iter().find(|(r, _)| *r == room).map(|&(_, l)| l)
+}
+
+fn rust_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.map(|e| e.path()).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            // `src/bin/*` are crates of their own (they use the library
+            // as a whole, through `context_assembler::`).
+            if p.file_name().is_some_and(|n| n == "bin") && p.parent() == Some(root) {
+                continue;
+            }
+            rust_files(root, &p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// A source file of `src/`: its room, its module depth inside the room
+/// (`super::` taken that many times reaches the room), and whether it is
+/// test code as a whole.
+struct Source {
+    path: PathBuf,
+    room: String,
+    depth: usize,
+    test_only: bool,
+}
+
+fn source(src: &Path, path: &Path) -> Source {
+    let rel = path.strip_prefix(src).unwrap_or(path);
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let stem = |s: &str| s.trim_end_matches(".rs").to_owned();
+    let room = stem(&parts[0]);
+    // Module path below the room: `a/b.rs` is `room::a::b` (depth 2);
+    // `mod.rs` adds nothing.
+    let depth = parts[1..].iter().filter(|p| p.as_str() != "mod.rs").count();
+    let name = parts.last().map_or("", String::as_str);
+    let test_only = name == "tests.rs"
+        || name == "test_support.rs"
+        || parts[..parts.len() - 1].iter().any(|p| p == "tests");
+    Source {
+        path: path.to_owned(),
+        room,
+        depth,
+        test_only,
+    }
+}
+
+/// The product lines of a file: up to a top-level `#[cfg(test)]`, without
+/// comment lines.
+fn product_lines(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .take_while(|(_, l)| !l.starts_with("#[cfg(test)]"))
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .map(|(i, l)| (i + 1, l))
+        .collect()
+}
+
+fn ident_at(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The rooms a line names through `crate::` (a path, or a `crate::{a, b}`
+/// group's first segments), and through `super::` chains that leave the
+/// file's room (`depth` is the file's module depth inside its room).
+fn rooms_named(line: &str, depth: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().last();
+        let after = &rest[at + "crate::".len()..];
+        rest = after;
+        // `context_assembler::` or `foo_crate::` are not this crate.
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(group) = after.strip_prefix('{') {
+            // Depth-1 names of the group.
+            let mut level = 0;
+            let mut start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => level += 1,
+                    '}' if level == 0 => break,
+                    '}' => level -= 1,
+                    ',' if level == 0 => start = true,
+                    c if start && !c.is_whitespace() => {
+                        start = false;
+                        out.push(ident_at(&group[i..]).to_owned());
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            out.push(ident_at(after).to_owned());
+        }
+    }
+    // `super::super::x` from a file `depth` modules deep: `depth` supers
+    // reach the crate root when the file is the room's own module.
+    let mut rest = line;
+    while let Some(at) = rest.find("super::") {
+        let mut chain = &rest[at..];
+        let mut supers = 0;
+        while let Some(r) = chain.strip_prefix("super::") {
+            supers += 1;
+            chain = r;
+        }
+        rest = chain;
+        if supers > depth {
+            out.push(ident_at(chain).to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_arrow_between_rooms_points_down() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &src, &mut files);
+    assert!(files.len() > 50, "read {} files", files.len());
+    let mut wrong = Vec::new();
+    let mut rooms = BTreeSet::new();
+    let mut arrows = 0;
+    for path in &files {
+        let f = source(&src, path);
+        let Some(own) = layer(&f.room) else {
+            wrong.push(format!(
+                "{}: room `{}` has no layer in tests/layers.rs",
+                f.path.display(),
+                f.room
+            ));
+            continue;
+        };
+        rooms.insert(f.room.clone());
+        if f.test_only {
+            continue;
+        }
+        let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for (n, line) in product_lines(&text) {
+            for named in rooms_named(line, f.depth) {
+                if named == f.room {
+                    continue;
+                }
+                let Some(theirs) = layer(&named) else {
+                    // `crate::SomeItem` re-exported at the root, or a macro.
+                    wrong.push(format!(
+                        "{}:{n}: names `{named}`, which is no room",
+                        f.path.display()
+                    ));
+                    continue;
+                };
+                arrows += 1;
+                if theirs >= own {
+                    wrong.push(format!(
+                        "{}:{n}: `{}` (layer {own}) uses `{named}` (layer {theirs}): {}",
+                        f.path.display(),
+                        f.room,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "arrows that do not point down:\n{}",
+        wrong.join("\n")
+    );
+    // The walk saw the house: every room of the table.
+    for (room, _) in LAYERS {
+        assert!(rooms.contains(*room), "no sources found for room `{room}`");
+    }
+    assert!(
+        arrows > 100,
+        "only {arrows} arrows between rooms: is the scan reading the files?"
+    );
+}
+
+#[test]
+fn the_scan_sees_the_forms_an_upward_arrow_can_take() {
+    assert_eq!(rooms_named("use crate::assemble::Assembler;", 1), ["assemble"]);
+    assert_eq!(
+        rooms_named("use crate::{grpc::pb, prompt::{Item, Block}, vocab};", 1),
+        ["grpc", "prompt", "vocab"]
+    );
+    assert_eq!(
+        rooms_named("let a = crate::config::default_catalog();", 0),
+        ["config"]
+    );
+    // From `room/a.rs` (depth 1), one `super` is the room, two leave it.
+    assert!(rooms_named("use super::x::Y;", 1).is_empty());
+    assert_eq!(rooms_named("use super::super::grpc::pb;", 1), ["grpc"]);
+    // From `room/mod.rs` (depth 0) one `super` leaves.
+    assert_eq!(rooms_named("use super::server;", 0), ["server"]);
+    assert!(rooms_named("use context_assembler::grpc::pb;", 0).is_empty());
+    assert!(
+        product_lines("use a;\n// crate::grpc\n#[cfg(test)]\nmod tests { use crate::grpc; }")
+            .iter()
+            .all(|(_, l)| !l.contains("grpc"))
+    );
+}
