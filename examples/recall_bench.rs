@@ -26,9 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
-use context_assembler::memory::model::{BUILTIN_TYPES, Content, NewMemory, Observation};
+use context_assembler::memory::model::{BUILTIN_TYPES, MemoryBody, NewMemory, Observation};
 use context_assembler::memory::store::{Backend, MemoryStore, RetainBatch, Retention};
-use context_assembler::memory::{Memories, MemorySettings, RecallSpec, memories};
+use context_assembler::memory::{Memories, MemorySettings, RecallSpec, keeper};
 use sqlx::Connection;
 
 /// Seed of the stored memories (the same N memories every run).
@@ -188,7 +188,7 @@ fn subject(j: u64) -> String {
     format!("tenant-{j:06}/project")
 }
 
-fn observation(v: &Vocabulary, rng: &mut Rng) -> Content {
+fn observation(v: &Vocabulary, rng: &mut Rng) -> MemoryBody {
     let kind = BUILTIN_TYPES[rng.range(0, BUILTIN_TYPES.len() as u64 - 1) as usize].to_owned();
     let title = v.sentence(rng, 3, 7);
     let mut text = v.sentence(rng, 15, 40);
@@ -197,7 +197,7 @@ fn observation(v: &Vocabulary, rng: &mut Rng) -> Content {
     let file = |rng: &mut Rng| format!("src/{}/{}.rs", v.zipf(rng), v.uniform(rng));
     let files_read = (0..rng.range(0, 2)).map(|_| file(rng)).collect();
     let files_modified = (0..rng.range(0, 2)).map(|_| file(rng)).collect();
-    Content::Observation(Observation {
+    MemoryBody::Observation(Observation {
         kind,
         title,
         text,
@@ -393,7 +393,7 @@ fn recalls(n: usize, subjects: u64, limit: u32) -> Vec<(RecallSpec, Vec<String>)
 async fn recall_once(m: &Memories, spec: &RecallSpec, scopes: &[String]) -> (Duration, usize) {
     let started = Instant::now();
     let ranked = m.recall(spec, scopes, now_ms()).await.unwrap();
-    let items = memories::items(&ranked);
+    let items = keeper::items(&ranked);
     (started.elapsed(), items.len())
 }
 

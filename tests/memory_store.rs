@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use context_assembler::memory::model::{Content, MemoryId, NewMemory, Observation, SessionSummary};
+use context_assembler::memory::model::{MemoryBody, MemoryId, NewMemory, Observation, SessionSummary};
 use context_assembler::memory::store::{
     Backend, Candidate, DEFAULT_STATEMENT_TIMEOUT, ForgetFilter, Forgotten, KEY_TTL, ListQuery, MemoryStore,
     Page, RecallQuery, RetainBatch, Retained, Retention,
@@ -114,8 +114,8 @@ fn with_database(url: &str, name: &str) -> String {
     }
 }
 
-fn observation(kind: &str, title: &str, text: &str) -> Content {
-    Content::Observation(Observation {
+fn observation(kind: &str, title: &str, text: &str) -> MemoryBody {
+    MemoryBody::Observation(Observation {
         kind: kind.into(),
         title: title.into(),
         text: text.into(),
@@ -123,7 +123,7 @@ fn observation(kind: &str, title: &str, text: &str) -> Content {
     })
 }
 
-fn memory(subject: &str, content: Content, scopes: &[&str]) -> NewMemory {
+fn memory(subject: &str, content: MemoryBody, scopes: &[&str]) -> NewMemory {
     NewMemory {
         subject: subject.into(),
         content,
@@ -240,14 +240,14 @@ async fn retained_memories_list_newest_first_and_round_trip() {
         let memories = vec![
             NewMemory {
                 subject: "alice".into(),
-                content: Content::Observation(detailed.clone()),
+                content: MemoryBody::Observation(detailed.clone()),
                 required_scopes: vec!["repo:a".into(), "team:x".into()],
                 request_id: "req-7".into(),
                 turn: 3,
             },
             NewMemory {
                 subject: "alice".into(),
-                content: Content::Summary(summary),
+                content: MemoryBody::Summary(summary),
                 required_scopes: vec![],
                 request_id: "req-7".into(),
                 turn: 4,
@@ -256,7 +256,7 @@ async fn retained_memories_list_newest_first_and_round_trip() {
                 detailed.title = String::new();
                 NewMemory {
                     subject: "alice".into(),
-                    content: Content::Observation(detailed),
+                    content: MemoryBody::Observation(detailed),
                     required_scopes: vec!["repo:a".into()],
                     request_id: "req-8".into(),
                     turn: 0,
@@ -548,7 +548,7 @@ async fn recall_ranks_matches_with_stemming_within_the_subject() {
 async fn recall_keeps_only_the_requested_types() {
     for b in backends().await {
         let (name, store) = (b.name, &b.store);
-        let summary = Content::Summary(SessionSummary {
+        let summary = MemoryBody::Summary(SessionSummary {
             request: "Cache the schema".into(),
             ..SessionSummary::default()
         });
@@ -1311,7 +1311,7 @@ async fn a_forgotten_word_is_nowhere_in_the_sqlite_files() {
     type Filter = fn(Vec<MemoryId>) -> ForgetFilter;
     let by_ids: Filter = |ids| ForgetFilter::Ids("alice".into(), ids);
     let by_subject: Filter = |_| ForgetFilter::Subject("alice".into());
-    let cases: [(&str, Content, Filter); 3] = [
+    let cases: [(&str, MemoryBody, Filter); 3] = [
         (
             "title",
             observation(

@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use context_assembler::memory::model::{Content, NewMemory, Observation};
+use context_assembler::memory::model::{MemoryBody, NewMemory, Observation};
 use context_assembler::memory::store::{
     Backend, DEFAULT_STATEMENT_TIMEOUT, MemoryStore, RecallQuery, RetainBatch, Retention, StoreError,
     Transport,
@@ -75,7 +75,7 @@ async fn verify_full_with_the_ca_stores_and_recalls_over_tls() {
         subject: subject.clone(),
         memories: vec![NewMemory {
             subject: subject.clone(),
-            content: Content::Observation(Observation {
+            content: MemoryBody::Observation(Observation {
                 kind: "discovery".to_owned(),
                 title: "certificate rotation".to_owned(),
                 text: "the ingress rotates certificates weekly".to_owned(),

@@ -1,4 +1,4 @@
-//! The budget allocator (seed 001): reserve what may never be cut, then fill
+//! The budget allocator: reserve what may never be cut, then fill
 //! the cuttable blocks in priority order, compacting before dropping.
 //!
 //! It works on measured *units* (an item, or a turn with its tool results) and
@@ -6,10 +6,11 @@
 //! tokens, so `used` is the exact total of the prompt that will be rendered.
 
 use crate::prompt::BlockKind;
+use crate::vocab::saturating_u32;
 
-/// Where a block's units are rendered, which decides message overhead.
+/// Which message carries a block's units, which decides message overhead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
+pub enum Carrier {
     /// The shared context message (STATE, EVIDENCE, MEMORY): one overhead.
     Context,
     /// The summary message: one overhead.
@@ -18,21 +19,21 @@ pub enum Slot {
     Own,
 }
 
-impl Slot {
+impl Carrier {
     /// Where blocks of `kind` render.
-    pub fn of(kind: BlockKind) -> Slot {
+    pub fn of(kind: BlockKind) -> Carrier {
         match kind {
-            BlockKind::Summary => Slot::Summary,
-            BlockKind::RecentTurns | BlockKind::History => Slot::Own,
-            BlockKind::State | BlockKind::Evidence | BlockKind::Memory => Slot::Context,
+            BlockKind::Summary => Carrier::Summary,
+            BlockKind::RecentTurns | BlockKind::History => Carrier::Own,
+            BlockKind::State | BlockKind::Evidence | BlockKind::Memory => Carrier::Context,
         }
     }
 
     fn index(self) -> Option<usize> {
         match self {
-            Slot::Context => Some(0),
-            Slot::Summary => Some(1),
-            Slot::Own => None,
+            Carrier::Context => Some(0),
+            Carrier::Summary => Some(1),
+            Carrier::Own => None,
         }
     }
 }
@@ -51,7 +52,7 @@ pub struct BlockPlan {
     /// Ceiling on kept tokens.
     pub max_tokens: Option<u32>,
     /// Where it renders.
-    pub slot: Slot,
+    pub slot: Carrier,
     /// Position in the conversation (turn blocks): older blocks come first.
     pub chrono: Option<usize>,
     /// Candidate units, in block order.
@@ -273,7 +274,7 @@ struct State {
 
 impl State {
     /// Extra tokens to open `slot` if it is not open yet.
-    fn open_cost(&self, slot: Slot) -> u64 {
+    fn open_cost(&self, slot: Carrier) -> u64 {
         match slot.index() {
             Some(i) if !self.open[i] => self.overheads[i],
             _ => 0,
@@ -281,7 +282,7 @@ impl State {
     }
 
     /// Keeps a unit in `form`, paying for opening its slot if it is the first.
-    fn keep(&mut self, bi: usize, ui: usize, slot: Slot, form: Form, cost: u32) {
+    fn keep(&mut self, bi: usize, ui: usize, slot: Carrier, form: Form, cost: u32) {
         self.used += self.open_cost(slot) + u64::from(cost);
         if let Some(i) = slot.index() {
             self.open[i] = true;
@@ -415,7 +416,7 @@ impl State {
                 break None;
             };
             let covered_full: u64 = covered.iter().map(full).sum();
-            let fits = u64::from(cost) + self.open_cost(Slot::Summary) <= self.room();
+            let fits = u64::from(cost) + self.open_cost(Carrier::Summary) <= self.room();
             if fits && u64::from(cost) < covered_full {
                 break Some(TurnSummary {
                     units: covered,
@@ -443,8 +444,8 @@ impl State {
         };
         match summary {
             Some(s) => {
-                self.used += self.open_cost(Slot::Summary) + u64::from(s.cost);
-                if let Some(i) = Slot::Summary.index() {
+                self.used += self.open_cost(Carrier::Summary) + u64::from(s.cost);
+                if let Some(i) = Carrier::Summary.index() {
                     self.open[i] = true;
                 }
                 for &(b, u) in &s.units {
@@ -464,7 +465,7 @@ impl State {
     }
 
     /// Whether a unit of `cost` fits both the room and the block's ceiling.
-    fn fits(&self, slot: Slot, kept: u64, ceiling: u64, cost: u32) -> Result<(), DropReason> {
+    fn fits(&self, slot: Carrier, kept: u64, ceiling: u64, cost: u32) -> Result<(), DropReason> {
         let cost = u64::from(cost);
         if cost + self.open_cost(slot) > self.room() {
             Err(DropReason::NoRoom)
@@ -501,7 +502,7 @@ impl State {
         if b.kind == BlockKind::Summary {
             let room = self.room().saturating_sub(self.open_cost(b.slot));
             let limit = room.min(ceiling.saturating_sub(kept));
-            let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+            let limit = saturating_u32(limit);
             if let Some((bytes, cost)) = shrink.truncate(bi, ui, limit) {
                 return Some((Form::Truncated { bytes }, cost));
             }

@@ -25,7 +25,7 @@ use crate::vocab::Role;
 
 /// Where a planned message's text comes from.
 #[derive(Debug)]
-pub(super) enum Content {
+pub(super) enum Source {
     /// `static_segments[i].content`.
     Static(usize),
     /// `blocks[block].items[item]` (a turn, with its tool metadata).
@@ -37,7 +37,7 @@ pub(super) enum Content {
 }
 
 /// The messages in final order, before texts are moved out of the request.
-pub(super) type Plan = Vec<(Role, Content)>;
+pub(super) type Plan = Vec<(Role, Source)>;
 
 /// The text of a kept context unit in its kept form.
 fn unit_text<'p>(p: Measurement<'p>, bi: usize, ui: usize, form: Form) -> Cow<'p, str> {
@@ -83,7 +83,7 @@ pub(super) fn plan(
         |out: &mut String, (bi, ui): (usize, usize)| out.push_str(&unit_text(p, bi, ui, alloc.forms[bi][ui]));
 
     let mut plan: Plan = (0..req.static_segments.len())
-        .map(|i| (Role::System, Content::Static(i)))
+        .map(|i| (Role::System, Source::Static(i)))
         .collect();
 
     let mut summary = String::new();
@@ -97,7 +97,7 @@ pub(super) fn plan(
         summary.push_str(&unit);
     }
     if !summary.is_empty() {
-        plan.push((Role::User, Content::Rendered(summary)));
+        plan.push((Role::User, Source::Rendered(summary)));
     }
 
     for bi in of_kind(BlockKind::History)
@@ -108,7 +108,7 @@ pub(super) fn plan(
             for &(mb, mc) in &p.blocks[bi].units[ui].members {
                 let item = p.blocks[mb].candidates[mc];
                 let role = req.blocks[mb].items[item].role.unwrap_or(Role::User);
-                plan.push((role, Content::Turn { block: mb, item }));
+                plan.push((role, Source::Turn { block: mb, item }));
             }
         }
     }
@@ -140,10 +140,10 @@ pub(super) fn plan(
         }
     }
     if !context.is_empty() {
-        plan.push((policy.context_role, Content::Rendered(context)));
+        plan.push((policy.context_role, Source::Rendered(context)));
     }
 
-    plan.push((Role::User, Content::Query));
+    plan.push((Role::User, Source::Query));
     plan
 }
 
@@ -151,10 +151,10 @@ pub(super) fn plan(
 pub(super) fn materialize(plan: Plan, mut req: AssembleRequest) -> Vec<Message> {
     plan.into_iter()
         .map(|(role, content)| match content {
-            Content::Static(i) => Message::text(role, std::mem::take(&mut req.static_segments[i].content)),
-            Content::Query => Message::text(role, std::mem::take(&mut req.query)),
-            Content::Rendered(text) => Message::text(role, text),
-            Content::Turn { block, item } => {
+            Source::Static(i) => Message::text(role, std::mem::take(&mut req.static_segments[i].content)),
+            Source::Query => Message::text(role, std::mem::take(&mut req.query)),
+            Source::Rendered(text) => Message::text(role, text),
+            Source::Turn { block, item } => {
                 let it = &mut req.blocks[block].items[item];
                 Message {
                     role,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tracing::debug;
 
-use super::allocate::{self, BlockPlan, DropReason, Slot, UnitPlan};
+use super::allocate::{self, BlockPlan, Carrier, DropReason, UnitPlan};
 use super::assembler::Assembler;
 use super::error::AssembleError;
 use super::layout;
@@ -221,7 +221,7 @@ impl<'a> Pipeline<'a> {
                 tools: self.tools.len(),
                 last_turn: plan
                     .iter()
-                    .rposition(|(_, c)| matches!(c, layout::Content::Turn { .. })),
+                    .rposition(|(_, c)| matches!(c, layout::Source::Turn { .. })),
                 prefix_hash: &prefix_hash,
                 prefix_tokens: static_tokens,
                 tools_tokens,
@@ -399,7 +399,7 @@ impl<'a> Pipeline<'a> {
                 cuttable: block.effective_cuttable(),
                 min_tokens: block.min_tokens,
                 max_tokens: block.max_tokens(),
-                slot: Slot::of(block.kind),
+                slot: Carrier::of(block.kind),
                 chrono: chrono.iter().position(|&c| c == bi),
                 units,
             });

@@ -1,6 +1,15 @@
 //! Turn grouping: an assistant turn that calls tools and the tool results that
 //! answer it form one unit, kept or dropped together, so a trim never leaves a
 //! result without its call or a call without its results.
+//!
+//! The pairing rule differs from Compact's ([`crate::compact::cut`]) on
+//! purpose. Assemble *sends* what it keeps: its output goes to a provider
+//! as it is, and chat APIs require a call's results directly after it, so a
+//! pair that is not adjacent cannot be kept and is dropped with a warning.
+//! Compact *rewrites* a conversation the caller keeps: it must not lose or
+//! reorder anything it does not summarize, so it only refuses to cut between a
+//! call and a result that answers it anywhere later, and warns about pairs
+//! already broken in its input.
 
 use std::collections::HashSet;
 

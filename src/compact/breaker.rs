@@ -1,4 +1,4 @@
-//! The per-session circuit breaker (seed 002): after `breaker_failures`
+//! The per-session circuit breaker: after `breaker_failures`
 //! consecutive compactions that leave a session over its target, the session
 //! is trimmed instead of compacted until `breaker_cooldown` passes (then one
 //! compaction is tried again) or a compaction succeeds.
@@ -32,7 +32,7 @@ struct State {
 
 /// What the breaker says about a session now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
+pub enum Circuit {
     /// Compact as usual.
     Closed,
     /// Too many failures and the cooldown has not passed: trim instead.
@@ -123,10 +123,10 @@ impl Breakers {
         session: impl Into<SessionKey<'a>>,
         settings: &CompactionSettings,
         now: Instant,
-    ) -> Gate {
+    ) -> Circuit {
         let session = session.into();
         if session.session.is_empty() {
-            return Gate::Closed;
+            return Circuit::Closed;
         }
         match self.sessions.get(&id(session)) {
             Some(State {
@@ -134,12 +134,12 @@ impl Breakers {
                 opened_at: Some(at),
             }) if failures >= settings.breaker_failures => {
                 if now.saturating_duration_since(at) < settings.breaker_cooldown {
-                    Gate::Open
+                    Circuit::Open
                 } else {
-                    Gate::HalfOpen
+                    Circuit::HalfOpen
                 }
             }
-            _ => Gate::Closed,
+            _ => Circuit::Closed,
         }
     }
 
@@ -154,7 +154,7 @@ impl Breakers {
         let failures = self.sessions.get(&id(session)).map_or(0, |s| s.failures);
         BreakerState {
             consecutive_failures: failures,
-            open: self.gate(session, settings, now) == Gate::Open,
+            open: self.gate(session, settings, now) == Circuit::Open,
             opened_now: false,
         }
     }
@@ -215,16 +215,16 @@ mod tests {
         let t0 = Instant::now();
         assert!(!b.record("s", false, &s, t0).open);
         assert_eq!(b.record("s", false, &s, t0).consecutive_failures, 2);
-        assert_eq!(b.gate("s", &s, t0), Gate::Closed);
+        assert_eq!(b.gate("s", &s, t0), Circuit::Closed);
         let third = b.record("s", false, &s, t0);
         assert!(third.opened_now && third.open);
-        assert_eq!(b.gate("s", &s, t0 + Duration::from_secs(59)), Gate::Open);
-        assert_eq!(b.gate("other", &s, t0), Gate::Closed);
+        assert_eq!(b.gate("s", &s, t0 + Duration::from_secs(59)), Circuit::Open);
+        assert_eq!(b.gate("other", &s, t0), Circuit::Closed);
         let later = t0 + Duration::from_secs(61);
-        assert_eq!(b.gate("s", &s, later), Gate::HalfOpen);
+        assert_eq!(b.gate("s", &s, later), Circuit::HalfOpen);
         // A failed half-open try reopens for another cooldown.
         assert!(b.record("s", false, &s, later).opened_now);
-        assert_eq!(b.gate("s", &s, later + Duration::from_secs(30)), Gate::Open);
+        assert_eq!(b.gate("s", &s, later + Duration::from_secs(30)), Circuit::Open);
     }
 
     #[test]
@@ -235,9 +235,9 @@ mod tests {
         for _ in 0..3 {
             b.record("s", false, &s, t0);
         }
-        assert_eq!(b.gate("s", &s, t0), Gate::Open);
+        assert_eq!(b.gate("s", &s, t0), Circuit::Open);
         assert_eq!(b.record("s", true, &s, t0), BreakerState::default());
-        assert_eq!(b.gate("s", &s, t0), Gate::Closed);
+        assert_eq!(b.gate("s", &s, t0), Circuit::Closed);
         assert_eq!(b.record("s", false, &s, t0).consecutive_failures, 1);
     }
 
@@ -249,7 +249,7 @@ mod tests {
         for _ in 0..5 {
             assert_eq!(b.record("", false, &s, t0), BreakerState::default());
         }
-        assert_eq!(b.gate("", &s, t0), Gate::Closed);
+        assert_eq!(b.gate("", &s, t0), Circuit::Closed);
     }
 
     #[test]

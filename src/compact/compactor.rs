@@ -21,7 +21,7 @@ use std::time::Instant;
 use tracing::debug;
 
 use super::CompactionSettings;
-use super::breaker::{Breakers, Gate, SessionKey};
+use super::breaker::{Breakers, Circuit, SessionKey};
 use super::conversation::{CompactRequest, Content, Msg, is_pinned_message, pinned_message};
 use super::cut::Boundaries;
 use super::error::CompactError;
@@ -36,7 +36,7 @@ use crate::vocab::codes::{
     COMPACTION_BREAKER_OPEN as BREAKER_OPEN, COMPACTION_OVER_TARGET as OVER_TARGET, ORPHAN_TOOL_RESULT,
     UNANSWERED_TOOL_CALL,
 };
-use crate::vocab::{Cancel, FieldViolation, Meter, Role, Warning};
+use crate::vocab::{Cancel, FieldViolation, Meter, Role, Warning, saturating_u32};
 
 /// Turns an emergency or breaker trim drops per step.
 pub const TURNS_PER_TRIM_STEP: usize = 2;
@@ -146,7 +146,7 @@ impl Compactor {
         } else if before < r.trigger {
             out.reason = format!("{before} tokens are below the trigger of {}", r.trigger);
             out.messages = req.messages;
-        } else if self.breakers.gate(session(&req), &r.settings, now) == Gate::Open {
+        } else if self.breakers.gate(session(&req), &r.settings, now) == Circuit::Open {
             out.warnings.push(Warning {
                 code: BREAKER_OPEN,
                 message: format!(
@@ -476,7 +476,7 @@ fn ids(msgs: &[Msg]) -> Vec<String> {
 }
 
 fn index(i: usize) -> u32 {
-    u32::try_from(i).unwrap_or(u32::MAX)
+    saturating_u32(i)
 }
 
 /// Warnings for pairs already broken in the input: results whose call is

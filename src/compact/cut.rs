@@ -8,6 +8,11 @@
 //! is treated as paired with the start of the conversation: no boundary
 //! before it is clean, so it always leaves with the oldest part instead of
 //! reaching the provider alone (which providers reject).
+//!
+//! Unlike Assemble's turn grouping ([`crate::assemble::turns`]), a result
+//! need not directly follow its call here: Compact keeps what it does not
+//! summarize as the caller sent it, so it only keeps pairs on one side of
+//! every cut; Assemble drops a pair that a provider would reject.
 
 use std::collections::HashMap;
 

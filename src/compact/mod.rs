@@ -29,6 +29,7 @@ pub mod summary;
 #[cfg(test)]
 mod test_support;
 
+use crate::vocab::saturating_u32;
 use std::time::Duration;
 
 pub use compactor::{Compactor, Counting};
@@ -82,6 +83,6 @@ impl Default for CompactionSettings {
 impl CompactionSettings {
     /// `percent` of `budget` tokens, rounded down.
     pub fn share(budget: u32, percent: u32) -> u32 {
-        u32::try_from(u64::from(budget) * u64::from(percent) / 100).unwrap_or(u32::MAX)
+        saturating_u32(u64::from(budget) * u64::from(percent) / 100)
     }
 }

@@ -12,8 +12,9 @@ use serde::Deserialize;
 use self::auth::AuthSettings;
 use crate::assemble::Catalog;
 use crate::memory::MemorySettings;
-use crate::memory::memories::RecallFailure;
+use crate::memory::keeper::RecallFailure;
 use crate::memory::store::{Backend, DEFAULT_STATEMENT_TIMEOUT, Retention};
+use crate::vocab::saturating_u32;
 
 pub mod auth;
 mod file;
@@ -407,7 +408,7 @@ impl ServeArgs {
             l.max_connections,
             "limits.max_connections",
         )?;
-        let to_u32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        let to_u32 = |v: u64| saturating_u32(v);
         let limits = Limits {
             // gRPC frames carry a u32 length; 1 GiB is far past any prompt.
             max_request_bytes: to_u32(within(&max_request_bytes, 1024, 1 << 30)?),
@@ -594,7 +595,7 @@ impl ServeArgs {
             value: u64::from(v.unwrap_or(d)),
             key: key.to_owned(),
         };
-        let to_u32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        let to_u32 = |v: u64| saturating_u32(v);
         let d = MemorySettings::default();
         let max_per_subject = setting(
             m.max_per_subject,
@@ -620,7 +621,7 @@ impl ServeArgs {
         };
         let recall_timeout = setting(
             m.recall_timeout_ms,
-            u32::try_from(d.recall_timeout.as_millis()).unwrap_or(u32::MAX),
+            saturating_u32(d.recall_timeout.as_millis()),
             "memory.recall_timeout_ms",
         );
         settings.recall_timeout = Duration::from_millis(within(&recall_timeout, 1, 60_000)?);

@@ -18,6 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::shape::Measure;
 use crate::config::Limits;
 use crate::telemetry::metrics;
+use crate::vocab::saturating_u32;
 
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -188,8 +189,8 @@ impl Admission {
     /// Grows `reserved` to `bytes` in all (a message's decoded size, once
     /// measured), or [`Refusal::UploadBudget`] at once.
     pub fn reserve_up_to(&self, reserved: &mut Reserved, bytes: u64) -> Result<(), Refusal> {
-        let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
-        let held = u32::try_from(reserved._permit.num_permits()).unwrap_or(u32::MAX);
+        let want = saturating_u32(bytes.div_ceil(1024));
+        let held = saturating_u32(reserved._permit.num_permits());
         if want <= held {
             return Ok(());
         }

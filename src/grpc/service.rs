@@ -18,7 +18,7 @@ use super::pb;
 use super::status::{code_label, compact_status, invalid_status, memory_status, refusal_status, to_status};
 use crate::assemble::{AssembleError, Assembler, batch};
 use crate::compact::{self, Compactor};
-use crate::memory::memories::{self, Placement, RecallFailure, RecallSpec};
+use crate::memory::keeper::{self, Placement, RecallFailure, RecallSpec};
 use crate::memory::rank::Ranked;
 use crate::memory::store::StoreError;
 use crate::memory::{Memories, MemoryError, MemorySettings, RetainInput};
@@ -173,8 +173,7 @@ fn settle(
         Err(e) => return Err(memory_status(&e)),
     };
     let ids = ranked.iter().map(|r| r.candidate.id.clone()).collect();
-    memories::attach(req, &placement, memories::items(&ranked), "recall")
-        .map_err(|v| invalid_status(&[v]))?;
+    keeper::attach(req, &placement, keeper::items(&ranked), "recall").map_err(|v| invalid_status(&[v]))?;
     Ok(RecallDone {
         placement,
         ids,
@@ -194,7 +193,7 @@ fn response(
             message: "the memory store did not answer the recall in time: no memories recalled".into(),
         });
     }
-    let report = recalled.map(|r| memories::report(&assembly, &r.placement, &r.ids));
+    let report = recalled.map(|r| keeper::report(&assembly, &r.placement, &r.ids));
     let mut wire = pb::AssembleResponse::from(assembly);
     wire.recall = report.map(Into::into);
     Ok(wire)

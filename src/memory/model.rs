@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The observation types every sidecar knows (seed 004); configuration may
+/// The observation types every sidecar knows; configuration may
 /// add others.
 pub const BUILTIN_TYPES: [&str; 5] = ["decision", "bugfix", "feature", "refactor", "discovery"];
 
@@ -21,7 +21,7 @@ pub struct Observation {
     pub kind: String,
     /// A short title; derived from the text's first sentence when absent.
     pub title: String,
-    /// The observation itself (the seed's `<text>` or `<narrative>`).
+    /// The observation itself (a `<text>` or `<narrative>` element).
     pub text: String,
     /// Discrete facts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -34,7 +34,7 @@ pub struct Observation {
     pub files_modified: Vec<String>,
 }
 
-/// A structured session summary: the eight fields of seed 004.
+/// A structured session summary: the eight fields below.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SessionSummary {
     /// What the user asked for.
@@ -60,28 +60,28 @@ pub struct SessionSummary {
 /// The content of one memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Content {
+pub enum MemoryBody {
     /// A typed observation.
     Observation(Observation),
     /// A session summary.
     Summary(SessionSummary),
 }
 
-impl Content {
+impl MemoryBody {
     /// The stored type: the observation's type, or [`SUMMARY_TYPE`].
     pub fn memory_type(&self) -> &str {
         match self {
-            Content::Observation(o) => &o.kind,
-            Content::Summary(_) => SUMMARY_TYPE,
+            MemoryBody::Observation(o) => &o.kind,
+            MemoryBody::Summary(_) => SUMMARY_TYPE,
         }
     }
 
     /// The title: the observation's, or the summary's request.
     pub fn title(&self) -> String {
         let raw = match self {
-            Content::Observation(o) if !o.title.trim().is_empty() => o.title.trim(),
-            Content::Observation(o) => first_sentence(&o.text),
-            Content::Summary(s) => first_sentence(&s.request),
+            MemoryBody::Observation(o) if !o.title.trim().is_empty() => o.title.trim(),
+            MemoryBody::Observation(o) => first_sentence(&o.text),
+            MemoryBody::Summary(s) => first_sentence(&s.request),
         };
         clip_chars(raw, MAX_TITLE_CHARS).to_string()
     }
@@ -91,13 +91,13 @@ impl Content {
     pub fn body(&self) -> String {
         let mut out = String::new();
         match self {
-            Content::Observation(o) => {
+            MemoryBody::Observation(o) => {
                 out.push_str(o.text.trim());
                 push_list(&mut out, "Facts", &o.facts);
                 push_list(&mut out, "Files read", &o.files_read);
                 push_list(&mut out, "Files modified", &o.files_modified);
             }
-            Content::Summary(s) => {
+            MemoryBody::Summary(s) => {
                 for (label, value) in [
                     ("Request", &s.request),
                     ("Investigated", &s.investigated),
@@ -119,8 +119,10 @@ impl Content {
     pub fn is_blank(&self) -> bool {
         let blank = |s: &str| s.trim().is_empty();
         match self {
-            Content::Observation(o) => blank(&o.text) && blank(&o.title) && o.facts.iter().all(|f| blank(f)),
-            Content::Summary(s) => [
+            MemoryBody::Observation(o) => {
+                blank(&o.text) && blank(&o.title) && o.facts.iter().all(|f| blank(f))
+            }
+            MemoryBody::Summary(s) => [
                 &s.request,
                 &s.investigated,
                 &s.learned,
@@ -134,13 +136,13 @@ impl Content {
     }
 }
 
-impl Content {
+impl MemoryBody {
     /// Each field's name and size in bytes (a list field's bytes summed), in
     /// declaration order: what a memory's size limit is measured on.
     pub fn field_bytes(&self) -> Vec<(&'static str, usize)> {
         let list = |v: &[String]| v.iter().map(String::len).sum::<usize>();
         match self {
-            Content::Observation(o) => vec![
+            MemoryBody::Observation(o) => vec![
                 ("type", o.kind.len()),
                 ("title", o.title.len()),
                 ("text", o.text.len()),
@@ -148,7 +150,7 @@ impl Content {
                 ("files_read", list(&o.files_read)),
                 ("files_modified", list(&o.files_modified)),
             ],
-            Content::Summary(s) => vec![
+            MemoryBody::Summary(s) => vec![
                 ("request", s.request.len()),
                 ("investigated", s.investigated.len()),
                 ("learned", s.learned.len()),
@@ -225,7 +227,7 @@ pub struct NewMemory {
     /// Who the memory is about (user, tenant or project key).
     pub subject: String,
     /// The content.
-    pub content: Content,
+    pub content: MemoryBody,
     /// The principal must hold every one of these to recall the memory.
     pub required_scopes: Vec<String>,
     /// The request the memory came from.
@@ -286,7 +288,7 @@ mod tests {
 
     #[test]
     fn title_falls_back_to_the_first_sentence() {
-        let o = Content::Observation(Observation {
+        let o = MemoryBody::Observation(Observation {
             kind: "bugfix".into(),
             text: "Fixed the race. It was in auth.".into(),
             ..Observation::default()
@@ -297,7 +299,7 @@ mod tests {
 
     #[test]
     fn summary_body_names_each_non_empty_field() {
-        let s = Content::Summary(SessionSummary {
+        let s = MemoryBody::Summary(SessionSummary {
             request: "Add JWT".into(),
             learned: "Sessions use cookies".into(),
             files_edited: vec!["src/auth.ts".into(), " ".into()],
@@ -309,7 +311,7 @@ mod tests {
         );
         assert_eq!(s.memory_type(), SUMMARY_TYPE);
         assert!(!s.is_blank());
-        assert!(Content::Summary(SessionSummary::default()).is_blank());
+        assert!(MemoryBody::Summary(SessionSummary::default()).is_blank());
     }
 
     #[test]
@@ -329,7 +331,7 @@ mod tests {
 
     #[test]
     fn content_round_trips_through_json() {
-        let c = Content::Observation(Observation {
+        let c = MemoryBody::Observation(Observation {
             kind: "decision".into(),
             title: "t".into(),
             text: "x".into(),
@@ -337,8 +339,8 @@ mod tests {
             ..Observation::default()
         });
         let json = serde_json::to_string(&c).unwrap_or_default();
-        let back: Content =
-            serde_json::from_str(&json).unwrap_or(Content::Summary(SessionSummary::default()));
+        let back: MemoryBody =
+            serde_json::from_str(&json).unwrap_or(MemoryBody::Summary(SessionSummary::default()));
         assert_eq!(back, c);
     }
 }

@@ -32,7 +32,8 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::ops::Range;
 
-use super::model::Content;
+use super::model::MemoryBody;
+use crate::vocab::saturating_u32;
 use fields::parse_block;
 
 /// Most blocks parsed from one text; later ones are reported once and ignored.
@@ -74,7 +75,7 @@ pub struct ParsedBlock {
     /// Byte offset of the block's `<` in the original text.
     pub offset: usize,
     /// What the block says.
-    pub content: Content,
+    pub content: MemoryBody,
 }
 
 /// A block that did not parse.
@@ -207,7 +208,7 @@ fn parse(text: &str, types: &[String], m: &Meter) -> Parsed {
 }
 
 fn ordinal(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
+    saturating_u32(n)
 }
 
 // ---------------------------------------------------------------- private

@@ -39,7 +39,7 @@ pub struct Segment {
 }
 
 /// The kind of a variable block: chooses default priority, cuttability,
-/// compaction rule and placement (seed 001's priority table).
+/// compaction rule and placement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BlockKind {
     /// Critical application state: priority 4, never cut by default.
@@ -67,7 +67,7 @@ impl BlockKind {
         BlockKind::History,
     ];
 
-    /// The default priority from seed 001's table (1 = highest).
+    /// The kind's default priority (lower is kept first).
     pub fn default_priority(self) -> u32 {
         match self {
             BlockKind::State => 4,

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::vocab::Role;
+use crate::vocab::{Role, saturating_u32};
 
 /// A public BPE encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,9 +59,7 @@ impl Encoding {
             Encoding::Cl100kBase => &CL100K,
             Encoding::O200kBase => &O200K,
         };
-        *cell.get_or_init(|| {
-            Role::ALL.map(|r| u32::try_from(self.bpe().count(r.as_str())).unwrap_or(u32::MAX))
-        })
+        *cell.get_or_init(|| Role::ALL.map(|r| saturating_u32(self.bpe().count(r.as_str()))))
     }
 }
 
@@ -145,7 +143,7 @@ impl Tokenizer {
         } else {
             (base * (100 + u64::from(self.margin_percent))).div_ceil(100)
         };
-        u32::try_from(counted).unwrap_or(u32::MAX)
+        saturating_u32(counted)
     }
 }
 

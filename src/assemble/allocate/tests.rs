@@ -1,6 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::vocab::saturating_u32;
 
 /// Synthetic shrink: compact costs a third, truncation keeps what fits in
 /// steps of 5 tokens (sentence ends), at least 5; a turn summary costs 6
@@ -17,8 +18,7 @@ impl Shrink for Synthetic<'_> {
         (cost >= 5).then_some((cost as usize, cost))
     }
     fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
-        self.1
-            .then(|| 6 + 3 * u32::try_from(units.len()).unwrap_or(u32::MAX))
+        self.1.then(|| 6 + 3 * saturating_u32(units.len()))
     }
 }
 
@@ -47,9 +47,9 @@ prop_compose! {
                max_tokens in prop::sample::select(vec![None, None, Some(50u32), Some(300)]),
                units in prop::collection::vec(unit(), 0..8)) -> BlockPlan {
         let slot = match kind {
-            BlockKind::Summary => Slot::Summary,
-            BlockKind::RecentTurns | BlockKind::History => Slot::Own,
-            _ => Slot::Context,
+            BlockKind::Summary => Carrier::Summary,
+            BlockKind::RecentTurns | BlockKind::History => Carrier::Own,
+            _ => Carrier::Context,
         };
         let cuttable = cuttable != 0;
         BlockPlan {
@@ -67,7 +67,7 @@ prop_compose! {
 
 fn plans() -> impl Strategy<Value = (Vec<BlockPlan>, u64, u32)> {
     (prop::collection::vec(block(), 0..6), 0u64..100, 0u32..1500).prop_map(|(mut blocks, base, budget)| {
-        for (chrono, b) in blocks.iter_mut().filter(|b| b.slot == Slot::Own).enumerate() {
+        for (chrono, b) in blocks.iter_mut().filter(|b| b.slot == Carrier::Own).enumerate() {
             b.chrono = Some(chrono);
             // A call whose older half sits in a non-cuttable block pins the
             // newer block's first unit.
@@ -90,12 +90,12 @@ fn run_without_summary(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<A
 /// The total recomputed from the forms alone.
 fn recount(blocks: &[BlockPlan], a: &Allocation, base: u64) -> u64 {
     let mut total = base;
-    for slot in [Slot::Context, Slot::Summary] {
+    for slot in [Carrier::Context, Carrier::Summary] {
         let open = blocks
             .iter()
             .enumerate()
             .any(|(bi, b)| b.slot == slot && a.forms[bi].iter().any(|f| f.is_kept()))
-            || (slot == Slot::Summary && a.summary.is_some());
+            || (slot == Carrier::Summary && a.summary.is_some());
         if open {
             total += u64::from(OVERHEAD);
         }
@@ -149,8 +149,8 @@ proptest! {
                         }
                     }
                     let slot_open = blocks.iter().enumerate()
-                        .any(|(bj, o)| o.slot == b.slot && b.slot != Slot::Own && a.forms[bj].iter().any(|f| f.is_kept()));
-                    let extra = if b.slot == Slot::Own || slot_open { 0 } else { u64::from(OVERHEAD) };
+                        .any(|(bj, o)| o.slot == b.slot && b.slot != Carrier::Own && a.forms[bj].iter().any(|f| f.is_kept()));
+                    let extra = if b.slot == Carrier::Own || slot_open { 0 } else { u64::from(OVERHEAD) };
                     let ceiling = b.max_tokens.map_or(u64::MAX, u64::from);
                     match b.kind {
                         BlockKind::RecentTurns | BlockKind::History => {
@@ -243,7 +243,7 @@ fn evidence(units: &[(u32, f64)]) -> BlockPlan {
         cuttable: true,
         min_tokens: 0,
         max_tokens: None,
-        slot: Slot::Context,
+        slot: Carrier::Context,
         chrono: None,
         units: units
             .iter()
@@ -299,7 +299,7 @@ fn turns(kind: BlockKind, priority: u32, chrono: usize, fulls: &[u32]) -> BlockP
         cuttable: true,
         min_tokens: 0,
         max_tokens: None,
-        slot: Slot::Own,
+        slot: Carrier::Own,
         chrono: Some(chrono),
         units: fulls
             .iter()

@@ -1,10 +1,10 @@
 //! Wire <-> domain conversions of the memory RPCs and of recall.
 
 use super::pb;
-use crate::memory::memories::{Placement, RecallReport, RecallSpec, RetainInput, RetainOutput};
+use crate::memory::keeper::{Placement, RecallReport, RecallSpec, RetainInput, RetainOutput};
 use crate::memory::store::{ForgetFilter, Forgotten, Page};
-use crate::memory::{Content, Memory, MemoryId, Observation, SessionSummary};
-use crate::vocab::FieldViolation;
+use crate::memory::{Memory, MemoryBody, MemoryId, Observation, SessionSummary};
+use crate::vocab::{FieldViolation, saturating_u32};
 
 fn observation(o: pb::Observation) -> Observation {
     Observation {
@@ -84,7 +84,7 @@ impl From<RetainOutput> for pb::RetainResponse {
                     reason: p.reason,
                 })
                 .collect(),
-            private_spans_removed: u32::try_from(o.private_spans).unwrap_or(u32::MAX),
+            private_spans_removed: saturating_u32(o.private_spans),
             evicted: o.evicted,
         }
     }
@@ -161,8 +161,8 @@ fn memory_to_wire(m: Memory) -> pb::StoredMemory {
         r#type: memory_type,
         title,
         content: Some(match m.memory.content {
-            Content::Observation(o) => pb::stored_memory::Content::Observation(observation_to_wire(o)),
-            Content::Summary(s) => pb::stored_memory::Content::Summary(summary_to_wire(s)),
+            MemoryBody::Observation(o) => pb::stored_memory::Content::Observation(observation_to_wire(o)),
+            MemoryBody::Summary(s) => pb::stored_memory::Content::Summary(summary_to_wire(s)),
         }),
         required_scopes: m.memory.required_scopes,
         request_id: m.memory.request_id,

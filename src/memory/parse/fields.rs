@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use super::{Element, Meter, close_tag_end, find_byte};
-use crate::memory::model::{Content, Observation, SessionSummary};
+use crate::memory::model::{MemoryBody, Observation, SessionSummary};
 
 /// Reads one block's body (between its opening and closing tags).
 pub(super) fn parse_block(
@@ -17,7 +17,7 @@ pub(super) fn parse_block(
     body: &str,
     types: &[String],
     m: &Meter,
-) -> Result<Content, String> {
+) -> Result<MemoryBody, String> {
     if holds_open_tag(body.as_bytes(), element.as_str().as_bytes(), m) {
         return Err(format!("nested <{}>", element.as_str()));
     }
@@ -132,7 +132,7 @@ fn find_close_tag(bytes: &[u8], from: usize, name: &[u8], m: &Meter) -> Option<(
     None
 }
 
-fn observation(fields: Vec<(&str, &str)>, types: &[String], m: &Meter) -> Result<Content, String> {
+fn observation(fields: Vec<(&str, &str)>, types: &[String], m: &Meter) -> Result<MemoryBody, String> {
     let mut kind: Option<String> = None;
     let mut o = Observation::default();
     let mut narrative = String::new();
@@ -160,10 +160,10 @@ fn observation(fields: Vec<(&str, &str)>, types: &[String], m: &Meter) -> Result
     if o.text.is_empty() && o.title.is_empty() {
         return Err("observation has no text".into());
     }
-    Ok(Content::Observation(o))
+    Ok(MemoryBody::Observation(o))
 }
 
-fn summary(fields: Vec<(&str, &str)>, m: &Meter) -> Result<Content, String> {
+fn summary(fields: Vec<(&str, &str)>, m: &Meter) -> Result<MemoryBody, String> {
     let mut s = SessionSummary::default();
     for (name, raw) in fields {
         let field = match name {
@@ -184,7 +184,7 @@ fn summary(fields: Vec<(&str, &str)>, m: &Meter) -> Result<Content, String> {
         };
         append(field, text(raw, m));
     }
-    let content = Content::Summary(s);
+    let content = MemoryBody::Summary(s);
     if content.is_blank() {
         return Err("summary is empty".into());
     }

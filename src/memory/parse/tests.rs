@@ -83,7 +83,7 @@ fn trimmed(o: &Observation) -> Observation {
     }
 }
 
-// ------------------------------------------------------------ seed formats
+// ------------------------------------------------------ the documented formats
 
 #[test]
 fn seed_observation_parses() {
@@ -97,7 +97,7 @@ fn seed_observation_parses() {
             element: Element::Observation,
             index: 0,
             offset: 0,
-            content: Content::Observation(Observation {
+            content: MemoryBody::Observation(Observation {
                 kind: "feature".into(),
                 text: "Implemented JWT token refresh flow with 7-day expiry".into(),
                 ..Observation::default()
@@ -128,7 +128,7 @@ fn seed_summary_parses_all_eight_fields() {
 </summary>"#;
     let parsed = parse(text);
     assert_eq!(parsed.problems, vec![]);
-    let expected = Content::Summary(SessionSummary {
+    let expected = MemoryBody::Summary(SessionSummary {
         request: "Implement JWT authentication system".into(),
         investigated: "Existing auth middleware, session management, token storage patterns".into(),
         learned: "Current system uses session cookies; no JWT support; race condition in middleware".into(),
@@ -165,7 +165,7 @@ fn rich_observation_form_parses_with_aliases_and_ignored_children() {
 </observation>";
     let parsed = parse(text);
     assert_eq!(parsed.problems, vec![]);
-    let expected = Content::Observation(Observation {
+    let expected = MemoryBody::Observation(Observation {
         kind: "discovery".into(),
         title: "Cache keys".into(),
         text: "Keys hash the prefix.\nIt uses <blake3> & more.".into(),
@@ -333,7 +333,7 @@ fn bare_lt_and_amp_in_text_are_repaired() {
         "<observation><type>bugfix</type><text>a < b && c &amp; d &#65;&#x42; & <= 3</text></observation>";
     let parsed = parse(text);
     assert_eq!(parsed.problems, vec![]);
-    let Content::Observation(o) = &parsed.blocks[0].content else {
+    let MemoryBody::Observation(o) = &parsed.blocks[0].content else {
         panic!("not an observation")
     };
     assert_eq!(o.text, "a < b && c & d AB & <= 3");
@@ -509,7 +509,7 @@ fn four_mib_block_of_ampersands_parses() {
     let text = format!("<summary><request>{}</request></summary>", "&".repeat(4 * MIB));
     let parsed = parse(&text);
     assert_eq!(parsed.problems, vec![]);
-    let Content::Summary(s) = &parsed.blocks[0].content else {
+    let MemoryBody::Summary(s) = &parsed.blocks[0].content else {
         panic!("not a summary")
     };
     assert_eq!(s.request.len(), 4 * MIB);
@@ -693,8 +693,8 @@ proptest! {
         }
         let parsed = parse(&text);
         prop_assert_eq!(parsed.problems, vec![]);
-        let got: Vec<Content> = parsed.blocks.into_iter().map(|b| b.content).collect();
-        let want: Vec<Content> = observations.iter().map(|o| Content::Observation(trimmed(o))).collect();
+        let got: Vec<MemoryBody> = parsed.blocks.into_iter().map(|b| b.content).collect();
+        let want: Vec<MemoryBody> = observations.iter().map(|o| MemoryBody::Observation(trimmed(o))).collect();
         prop_assert_eq!(got, want);
     }
 
@@ -724,7 +724,7 @@ fn only_observation(parsed: Parsed) -> Observation {
     assert_eq!(parsed.problems, vec![]);
     assert_eq!(parsed.blocks.len(), 1, "{parsed:?}");
     match parsed.blocks.into_iter().next().map(|b| b.content) {
-        Some(Content::Observation(o)) => o,
+        Some(MemoryBody::Observation(o)) => o,
         other => panic!("not an observation: {other:?}"),
     }
 }
@@ -798,9 +798,9 @@ proptest! {
         }
         let parsed = parse(&text);
         prop_assert_eq!(parsed.problems, vec![]);
-        let got: Vec<Content> = parsed.blocks.into_iter().map(|b| b.content).collect();
-        let want: Vec<Content> =
-            observations.into_iter().map(|(_, o)| Content::Observation(o)).collect();
+        let got: Vec<MemoryBody> = parsed.blocks.into_iter().map(|b| b.content).collect();
+        let want: Vec<MemoryBody> =
+            observations.into_iter().map(|(_, o)| MemoryBody::Observation(o)).collect();
         prop_assert_eq!(got, want);
     }
 }

@@ -621,7 +621,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::memory::model::{Content, Observation};
+    use crate::memory::model::{MemoryBody, Observation};
 
     fn memory(row: i64) -> Memory {
         Memory {
@@ -629,7 +629,7 @@ mod tests {
             created_at_ms: 0,
             memory: NewMemory {
                 subject: "s".into(),
-                content: Content::Observation(Observation::default()),
+                content: MemoryBody::Observation(Observation::default()),
                 required_scopes: Vec::new(),
                 request_id: String::new(),
                 turn: 0,

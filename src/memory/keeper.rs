@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::model::{BUILTIN_TYPES, Content, MemoryId, NewMemory, Observation, SessionSummary};
+use super::model::{BUILTIN_TYPES, MemoryBody, MemoryId, NewMemory, Observation, SessionSummary};
 use super::parse::{self, BlockProblem};
 use super::rank::{self, Ranked};
 use super::store::{
@@ -322,7 +322,7 @@ impl Memories {
                     format!("unknown type; known: {}", self.settings.types.join(", ")),
                 ));
             }
-            let content = Content::Observation(o);
+            let content = MemoryBody::Observation(o);
             if content.is_blank() {
                 violations.push(FieldViolation::new(format!("observations[{i}].text"), "required"));
             }
@@ -336,7 +336,7 @@ impl Memories {
         }
         for (i, mut s) in input.summaries.into_iter().enumerate() {
             private_spans += strip_summary(&mut s);
-            let content = Content::Summary(s);
+            let content = MemoryBody::Summary(s);
             if content.is_blank() {
                 violations.push(FieldViolation::new(
                     format!("summaries[{i}]"),
@@ -731,14 +731,14 @@ fn check_name(violations: &mut Vec<FieldViolation>, field: &str, value: &str, ma
 
 /// The content without NUL characters, which no database text column holds
 /// alike (PostgreSQL refuses them), so both stores keep the same text.
-fn without_nul(mut content: Content) -> Content {
+fn without_nul(mut content: MemoryBody) -> MemoryBody {
     let clean = |s: &mut String| {
         if s.contains('\0') {
             s.retain(|c| c != '\0');
         }
     };
     match &mut content {
-        Content::Observation(o) => {
+        MemoryBody::Observation(o) => {
             for f in [&mut o.kind, &mut o.title, &mut o.text] {
                 clean(f);
             }
@@ -746,7 +746,7 @@ fn without_nul(mut content: Content) -> Content {
                 list.iter_mut().for_each(clean);
             }
         }
-        Content::Summary(x) => {
+        MemoryBody::Summary(x) => {
             for f in [
                 &mut x.request,
                 &mut x.investigated,
@@ -766,7 +766,7 @@ fn without_nul(mut content: Content) -> Content {
 }
 
 /// A memory over `max` bytes is a violation naming its largest field.
-fn check_size(violations: &mut Vec<FieldViolation>, field: &str, content: &Content, max: usize) {
+fn check_size(violations: &mut Vec<FieldViolation>, field: &str, content: &MemoryBody, max: usize) {
     let bytes = content.bytes();
     if bytes > max {
         violations.push(FieldViolation::new(
