@@ -3,6 +3,7 @@
 //! Deadlines and shedding happen in [`super::gate`]. Records request
 //! metrics; logs ids, sizes and codes only.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use tracing::{instrument, warn};
 
 use super::admission::{Admission, Permit, Refusal};
 use super::auth::ClientIdentity;
-use super::auth::{Authority, denied_status};
+use super::auth::{Authority, Denied, Grant, denied_status};
 use super::convert;
 use super::gate::Slot;
 use super::pb;
@@ -81,6 +82,32 @@ impl AssemblerService {
     pub fn with_memories(mut self, memories: Arc<Memories>) -> Self {
         self.memories = memories;
         self
+    }
+
+    /// Runs one unary RPC, timed from its start: `hold` takes what the
+    /// request holds before its claims are checked ([`slot`] or
+    /// [`no_slot`]); `check` is the claim check given to
+    /// [`Authority::check`], and a denial is the answer; otherwise `body`
+    /// answers from the request's message and what `hold` took. Either way
+    /// [`finish`] records the outcome.
+    async fn unary<Req, Resp, Held, Fut>(
+        &self,
+        rpc: &'static str,
+        mut request: Request<Req>,
+        hold: impl FnOnce(&Admission, &mut Request<Req>) -> Held,
+        check: impl FnOnce(&Grant, &Req) -> Result<(), Denied>,
+        body: impl FnOnce(Req, Held) -> Fut,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Fut: Future<Output = Result<Resp, Status>>,
+    {
+        let started = Instant::now();
+        let held = hold(&self.admission, &mut request);
+        if let Err(denied) = self.authority.check(rpc, &request, check) {
+            return finish(rpc, started, Err(denied));
+        }
+        let result = body(request.into_inner(), held).await;
+        finish(rpc, started, result)
     }
 
     /// Converts a wire request and checks the recall it asks for, if any
@@ -261,6 +288,16 @@ fn slot<T>(admission: &Admission, request: &mut Request<T>) -> Result<Permit, Re
     }
 }
 
+/// Takes nothing before the claim check: for an RPC that does no admitted
+/// work (see [`AssemblerService::unary`]).
+fn no_slot<T>(_: &Admission, _: &mut Request<T>) {}
+
+/// The claim check of an RPC whose request claims nothing: any client the
+/// rules admit may call it.
+fn no_claims<T>(_: &Grant, _: &T) -> Result<(), Denied> {
+    Ok(())
+}
+
 /// Sets the cancellation flag when dropped: when the gate's deadline drops
 /// the handler, and when the caller goes away.
 struct CancelOnDrop(Cancel);
@@ -308,40 +345,32 @@ impl pb::assembler_server::Assembler for AssemblerService {
     #[instrument(skip_all, fields(rpc = "Assemble", request_id, model, blocks, code))]
     async fn assemble(
         &self,
-        mut request: Request<pb::AssembleRequest>,
+        request: Request<pb::AssembleRequest>,
     ) -> Result<Response<pb::AssembleResponse>, Status> {
         const RPC: &str = "Assemble";
-        let started = Instant::now();
-        let permit = slot(&self.admission, &mut request);
-        if let Err(denied) = self.authority.check(RPC, &request, |g, r| g.assemble(r, "")) {
-            return finish(RPC, started, Err(denied));
-        }
-        let result = self.assemble_one(RPC, permit, request.into_inner()).await;
-        finish(RPC, started, result)
+        let check = |g: &Grant, r: &pb::AssembleRequest| g.assemble(r, "");
+        self.unary(RPC, request, slot, check, |wire, permit| {
+            self.assemble_one(RPC, permit, wire)
+        })
+        .await
     }
 
     #[instrument(skip_all, fields(rpc = "AssembleBatch", requests, code))]
     async fn assemble_batch(
         &self,
-        mut request: Request<pb::AssembleBatchRequest>,
+        request: Request<pb::AssembleBatchRequest>,
     ) -> Result<Response<pb::AssembleBatchResponse>, Status> {
         const RPC: &str = "AssembleBatch";
-        let started = Instant::now();
-        let permit = slot(&self.admission, &mut request);
         // Any member claiming more than the client may fails the whole
         // batch: the caller is at fault, not one request.
-        let claims = self.authority.check(RPC, &request, |g, b| {
+        let check = |g: &Grant, b: &pb::AssembleBatchRequest| {
             b.requests
                 .iter()
                 .enumerate()
                 .try_for_each(|(k, r)| g.assemble(r, &format!("requests[{k}].")))
-        });
-        if let Err(denied) = claims {
-            return finish(RPC, started, Err(denied));
-        }
-        let wire = request.into_inner();
-        tracing::Span::current().record("requests", wire.requests.len());
-        let result = async {
+        };
+        self.unary(RPC, request, slot, check, |wire, permit| async move {
+            tracing::Span::current().record("requests", wire.requests.len());
             self.admission
                 .check_batch(wire.requests.len())
                 .map_err(|r| refuse(RPC, r))?;
@@ -448,9 +477,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                     .collect(),
                 order: outcome.order.into_iter().map(at).collect(),
             })
-        }
-        .await;
-        finish(RPC, started, result)
+        })
+        .await
     }
 
     type AssembleStreamStream = std::pin::Pin<
@@ -530,17 +558,11 @@ impl pb::assembler_server::Assembler for AssemblerService {
     #[instrument(skip_all, fields(rpc = "CountTokens", bytes, code))]
     async fn count_tokens(
         &self,
-        mut request: Request<pb::CountTokensRequest>,
+        request: Request<pb::CountTokensRequest>,
     ) -> Result<Response<pb::CountTokensResponse>, Status> {
         const RPC: &str = "CountTokens";
-        let started = Instant::now();
-        let permit = slot(&self.admission, &mut request);
-        if let Err(denied) = self.authority.check(RPC, &request, |_, _| Ok(())) {
-            return finish(RPC, started, Err(denied));
-        }
-        let wire = request.into_inner();
-        tracing::Span::current().record("bytes", wire.text.len());
-        let result = async {
+        self.unary(RPC, request, slot, no_claims, |wire, permit| async move {
+            tracing::Span::current().record("bytes", wire.text.len());
             let permit = permit.map_err(|r| refuse(RPC, r))?;
             let target = convert::count_target(wire.tokenizer).map_err(|e| to_status(&e))?;
             let text = wire.text;
@@ -553,9 +575,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 tokenizer: count.tokenizer,
                 exact: count.exact,
             })
-        }
-        .await;
-        finish(RPC, started, result)
+        })
+        .await
     }
 
     #[instrument(skip_all, fields(rpc = "ReportUsage", code))]
@@ -563,54 +584,44 @@ impl pb::assembler_server::Assembler for AssemblerService {
         &self,
         request: Request<pb::ReportUsageRequest>,
     ) -> Result<Response<pb::ReportUsageResponse>, Status> {
-        let started = Instant::now();
-        if let Err(denied) = self
-            .authority
-            .check("ReportUsage", &request, |g, _| g.report_usage())
-        {
-            return finish("ReportUsage", started, Err(denied));
-        }
-        let r = request.into_inner();
-        let result = if r.provider.is_empty() {
-            Err(invalid_status(&[FieldViolation::new("provider", "required")]))
-        } else {
-            let report = prompt_cache::feedback::UsageReport {
-                request_id: r.request_id,
-                provider: r.provider,
-                prompt_tokens: r.prompt_tokens,
-                cached_tokens: r.cached_tokens,
-                cache_read_tokens: r.cache_read_tokens,
-                cache_creation_tokens: r.cache_creation_tokens,
-            };
-            Ok(match self.assembler.report_usage(&report) {
-                Some(c) => pb::ReportUsageResponse {
-                    matched: true,
-                    sidecar_tokens: c.ours,
-                    relative_error: c.relative_error,
-                },
-                None => pb::ReportUsageResponse::default(),
-            })
-        };
-        finish("ReportUsage", started, result)
+        const RPC: &str = "ReportUsage";
+        let check = |g: &Grant, _: &pb::ReportUsageRequest| g.report_usage();
+        self.unary(RPC, request, no_slot, check, |r, ()| async move {
+            if r.provider.is_empty() {
+                Err(invalid_status(&[FieldViolation::new("provider", "required")]))
+            } else {
+                let report = prompt_cache::feedback::UsageReport {
+                    request_id: r.request_id,
+                    provider: r.provider,
+                    prompt_tokens: r.prompt_tokens,
+                    cached_tokens: r.cached_tokens,
+                    cache_read_tokens: r.cache_read_tokens,
+                    cache_creation_tokens: r.cache_creation_tokens,
+                };
+                Ok(match self.assembler.report_usage(&report) {
+                    Some(c) => pb::ReportUsageResponse {
+                        matched: true,
+                        sidecar_tokens: c.ours,
+                        relative_error: c.relative_error,
+                    },
+                    None => pb::ReportUsageResponse::default(),
+                })
+            }
+        })
+        .await
     }
 
     #[instrument(skip_all, fields(rpc = "Compact", request_id, model, messages, code))]
     async fn compact(
         &self,
-        mut request: Request<pb::CompactRequest>,
+        request: Request<pb::CompactRequest>,
     ) -> Result<Response<pb::CompactResponse>, Status> {
         const RPC: &str = "Compact";
-        let started = Instant::now();
-        let permit = slot(&self.admission, &mut request);
-        if let Err(denied) = self.authority.check(RPC, &request, |_, _| Ok(())) {
-            return finish(RPC, started, Err(denied));
-        }
-        let wire = request.into_inner();
-        let span = tracing::Span::current();
-        span.record("request_id", logged(&wire.request_id));
-        span.record("model", logged(&wire.model));
-        span.record("messages", wire.messages.len());
-        let result = async {
+        self.unary(RPC, request, slot, no_claims, |wire, permit| async move {
+            let span = tracing::Span::current();
+            span.record("request_id", logged(&wire.request_id));
+            span.record("model", logged(&wire.model));
+            span.record("messages", wire.messages.len());
             self.admission
                 .check_shape(0, convert::compact_items(&wire))
                 .map_err(|r| refuse(RPC, r))?;
@@ -621,9 +632,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .await?
                 .map(pb::CompactResponse::from)
                 .map_err(|e| compact_status(&e))
-        }
-        .await;
-        finish(RPC, started, result)
+        })
+        .await
     }
 
     #[instrument(
@@ -632,23 +642,15 @@ impl pb::assembler_server::Assembler for AssemblerService {
     )]
     async fn retain(
         &self,
-        mut request: Request<pb::RetainRequest>,
+        request: Request<pb::RetainRequest>,
     ) -> Result<Response<pb::RetainResponse>, Status> {
         const RPC: &str = "Retain";
-        let started = Instant::now();
-        let permit = slot(&self.admission, &mut request);
-        if let Err(denied) = self
-            .authority
-            .check(RPC, &request, |g, r| g.subject(&r.subject, || "subject".into()))
-        {
-            return finish(RPC, started, Err(denied));
-        }
-        let wire = request.into_inner();
-        let span = tracing::Span::current();
-        span.record("request_id", logged(&wire.request_id));
-        span.record("observations", wire.observations.len() + wire.summaries.len());
-        span.record("output_bytes", wire.model_output.len());
-        let result = async {
+        let check = |g: &Grant, r: &pb::RetainRequest| g.subject(&r.subject, || "subject".into());
+        self.unary(RPC, request, slot, check, |wire, permit| async move {
+            let span = tracing::Span::current();
+            span.record("request_id", logged(&wire.request_id));
+            span.record("observations", wire.observations.len() + wire.summaries.len());
+            span.record("output_bytes", wire.model_output.len());
             let permit = permit.map_err(|r| refuse(RPC, r))?;
             let input = RetainInput::from(wire);
             let memories = self.memories.clone();
@@ -673,27 +675,18 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 metrics::memories_evicted_for_space(out.evicted_for_space);
             }
             Ok(pb::RetainResponse::from(out))
-        }
-        .await;
-        finish(RPC, started, result)
+        })
+        .await
     }
 
     #[instrument(skip_all, fields(rpc = "Forget", code))]
     async fn forget(
         &self,
-        mut request: Request<pb::ForgetRequest>,
+        request: Request<pb::ForgetRequest>,
     ) -> Result<Response<pb::ForgetResponse>, Status> {
         const RPC: &str = "Forget";
-        let started = Instant::now();
-        let permit = slot(&self.admission, &mut request);
-        if let Err(denied) = self
-            .authority
-            .check(RPC, &request, |g, r| g.subject(&r.subject, || "subject".into()))
-        {
-            return finish(RPC, started, Err(denied));
-        }
-        let wire = request.into_inner();
-        let result = async {
+        let check = |g: &Grant, r: &pb::ForgetRequest| g.subject(&r.subject, || "subject".into());
+        self.unary(RPC, request, slot, check, |wire, permit| async move {
             let permit = permit.map_err(|r| refuse(RPC, r))?;
             let filter = convert::memory::forget_filter(wire).map_err(|v| invalid_status(&v))?;
             // The store call holds a store slot, not the CPU work slot.
@@ -705,30 +698,23 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .map_err(|e| memory_status(&e))?;
             metrics::memories_forgotten(forgotten.deleted);
             Ok(pb::ForgetResponse::from(forgotten))
-        }
-        .await;
-        finish(RPC, started, result)
+        })
+        .await
     }
 
     #[instrument(skip_all, fields(rpc = "ListMemories", code))]
     async fn list_memories(
         &self,
-        mut request: Request<pb::ListMemoriesRequest>,
+        request: Request<pb::ListMemoriesRequest>,
     ) -> Result<Response<pb::ListMemoriesResponse>, Status> {
         const RPC: &str = "ListMemories";
-        let started = Instant::now();
-        let permit = slot(&self.admission, &mut request);
-        let claims = self.authority.check(RPC, &request, |g, r| {
+        let check = |g: &Grant, r: &pb::ListMemoriesRequest| {
             g.subject(&r.subject, || "subject".into())?;
             r.principal
                 .as_ref()
                 .map_or(Ok(()), |p| g.scopes(&p.scopes, "principal.scopes"))
-        });
-        if let Err(denied) = claims {
-            return finish(RPC, started, Err(denied));
-        }
-        let wire = request.into_inner();
-        let result = async {
+        };
+        self.unary(RPC, request, slot, check, |wire, permit| async move {
             let permit = permit.map_err(|r| refuse(RPC, r))?;
             let before = convert::memory::page_token(&wire.page_token).map_err(|v| invalid_status(&[v]))?;
             // The store call holds a store slot, not the CPU work slot.
@@ -740,9 +726,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .await
                 .map_err(|e| memory_status(&e))?;
             Ok(pb::ListMemoriesResponse::from(page))
-        }
-        .await;
-        finish(RPC, started, result)
+        })
+        .await
     }
 
     #[instrument(skip_all, fields(rpc = "ListModels", code))]
@@ -750,11 +735,14 @@ impl pb::assembler_server::Assembler for AssemblerService {
         &self,
         request: Request<pb::ListModelsRequest>,
     ) -> Result<Response<pb::ListModelsResponse>, Status> {
-        let started = Instant::now();
-        if let Err(denied) = self.authority.check("ListModels", &request, |_, _| Ok(())) {
-            return finish("ListModels", started, Err(denied));
-        }
-        let result = Ok(convert::model_infos(&self.assembler.catalog().models));
-        finish("ListModels", started, result)
+        const RPC: &str = "ListModels";
+        self.unary(
+            RPC,
+            request,
+            no_slot,
+            |_, _| Ok(()),
+            |_, ()| async move { Ok(convert::model_infos(&self.assembler.catalog().models)) },
+        )
+        .await
     }
 }
