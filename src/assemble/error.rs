@@ -38,9 +38,3 @@ impl From<Cancelled> for AssembleError {
         AssembleError::Cancelled
     }
 }
-
-impl From<Vec<FieldViolation>> for AssembleError {
-    fn from(violations: Vec<FieldViolation>) -> Self {
-        AssembleError::InvalidArgument(violations)
-    }
-}

@@ -19,9 +19,3 @@ impl From<Cancelled> for CompactError {
         CompactError::Cancelled
     }
 }
-
-impl From<Vec<FieldViolation>> for CompactError {
-    fn from(violations: Vec<FieldViolation>) -> Self {
-        CompactError::InvalidArgument(violations)
-    }
-}
