@@ -253,7 +253,7 @@ impl Counting for Assembler {
     fn model(&self, name: &str) -> Option<(Arc<ModelSpec>, CompactionSettings)> {
         let catalog = self.catalog();
         let spec = catalog.models.resolve(name)?.clone();
-        Some((spec, catalog.compaction.clone()))
+        Some((spec, catalog.compaction))
     }
 
     fn count_cached(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {

@@ -21,8 +21,6 @@ pub struct Budget {
     pub output_reserve: u32,
 }
 
-/// What an unknown model name is told.
-
 /// What an unknown policy name is told.
 pub const UNKNOWN_POLICY: &str = "unknown policy: not in the configuration's [policies]";
 

@@ -23,7 +23,7 @@ struct Catalogued {
 
 impl Counting for Catalogued {
     fn model(&self, name: &str) -> Option<(Arc<ModelSpec>, CompactionSettings)> {
-        Some((self.models.resolve(name)?.clone(), self.settings.clone()))
+        Some((self.models.resolve(name)?.clone(), self.settings))
     }
 
     fn count_cached(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
