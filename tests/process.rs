@@ -6,149 +6,24 @@
 mod common;
 
 use std::io::Write as _;
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::heavy_request;
+use common::{ChildServer, heavy_request};
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
-use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-/// Reads the addresses the child logged for its listeners (it binds port 0,
-/// so no port is picked and released before it binds).
-fn listening(stderr: std::process::ChildStderr) -> (SocketAddr, SocketAddr) {
-    use std::io::BufRead as _;
-    let (mut grpc, mut metrics) = (None, None);
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    while grpc.is_none() || metrics.is_none() {
-        let line = lines
-            .next()
-            .expect("the sidecar exited before listening")
-            .unwrap();
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        let addr = event["addr"].as_str().and_then(|a| a.parse().ok());
-        match event["message"].as_str() {
-            Some("gRPC listening") => grpc = addr,
-            Some("metrics listening") => metrics = addr,
-            _ => {}
-        }
-    }
-    // Keep draining the pipe so the child never blocks on a full one.
-    std::thread::spawn(move || for _ in lines {});
-    (grpc.unwrap(), metrics.unwrap())
-}
-
-struct Sidecar {
-    child: Child,
-    grpc: SocketAddr,
-    metrics: SocketAddr,
-}
-
-impl Sidecar {
-    fn spawn(extra: &[&str]) -> Sidecar {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_context-assembler"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "127.0.0.1:0",
-            ])
-            .args(["--log-format", "json", "--memory-store", "off"])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (grpc, metrics) = listening(child.stderr.take().unwrap());
-        Sidecar { child, grpc, metrics }
-    }
-
-    async fn channel(&self) -> Channel {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let attempt = Channel::from_shared(format!("http://{}", self.grpc))
-                .unwrap()
-                .connect()
-                .await;
-            if let Ok(ch) = attempt {
-                let mut health = HealthClient::new(ch.clone());
-                let serving = health
-                    .check(HealthCheckRequest {
-                        service: String::new(),
-                    })
-                    .await
-                    .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32);
-                if serving {
-                    return ch;
-                }
-            }
-            assert!(Instant::now() < deadline, "sidecar never became SERVING");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig} failed");
-    }
-
-    async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(self.metrics).await.unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut page = String::new();
-        s.read_to_string(&mut page).await.unwrap();
-        common::metric(&page, name, labels).unwrap_or(0.0)
-    }
-
-    /// Polls the metric until it reaches `at_least` (20 s at most).
-    async fn wait_for(&self, name: &str, labels: &[(&str, &str)], at_least: f64, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.metric(name, labels).await < at_least {
-            assert!(Instant::now() < deadline, "{what}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Waits for the process to exit; returns its exit code.
-    async fn exit_code(mut self, within: Duration) -> Option<i32> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("the sidecar did not exit within {within:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The sidecar with JSON logs at `info` and no memory store, plus `extra`.
+fn spawn(extra: &[&str]) -> ChildServer {
+    let mut args = vec!["--log-format", "json", "--memory-store", "off"];
+    args.extend_from_slice(extra);
+    ChildServer::spawn(&args, &[("RUST_LOG", "info")])
 }
 
 #[tokio::test]
 async fn sigterm_drains_in_flight_requests_and_exits_zero() {
-    let sidecar = Sidecar::spawn(&["--drain-secs", "30"]);
-    let channel = sidecar.channel().await;
+    let sidecar = spawn(&["--drain-secs", "30"]);
+    let channel = sidecar.serving_channel().await;
     // A health Watch stream stays open, as a gateway's health checking keeps
     // one: the drain must not wait for it.
     let mut watch = HealthClient::new(channel.clone())
@@ -207,8 +82,8 @@ async fn sighup_reloads_models_and_policies_and_refuses_a_bad_file() {
     };
     file.write_all(model("first-model").as_bytes()).unwrap();
     let path = file.path().to_str().unwrap().to_owned();
-    let sidecar = Sidecar::spawn(&["--config", &path]);
-    let channel = sidecar.channel().await;
+    let sidecar = spawn(&["--config", &path]);
+    let channel = sidecar.serving_channel().await;
     let mut client = AssemblerClient::new(channel.clone());
     let names = |r: pb::ListModelsResponse| r.models.into_iter().map(|m| m.name).collect::<Vec<_>>();
     let listed = names(

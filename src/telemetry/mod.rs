@@ -1,5 +1,7 @@
-//! Telemetry: the tracing subscriber and the metric catalogue.
+//! Telemetry: the tracing subscriber, the metric catalogue, and a reader of
+//! the exposition it serves.
 
+pub mod exposition;
 pub mod metrics;
 pub mod process;
 

@@ -157,20 +157,9 @@ pub fn heavy_request(
     }
 }
 
-/// The value of the series `name` whose labels include every `labels` pair.
-pub fn metric(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    page.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| {
-            let (series, _) = l.rsplit_once(' ').unwrap_or((l, ""));
-            let bare = series.split('{').next() == Some(name);
-            bare && labels
-                .iter()
-                .all(|(k, v)| series.contains(&format!("{k}=\"{v}\"")))
-        })
-        .and_then(|l| l.rsplit_once(' '))
-        .and_then(|(_, v)| v.parse().ok())
-}
+/// The value of the first series `name` whose labels include every `labels`
+/// pair.
+pub use context_assembler::telemetry::exposition::value as metric;
 
 impl TestServer {
     /// The value of one series on the metrics page (0 if absent).
@@ -553,6 +542,47 @@ impl ChildServer {
     /// Whether the child is still running.
     pub fn running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
+    }
+
+    /// The value of one series on the metrics page (0 if absent).
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        metric(&self.metrics_page().await, name, labels).unwrap_or(0.0)
+    }
+
+    /// Polls the metric until it reaches `at_least` (20 s at most); panics
+    /// with `what` if it does not.
+    pub async fn wait_for(&self, name: &str, labels: &[(&str, &str)], at_least: f64, what: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.metric(name, labels).await < at_least {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends `sig` (`-TERM`, `-HUP`) to the child with kill(1).
+    pub fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} failed");
+    }
+
+    /// Waits for the child to exit; returns its exit code. Kills it and
+    /// panics if it is still running after `within`.
+    pub async fn exit_code(mut self, within: std::time::Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the sidecar did not exit within {within:?}");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 }
 

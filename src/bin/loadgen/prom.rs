@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use context_assembler::telemetry::exposition::{self, Sample};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// How long one scrape may take.
@@ -22,14 +23,6 @@ pub struct Scraper {
     path: String,
     /// Whether a failure was already reported (reported once per run).
     warned: AtomicBool,
-}
-
-/// One series of one scrape.
-#[derive(Debug, Clone, PartialEq)]
-struct Sample {
-    name: String,
-    labels: Vec<(String, String)>,
-    value: f64,
 }
 
 /// One scrape and when it was taken.
@@ -65,7 +58,7 @@ impl Scraper {
         match tokio::time::timeout(SCRAPE_TIMEOUT, self.fetch()).await {
             Ok(Ok(page)) => Some(Snapshot {
                 at: Instant::now(),
-                samples: parse(&page),
+                samples: exposition::parse(&page),
             }),
             Ok(Err(e)) => self.warn(&format!("{e:#}")),
             Err(_) => self.warn("timed out"),
@@ -107,19 +100,7 @@ impl Snapshot {
     /// The sum of every series of `name` whose labels include `labels`;
     /// `None` when no series matches.
     pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let mut matched = self
-            .samples
-            .iter()
-            .filter(|s| s.name == name)
-            .filter(|s| {
-                labels
-                    .iter()
-                    .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
-            })
-            .map(|s| s.value)
-            .peekable();
-        matched.peek()?;
-        Some(matched.sum())
+        exposition::sum(&self.samples, name, labels)
     }
 
     /// The distinct values of `label` on the series of `name`, in order of
@@ -127,81 +108,13 @@ impl Snapshot {
     pub fn label_values(&self, name: &str, label: &str) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for s in self.samples.iter().filter(|s| s.name == name) {
-            if let Some((_, v)) = s.labels.iter().find(|(k, _)| k == label)
-                && !out.contains(v)
+            if let Some(v) = s.label(label)
+                && !out.iter().any(|o| o == v)
             {
-                out.push(v.clone());
+                out.push(v.to_owned());
             }
         }
         out
-    }
-}
-
-/// Parses the Prometheus text exposition format; lines it cannot read are
-/// skipped.
-fn parse(page: &str) -> Vec<Sample> {
-    page.lines().filter_map(parse_line).collect()
-}
-
-fn parse_line(line: &str) -> Option<Sample> {
-    let line = line.trim();
-    if line.is_empty() || line.starts_with('#') {
-        return None;
-    }
-    let name_end = line
-        .find(|c: char| c == '{' || c.is_whitespace())
-        .unwrap_or(line.len());
-    let name = &line[..name_end];
-    let mut rest = &line[name_end..];
-    let mut labels = Vec::new();
-    if let Some(inner) = rest.strip_prefix('{') {
-        let (parsed, after) = parse_labels(inner)?;
-        labels = parsed;
-        rest = after;
-    }
-    let value = parse_value(rest.split_whitespace().next()?)?;
-    Some(Sample {
-        name: name.to_owned(),
-        labels,
-        value,
-    })
-}
-
-/// Reads `k="v",...}` and returns the labels and what follows the brace.
-fn parse_labels(mut s: &str) -> Option<(Vec<(String, String)>, &str)> {
-    let mut labels = Vec::new();
-    loop {
-        s = s.trim_start_matches([' ', ',']);
-        if let Some(after) = s.strip_prefix('}') {
-            return Some((labels, after));
-        }
-        let eq = s.find('=')?;
-        let key = s[..eq].trim().to_owned();
-        s = s[eq + 1..].trim_start().strip_prefix('"')?;
-        let mut value = String::new();
-        let mut chars = s.char_indices();
-        let end = loop {
-            let (i, c) = chars.next()?;
-            match c {
-                '"' => break i,
-                '\\' => match chars.next()?.1 {
-                    'n' => value.push('\n'),
-                    other => value.push(other),
-                },
-                c => value.push(c),
-            }
-        };
-        labels.push((key, value));
-        s = &s[end + 1..];
-    }
-}
-
-fn parse_value(s: &str) -> Option<f64> {
-    match s {
-        "+Inf" => Some(f64::INFINITY),
-        "-Inf" => Some(f64::NEG_INFINITY),
-        "NaN" => Some(f64::NAN),
-        s => s.parse().ok(),
     }
 }
 
@@ -209,47 +122,34 @@ fn parse_value(s: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
-    const PAGE: &str = r#"# HELP process_cpu_seconds_total user and system CPU time
-# TYPE process_cpu_seconds_total gauge
-process_cpu_seconds_total 12.5
+    // The parser itself is tested in `telemetry::exposition`.
+    const PAGE: &str = r#"# TYPE assembler_segment_cache_lookups_total counter
 assembler_segment_cache_lookups_total{result="hit"} 90
 assembler_segment_cache_lookups_total{result="miss"} 10
 assembler_phase_duration_seconds_sum{phase="decode"} 0.25
-assembler_phase_duration_seconds_sum{phase="tokenize"} 1.5 1700000000000
-assembler_phase_duration_seconds_bucket{phase="decode",le="+Inf"} 7
-odd_label{a="x\"y, z}",b="2"} -Inf
-broken{a="unterminated} 3
+assembler_phase_duration_seconds_sum{phase="tokenize"} 1.5
+assembler_phase_duration_seconds_sum{phase="decode",rpc="other"} 0.5
 "#;
 
     fn snapshot() -> Snapshot {
         Snapshot {
             at: Instant::now(),
-            samples: parse(PAGE),
+            samples: exposition::parse(PAGE),
         }
     }
 
     #[test]
-    fn reads_values_labels_and_escapes() {
+    fn sums_and_label_values() {
         let s = snapshot();
-        assert_eq!(s.sum("process_cpu_seconds_total", &[]), Some(12.5));
         assert_eq!(s.sum("assembler_segment_cache_lookups_total", &[]), Some(100.0));
         assert_eq!(
             s.sum("assembler_segment_cache_lookups_total", &[("result", "hit")]),
             Some(90.0)
         );
         assert_eq!(
-            s.sum("assembler_phase_duration_seconds_sum", &[("phase", "tokenize")]),
-            Some(1.5)
+            s.sum("assembler_phase_duration_seconds_sum", &[("phase", "decode")]),
+            Some(0.75)
         );
-        assert_eq!(
-            s.sum("assembler_phase_duration_seconds_bucket", &[("le", "+Inf")]),
-            Some(7.0)
-        );
-        assert_eq!(
-            s.sum("odd_label", &[("a", "x\"y, z}"), ("b", "2")]),
-            Some(f64::NEG_INFINITY)
-        );
-        assert_eq!(s.sum("broken", &[]), None);
         assert_eq!(s.sum("missing", &[]), None);
         assert_eq!(
             s.label_values("assembler_phase_duration_seconds_sum", "phase"),
