@@ -119,11 +119,7 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
     let mut calls: std::collections::HashMap<&str, (usize, usize)> = std::collections::HashMap::new();
     for (bi, b) in req.blocks.iter().enumerate() {
         let at = |f: &str| format!("blocks[{bi}].{f}");
-        if b.name.is_empty() {
-            v.push(FieldViolation::new(at("name"), "required"));
-        } else if !names.insert(b.name.as_str()) {
-            v.push(FieldViolation::new(at("name"), "duplicate block name"));
-        }
+        unique(&mut v, &mut names, &b.name, || at("name"), "duplicate block name");
         if let Some(max) = b.max_tokens() {
             if b.min_tokens > max {
                 v.push(FieldViolation::new(at("min_tokens"), "greater than max_tokens"));
@@ -138,11 +134,13 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
         let mut ids = HashSet::new();
         for (ii, item) in b.items.iter().enumerate() {
             let at = |f: &str| format!("blocks[{bi}].items[{ii}].{f}");
-            if item.id.is_empty() {
-                v.push(FieldViolation::new(at("id"), "required"));
-            } else if !ids.insert(item.id.as_str()) {
-                v.push(FieldViolation::new(at("id"), "duplicate item id in block"));
-            }
+            unique(
+                &mut v,
+                &mut ids,
+                &item.id,
+                || at("id"),
+                "duplicate item id in block",
+            );
             if !item.score.is_finite() {
                 v.push(FieldViolation::new(at("score"), "must be finite"));
             }
@@ -211,6 +209,22 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
             tools,
         }),
         _ => Err(v),
+    }
+}
+
+/// Adds a violation of `field` when `value` is empty ("required") or already
+/// in `seen` (`duplicate`); remembers it otherwise.
+fn unique<'r>(
+    v: &mut Vec<FieldViolation>,
+    seen: &mut HashSet<&'r str>,
+    value: &'r str,
+    field: impl FnOnce() -> String,
+    duplicate: &str,
+) {
+    if value.is_empty() {
+        v.push(FieldViolation::new(field(), "required"));
+    } else if !seen.insert(value) {
+        v.push(FieldViolation::new(field(), duplicate));
     }
 }
 

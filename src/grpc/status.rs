@@ -141,6 +141,13 @@ pub fn refusal_status(refusal: &Refusal) -> Status {
             ],
         )
     };
+    let exhausted = |reason: &str, limit: u64, value: u64| {
+        Status::with_error_details(
+            Code::ResourceExhausted,
+            message.clone(),
+            info(reason, limit, value),
+        )
+    };
     match *refusal {
         Refusal::Overloaded { limit } => {
             let mut details = info(REASON_OVERLOADED, u64::from(limit), u64::from(limit));
@@ -152,31 +159,21 @@ pub fn refusal_status(refusal: &Refusal) -> Status {
             details.set_retry_info(Some(SHED_RETRY_DELAY));
             Status::with_error_details(Code::ResourceExhausted, message, details)
         }
-        Refusal::TooManyRequests { count, limit } => Status::with_error_details(
-            Code::ResourceExhausted,
-            message,
-            info(REASON_TOO_MANY_REQUESTS, u64::from(limit), count as u64),
-        ),
-        Refusal::TooComplex { decoded_bytes, limit } => Status::with_error_details(
-            Code::ResourceExhausted,
-            message,
-            info(REASON_REQUEST_TOO_COMPLEX, limit, decoded_bytes),
-        ),
-        Refusal::TooLarge { bytes, limit } => Status::with_error_details(
-            Code::ResourceExhausted,
-            message,
-            info(REASON_REQUEST_TOO_LARGE, u64::from(limit), u64::from(bytes)),
-        ),
-        Refusal::TooManyBlocks { count, limit } => Status::with_error_details(
-            Code::ResourceExhausted,
-            message,
-            info(REASON_TOO_MANY_BLOCKS, u64::from(limit), count as u64),
-        ),
-        Refusal::TooManyItems { count, limit } => Status::with_error_details(
-            Code::ResourceExhausted,
-            message,
-            info(REASON_TOO_MANY_ITEMS, u64::from(limit), count as u64),
-        ),
+        Refusal::TooManyRequests { count, limit } => {
+            exhausted(REASON_TOO_MANY_REQUESTS, u64::from(limit), count as u64)
+        }
+        Refusal::TooComplex { decoded_bytes, limit } => {
+            exhausted(REASON_REQUEST_TOO_COMPLEX, limit, decoded_bytes)
+        }
+        Refusal::TooLarge { bytes, limit } => {
+            exhausted(REASON_REQUEST_TOO_LARGE, u64::from(limit), u64::from(bytes))
+        }
+        Refusal::TooManyBlocks { count, limit } => {
+            exhausted(REASON_TOO_MANY_BLOCKS, u64::from(limit), count as u64)
+        }
+        Refusal::TooManyItems { count, limit } => {
+            exhausted(REASON_TOO_MANY_ITEMS, u64::from(limit), count as u64)
+        }
         Refusal::DeadlineExceeded => Status::deadline_exceeded(message),
     }
 }

@@ -9,10 +9,6 @@ use crate::prompt::Segment;
 use crate::tokens::{Tokenizer, cache};
 use crate::vocab::{Role, Warning, codes};
 
-/// Version of the rendering rules; part of the prefix hash so that a change
-/// of rendering is a change of hash.
-pub const PREFIX_VERSION: &str = "context-assembler/prefix/v1";
-
 /// A static prefix's hash (hex and digest) and content bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefixKey {
@@ -42,6 +38,10 @@ impl PrefixKey {
         *h.finalize().as_bytes()
     }
 }
+
+/// Version of the rendering rules; part of the prefix hash so that a change
+/// of rendering is a change of hash.
+pub const PREFIX_VERSION: &str = "context-assembler/prefix/v1";
 
 /// The hash of the static prefix as rendered: the rendering version, then
 /// each message's role and content, length-framed. Returns (lower-case hex,
