@@ -4,7 +4,7 @@
 //! renderer's escaping (a recalled memory's body is plain text).
 #![no_main]
 
-use context_assembler::memory::Content;
+use context_assembler::memory::MemoryBody;
 use context_assembler::memory::model::BUILTIN_TYPES;
 use context_assembler::memory::parse::{self, Element};
 use libfuzzer_sys::fuzz_target;
@@ -15,7 +15,9 @@ use libfuzzer_sys::fuzz_target;
 const MARKER: &str = "PRIVATEMARK";
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let types: Vec<String> = BUILTIN_TYPES.iter().map(|t| (*t).to_owned()).collect();
     let parsed = parse::parse_model_output(text, &types);
     let opening = |element: Element, offset: usize| {
@@ -28,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     for b in &parsed.blocks {
         opening(b.element, b.offset);
         assert!(!b.content.is_blank(), "a blank block was accepted");
-        if let Content::Observation(o) = &b.content {
+        if let MemoryBody::Observation(o) = &b.content {
             assert!(types.contains(&o.kind), "an unknown type was accepted");
         }
     }

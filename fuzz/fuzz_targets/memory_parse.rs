@@ -6,7 +6,7 @@
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
-use context_assembler::memory::Content;
+use context_assembler::memory::MemoryBody;
 use context_assembler::memory::model::BUILTIN_TYPES;
 use context_assembler::memory::parse::{self, Element};
 use fuzz_support::memory_parse::Generated;
@@ -20,7 +20,11 @@ const WORK_CONSTANT: u64 = 64;
 fn parse_linear(text: &str, types: &[String]) -> parse::Parsed {
     let (parsed, work) = parse::parse_model_output_metered(text, types);
     let allowed = WORK_PER_BYTE * text.len() as u64 + WORK_CONSTANT;
-    assert!(work <= allowed, "{work} bytes looked at for {} input bytes", text.len());
+    assert!(
+        work <= allowed,
+        "{work} bytes looked at for {} input bytes",
+        text.len()
+    );
     parsed
 }
 
@@ -50,7 +54,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let parsed = parse_linear(&generated.text, &types);
     assert_eq!(parsed.problems, vec![], "{:?}", generated.text);
-    let got: Vec<Content> = parsed.blocks.into_iter().map(|b| b.content).collect();
-    let want: Vec<Content> = generated.expected.into_iter().map(Content::Observation).collect();
+    let got: Vec<MemoryBody> = parsed.blocks.into_iter().map(|b| b.content).collect();
+    let want: Vec<MemoryBody> = generated
+        .expected
+        .into_iter()
+        .map(MemoryBody::Observation)
+        .collect();
     assert_eq!(got, want, "{:?}", generated.text);
 });

@@ -4,13 +4,13 @@
 
 use std::collections::HashSet;
 
-use context_assembler::assemble::assembler::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
 use context_assembler::assemble::render::{self, FormAttr};
 use context_assembler::assemble::{AssembleError, Assembler, Policy};
+use context_assembler::grpc::pb;
 use context_assembler::prompt::{AssembleRequest, Assembly, Message};
+use context_assembler::tokens::chat::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
 use context_assembler::tokens::{ModelSpec, Tokenizer};
 use context_assembler::vocab::Role;
-use context_assembler::grpc::pb;
 use prost::Message as _;
 
 use crate::paths;

@@ -3,16 +3,18 @@
 //! separated from its result, the recent messages stay verbatim, and the
 //! outcome agrees with the thresholds.
 
-use context_assembler::assemble::AssembleError;
-use context_assembler::tokens::Tokenizer;
-use context_assembler::vocab::{Cancel, Role};
+use context_assembler::compact::CompactError;
 use context_assembler::compact::compactor::recount;
 use context_assembler::compact::conversation::{self, is_pinned_message};
-use context_assembler::compact::outcome::{BREAKER_OPEN, OVER_TARGET};
 use context_assembler::compact::summary::Summary;
 use context_assembler::compact::{
     CompactOutcome, CompactRequest, Compaction, Compactor, Content, MarkerKey, Msg,
 };
+use context_assembler::tokens::Tokenizer;
+use context_assembler::vocab::codes::{
+    COMPACTION_BREAKER_OPEN as BREAKER_OPEN, COMPACTION_OVER_TARGET as OVER_TARGET,
+};
+use context_assembler::vocab::{Cancel, Role};
 
 use crate::compact_input::CompactInput;
 use crate::paths;
@@ -60,13 +62,13 @@ pub fn run(input: &CompactInput) {
                 check(&req, &spec.tokenizer, &out);
                 convo = out.messages;
             }
-            Err(e @ AssembleError::InvalidArgument(_)) => {
+            Err(e @ CompactError::InvalidArgument(_)) => {
                 assert!(invalid, "a valid request was refused: {e:?}");
-                for v in paths::violations(&e) {
+                for v in paths::compact_violations(&e) {
                     paths::check_compact_path(&v.field, &req);
                 }
                 // A gateway would fix the request; drop the bad messages.
-                let bad: Vec<usize> = paths::violations(&e)
+                let bad: Vec<usize> = paths::compact_violations(&e)
                     .iter()
                     .filter_map(|v| message_index(&v.field))
                     .collect();

@@ -6,8 +6,8 @@
 //! messages; with thresholds, pinned items and emergency trims per round.
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use context_assembler::vocab::Role;
 use context_assembler::compact::{Content, Msg, Pinned};
+use context_assembler::vocab::Role;
 
 use crate::one_in;
 use crate::text::Text;

@@ -3,12 +3,13 @@
 //! converts survives the wire both ways; what validates is assembled (or
 //! compacted) and checked like the structured targets do.
 
-use context_assembler::prompt;
-use context_assembler::vocab;
-use context_assembler::assemble::{self as domain, AssembleError, batch, tools};
+use context_assembler::assemble::{self as domain, AssembleError, batch};
 use context_assembler::compact;
 use context_assembler::grpc::convert::message_to_wire;
 use context_assembler::grpc::pb;
+use context_assembler::prompt;
+use context_assembler::prompt_cache::tools;
+use context_assembler::vocab;
 use prost::Message;
 
 use crate::{assemble_check, paths};
@@ -151,7 +152,13 @@ fn compact_request(wire: pb::CompactRequest) {
     let items = context_assembler::grpc::convert::compact_items(&wire);
     assert!(items >= wire.messages.len() + wire.pinned.len());
     match compact::CompactRequest::try_from(wire.clone()) {
-        Err(e) => assert_eq!(fields(&e), expected, "conversion reported other fields"),
+        Err(e) => {
+            let got: Vec<String> = paths::compact_violations(&e)
+                .iter()
+                .map(|v| v.field.clone())
+                .collect();
+            assert_eq!(got, expected, "conversion reported other fields");
+        }
         Ok(req) => {
             assert!(expected.is_empty(), "converted despite {expected:?}");
             let back: Vec<pb::ConversationMessage> =
@@ -169,7 +176,7 @@ fn compact_request(wire: pb::CompactRequest) {
                     survives_the_wire(&resp);
                 }
                 Err(e) => {
-                    for v in paths::violations(&e) {
+                    for v in paths::compact_violations(&e) {
                         paths::check_compact_path(&v.field, &req);
                     }
                 }

@@ -127,25 +127,30 @@ impl<'a> Arbitrary<'a> for Generated {
         let mut expected = Vec::new();
         for _ in 0..u.int_in_range(1..=3)? {
             let kind = BUILTIN_TYPES[u.choose_index(BUILTIN_TYPES.len())?];
-            let shown = if u.arbitrary()? { kind.to_uppercase() } else { kind.to_owned() };
+            let shown = if u.arbitrary()? {
+                kind.to_uppercase()
+            } else {
+                kind.to_owned()
+            };
             let title = Field::arbitrary(u, &["title", "observation"])?;
             // An observation needs text: a plain one when the value cannot be.
             let body = Field::arbitrary(u, &["text", "observation"])?.unwrap_or_else(|| Field {
                 written: "x".to_owned(),
                 expected: "x".to_owned(),
             });
-            let mut list = |tag: &str, item: &'static str, closers: &[&str]| -> Result<(String, Vec<String>)> {
-                let mut block = format!("<{tag}>\n");
-                let mut values = Vec::new();
-                for _ in 0..u.int_in_range(0..=2)? {
-                    if let Some(f) = Field::arbitrary(u, closers)? {
-                        block.push_str(&format!("<{item}>{}</{item}>\n", f.written));
-                        values.push(f.expected);
+            let mut list =
+                |tag: &str, item: &'static str, closers: &[&str]| -> Result<(String, Vec<String>)> {
+                    let mut block = format!("<{tag}>\n");
+                    let mut values = Vec::new();
+                    for _ in 0..u.int_in_range(0..=2)? {
+                        if let Some(f) = Field::arbitrary(u, closers)? {
+                            block.push_str(&format!("<{item}>{}</{item}>\n", f.written));
+                            values.push(f.expected);
+                        }
                     }
-                }
-                block.push_str(&format!("</{tag}>"));
-                Ok((block, values))
-            };
+                    block.push_str(&format!("</{tag}>"));
+                    Ok((block, values))
+                };
             let (facts, fact_values) = list("facts", "fact", &["fact", "facts", "observation"])?;
             let (files, file_values) = list("files_read", "file", &["file", "files_read", "observation"])?;
             let left_open: bool = u.arbitrary()?;

@@ -3,9 +3,9 @@
 //! the path and look the field up in the request the violation is about.
 
 use context_assembler::assemble::AssembleError;
+use context_assembler::compact::{CompactError, CompactRequest};
 use context_assembler::prompt::AssembleRequest;
 use context_assembler::vocab::FieldViolation;
-use context_assembler::compact::CompactRequest;
 
 /// One path segment: a field name and an optional index.
 type Segment<'a> = (&'a str, Option<usize>);
@@ -28,19 +28,30 @@ fn parse(path: &str) -> Vec<Segment<'_>> {
 /// The violations of an `InvalidArgument`; panics on any other error.
 pub fn violations(err: &AssembleError) -> &[FieldViolation] {
     match err {
-        AssembleError::InvalidArgument(v) => {
-            assert!(!v.is_empty(), "InvalidArgument without a field violation");
-            for f in v {
-                assert!(
-                    !f.description.is_empty(),
-                    "violation of {} has no description",
-                    f.field
-                );
-            }
-            v
-        }
+        AssembleError::InvalidArgument(v) => described(v),
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
+}
+
+/// The violations of a Compact `InvalidArgument`; panics on any other error.
+pub fn compact_violations(err: &CompactError) -> &[FieldViolation] {
+    match err {
+        CompactError::InvalidArgument(v) => described(v),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+}
+
+/// `v`, after checking it is not empty and every violation says what is wrong.
+fn described(v: &[FieldViolation]) -> &[FieldViolation] {
+    assert!(!v.is_empty(), "InvalidArgument without a field violation");
+    for f in v {
+        assert!(
+            !f.description.is_empty(),
+            "violation of {} has no description",
+            f.field
+        );
+    }
+    v
 }
 
 fn within(path: &str, idx: Option<usize>, len: usize) {
