@@ -454,11 +454,11 @@ impl pb::assembler_server::Assembler for AssemblerService {
             }
             converted += converting.elapsed();
             // Per request, as the domain phases are.
-            let per_request = converted / u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+            let per_request = converted / vocab::saturating_u32(n.max(1));
             for _ in 0..n {
                 metrics::phase(metrics::PHASE_CONVERT, per_request);
             }
-            let at = |k: usize| u32::try_from(valid[k]).unwrap_or(u32::MAX);
+            let at = |k: usize| vocab::saturating_u32(valid[k]);
             Ok(pb::AssembleBatchResponse {
                 results,
                 groups: outcome
