@@ -133,12 +133,7 @@ async fn a_stream_answers_every_request_in_order_and_survives_a_bad_one() {
     bad.query = String::new();
     let requests = vec![heavy_request(1, 2, 100), bad, heavy_request(3, 2, 100)];
     let ids: Vec<String> = requests.iter().map(|r| r.request_id.clone()).collect();
-    let mut answers = server
-        .client()
-        .assemble_stream(tokio_stream::iter(requests))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut answers = server.stream(requests).await;
     let mut got = Vec::new();
     while let Some(a) = answers.message().await.unwrap() {
         got.push(a);

@@ -208,12 +208,7 @@ async fn cancelled_calls_leak_no_slot_upload_budget_connection_or_task() {
         let requests: Vec<_> = (0..20)
             .map(|j| heavy_request(5000 + seed * 100 + j, 50, 2000))
             .collect();
-        let mut answers = server
-            .client()
-            .assemble_stream(tokio_stream::iter(requests))
-            .await
-            .unwrap()
-            .into_inner();
+        let mut answers = server.stream(requests).await;
         assert!(answers.message().await.unwrap().is_some());
         drop(answers);
     }

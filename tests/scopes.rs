@@ -176,12 +176,7 @@ async fn a_stream_alternating_principals_filters_each_message_under_its_own() {
     // Alternates a principal holding little with one holding more.
     let order: Vec<u8> = MASKS.flat_map(|m| [m, 7 - m]).collect();
     let requests: Vec<pb::AssembleRequest> = order.iter().enumerate().map(|(i, &h)| request(h, i)).collect();
-    let mut answers = server
-        .client()
-        .assemble_stream(tokio_stream::iter(requests))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut answers = server.stream(requests).await;
     let mut n = 0;
     while let Some(a) = answers.message().await.unwrap() {
         let i = usize::try_from(a.index).unwrap();

@@ -83,6 +83,18 @@ impl TestServer {
         AssemblerClient::new(self.channel.clone())
     }
 
+    /// Opens an AssembleStream sending `requests`; the stream of answers.
+    pub async fn stream(
+        &self,
+        requests: Vec<context_assembler::grpc::pb::AssembleRequest>,
+    ) -> tonic::Streaming<context_assembler::grpc::pb::AssembleStreamResponse> {
+        self.client()
+            .assemble_stream(tokio_stream::iter(requests))
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
     async fn wait_serving(&self) {
         let mut health = HealthClient::new(self.channel.clone());
         let mut stream = health
