@@ -153,7 +153,15 @@ mod tests {
         /// relevance, never ranks lower.
         #[test]
         fn ranking_is_ordered_bounded_and_monotone(
-            raw in prop::collection::vec((0i64..1000, 0.0f64..50.0), 0..40),
+            // Ties on purpose: relevances and ages from small sets half the
+            // time, so equal relevance and equal age occur in most cases.
+            raw in prop::collection::vec(
+                (
+                    prop_oneof![(0i64..4).prop_map(|d| d * 10), 0i64..1000],
+                    prop_oneof![(0u8..4).prop_map(f64::from), 0.0f64..50.0],
+                ),
+                0..40,
+            ),
             max in 0usize..50,
         ) {
             let now = 1000 * DAY;
@@ -175,14 +183,18 @@ mod tests {
                 prop_assert!((0.0..=1.0).contains(&r.score));
             }
             let all = rank(candidates, now, WEEK, usize::MAX);
-            for a in &all {
-                for b in &all {
+            for (i, a) in all.iter().enumerate() {
+                for (j, b) in all.iter().enumerate() {
                     let (ca, cb) = (&a.candidate, &b.candidate);
                     if ca.created_at_ms == cb.created_at_ms && ca.relevance > cb.relevance {
                         prop_assert!(a.score >= b.score);
                     }
-                    if ca.relevance == cb.relevance && ca.created_at_ms > cb.created_at_ms {
-                        prop_assert!(a.score >= b.score);
+                    // At equal relevance the newer ranks first; at equal
+                    // relevance and age, the later stored (higher seq).
+                    if ca.relevance == cb.relevance
+                        && (ca.created_at_ms, ca.seq) > (cb.created_at_ms, cb.seq)
+                    {
+                        prop_assert!(i < j, "{:?} ranked after {:?}", ca, cb);
                     }
                 }
             }

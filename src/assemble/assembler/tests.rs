@@ -301,31 +301,45 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// Compact before drop on adversarial text (about one case in five keeps
-    /// a summary): long conversations (with
-    /// tool calls, some broken) under budgets that keep only some turns.
-    /// The summary unit's count adds exactly (a from-scratch recount equals
+    /// Compact before drop on adversarial text, in cases that keep a summary
+    /// by construction: four plain turns of about 1,300 tokens each open a
+    /// long conversation (tool calls, some broken, after them), and the
+    /// budget is 2,000 tokens short of the whole, so the two oldest turns go
+    /// and leave room for their summary. The
+    /// summary unit's count adds exactly (a from-scratch recount equals
     /// usage), covers only dropped turns, sits before the kept turns, and
     /// never leaves a tool result without its call. A warm request (its
-    /// summary memoized) answers exactly as a cold one.
+    /// summary memoized) answers exactly as a cold one. Any error fails.
     #[test]
     fn turn_summaries_recount_exactly(
+        opening in prop::collection::vec(adversarial_text(), 4),
         turns in conversation(),
-        repeat in 20usize..150,
-        budget in 1000u32..30000,
+        repeat in 20usize..100,
     ) {
-        let turns: Vec<Item> = turns
-            .into_iter()
-            .map(|t| Item { content: t.content.repeat(repeat), ..t })
+        let roles = [Role::User, Role::Assistant];
+        let turns: Vec<Item> = opening
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let text = format!("{t} {}", format!("Earlier turn {i} said this in plain words. ").repeat(150));
+                turn(&format!("old{i}"), roles[i % 2], &text)
+            })
+            .chain(turns.into_iter().map(|t| Item { content: t.content.repeat(repeat), ..t }))
             .collect();
         let mut req = request(vec![block("recent", BlockKind::RecentTurns, turns)]);
+        req.max_input_tokens = Some(120_000);
+        let whole = asm().assemble(req.clone());
+        prop_assert!(whole.is_ok(), "everything fits: {:?}", whole.err());
+        let whole = whole.map(|a| a.usage.total_tokens).unwrap_or_default();
+        prop_assert!(whole > 6_000, "the opening alone is over 5,000 tokens: {}", whole);
+        let budget = whole - 2_000;
         req.max_input_tokens = Some(budget);
         let warm = asm();
-        let Ok(out) = warm.assemble(req.clone()) else {
-            return Ok(());
-        };
+        let out = warm.assemble(req.clone());
+        prop_assert!(out.is_ok(), "budget {} of {}: {:?}", budget, whole, out.err());
+        let out = out.map_err(|e| TestCaseError::fail(e.to_string()))?;
         // Warm (the turn summary memoized) equals cold, and a request that
         // differs in its oldest turn gets its own summary, not the memo's.
         // (Only the prefix cache's hit flag may differ.)
@@ -346,12 +360,11 @@ proptest! {
         check_turns(&out.messages)?;
         let d = &out.decisions[0];
         prop_assert!(d.summarized_item_ids.iter().all(|id| d.dropped_item_ids.contains(id)));
+        // The oldest turn is plain and cannot fit: it is summarized.
+        prop_assert!(d.summarized_item_ids.contains(&"old0".to_owned()), "{:?}", d);
         let marker = format!("<summary id=\"{TURN_SUMMARY_ID}\"");
         let at = out.messages.iter().position(|m| m.content.contains(&marker));
-        prop_assert_eq!(at.is_some(), !d.summarized_item_ids.is_empty());
-        if let Some(at) = at {
-            prop_assert_eq!(at, 1, "the summary message follows the static prefix");
-        }
+        prop_assert_eq!(at, Some(1), "the summary message follows the static prefix");
     }
 }
 
