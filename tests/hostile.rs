@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use common::{ChildServer, RawAnswer, RawClient, frame};
 use context_assembler::grpc::pb;
+use context_assembler::prompt_cache::feedback::PROVIDERS;
 use context_assembler::workload::{Rng, prose};
 use prost::Message as _;
 use tonic::Code;
@@ -700,19 +701,19 @@ fn report_request(rng: &mut Rng) -> pb::ReportUsageRequest {
     };
     pb::ReportUsageRequest {
         request_id: request_id(rng),
-        provider: [
-            "openai",
-            "anthropic",
-            "bedrock",
-            "gemini",
-            "azure",
-            "vertex",
-            "self_hosted",
-            "",
-            "OpenAI",
-            "\u{0}",
-        ][rng.below(10)]
-        .to_owned(),
+        provider: {
+            // Every known provider, and names that are not one.
+            let odd = ["", "OpenAI", "\u{0}"];
+            let n = PROVIDERS.len() + odd.len();
+            let i = rng.below(n);
+            PROVIDERS
+                .iter()
+                .chain(&odd)
+                .nth(i)
+                .copied()
+                .unwrap_or_default()
+                .to_owned()
+        },
         prompt_tokens: small(rng),
         cached_tokens: small(rng),
         cache_read_tokens: small(rng),
