@@ -76,14 +76,7 @@ fn code_in_fields_survives_retain_and_list_memories() {
                 .memories
                 .into_iter()
                 .map(|m| match m.content {
-                    Some(pb::stored_memory::Content::Observation(o)) => Observation {
-                        kind: o.r#type,
-                        title: o.title,
-                        text: o.text,
-                        facts: o.facts,
-                        files_read: o.files_read,
-                        files_modified: o.files_modified,
-                    },
+                    Some(pb::stored_memory::Content::Observation(o)) => Observation::from(o),
                     other => panic!("not an observation: {other:?}"),
                 })
                 .collect();

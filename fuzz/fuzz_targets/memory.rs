@@ -6,7 +6,7 @@
 
 use context_assembler::memory::MemoryBody;
 use context_assembler::memory::model::BUILTIN_TYPES;
-use context_assembler::memory::parse::{self, Element};
+use context_assembler::memory::parse;
 use libfuzzer_sys::fuzz_target;
 
 /// A marker only the fuzzer's `<private>` spans hold: when the input
@@ -20,22 +20,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let types: Vec<String> = BUILTIN_TYPES.iter().map(|t| (*t).to_owned()).collect();
     let parsed = parse::parse_model_output(text, &types);
-    let opening = |element: Element, offset: usize| {
-        let tag = format!("<{}", element.as_str());
-        assert!(
-            text.get(offset..).is_some_and(|rest| rest.starts_with(&tag)),
-            "offset {offset} is not at {tag}"
-        );
-    };
+    fuzz_support::memory_parse::check_blocks(text, &parsed);
     for b in &parsed.blocks {
-        opening(b.element, b.offset);
-        assert!(!b.content.is_blank(), "a blank block was accepted");
         if let MemoryBody::Observation(o) = &b.content {
             assert!(types.contains(&o.kind), "an unknown type was accepted");
         }
-    }
-    for p in &parsed.problems {
-        opening(p.element, p.offset);
     }
     assert!(parsed.blocks.len() <= parse::MAX_BLOCKS);
     let (stripped, _) = parse::strip_private(text);

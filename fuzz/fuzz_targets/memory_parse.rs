@@ -8,7 +8,7 @@
 use arbitrary::{Arbitrary, Unstructured};
 use context_assembler::memory::MemoryBody;
 use context_assembler::memory::model::BUILTIN_TYPES;
-use context_assembler::memory::parse::{self, Element};
+use context_assembler::memory::parse;
 use fuzz_support::memory_parse::Generated;
 use libfuzzer_sys::fuzz_target;
 
@@ -33,20 +33,7 @@ fuzz_target!(|data: &[u8]| {
 
     let text = String::from_utf8_lossy(data);
     let parsed = parse_linear(&text, &types);
-    let opening = |element: Element, offset: usize| {
-        let tag = format!("<{}", element.as_str());
-        assert!(
-            text.get(offset..).is_some_and(|rest| rest.starts_with(&tag)),
-            "offset {offset} is not at {tag}"
-        );
-    };
-    for b in &parsed.blocks {
-        opening(b.element, b.offset);
-        assert!(!b.content.is_blank(), "a blank block was accepted");
-    }
-    for p in &parsed.problems {
-        opening(p.element, p.offset);
-    }
+    fuzz_support::memory_parse::check_blocks(&text, &parsed);
     assert!(parsed.blocks.len() + parsed.problems.len() <= parse::MAX_BLOCKS + 1);
 
     let Ok(generated) = Generated::arbitrary(&mut Unstructured::new(data)) else {

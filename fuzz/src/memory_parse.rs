@@ -8,7 +8,27 @@
 use arbitrary::{Arbitrary, Result, Unstructured};
 use context_assembler::memory::Observation;
 use context_assembler::memory::model::BUILTIN_TYPES;
-use context_assembler::memory::parse::strip_private;
+use context_assembler::memory::parse::{Element, Parsed, strip_private};
+
+/// Checks what every parse must hold, whatever the input: each block and
+/// each problem is reported at its element's opening tag in `text`, and no
+/// block is blank.
+pub fn check_blocks(text: &str, parsed: &Parsed) {
+    let opening = |element: Element, offset: usize| {
+        let tag = format!("<{}", element.as_str());
+        assert!(
+            text.get(offset..).is_some_and(|rest| rest.starts_with(&tag)),
+            "offset {offset} is not at {tag}"
+        );
+    };
+    for b in &parsed.blocks {
+        opening(b.element, b.offset);
+        assert!(!b.content.is_blank(), "a blank block was accepted");
+    }
+    for p in &parsed.problems {
+        opening(p.element, p.offset);
+    }
+}
 
 #[path = "../../src/memory/parse/tests/field_oracle.rs"]
 mod field_oracle;

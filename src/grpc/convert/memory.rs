@@ -6,14 +6,16 @@ use crate::memory::store::{ForgetFilter, Forgotten, Page};
 use crate::memory::{Memory, MemoryBody, MemoryId, Observation, SessionSummary};
 use crate::vocab::{FieldViolation, saturating_u32};
 
-fn observation(o: pb::Observation) -> Observation {
-    Observation {
-        kind: o.r#type,
-        title: o.title,
-        text: o.text,
-        facts: o.facts,
-        files_read: o.files_read,
-        files_modified: o.files_modified,
+impl From<pb::Observation> for Observation {
+    fn from(o: pb::Observation) -> Self {
+        Observation {
+            kind: o.r#type,
+            title: o.title,
+            text: o.text,
+            facts: o.facts,
+            files_read: o.files_read,
+            files_modified: o.files_modified,
+        }
     }
 }
 
@@ -63,7 +65,7 @@ impl From<pb::RetainRequest> for RetainInput {
             request_id: r.request_id,
             turn: r.turn,
             model_output: r.model_output,
-            observations: r.observations.into_iter().map(observation).collect(),
+            observations: r.observations.into_iter().map(Observation::from).collect(),
             summaries: r.summaries.into_iter().map(summary).collect(),
         }
     }
