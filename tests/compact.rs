@@ -203,8 +203,8 @@ async fn the_breaker_opens_after_three_failures_and_trims_with_metrics() {
     let mut client = server.client();
     let opened = ("assembler_compaction_breaker_open_total", &[][..]);
     let trimmed = [("source", "compact"), ("outcome", "breaker_trimmed")];
-    let opened_before = server.metric(opened.0, opened.1).await;
-    let trimmed_before = server.metric("assembler_compactions_total", &trimmed).await;
+    let opened_before = server.counter(opened.0, opened.1).await;
+    let trimmed_before = server.counter("assembler_compactions_total", &trimmed).await;
     let failing = || pb::CompactRequest {
         session_id: "breaker-it".to_owned(),
         target_tokens: Some(50),
@@ -223,9 +223,9 @@ async fn the_breaker_opens_after_three_failures_and_trims_with_metrics() {
     assert!(out.warnings.iter().any(|w| w.code == "COMPACTION_BREAKER_OPEN"));
     assert!(!out.trim_steps.is_empty());
     assert_eq!(out.tokens_after as usize, recount(&out.messages));
-    assert_eq!(server.metric(opened.0, opened.1).await - opened_before, 1.0);
+    assert_eq!(server.counter(opened.0, opened.1).await - opened_before, 1.0);
     assert_eq!(
-        server.metric("assembler_compactions_total", &trimmed).await - trimmed_before,
+        server.counter("assembler_compactions_total", &trimmed).await - trimmed_before,
         1.0
     );
     let (_, page) = server.http_get("/metrics").await;

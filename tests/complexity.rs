@@ -99,6 +99,26 @@ fn summary_truncation_over_blank_lines_is_n_log_n() {
 }
 
 #[test]
+fn long_runs_are_counted_in_n_log_n() {
+    let asm = assembler();
+    let salt = std::sync::atomic::AtomicUsize::new(0);
+    assert_n_log_n(
+        "long runs",
+        32 << 10,
+        |n| {
+            domain_request(shapes::long_runs(
+                n,
+                salt.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            ))
+        },
+        |req| {
+            let a = asm.assemble(req).unwrap();
+            assert!(a.usage.total_tokens > 0);
+        },
+    );
+}
+
+#[test]
 fn scope_checks_are_n_log_n_in_items_and_scopes() {
     let asm = assembler();
     assert_n_log_n(

@@ -57,7 +57,7 @@ async fn an_expired_deadline_is_deadline_exceeded_and_the_work_stops() {
         "counted {counted} of {ITEMS} items after the deadline"
     );
     let refused = server
-        .metric(
+        .counter(
             "assembler_requests_refused_total",
             &[("rpc", "Assemble"), ("reason", "deadline_exceeded")],
         )
@@ -73,6 +73,6 @@ async fn an_expired_deadline_is_deadline_exceeded_and_the_work_stops() {
 
 async fn misses(server: &TestServer) -> f64 {
     server
-        .metric("assembler_segment_cache_lookups_total", &[("result", "miss")])
+        .counter("assembler_segment_cache_lookups_total", &[("result", "miss")])
         .await
 }

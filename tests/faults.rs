@@ -255,7 +255,7 @@ async fn cancelled_calls_leak_no_slot_upload_budget_connection_or_task() {
     // requests of nearly max_request_bytes each, sent at once, are all
     // admitted (none is shed).
     let shed_before = server
-        .metric(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
+        .counter(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
         .await;
     let full: Vec<_> = (0..LIMIT)
         .map(|k| {
@@ -268,7 +268,7 @@ async fn cancelled_calls_leak_no_slot_upload_budget_connection_or_task() {
         assert!(answer.is_ok(), "a slot or upload budget leaked: {answer:?}");
     }
     let shed = server
-        .metric(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
+        .counter(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
         .await
         - shed_before;
     assert_eq!(shed, 0.0);
@@ -291,7 +291,7 @@ async fn expiring_deadlines_answer_deadline_exceeded_or_ok_and_free_their_slots(
         let server = &server;
         async move {
             server
-                .metric(REFUSED, &[("rpc", rpc), ("reason", "deadline_exceeded")])
+                .counter(REFUSED, &[("rpc", rpc), ("reason", "deadline_exceeded")])
                 .await
         }
     };
@@ -421,7 +421,7 @@ async fn slow_readers_hold_no_work_slot_and_stall_no_one_else() {
 
     // Everyone else is served, and nobody is shed.
     let shed_before = server
-        .metric(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
+        .counter(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
         .await;
     for seed in 0..20 {
         let answer = tokio::time::timeout(
@@ -433,7 +433,7 @@ async fn slow_readers_hold_no_work_slot_and_stall_no_one_else() {
         assert!(answer.is_ok(), "{answer:?}");
     }
     let shed = server
-        .metric(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
+        .counter(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
         .await
         - shed_before;
     assert_eq!(shed, 0.0, "slow readers held work slots");
@@ -563,7 +563,7 @@ async fn a_burst_far_over_the_limit_is_shed_as_overloaded_and_admitted_latency_s
 
     let (tasks_before, sockets_before) = (alive_tasks(), sockets_of(server.addr.port()).len());
     let shed_before = server
-        .metric(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
+        .counter(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
         .await;
     // Several connections, each with many streams, all released at once.
     let mut channels = Vec::new();
@@ -617,7 +617,7 @@ async fn a_burst_far_over_the_limit_is_shed_as_overloaded_and_admitted_latency_s
     assert!(!admitted.is_empty(), "the burst admitted nothing");
     assert_eq!(
         server
-            .metric(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
+            .counter(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
             .await
             - shed_before,
         f64::from(shed)

@@ -222,16 +222,44 @@ async fn count_tokens_and_list_models() {
     server.stop().await;
 }
 
+/// Long runs of one kind of character are where BPE pre-tokenizers
+/// disagree: each is recounted with tiktoken-rs, exactly. (That they cost
+/// n log n is `tests/complexity.rs`'s `long_runs_are_counted_in_n_log_n`.)
 #[tokio::test]
-async fn hostile_content_is_counted_quickly_without_panicking() {
+async fn hostile_runs_are_counted_exactly_without_panicking() {
     let server = TestServer::start().await;
     let mut client = server.client();
-    let mut req = request();
-    req.blocks[0].items[0].content = " ".repeat(1 << 20);
-    req.blocks[0].items[1].content = "a".repeat(1 << 20);
-    req.blocks[0].items[1].required_scopes.clear();
-    let resp = client.assemble(req).await.unwrap().into_inner();
-    assert!(resp.usage.unwrap().total_tokens > 0);
+    let runs = [
+        " ",
+        "a",
+        "\n",
+        "\r\n",
+        "7",
+        "!",
+        " \n\t",
+        "e\u{301}",
+        "\u{1f469}\u{200d}\u{1f4bb}",
+        "\u{5d0}\u{200f}",
+        "\u{4e2d}",
+    ];
+    for (i, run) in runs.iter().enumerate() {
+        let mut req = request();
+        // Odd and even lengths, past tiktoken's 4 KiB-ish pieces.
+        req.blocks[0].items[0].content = run.repeat(4_093 + i);
+        req.blocks[0].items[1].content = format!("x{}y", run.repeat(1_000));
+        req.blocks[0].items[1].required_scopes.clear();
+        let resp = client.assemble(req).await.unwrap().into_inner();
+        assert_eq!(
+            resp.usage.unwrap().total_tokens,
+            recount(&resp.messages),
+            "runs of {run:?}"
+        );
+        assert!(
+            resp.messages
+                .iter()
+                .any(|m| m.content.contains(&run.repeat(4_093 + i)))
+        );
+    }
     server.stop().await;
 }
 

@@ -2214,12 +2214,14 @@ async fn generated_hostile_requests_get_well_formed_statuses_and_memory_stays_bo
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let tally = Arc::new(Mutex::new(BTreeMap::<(&'static str, Rpc, String), usize>::new()));
     let spent = Arc::new(Mutex::new(BTreeMap::<&'static str, Duration>::new()));
+    let threads_peak = Arc::new(AtomicUsize::new(threads_warm as usize));
     let started = Instant::now();
     let workers: Vec<_> = (0..WORKERS)
         .map(|_| {
             let (cases, next, failures, tally) =
                 (cases.clone(), next.clone(), failures.clone(), tally.clone());
             let (addr, channel, spent) = (server.grpc, channel.clone(), spent.clone());
+            let threads_peak = threads_peak.clone();
             let pid = server.child.id();
             tokio::spawn(async move {
                 let mut client = RawClient::connect(addr).await;
@@ -2269,6 +2271,10 @@ async fn generated_hostile_requests_get_well_formed_statuses_and_memory_stays_bo
                         && let Err(e) = still_serving(&channel, k as u64).await
                     {
                         failures.lock().unwrap().push(format!("after {k} cases: {e}"));
+                    }
+                    if k % 50 == 49 {
+                        let threads = common::proc_status(pid, "Threads") as usize;
+                        threads_peak.fetch_max(threads, Ordering::Relaxed);
                     }
                     if k % 20_000 == 19_999 {
                         let rss = common::proc_status(pid, "VmRSS") / 1024;
@@ -2354,6 +2360,21 @@ async fn generated_hostile_requests_get_well_formed_statuses_and_memory_stays_bo
     assert!(
         fds_end <= fds_warm + 2,
         "open fds grew from {fds_warm} to {fds_end}"
+    );
+    // Threads: the runtime may add blocking threads up to its bound
+    // (max_concurrency + 8, see main.rs) while work runs; none is added per
+    // request or connection and kept.
+    let bound = u64::from(
+        context_assembler::config::ServeArgs::default()
+            .validate()
+            .unwrap()
+            .limits
+            .max_concurrency,
+    ) + 8;
+    let threads_peak = threads_peak.load(Ordering::Relaxed) as u64;
+    assert!(
+        threads_peak <= threads_warm + bound && threads_end <= threads_warm + bound,
+        "threads grew from {threads_warm} to {threads_end} (peak {threads_peak}); the runtime adds at most {bound}"
     );
 }
 

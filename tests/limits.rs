@@ -17,7 +17,7 @@ const REFUSED: &str = "assembler_requests_refused_total";
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn refused(server: &TestServer, rpc: &str, why: &str) -> f64 {
-    server.metric(REFUSED, &[("rpc", rpc), ("reason", why)]).await
+    server.counter(REFUSED, &[("rpc", rpc), ("reason", why)]).await
 }
 
 fn reason(status: &tonic::Status) -> String {
@@ -153,7 +153,7 @@ async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
     server.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pathological_input_neither_crashes_nor_blocks_others() {
     let _turn = SERIAL.lock().await;
     let server = TestServer::start().await;
@@ -168,8 +168,27 @@ async fn pathological_input_neither_crashes_nor_blocks_others() {
     let mut b = server.client();
     let big_a = tokio::spawn(async move { a.assemble(huge("a".repeat(4_000_000))).await });
     let big_b = tokio::spawn(async move { b.assemble(huge(" \n\t".repeat(1_300_000))).await });
-    // Meanwhile small requests are answered.
+    // Both hold a work slot (uploaded and decoded, now counted)...
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.metric("assembler_in_flight_requests", &[]).await < 2.0 {
+        assert!(
+            std::time::Instant::now() < deadline && !big_a.is_finished() && !big_b.is_finished(),
+            "the pathological requests were never in flight together"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    // ...and a small request is answered before either of them: an order,
+    // not a clock (one costs hundreds of small ones, so a small request
+    // that queued behind them, or a runtime thread they blocked, would come
+    // back after them).
     let mut client = server.client();
+    let r = client.assemble(heavy_request(199, 3, 200)).await;
+    assert!(r.is_ok(), "{r:?}");
+    assert!(
+        !big_a.is_finished() && !big_b.is_finished(),
+        "a small request waited for the pathological ones"
+    );
+    // More small requests are answered while they finish.
     for seed in 0..20 {
         let r = client.assemble(heavy_request(200 + seed, 3, 200)).await;
         assert!(r.is_ok(), "{r:?}");
@@ -217,7 +236,7 @@ async fn at_the_connection_limit_new_connections_fail_fast() {
         ..TestServer::args()
     })
     .await;
-    let before = server.metric("assembler_connections_refused_total", &[]).await;
+    let before = server.counter("assembler_connections_refused_total", &[]).await;
     // The test server's own channel holds one connection; one more idles.
     let idle = tonic::transport::Channel::from_shared(format!("http://{}", server.addr))
         .unwrap()
@@ -242,7 +261,7 @@ async fn at_the_connection_limit_new_connections_fail_fast() {
         refused_fast,
         "the third connection was not refused promptly: {third:?}"
     );
-    assert!(server.metric("assembler_connections_refused_total", &[]).await > before);
+    assert!(server.counter("assembler_connections_refused_total", &[]).await > before);
     // The connections inside the limit still work.
     assert!(
         server

@@ -251,7 +251,26 @@ async fn recall_ranks_by_relevance_and_the_budget_drops_the_weakest() {
             .unwrap();
         assert!(decision.tokens_kept <= 70, "{backend}: {decision:?}");
 
-        // max_memories and types narrow the recall.
+        // max_memories keeps the best of the ranking: two of the five.
+        req.recall = Some(pb::Recall {
+            subject: who.clone(),
+            max_memories: 2,
+            ..Default::default()
+        });
+        let report = client
+            .assemble(req.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .recall
+            .unwrap();
+        assert_eq!(
+            report.recalled_ids,
+            [ids[0].clone(), ids[4].clone()],
+            "{backend}: {report:?}"
+        );
+        assert_eq!(report.kept_ids.len(), 2, "{backend}: {report:?}");
+        // types narrow it: none of the five is a decision.
         req.recall = Some(pb::Recall {
             subject: who.clone(),
             max_memories: 2,
@@ -501,25 +520,25 @@ async fn forget_and_list_manage_a_subjects_memories_and_metrics_count_them() {
         client.assemble(assemble(&who, "anything", &[])).await.unwrap();
         assert!(
             server
-                .metric("assembler_memories_stored_total", &[("type", "decision")])
+                .counter("assembler_memories_stored_total", &[("type", "decision")])
                 .await
                 >= 3.0
         );
         assert!(
             server
-                .metric("assembler_memories_stored_total", &[("type", "bugfix")])
+                .counter("assembler_memories_stored_total", &[("type", "bugfix")])
                 .await
                 >= 2.0
         );
         assert!(
             server
-                .metric("assembler_memory_recall_duration_seconds_count", &[])
+                .counter("assembler_memory_recall_duration_seconds_count", &[])
                 .await
                 >= 1.0
         );
         assert!(
             server
-                .metric("assembler_memories_deleted_total", &[("cause", "forget")])
+                .counter("assembler_memories_deleted_total", &[("cause", "forget")])
                 .await
                 >= 5.0
         );

@@ -9,7 +9,7 @@ use common::{TestServer, heavy_request};
 use context_assembler::grpc::pb;
 
 async fn misses(server: &TestServer, metric: &str) -> f64 {
-    server.metric(metric, &[("result", "miss")]).await
+    server.counter(metric, &[("result", "miss")]).await
 }
 
 const SEGMENTS: &str = "assembler_segment_cache_lookups_total";

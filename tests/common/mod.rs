@@ -173,11 +173,36 @@ pub fn heavy_request(
 /// pair.
 pub use context_assembler::telemetry::exposition::value as metric;
 
+/// The value of a series that must be on `page` (a gauge, or a counter
+/// already incremented); panics naming the series when it is missing.
+pub fn present(page: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    metric(page, name, labels).unwrap_or_else(|| panic!("no series {name} {labels:?} on the metrics page"))
+}
+
+/// A counter's value on `page`, 0 while it has never been incremented.
+/// Only for counters (`_total`, a histogram's `_count`): a gauge must use
+/// [`present`].
+pub fn counter(page: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    assert!(
+        name.ends_with("_total") || name.ends_with("_count"),
+        "{name} is not a counter: read it with `present`"
+    );
+    metric(page, name, labels).unwrap_or(0.0)
+}
+
 impl TestServer {
-    /// The value of one series on the metrics page (0 if absent).
+    /// The value of one series on the metrics page; panics if the page has
+    /// no such series (a gauge that is missing must not read as 0).
     pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         let (_, page) = self.http_get("/metrics").await;
-        metric(&page, name, labels).unwrap_or(0.0)
+        present(&page, name, labels)
+    }
+
+    /// A counter's value: 0 while it has never been incremented (the
+    /// exporter shows a counter from its first increment on).
+    pub async fn counter(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let (_, page) = self.http_get("/metrics").await;
+        counter(&page, name, labels)
     }
 }
 
@@ -556,16 +581,22 @@ impl ChildServer {
         self.child.try_wait().unwrap().is_none()
     }
 
-    /// The value of one series on the metrics page (0 if absent).
+    /// The value of one series on the metrics page; panics if the page has
+    /// no such series (a gauge that is missing must not read as 0).
     pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        metric(&self.metrics_page().await, name, labels).unwrap_or(0.0)
+        present(&self.metrics_page().await, name, labels)
+    }
+
+    /// A counter's value: 0 while it has never been incremented.
+    pub async fn counter(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        counter(&self.metrics_page().await, name, labels)
     }
 
     /// Polls the metric until it reaches `at_least` (20 s at most); panics
     /// with `what` if it does not.
     pub async fn wait_for(&self, name: &str, labels: &[(&str, &str)], at_least: f64, what: &str) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while self.metric(name, labels).await < at_least {
+        while metric(&self.metrics_page().await, name, labels).unwrap_or(f64::NEG_INFINITY) < at_least {
             assert!(std::time::Instant::now() < deadline, "{what}");
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }

@@ -49,6 +49,36 @@ pub fn whitespace_summary(bytes: usize) -> pb::AssembleRequest {
     )
 }
 
+/// One evidence item of about `bytes` bytes made of long runs (one letter,
+/// spaces, digits, punctuation, mixed whitespace, a combining mark, an
+/// emoji ZWJ sequence), the runs where a BPE pre-tokenizer does the most
+/// work; `salt` opens the text so that no count cache answers it.
+pub fn long_runs(bytes: usize, salt: usize) -> pb::AssembleRequest {
+    let runs = [
+        "a",
+        " ",
+        "7",
+        "!",
+        " \n\t",
+        "e\u{301}",
+        "\u{1f469}\u{200d}\u{1f4bb}",
+    ];
+    let each = bytes / runs.len();
+    let mut content = format!("{salt}:");
+    for run in runs {
+        content.push_str(&run.repeat(each / run.len()));
+    }
+    request(
+        "long-runs",
+        vec![pb::Block {
+            name: "evidence".to_owned(),
+            kind: pb::BlockKind::Evidence.into(),
+            items: vec![item("runs".to_owned(), content)],
+            ..Default::default()
+        }],
+    )
+}
+
 /// `items` evidence items that each require the same `per_item` scopes,
 /// the last ones of the `held` scopes the principal holds (so a linear scan
 /// of the principal's scopes goes almost to the end for each).
