@@ -7,6 +7,8 @@
 //! sets it; `CONTEXT_ASSEMBLER_REQUIRE_POSTGRES=1` makes its absence fail).
 
 mod common;
+#[path = "postgres_env/mod.rs"]
+mod postgres_env;
 
 use common::{ChildServer, SqliteStall, TestServer};
 use context_assembler::config::ServeArgs;
@@ -18,14 +20,11 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 use tonic_types::StatusExt;
 
-const POSTGRES_URL_ENV: &str = "CONTEXT_ASSEMBLER_TEST_POSTGRES_URL";
-const REQUIRE_POSTGRES_ENV: &str = "CONTEXT_ASSEMBLER_REQUIRE_POSTGRES";
-
 /// The store flags of each backend under test.
 fn backends() -> Vec<(&'static str, Vec<String>)> {
     let mut out = vec![("sqlite", Vec::new())];
-    match std::env::var(POSTGRES_URL_ENV) {
-        Ok(url) if !url.is_empty() => out.push((
+    if let Some(url) = postgres_env::url() {
+        out.push((
             "postgres",
             vec![
                 "--memory-store".to_owned(),
@@ -33,11 +32,7 @@ fn backends() -> Vec<(&'static str, Vec<String>)> {
                 "--memory-postgres-url".to_owned(),
                 url,
             ],
-        )),
-        _ => assert!(
-            std::env::var(REQUIRE_POSTGRES_ENV).as_deref() != Ok("1"),
-            "{REQUIRE_POSTGRES_ENV}=1 but {POSTGRES_URL_ENV} is not set"
-        ),
+        ));
     }
     out
 }

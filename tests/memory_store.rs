@@ -7,6 +7,8 @@
 //! suite instead of skipping PostgreSQL.
 
 mod common;
+#[path = "postgres_env/mod.rs"]
+mod postgres_env;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -20,9 +22,6 @@ use context_assembler::memory::store::{
 };
 use sqlx::Connection;
 use tempfile::TempDir;
-
-const POSTGRES_URL_ENV: &str = "CONTEXT_ASSEMBLER_TEST_POSTGRES_URL";
-const REQUIRE_POSTGRES_ENV: &str = "CONTEXT_ASSEMBLER_REQUIRE_POSTGRES";
 
 /// A write time well after the epoch, so cutoffs stay positive.
 const T0: i64 = 1_700_000_000_000;
@@ -54,24 +53,18 @@ async fn backends() -> Vec<TestStore> {
         backend: sqlite,
         _dir: Some(dir),
     }];
-    match std::env::var(POSTGRES_URL_ENV) {
-        Ok(url) if !url.is_empty() => {
-            let postgres = Backend::Postgres {
-                url: fresh_database(&url).await,
-                max_connections: 4,
-                statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
-            };
-            out.push(TestStore {
-                name: "postgres",
-                store: open(&postgres).await,
-                backend: postgres,
-                _dir: None,
-            });
-        }
-        _ => assert!(
-            std::env::var(REQUIRE_POSTGRES_ENV).as_deref() != Ok("1"),
-            "{REQUIRE_POSTGRES_ENV}=1 but {POSTGRES_URL_ENV} is not set"
-        ),
+    if let Some(url) = postgres_env::url() {
+        let postgres = Backend::Postgres {
+            url: fresh_database(&url).await,
+            max_connections: 4,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+        };
+        out.push(TestStore {
+            name: "postgres",
+            store: open(&postgres).await,
+            backend: postgres,
+            _dir: None,
+        });
     }
     out
 }
@@ -955,13 +948,10 @@ async fn the_store_bound_evicts_the_oldest_memories_of_any_subject() {
 #[tokio::test]
 async fn a_postgres_statement_past_its_timeout_is_cancelled_and_unavailable() {
     use context_assembler::memory::store::StoreError;
-    let url = match std::env::var(POSTGRES_URL_ENV) {
-        Ok(url) if !url.is_empty() => fresh_database(&url).await,
-        _ => {
-            assert!(std::env::var(REQUIRE_POSTGRES_ENV).as_deref() != Ok("1"));
-            return;
-        }
+    let Some(url) = postgres_env::url() else {
+        return;
     };
+    let url = fresh_database(&url).await;
     let store = open(&Backend::Postgres {
         url: url.clone(),
         max_connections: 2,
@@ -1261,7 +1251,7 @@ async fn a_row_from_before_random_ids_is_migrated_and_still_forgets() {
     check_migrated("sqlite", &store).await;
     store.close().await;
 
-    let Ok(server) = std::env::var(POSTGRES_URL_ENV) else {
+    let Some(server) = postgres_env::url() else {
         return;
     };
     let url = fresh_database(&server).await;

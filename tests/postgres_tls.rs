@@ -20,22 +20,12 @@ use context_assembler::memory::store::{
     Transport,
 };
 
-const URL_ENV: &str = "CONTEXT_ASSEMBLER_TEST_POSTGRES_URL";
-const CA_ENV: &str = "CONTEXT_ASSEMBLER_TEST_POSTGRES_CA";
-const REQUIRE_ENV: &str = "CONTEXT_ASSEMBLER_REQUIRE_POSTGRES";
+#[path = "postgres_env/mod.rs"]
+mod postgres_env;
 
 /// The server's URL and its CA file, or `None` to skip.
 fn server() -> Option<(String, String)> {
-    match (std::env::var(URL_ENV), std::env::var(CA_ENV)) {
-        (Ok(url), Ok(ca)) if !url.is_empty() && !ca.is_empty() => Some((url, ca)),
-        _ => {
-            assert!(
-                std::env::var(REQUIRE_ENV).as_deref() != Ok("1"),
-                "{REQUIRE_ENV}=1 but {URL_ENV} or {CA_ENV} is not set (eval \"$(bash .ci/postgres.sh)\")"
-            );
-            None
-        }
-    }
+    postgres_env::vars([postgres_env::URL_ENV, postgres_env::CA_ENV]).map(|[url, ca]| (url, ca))
 }
 
 fn with_params(url: &str, params: &str) -> String {

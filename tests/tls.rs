@@ -87,6 +87,42 @@ async fn assemble(channel: Channel) -> Result<(), tonic::Status> {
         .map(|_| ())
 }
 
+/// The whole error chain of a failed call, after checking that the call
+/// failed in the transport (the connection), not with a status the server
+/// sent.
+fn transport_failure(result: Result<(), tonic::Status>) -> String {
+    let status = result.expect_err("the call was served");
+    let mut chain = format!("{status}");
+    let mut cause = std::error::Error::source(&status);
+    assert!(
+        cause.is_some_and(|c| c.is::<tonic::transport::Error>()),
+        "refused by a status, not by the connection: {status:?}"
+    );
+    while let Some(c) = cause {
+        chain.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    chain
+}
+
+/// Why a connection (or its first call) failed, as the error chain.
+async fn refusal(connected: Result<Channel, String>) -> String {
+    match connected {
+        Err(connect) => connect,
+        Ok(channel) => transport_failure(assemble(channel).await),
+    }
+}
+
+/// A refusal by the server's TLS handshake: a fatal alert it sent.
+fn assert_alert(chain: &str, alerts: &[&str]) {
+    assert!(
+        alerts
+            .iter()
+            .any(|a| chain.contains(&format!("received fatal alert: {a}"))),
+        "not refused by the TLS handshake with one of {alerts:?}: {chain}"
+    );
+}
+
 async fn start(mut args: ServeArgs) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
     // TLS is under test, not memory: no store file shared between tests.
     args.memory_store = Some("off".to_owned());
@@ -116,7 +152,7 @@ async fn server_tls_serves_tls_clients_only() {
         .connect()
         .await;
     if let Ok(plain) = plain {
-        assert!(assemble(plain).await.is_err(), "plaintext call succeeded");
+        transport_failure(assemble(plain).await);
     }
     let _ = stop.send(());
 }
@@ -128,11 +164,8 @@ async fn mutual_tls_requires_a_client_certificate_from_the_ca() {
     let with_cert = tls_channel(addr, &pki, true).await.unwrap();
     assemble(with_cert).await.unwrap();
 
-    let refused = match tls_channel(addr, &pki, false).await {
-        Err(_) => true,
-        Ok(channel) => assemble(channel).await.is_err(),
-    };
-    assert!(refused, "a client without a certificate was served");
+    let chain = refusal(tls_channel(addr, &pki, false).await).await;
+    assert_alert(&chain, &["CertificateRequired"]);
 
     // A certificate from another CA is refused too.
     let other = Pki::new();
@@ -140,11 +173,17 @@ async fn mutual_tls_requires_a_client_certificate_from_the_ca() {
     mixed.ca = pki.ca.clone();
     mixed.client_cert = other.client_cert.clone();
     mixed.client_key = other.client_key.clone();
-    let refused = match tls_channel(addr, &mixed, true).await {
-        Err(_) => true,
-        Ok(channel) => assemble(channel).await.is_err(),
-    };
-    assert!(refused, "a client certificate from another CA was accepted");
+    // The other CA has the same name: its signature does not verify.
+    let chain = refusal(tls_channel(addr, &mixed, true).await).await;
+    assert_alert(
+        &chain,
+        &[
+            "DecryptError",
+            "BadCertificate",
+            "UnknownCA",
+            "CertificateUnknown",
+        ],
+    );
     let _ = stop.send(());
 }
 
