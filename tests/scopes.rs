@@ -5,6 +5,11 @@
 //! batch) and AssembleStream (principals alternating on one stream), and
 //! each answer is checked item by item.
 //!
+//! Recall too: two subjects each store a memory per subset of required
+//! scopes, and a batch and a stream mixing subjects and principals must
+//! recall, for each request, exactly its subject's memories that its
+//! principal may see.
+//!
 //! The oracle is written apart from the production check: scopes are bits of
 //! a mask, and an item is visible when `required & !held == 0`. A filter that
 //! hides every scoped item, or that checks any-of instead of all-of, fails.
@@ -181,6 +186,140 @@ async fn a_stream_alternating_principals_filters_each_message_under_its_own() {
     while let Some(a) = answers.message().await.unwrap() {
         let i = usize::try_from(a.index).unwrap();
         check(response(a.result.as_ref()), order[i]);
+        n += 1;
+    }
+    assert_eq!(n, order.len());
+    server.stop().await;
+}
+
+// ---------------------------------------------------------------------------
+// Recall: each request of a batch or stream recalls under its own principal
+// and subject.
+// ---------------------------------------------------------------------------
+
+/// Two subjects; each stores one memory per subset of required scopes.
+const SUBJECTS: [&str; 2] = ["tenant-a/alice", "tenant-b/bob"];
+
+/// The marker of subject `s`'s memory that requires `required`.
+fn memory_marker(s: usize, required: u8) -> String {
+    format!("memo{s}r{required}z")
+}
+
+/// Stores every subject's memories; returns each memory's id by (subject,
+/// required mask).
+async fn store_memories(
+    client: &mut pb::assembler_client::AssemblerClient<tonic::transport::Channel>,
+) -> std::collections::HashMap<String, (usize, u8)> {
+    let mut ids = std::collections::HashMap::new();
+    for (s, subject) in SUBJECTS.iter().enumerate() {
+        for required in MASKS {
+            let out = client
+                .retain(pb::RetainRequest {
+                    idempotency_key: format!("{subject}/{required}"),
+                    subject: (*subject).to_owned(),
+                    required_scopes: names(required, s),
+                    request_id: "store".to_owned(),
+                    turn: 1,
+                    model_output: format!(
+                        "<observation><type>decision</type><text>Decision {}.</text></observation>",
+                        memory_marker(s, required)
+                    ),
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(out.memory_ids.len(), 1, "{out:?}");
+            ids.insert(out.memory_ids[0].clone(), (s, required));
+        }
+    }
+    ids
+}
+
+/// A request recalling subject `s`'s memories as a principal holding `held`.
+fn recall_request(s: usize, held: u8, turn: usize) -> pb::AssembleRequest {
+    pb::AssembleRequest {
+        request_id: format!("recall-{s}-{held}-{turn}"),
+        model: "gpt-4o".to_owned(),
+        query: "Which decisions apply?".to_owned(),
+        principal: Some(pb::Principal {
+            id: format!("principal-{s}-{held}"),
+            scopes: names(held, turn),
+        }),
+        recall: Some(pb::Recall {
+            subject: SUBJECTS[s].to_owned(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Checks one answer to [`recall_request`]`(s, held, _)`: it recalled exactly
+/// subject `s`'s memories whose every required scope is held (the oracle),
+/// kept them all, and the prompt holds exactly their markers.
+fn check_recall(
+    resp: &pb::AssembleResponse,
+    ids: &std::collections::HashMap<String, (usize, u8)>,
+    s: usize,
+    held: u8,
+) {
+    let report = resp.recall.as_ref().expect("a recall report");
+    let mut got: Vec<(usize, u8)> = report.recalled_ids.iter().map(|id| ids[id]).collect();
+    got.sort_unstable();
+    let want: Vec<(usize, u8)> = MASKS.filter(|&r| visible(r, held)).map(|r| (s, r)).collect();
+    assert_eq!(got, want, "subject {s}, held {held:03b}: recalled");
+    assert_eq!(
+        report.kept_ids.len(),
+        want.len(),
+        "subject {s}, held {held:03b}: kept"
+    );
+    let text: String = resp.messages.iter().map(|m| m.content.as_str()).collect();
+    for &(other, required) in ids.values() {
+        assert_eq!(
+            text.contains(&memory_marker(other, required)),
+            other == s && visible(required, held),
+            "subject {s}, held {held:03b}: memory of subject {other} requiring {required:03b}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn recall_in_a_batch_follows_each_requests_principal_and_subject() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let ids = store_memories(&mut client).await;
+    // Every (subject, principal), interleaved so neighbours differ in both.
+    let order: Vec<(usize, u8)> = MASKS.flat_map(|m| [(0, (m * 5 + 3) % 8), (1, 7 - m)]).collect();
+    let batch = pb::AssembleBatchRequest {
+        requests: order
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, h))| recall_request(s, h, i))
+            .collect(),
+    };
+    let out = client.assemble_batch(batch).await.unwrap().into_inner();
+    assert_eq!(out.results.len(), order.len());
+    for (i, &(s, held)) in order.iter().enumerate() {
+        check_recall(response(out.results.get(i)), &ids, s, held);
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn recall_on_a_stream_follows_each_messages_principal_and_subject() {
+    let server = TestServer::start().await;
+    let ids = store_memories(&mut server.client()).await;
+    let order: Vec<(usize, u8)> = MASKS.flat_map(|m| [(1, m), (0, 7 - m), (1, 7 - m)]).collect();
+    let requests = order
+        .iter()
+        .enumerate()
+        .map(|(i, &(s, h))| recall_request(s, h, i))
+        .collect();
+    let mut answers = server.stream(requests).await;
+    let mut n = 0;
+    while let Some(a) = answers.message().await.unwrap() {
+        let (s, held) = order[usize::try_from(a.index).unwrap()];
+        check_recall(response(a.result.as_ref()), &ids, s, held);
         n += 1;
     }
     assert_eq!(n, order.len());
