@@ -151,8 +151,53 @@ pub struct Allocation {
     pub fates: Vec<BlockFate>,
     /// The summary of the oldest turns that did not fit, when one is kept.
     pub summary: Option<TurnSummary>,
+    /// Per block: tokens of turns the room had space for but the
+    /// conversation window gave up to cut at an anchor (room left unused so
+    /// that the next requests of the session keep the same bytes).
+    pub window_given_up: Vec<u64>,
     /// Exact tokens of the whole prompt.
     pub used: u64,
+}
+
+/// The conversation window: when turns must go, the conversation is cut
+/// only at *anchors*. The first turn is one, and each next anchor is the
+/// first turn at least `step` tokens (of full cost) after the one before. An
+/// anchor depends only on the turns before it, so appending turns moves no
+/// anchor: the cut, and the summary and turns after it, stay byte-identical
+/// from one request of a session to the next until the conversation has
+/// outgrown its room, and then move by at least a whole step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Window {
+    /// Least tokens between anchors; 0 cuts at any turn (no window).
+    pub step: u32,
+    /// Most tokens the kept turns may hold (`u32::MAX`: no ceiling).
+    pub high: u32,
+}
+
+impl Window {
+    /// No window: turns are cut wherever the room ends.
+    pub const OFF: Window = Window {
+        step: 0,
+        high: u32::MAX,
+    };
+
+    /// Whether each turn of a conversation whose units cost `fulls` (oldest
+    /// first) is an anchor. Every turn is one when there is no window.
+    fn anchors(self, fulls: impl Iterator<Item = u64>) -> Vec<bool> {
+        let step = u64::from(self.step);
+        // Tokens since the last anchor; the first turn is one.
+        let mut since = step;
+        fulls
+            .map(|full| {
+                let anchor = since >= step;
+                if anchor {
+                    since = 0;
+                }
+                since += full;
+                anchor
+            })
+            .collect()
+    }
 }
 
 /// Turns that did not fit, compacted into one summary unit instead of
@@ -207,6 +252,7 @@ pub fn allocate(
     base: u64,
     overheads: [u32; 2],
     budget: u32,
+    window: Window,
     shrink: &mut dyn Shrink,
 ) -> Result<Allocation, Overflow> {
     let mut st = State {
@@ -249,15 +295,49 @@ pub fn allocate(
     for bi in order {
         st.fill(bi, &blocks[bi], shrink);
     }
-    let summary = st.summarize_turns(blocks, shrink);
+    let conversation = Conversation::of(blocks, window);
+    let window_given_up = st.cut_at_anchor(blocks, &conversation, window);
+    let summary = st.summarize_turns(blocks, &conversation, shrink);
 
     Ok(Allocation {
         forms: st.forms,
         costs: st.costs,
         fates: st.fates,
         summary,
+        window_given_up,
         used: st.used,
     })
+}
+
+/// The conversation's turn units in chronological order, with its anchors.
+struct Conversation {
+    /// (block, unit) of every valid turn unit, oldest first.
+    seq: Vec<(usize, usize)>,
+    /// Whether `seq[i]` is an anchor of the window.
+    anchor: Vec<bool>,
+}
+
+impl Conversation {
+    fn of(blocks: &[BlockPlan], window: Window) -> Conversation {
+        let mut chrono: Vec<usize> = (0..blocks.len())
+            .filter(|&b| blocks[b].chrono.is_some())
+            .collect();
+        chrono.sort_by_key(|&b| blocks[b].chrono);
+        let seq: Vec<(usize, usize)> = chrono
+            .iter()
+            .flat_map(|&b| (0..blocks[b].units.len()).map(move |u| (b, u)))
+            .filter(|&(b, u)| blocks[b].units[u].invalid.is_none())
+            .collect();
+        let anchor = window.anchors(seq.iter().map(|&(b, u)| u64::from(blocks[b].units[u].full)));
+        Conversation { seq, anchor }
+    }
+
+    /// The first anchor at or after `i` (`seq.len()` when none).
+    fn anchor_from(&self, i: usize) -> usize {
+        (i..self.seq.len())
+            .find(|&j| self.anchor[j])
+            .unwrap_or(self.seq.len())
+    }
 }
 
 struct State {
@@ -378,6 +458,67 @@ impl State {
         }
     }
 
+    /// The window's cut: when turns were dropped, the oldest kept turns up
+    /// to the next anchor are given up too (and so are the oldest while the
+    /// kept turns pass the window's ceiling), so that the cut sits at an
+    /// anchor. Never the newest kept turn, a pinned one, one of a
+    /// non-cuttable block or one its block's `min_tokens` needs: the cut
+    /// stops before such a turn. Returns, per block, the tokens given up.
+    fn cut_at_anchor(
+        &mut self,
+        blocks: &[BlockPlan],
+        conversation: &Conversation,
+        window: Window,
+    ) -> Vec<u64> {
+        let mut given_up = vec![0u64; blocks.len()];
+        let seq = &conversation.seq;
+        let kept = |st: &Self, (b, u): (usize, usize)| st.forms[b][u].is_kept();
+        let (Some(first), Some(last)) = (
+            seq.iter().position(|&x| kept(self, x)),
+            seq.iter().rposition(|&x| kept(self, x)),
+        ) else {
+            return given_up;
+        };
+        let mut kept_tokens: u64 = seq[first..]
+            .iter()
+            .map(|&(b, u)| u64::from(self.costs[b][u]))
+            .sum();
+        if first == 0 && kept_tokens <= u64::from(window.high) {
+            // Nothing was cut: the conversation is whole.
+            return given_up;
+        }
+        let mut cut = conversation.anchor_from(first);
+        while cut <= last && kept_tokens > u64::from(window.high) {
+            let from = cut + 1;
+            cut = conversation.anchor_from(from);
+            kept_tokens = seq[cut.min(seq.len())..]
+                .iter()
+                .map(|&(b, u)| u64::from(self.costs[b][u]))
+                .sum();
+        }
+        if cut > last {
+            // No anchor leaves a kept turn: cut where the room ended.
+            return given_up;
+        }
+        for &(b, u) in &seq[first..cut] {
+            if !kept(self, (b, u)) {
+                continue;
+            }
+            let block_kept: u64 = self.costs[b].iter().map(|&c| u64::from(c)).sum();
+            let cost = self.costs[b][u];
+            let spare = block_kept - u64::from(cost) >= u64::from(blocks[b].min_tokens);
+            if blocks[b].units[u].pinned || !blocks[b].cuttable || !spare {
+                break;
+            }
+            self.used -= u64::from(cost);
+            self.costs[b][u] = 0;
+            self.forms[b][u] = Form::Dropped(DropReason::OlderThanCut);
+            self.fates[b] = BlockFate::Cut;
+            given_up[b] += u64::from(cost);
+        }
+        given_up
+    }
+
     /// Compact before drop: the turns older than every kept turn (all of
     /// them when none is kept) become one summary unit, when it fits in the
     /// room left and costs less than the turns it covers. Until it does, the
@@ -386,16 +527,13 @@ impl State {
     /// its block's `min_tokens` needs); when no summary fits, everything is
     /// as before. Room a given-up turn frees beyond the summary's cost is not
     /// offered again to blocks filled earlier.
-    fn summarize_turns(&mut self, blocks: &[BlockPlan], shrink: &mut dyn Shrink) -> Option<TurnSummary> {
-        let mut chrono: Vec<usize> = (0..blocks.len())
-            .filter(|&b| blocks[b].chrono.is_some())
-            .collect();
-        chrono.sort_by_key(|&b| blocks[b].chrono);
-        let seq: Vec<(usize, usize)> = chrono
-            .iter()
-            .flat_map(|&b| (0..blocks[b].units.len()).map(move |u| (b, u)))
-            .filter(|&(b, u)| blocks[b].units[u].invalid.is_none())
-            .collect();
+    fn summarize_turns(
+        &mut self,
+        blocks: &[BlockPlan],
+        conversation: &Conversation,
+        shrink: &mut dyn Shrink,
+    ) -> Option<TurnSummary> {
+        let seq = &conversation.seq;
         let kept = |st: &Self, (b, u): (usize, usize)| st.forms[b][u].is_kept();
         let last_kept = seq.iter().rposition(|&x| kept(self, x));
         let mut next = 0;
@@ -403,6 +541,7 @@ impl State {
         let full = |&(b, u): &(usize, usize)| u64::from(blocks[b].units[u].full);
         let snapshot = (self.used, self.fates.clone());
         let mut evicted: Vec<(usize, usize, Form, u32)> = Vec::new();
+        let mut steps = 0;
         let summary = loop {
             // Cover every dropped turn up to the next kept one.
             while let Some(&x) = seq.get(next).filter(|&&x| !kept(self, x)) {
@@ -424,23 +563,39 @@ impl State {
                     covered: covered_full,
                 });
             }
-            // Give up the oldest kept turn, never the newest, and cover it.
-            let Some(&(b, u)) = seq.get(next).filter(|_| Some(next) < last_kept) else {
-                break None;
-            };
-            let block_kept: u64 = self.costs[b].iter().map(|&c| u64::from(c)).sum();
-            let cost = self.costs[b][u];
-            let spare = block_kept - u64::from(cost) >= u64::from(blocks[b].min_tokens);
-            if evicted.len() == MAX_EVICTIONS || blocks[b].units[u].pinned || !blocks[b].cuttable || !spare {
+            // Give up the oldest kept turns up to the next anchor (one turn
+            // without a window), never the newest, and cover them.
+            if steps == MAX_EVICTIONS {
                 break None;
             }
-            evicted.push((b, u, self.forms[b][u], cost));
-            self.used -= u64::from(cost);
-            self.costs[b][u] = 0;
-            self.forms[b][u] = Form::Dropped(DropReason::OlderThanCut);
-            self.fates[b] = BlockFate::Cut;
-            covered.push((b, u));
-            next += 1;
+            steps += 1;
+            let until = conversation.anchor_from(next + 1);
+            let mut stuck = false;
+            while next < until && !stuck {
+                let Some(&(b, u)) = seq.get(next).filter(|_| Some(next) < last_kept) else {
+                    stuck = true;
+                    break;
+                };
+                if self.forms[b][u].is_kept() {
+                    let block_kept: u64 = self.costs[b].iter().map(|&c| u64::from(c)).sum();
+                    let cost = self.costs[b][u];
+                    let spare = block_kept - u64::from(cost) >= u64::from(blocks[b].min_tokens);
+                    if blocks[b].units[u].pinned || !blocks[b].cuttable || !spare {
+                        stuck = true;
+                        break;
+                    }
+                    evicted.push((b, u, self.forms[b][u], cost));
+                    self.used -= u64::from(cost);
+                    self.costs[b][u] = 0;
+                    self.forms[b][u] = Form::Dropped(DropReason::OlderThanCut);
+                    self.fates[b] = BlockFate::Cut;
+                }
+                covered.push((b, u));
+                next += 1;
+            }
+            if stuck {
+                break None;
+            }
         };
         match summary {
             Some(s) => {

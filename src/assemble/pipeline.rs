@@ -188,7 +188,8 @@ impl<'a> Pipeline<'a> {
             p: self,
             turn_summary: None,
         };
-        let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, &mut shrinker)
+        let window = self.policy.window(self.budget.input);
+        let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, window, &mut shrinker)
             .map_err(|o| {
                 debug!(non_cuttable = o.non_cuttable, budget = self.budget.input, model = %self.spec.name, "budget overflow");
                 AssembleError::BudgetOverflow {
@@ -213,17 +214,38 @@ impl<'a> Pipeline<'a> {
             blocks: &self.measured,
         };
         let plan = layout::plan(measurement, self.policy, &alloc, turn_summary);
+        let last_turn = plan
+            .iter()
+            .rposition(|(_, c)| matches!(c, layout::Source::Turn { .. }));
+        let stable_tokens = if last_turn.is_some() {
+            // The summary message and the turns come right after the static
+            // messages (layout's order), the context message after them.
+            let of = |slot: Carrier| -> u64 {
+                plans
+                    .iter()
+                    .zip(&alloc.costs)
+                    .filter(|(p, _)| p.slot == slot && (slot != Carrier::Own || p.chrono.is_some()))
+                    .flat_map(|(_, c)| c)
+                    .map(|&c| u64::from(c))
+                    .sum()
+            };
+            let turn_summary = alloc.summary.as_ref().map_or(0, |s| u64::from(s.cost));
+            let summary = of(Carrier::Summary) + turn_summary;
+            let opened = if summary > 0 { u64::from(overheads[1]) } else { 0 };
+            saturating_u32(u64::from(static_tokens) + opened + summary + of(Carrier::Own))
+        } else {
+            static_tokens
+        };
         let hints = hints::of(
             &self.spec.cache,
             &hints::Prompt {
                 segments: &req.static_segments,
                 session_id: &req.session_id,
                 tools: self.tools.len(),
-                last_turn: plan
-                    .iter()
-                    .rposition(|(_, c)| matches!(c, layout::Source::Turn { .. })),
+                last_turn,
                 prefix_hash: &prefix_hash,
                 prefix_tokens: static_tokens,
+                stable_tokens,
                 tools_tokens,
             },
         );

@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::allocate::Window;
 use crate::compact::CompactionSettings;
 use crate::prompt::{Block, BlockKind};
 use crate::prompt_cache::families;
 use crate::tokens::ModelTable;
-use crate::vocab::Role;
+use crate::vocab::{Role, saturating_u32};
 
 /// The name a request with no `policy` gets.
 pub const DEFAULT_POLICY: &str = "default";
@@ -23,7 +24,22 @@ pub struct Policy {
     /// Whether conversation turns that do not fit are compacted into a
     /// summary before they are dropped (compact before drop).
     pub compact_turns: bool,
+    /// The conversation window's marks, in percent of the input budget:
+    /// once turns must go, the conversation is cut in steps of
+    /// `window_high_percent - window_low_percent` of the budget at
+    /// positions that do not move as the session grows (see
+    /// [`Window`](super::allocate::Window)), and the kept turns never pass
+    /// `window_high_percent`. Equal marks: no window (cut wherever the room
+    /// ends).
+    pub window_low_percent: u32,
+    /// See `window_low_percent`.
+    pub window_high_percent: u32,
 }
+
+/// The default `window_low_percent`.
+pub const DEFAULT_WINDOW_LOW_PERCENT: u32 = 80;
+/// The default `window_high_percent`.
+pub const DEFAULT_WINDOW_HIGH_PERCENT: u32 = 100;
 
 impl Default for Policy {
     fn default() -> Self {
@@ -31,6 +47,8 @@ impl Default for Policy {
             context_role: Role::User,
             priorities: BlockKind::ALL.map(BlockKind::default_priority),
             compact_turns: true,
+            window_low_percent: DEFAULT_WINDOW_LOW_PERCENT,
+            window_high_percent: DEFAULT_WINDOW_HIGH_PERCENT,
         }
     }
 }
@@ -40,6 +58,17 @@ impl Policy {
     pub fn priority(&self, kind: BlockKind) -> u32 {
         let i = BlockKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
         self.priorities[i]
+    }
+
+    /// The conversation window for an input budget of `budget` tokens.
+    pub fn window(&self, budget: u32) -> Window {
+        let of = |percent: u32| saturating_u32(u64::from(budget) * u64::from(percent.min(100)) / 100);
+        let high = self.window_high_percent.min(100);
+        let low = self.window_low_percent.min(high);
+        Window {
+            step: of(high - low),
+            high: if high == 100 { u32::MAX } else { of(high) },
+        }
     }
 
     /// The priority of `block`: its own, or (0) the default for its kind.

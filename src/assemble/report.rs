@@ -6,7 +6,7 @@ use tracing::debug;
 use super::allocate::{Allocation, BlockFate, BlockPlan, DropReason, Form};
 use super::pipeline::Measurement;
 use crate::prompt::{Block, BlockDecision, Outcome};
-use crate::vocab::{Warning, codes};
+use crate::vocab::{Warning, codes, saturating_u32};
 
 /// The decisions, in request order, and warnings about gaps in the
 /// conversation. A turn unit that spans two blocks counts its tokens in the
@@ -48,6 +48,7 @@ pub(super) fn decisions(
             filtered_item_ids: m.filtered.iter().map(|&i| id(i)).collect(),
             compacted_item_ids: Vec::new(),
             summarized_item_ids: Vec::new(),
+            tokens_window_unused: saturating_u32(alloc.window_given_up[bi]),
             reason: String::new(),
         };
         let block_forms: Vec<Form> = forms[bi]

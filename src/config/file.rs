@@ -224,6 +224,10 @@ pub struct PolicyEntry {
     pub priorities: PrioritiesEntry,
     /// Whether turns that do not fit are compacted before they are dropped.
     pub compact_turns: Option<bool>,
+    /// The conversation window's low mark, percent of the input budget.
+    pub window_low_percent: Option<u32>,
+    /// The conversation window's high mark, percent of the input budget.
+    pub window_high_percent: Option<u32>,
 }
 
 /// `[policies.NAME.priorities]`.
@@ -571,6 +575,23 @@ fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
     }
     let mut policy = Policy::default();
     policy.compact_turns = entry.compact_turns.unwrap_or(policy.compact_turns);
+    policy.window_low_percent = entry.window_low_percent.unwrap_or(policy.window_low_percent);
+    policy.window_high_percent = entry.window_high_percent.unwrap_or(policy.window_high_percent);
+    if policy.window_high_percent > 100 {
+        return Err(ConfigError::new(
+            key("window_high_percent"),
+            format!("{} is not a percentage (0 to 100)", policy.window_high_percent),
+        ));
+    }
+    if policy.window_low_percent > policy.window_high_percent {
+        return Err(ConfigError::new(
+            key("window_low_percent"),
+            format!(
+                "{} is above window_high_percent ({})",
+                policy.window_low_percent, policy.window_high_percent
+            ),
+        ));
+    }
     if let Some(role) = entry.context_role.as_deref() {
         policy.context_role = match role {
             "user" => Role::User,

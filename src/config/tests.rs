@@ -478,3 +478,28 @@ fn the_marker_key_is_checked_and_never_shown() {
         crate::compact::MarkerKey::per_process()
     );
 }
+
+#[test]
+fn window_marks_are_read_per_policy_and_checked() {
+    let (_f, cfg) = with_file("[policies.steady]\nwindow_low_percent = 60\nwindow_high_percent = 90\n");
+    let cfg = cfg.unwrap();
+    let steady = cfg.catalog.policy("steady").unwrap();
+    assert_eq!((steady.window_low_percent, steady.window_high_percent), (60, 90));
+    // 30% of a 1,000-token budget between anchors; the turns stay under 900.
+    let w = steady.window(1_000);
+    assert_eq!((w.step, w.high), (300, 900));
+    // The default: steps of 20%, no ceiling but the room.
+    let default = cfg.catalog.policy("").unwrap().window(4_000);
+    assert_eq!((default.step, default.high), (800, u32::MAX));
+    // Equal marks: no window.
+    let (_f, off) = with_file("[policies.off]\nwindow_low_percent = 100\n");
+    assert_eq!(off.unwrap().catalog.policy("off").unwrap().window(4_000).step, 0);
+    assert_eq!(
+        err_key("[policies.p]\nwindow_high_percent = 101\n"),
+        "policies.p.window_high_percent"
+    );
+    assert_eq!(
+        err_key("[policies.p]\nwindow_low_percent = 95\nwindow_high_percent = 90\n"),
+        "policies.p.window_low_percent"
+    );
+}

@@ -223,6 +223,7 @@ impl From<Assembly> for pb::AssembleResponse {
                     compacted_item_ids: d.compacted_item_ids,
                     reason: d.reason,
                     summarized_item_ids: d.summarized_item_ids,
+                    tokens_window_unused: d.tokens_window_unused,
                 })
                 .collect(),
             warnings: a.warnings.into_iter().map(warning_to_wire).collect(),

@@ -164,6 +164,10 @@ pub struct BlockDecision {
     /// Dropped turns covered by the compaction summary (a subset of
     /// `dropped_item_ids`).
     pub summarized_item_ids: Vec<String>,
+    /// Tokens of turns the room had space for but the conversation window
+    /// gave up, so that the conversation is cut where the session's next
+    /// requests cut it too (room left unused for the provider cache).
+    pub tokens_window_unused: u32,
     /// Why, in a few words.
     pub reason: String,
 }

@@ -28,6 +28,10 @@ pub struct Prompt<'a> {
     pub prefix_hash: &'a str,
     /// Tokens of the static messages.
     pub prefix_tokens: u32,
+    /// Tokens of the messages up to and including the last conversation
+    /// turn (the static prefix alone when there is none): what stays
+    /// byte-identical in the session's next request.
+    pub stable_tokens: u32,
     /// Tokens of the tool definitions that precede them.
     pub tools_tokens: u32,
 }
@@ -41,6 +45,7 @@ pub fn of(cache: &CacheSettings, p: &Prompt<'_>) -> CacheHints {
         last_turn,
         prefix_hash,
         prefix_tokens,
+        stable_tokens,
         tools_tokens,
     } = *p;
     let mut breakpoints = Vec::new();
@@ -69,8 +74,9 @@ pub fn of(cache: &CacheSettings, p: &Prompt<'_>) -> CacheHints {
             index: saturating_u32(i),
         });
     }
-    // The conversation is append-only: its last turn stays byte-identical in
-    // the next request of the session.
+    // The conversation is append-only and cut at anchors that stay put (the
+    // window): through its last turn it stays byte-identical in the next
+    // request of the session, until the cut moves by a step.
     if let Some(i) = last_turn {
         breakpoints.push(Breakpoint {
             kind: BreakpointKind::LastStableMessage,
@@ -104,7 +110,7 @@ pub fn of(cache: &CacheSettings, p: &Prompt<'_>) -> CacheHints {
             (SESSION_HEADER.to_owned(), session),
         ],
         affinity_key,
-        engine_cacheable_tokens: prefix_tokens / block * block,
+        engine_cacheable_tokens: stable_tokens.max(prefix_tokens) / block * block,
         provider_minimum_tokens: cache.min_tokens,
         below_provider_minimum: cacheable < cache.min_tokens,
     }

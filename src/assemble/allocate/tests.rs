@@ -80,11 +80,25 @@ fn plans() -> impl Strategy<Value = (Vec<BlockPlan>, u64, u32)> {
 }
 
 fn run(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
-    allocate(blocks, base, [OVERHEAD; 2], budget, &mut Synthetic(blocks, true))
+    allocate(
+        blocks,
+        base,
+        [OVERHEAD; 2],
+        budget,
+        Window::OFF,
+        &mut Synthetic(blocks, true),
+    )
 }
 
 fn run_without_summary(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
-    allocate(blocks, base, [OVERHEAD; 2], budget, &mut Synthetic(blocks, false))
+    allocate(
+        blocks,
+        base,
+        [OVERHEAD; 2],
+        budget,
+        Window::OFF,
+        &mut Synthetic(blocks, false),
+    )
 }
 
 /// The total recomputed from the forms alone.
@@ -355,4 +369,94 @@ fn the_oldest_kept_turns_make_room_for_the_summary() {
     let a = run(&[turns(BlockKind::History, 9, 0, &[40, 10])], 0, 10).unwrap();
     assert!(a.summary.is_none());
     assert_eq!(a.forms[0], vec![Form::Dropped(DropReason::NoRoom), Form::Full]);
+}
+
+/// The boundary of a conversation's cut: the index of its first kept turn
+/// (of block 0), or its length when none is kept.
+fn boundary(a: &Allocation) -> usize {
+    a.forms[0]
+        .iter()
+        .position(|f| f.is_kept())
+        .unwrap_or(a.forms[0].len())
+}
+
+fn windowed(blocks: &[BlockPlan], base: u64, budget: u32, window: Window, summaries: bool) -> Allocation {
+    allocate(
+        blocks,
+        base,
+        [OVERHEAD; 2],
+        budget,
+        window,
+        &mut Synthetic(blocks, summaries),
+    )
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// Appending an exchange to a conversation either keeps the cut where
+    /// it was, with the same summary and every turn kept before kept again
+    /// in the same form (so every byte before the new turns is the same), or
+    /// moves the cut forward by at least a whole step.
+    #[test]
+    fn appending_an_exchange_keeps_the_cut_or_moves_it_a_whole_step(
+        fulls in prop::collection::vec(1u32..120, 1..40),
+        exchange in prop::collection::vec(1u32..120, 1..3),
+        base in 0u64..50,
+        budget in 100u32..1500,
+        step in 1u32..400,
+        summaries in any::<bool>(),
+    ) {
+        // The room holds two steps and two turns: an anchor is always among
+        // the kept turns (with less, the cut falls where the room ends).
+        prop_assume!(u64::from(budget) >= base + 2 * u64::from(step) + 2 * 120);
+        let window = Window { step, high: u32::MAX };
+        let before = [turns(BlockKind::RecentTurns, 8, 0, &fulls)];
+        let mut longer = fulls.clone();
+        longer.extend(&exchange);
+        let after = [turns(BlockKind::RecentTurns, 8, 0, &longer)];
+        let (a, b) = (windowed(&before, base, budget, window, summaries), windowed(&after, base, budget, window, summaries));
+        prop_assert_eq!(recount(&before, &a, base), a.used);
+        prop_assert_eq!(recount(&after, &b, base), b.used);
+        prop_assert!(a.used <= u64::from(budget) && b.used <= u64::from(budget));
+        let (cut, next) = (boundary(&a), boundary(&b));
+        let kept_before = a.forms[0].iter().any(|f| f.is_kept());
+        if next == cut && kept_before {
+            // Same cut: same summary, and every turn kept before is kept again.
+            prop_assert_eq!(a.summary.as_ref().map(|s| (&s.units, s.cost)), b.summary.as_ref().map(|s| (&s.units, s.cost)));
+            for i in cut..fulls.len() {
+                prop_assert_eq!(a.forms[0][i], b.forms[0][i], "turn {} of {}", i, fulls.len());
+            }
+        } else if next != cut && cut > 0 && next < fulls.len() {
+            // Moved (within the turns both requests share): by a step at least.
+            let (lo, hi) = (cut.min(next), cut.max(next));
+            let moved: u64 = fulls[lo..hi].iter().map(|&f| u64::from(f)).sum();
+            prop_assert!(moved >= u64::from(step), "cut moved from {} to {} ({} tokens, step {})", cut, next, moved, step);
+        }
+    }
+
+    /// The window never costs a turn that the cut does not need: it gives up
+    /// the oldest kept turns up to the next anchor only, less than a step
+    /// before the last of them.
+    #[test]
+    fn the_window_gives_up_less_than_a_step(
+        fulls in prop::collection::vec(1u32..120, 1..40),
+        base in 0u64..50,
+        budget in 100u32..1500,
+        step in 1u32..400,
+    ) {
+        let blocks = [turns(BlockKind::RecentTurns, 8, 0, &fulls)];
+        let plain = windowed(&blocks, base, budget, Window::OFF, false);
+        let a = windowed(&blocks, base, budget, Window { step, high: u32::MAX }, false);
+        prop_assert_eq!(recount(&blocks, &a, base), a.used);
+        let given_up = plain.used - a.used;
+        prop_assert_eq!(a.window_given_up[0], given_up);
+        prop_assert!(boundary(&a) >= boundary(&plain));
+        if given_up > 0 {
+            let last = boundary(&a) - 1;
+            prop_assert!(given_up - u64::from(fulls[last]) < u64::from(step), "gave up {} with a step of {}", given_up, step);
+            prop_assert!(a.forms[0].iter().any(|f| f.is_kept()), "the newest kept turn is never given up");
+        }
+    }
 }

@@ -365,6 +365,10 @@ proptest! {
         let marker = format!("<summary id=\"{TURN_SUMMARY_ID}\"");
         let at = out.messages.iter().position(|m| m.content.contains(&marker));
         prop_assert_eq!(at, Some(1), "the summary message follows the static prefix");
+        // The engine caches through the last turn: recounted, floored to 16.
+        let last_turn = out.messages.len() - 2;
+        let stable = recount(Encoding::O200kBase, &out.messages[..=last_turn]) - 3;
+        prop_assert_eq!(out.hints.engine_cacheable_tokens, stable / 16 * 16);
     }
 }
 
@@ -907,7 +911,10 @@ fn cache_hints_place_breakpoints_and_keys() {
             ("x-session-id".to_owned(), "session-7".to_owned())
         ]
     );
-    assert_eq!(h.engine_cacheable_tokens, out.cache.prefix_tokens / 16 * 16);
+    // Through the last turn (messages 0 to 3), floored to vLLM's 16.
+    let stable = recount(Encoding::O200kBase, &out.messages[..4]) - 3;
+    assert!(stable > out.cache.prefix_tokens);
+    assert_eq!(h.engine_cacheable_tokens, stable / 16 * 16);
     assert!(h.below_provider_minimum, "a short prefix is below 1024 tokens");
     assert_eq!(h.prefix_version, crate::prompt_cache::prefix::PREFIX_VERSION);
 
