@@ -37,7 +37,7 @@ pub struct Policy {
 }
 
 /// The default `window_low_percent`.
-pub const DEFAULT_WINDOW_LOW_PERCENT: u32 = 80;
+pub const DEFAULT_WINDOW_LOW_PERCENT: u32 = 70;
 /// The default `window_high_percent`.
 pub const DEFAULT_WINDOW_HIGH_PERCENT: u32 = 100;
 

@@ -488,9 +488,9 @@ fn window_marks_are_read_per_policy_and_checked() {
     // 30% of a 1,000-token budget between anchors; the turns stay under 900.
     let w = steady.window(1_000);
     assert_eq!((w.step, w.high), (300, 900));
-    // The default: steps of 20%, no ceiling but the room.
+    // The default: steps of 30%, no ceiling but the room.
     let default = cfg.catalog.policy("").unwrap().window(4_000);
-    assert_eq!((default.step, default.high), (800, u32::MAX));
+    assert_eq!((default.step, default.high), (1_200, u32::MAX));
     // Equal marks: no window.
     let (_f, off) = with_file("[policies.off]\nwindow_low_percent = 100\n");
     assert_eq!(off.unwrap().catalog.policy("off").unwrap().window(4_000).step, 0);

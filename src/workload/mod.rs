@@ -3,6 +3,7 @@
 //! benches, the tests and the load generator.
 
 pub mod replay;
+pub mod sessions;
 
 use crate::prompt::{AssembleRequest, Block, BlockKind, Item, Principal, Segment, SegmentKind};
 use crate::vocab::Role;

@@ -1,0 +1,171 @@
+//! The conversation window measured (issue 19): sessions that add one
+//! exchange per request, at 4k, 8k and 32k budgets, chat-like and
+//! tool-output-heavy, through the library in process, with the default
+//! window and without one (side by side, same requests). For each: the share
+//! of prompt tokens (the query excluded) that are a byte-identical prefix of
+//! the session's previous prompt (all requests together, and the 10th
+//! percentile and median per request), the budget utilization (tokens over
+//! budget, mean and 10th percentile, once the conversation no longer fits),
+//! and the time per request.
+//!
+//!   cargo run --release --example session_window [SESSIONS] [REQUESTS]
+//!   LOWS=60,70,80,90 cargo run --release --example session_window   # other low marks too
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use context_assembler::assemble::{self as domain, Assembler, Policy};
+use context_assembler::config::default_catalog;
+use context_assembler::tokens::{Encoding, Tokenizer};
+use context_assembler::workload::sessions::{Sessions, Turns, common_prefix};
+
+/// The policy without a window (equal marks).
+const NO_WINDOW: &str = "no-window";
+
+struct Figures {
+    share_all: f64,
+    share_p10: f64,
+    share_median: f64,
+    util_mean: f64,
+    util_p10: f64,
+    micros: f64,
+    cut: usize,
+}
+
+fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn measure(asm: &Assembler, sessions: &Sessions, tok: &Tokenizer) -> Figures {
+    let requests = sessions.requests();
+    let (mut common_tokens, mut all_tokens) = (0u64, 0u64);
+    let (mut shares, mut utils) = (Vec::new(), Vec::new());
+    let mut cut = 0;
+    let mut took = std::time::Duration::ZERO;
+    let mut n = 0;
+    for session in requests {
+        let mut previous: Option<Vec<context_assembler::prompt::Message>> = None;
+        for req in session {
+            let offered: usize = req.blocks[0].items.len();
+            let started = Instant::now();
+            let out = asm.assemble(req).unwrap();
+            took += started.elapsed();
+            n += 1;
+            let kept: usize = out.decisions[0].kept_item_ids.len();
+            if kept < offered {
+                cut += 1;
+                utils.push(f64::from(out.usage.total_tokens) / f64::from(out.usage.budget));
+            }
+            if let Some(prev) = &previous {
+                let (common, len) = common_prefix(prev, &out.messages);
+                let text = |m: &[context_assembler::prompt::Message]| -> String {
+                    let body = &m[..m.len() - 1];
+                    body.iter()
+                        .map(|x| format!("{}\u{0}{}\u{0}", x.role.as_str(), x.content))
+                        .collect()
+                };
+                let now = text(&out.messages);
+                let mut at = common.min(len);
+                while !now.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let (c, t) = (u64::from(tok.count(&now[..at])), u64::from(tok.count(&now)));
+                common_tokens += c;
+                all_tokens += t;
+                shares.push(c as f64 / t.max(1) as f64);
+            }
+            previous = Some(out.messages);
+        }
+    }
+    Figures {
+        share_all: common_tokens as f64 / all_tokens.max(1) as f64,
+        share_p10: percentile(shares.clone(), 0.1),
+        share_median: percentile(shares, 0.5),
+        util_mean: utils.iter().sum::<f64>() / utils.len().max(1) as f64,
+        util_p10: percentile(utils, 0.1),
+        micros: took.as_secs_f64() * 1e6 / n as f64,
+        cut,
+    }
+}
+
+fn main() {
+    let arg = |i: usize, default: usize| {
+        std::env::args()
+            .nth(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(default)
+    };
+    let (count, requests) = (arg(1, 20), arg(2, 30));
+    let mut catalog = default_catalog();
+    let off = Policy {
+        window_low_percent: 100,
+        window_high_percent: 100,
+        ..Policy::default()
+    };
+    catalog.policies.insert(NO_WINDOW.to_owned(), Arc::new(off));
+    let default = catalog.policy("").unwrap().clone();
+    // Other low marks to compare (policies "low-N").
+    let lows: Vec<u32> = std::env::var("LOWS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|x| x.trim().parse().ok())
+        .collect();
+    let mut names: Vec<(&'static str, String)> = vec![("", "default".to_owned())];
+    for low in lows {
+        let name: &'static str = Box::leak(format!("low-{low}").into_boxed_str());
+        let p = Policy {
+            window_low_percent: low,
+            ..Policy::default()
+        };
+        catalog.policies.insert(name.to_owned(), Arc::new(p));
+        names.push((name, format!("{low}-100%")));
+    }
+    names.push((NO_WINDOW, "none".to_owned()));
+    let tok = Tokenizer::exact(Encoding::O200kBase);
+    println!(
+        "{count} sessions x {requests} requests, one exchange added per request, a 4,000-character system prompt; \
+         default window {}-{}% vs none",
+        default.window_low_percent, default.window_high_percent
+    );
+    println!(
+        "| budget | turns | window | prefix share (all) | p10 | median | utilization mean | p10 | requests cut | µs/request |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for budget in [4_000u32, 8_000, 32_000] {
+        for turns in Turns::ALL {
+            for (policy, label) in &names {
+                let policy = *policy;
+                // A fresh assembler each: the memo of turn summaries starts cold.
+                let asm = Assembler::new(catalog.clone(), domain::DEFAULT_CACHE_BYTES);
+                asm.warm();
+                let shape = Sessions {
+                    sessions: count,
+                    requests,
+                    budget,
+                    system_chars: 4_000,
+                    turns,
+                    policy,
+                    seed: 11,
+                };
+                let f = measure(&asm, &shape, &tok);
+                println!(
+                    "| {budget} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {} | {:.0} |",
+                    turns.name(),
+                    label,
+                    f.share_all * 100.0,
+                    f.share_p10 * 100.0,
+                    f.share_median * 100.0,
+                    f.util_mean * 100.0,
+                    f.util_p10 * 100.0,
+                    f.cut,
+                    f.micros
+                );
+            }
+        }
+    }
+}
