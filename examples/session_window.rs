@@ -153,15 +153,21 @@ fn main() {
                     seed: 11,
                 };
                 let f = measure(&asm, &shape, &tok);
+                let (util_mean, util_p10) = if f.cut == 0 {
+                    ("-".to_owned(), "-".to_owned())
+                } else {
+                    (
+                        format!("{:.1}%", f.util_mean * 100.0),
+                        format!("{:.1}%", f.util_p10 * 100.0),
+                    )
+                };
                 println!(
-                    "| {budget} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {} | {:.0} |",
+                    "| {budget} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {util_mean} | {util_p10} | {} | {:.0} |",
                     turns.name(),
                     label,
                     f.share_all * 100.0,
                     f.share_p10 * 100.0,
                     f.share_median * 100.0,
-                    f.util_mean * 100.0,
-                    f.util_p10 * 100.0,
                     f.cut,
                     f.micros
                 );
