@@ -372,6 +372,62 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// The conversation window end to end, on real text: each request of a
+    /// session (one exchange more than the one before) either repeats every
+    /// byte of the previous prompt through its last turn (same cut, same
+    /// summary, same turns), or moves the cut by at least a whole step
+    /// (tokens of the turns between the two cuts, recounted with the
+    /// reference tokenizer).
+    #[test]
+    fn each_request_of_a_session_keeps_the_cut_or_moves_it_a_step(
+        seed in any::<u64>(),
+        budget in prop::sample::select(vec![3_000u32, 4_000, 6_000]),
+        tool_heavy in any::<bool>(),
+    ) {
+        use crate::workload::sessions::{Sessions, Turns};
+        let shape = Sessions {
+            sessions: 1,
+            requests: 14,
+            budget,
+            system_chars: 2_000,
+            turns: if tool_heavy { Turns::ToolHeavy } else { Turns::Chat },
+            policy: "",
+            seed,
+        };
+        let a = asm();
+        let bpe = reference(Encoding::O200kBase);
+        let cost = |t: &Item| 3 + bpe.encode_ordinary(t.role.unwrap_or(Role::User).as_str()).len() as u64
+            + bpe.encode_ordinary(&t.content).len() as u64;
+        let mut previous: Option<(Vec<Message>, usize)> = None;
+        let mut moves = 0;
+        for req in shape.requests().remove(0) {
+            let turns = req.blocks[0].items.clone();
+            let out = a.assemble(req).unwrap();
+            prop_assert_eq!(recount(Encoding::O200kBase, &out.messages), out.usage.total_tokens);
+            let step = u64::from(Policy::default().window(out.usage.budget).step);
+            let kept = &out.decisions[0].kept_item_ids;
+            let cut = kept.first().map_or(turns.len(), |id| turns.iter().position(|t| &t.id == id).unwrap());
+            if let Some((before, before_cut)) = &previous {
+                let last_turn = before.len() - 2;
+                if cut == *before_cut {
+                    prop_assert_eq!(&out.messages[..=last_turn], &before[..=last_turn], "same cut, other bytes");
+                } else {
+                    moves += 1;
+                    let (lo, hi) = (cut.min(*before_cut), cut.max(*before_cut));
+                    let moved: u64 = turns[lo..hi].iter().map(cost).sum();
+                    prop_assert!(moved >= step, "the cut moved {} tokens ({} to {}), less than a step of {}", moved, before_cut, cut, step);
+                }
+            }
+            previous = Some((out.messages, cut));
+        }
+        // Not every request moved the cut (chat-like sessions keep it).
+        prop_assert!(tool_heavy || moves < 13, "the cut moved on every request");
+    }
+}
+
 // ---------------------------------------------------------------- examples
 
 #[test]
