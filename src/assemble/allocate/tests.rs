@@ -460,3 +460,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_window_ceiling_bounds_the_kept_turns_even_when_they_fit() {
+    // Ten turns of 10 fit a budget of 1,000, but the ceiling is 35: the cut
+    // moves to the first anchor (steps of 20: every other turn) whose suffix
+    // is under it, and the room given up is reported.
+    let blocks = [turns(BlockKind::RecentTurns, 8, 0, &[10; 10])];
+    let a = windowed(&blocks, 0, 1_000, Window { step: 20, high: 35 }, false);
+    let kept: Vec<bool> = a.forms[0].iter().map(|f| f.is_kept()).collect();
+    assert_eq!(
+        kept,
+        [false, false, false, false, false, false, false, false, true, true]
+    );
+    assert_eq!((a.used, a.window_given_up[0]), (20, 80));
+    assert!(
+        a.forms[0][..8]
+            .iter()
+            .all(|&f| f == Form::Dropped(DropReason::OlderThanCut))
+    );
+    // With summaries the eight are covered by one.
+    let a = windowed(&blocks, 0, 1_000, Window { step: 20, high: 35 }, true);
+    assert_eq!(a.summary.map(|s| s.units.len()), Some(8));
+}
