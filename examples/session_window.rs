@@ -10,6 +10,8 @@
 //!
 //!   cargo run --release --example session_window [SESSIONS] [REQUESTS]
 //!   LOWS=60,70,80,90 cargo run --release --example session_window   # other low marks too
+//!   GRPC=1 cargo run --release --example session_window   # also through a real server on
+//!                                                          # loopback: its handler time per request
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -93,6 +95,76 @@ fn measure(asm: &Assembler, sessions: &Sessions, tok: &Tokenizer) -> Figures {
     }
 }
 
+/// Runs the same sessions through a real server on loopback (one
+/// connection, one request at a time) and returns the server's own handler
+/// time per request (its `assembler_request_duration_seconds` histogram).
+fn through_server(config: &std::path::Path, sessions: &Sessions) -> f64 {
+    use context_assembler::config::ServeArgs;
+    use context_assembler::grpc::pb;
+    use context_assembler::telemetry::exposition;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let args = ServeArgs {
+            listen: Some("127.0.0.1:0".to_owned()),
+            metrics_listen: Some("127.0.0.1:0".to_owned()),
+            memory_store: Some("off".to_owned()),
+            config: Some(config.to_owned()),
+            ..ServeArgs::default()
+        };
+        let bound = context_assembler::server::Bound::bind(args.validate().unwrap())
+            .await
+            .unwrap();
+        let (addr, metrics) = (bound.grpc_addr().unwrap(), bound.metrics_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(bound.serve(async {
+            let _ = stopped.await;
+        }));
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client =
+            pb::assembler_client::AssemblerClient::new(channel).max_decoding_message_size(64 << 20);
+        let handled = || async move {
+            let page = reqwest_page(metrics).await;
+            let samples = exposition::parse(&page);
+            let labels = [("rpc", "Assemble")];
+            let sum =
+                exposition::sum(&samples, "assembler_request_duration_seconds_sum", &labels).unwrap_or(0.0);
+            let count =
+                exposition::sum(&samples, "assembler_request_duration_seconds_count", &labels).unwrap_or(0.0);
+            (sum, count)
+        };
+        let (sum0, count0) = handled().await;
+        for session in sessions.requests() {
+            for req in session {
+                client.assemble(pb::AssembleRequest::from(req)).await.unwrap();
+            }
+        }
+        let (sum1, count1) = handled().await;
+        let _ = stop.send(());
+        let _ = server.await;
+        (sum1 - sum0) * 1e6 / (count1 - count0).max(1.0)
+    })
+}
+
+/// The metrics page of the server at `addr`.
+async fn reqwest_page(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut page = String::new();
+    s.read_to_string(&mut page).await.unwrap();
+    page
+}
+
 fn main() {
     let arg = |i: usize, default: usize| {
         std::env::args()
@@ -126,6 +198,19 @@ fn main() {
         names.push((name, format!("{low}-100%")));
     }
     names.push((NO_WINDOW, "none".to_owned()));
+    // The same policies for a server, when GRPC is set.
+    let grpc = std::env::var("GRPC").is_ok_and(|v| v == "1");
+    let dir = std::env::temp_dir().join(format!("session-window-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("policies.toml");
+    let mut toml = String::new();
+    for (name, p) in &catalog.policies {
+        toml.push_str(&format!(
+            "[policies.{name}]\nwindow_low_percent = {}\nwindow_high_percent = {}\n",
+            p.window_low_percent, p.window_high_percent
+        ));
+    }
+    std::fs::write(&config, toml).unwrap();
     let tok = Tokenizer::exact(Encoding::O200kBase);
     println!(
         "{count} sessions x {requests} requests, one exchange added per request, a 4,000-character system prompt; \
@@ -133,9 +218,13 @@ fn main() {
         default.window_low_percent, default.window_high_percent
     );
     println!(
-        "| budget | turns | window | prefix share (all) | p10 | median | utilization mean | p10 | requests cut | µs/request |"
+        "| budget | turns | window | prefix share (all) | p10 | median | utilization mean | p10 | requests cut | µs/request in process |{}",
+        if grpc { " server µs/request |" } else { "" }
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "|---|---|---|---|---|---|---|---|---|---|{}",
+        if grpc { "---|" } else { "" }
+    );
     for budget in [4_000u32, 8_000, 32_000] {
         for turns in Turns::ALL {
             for (policy, label) in &names {
@@ -161,8 +250,13 @@ fn main() {
                         format!("{:.1}%", f.util_p10 * 100.0),
                     )
                 };
+                let server = if grpc {
+                    format!(" {:.0} |", through_server(&config, &shape))
+                } else {
+                    String::new()
+                };
                 println!(
-                    "| {budget} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {util_mean} | {util_p10} | {} | {:.0} |",
+                    "| {budget} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {util_mean} | {util_p10} | {} | {:.0} |{server}",
                     turns.name(),
                     label,
                     f.share_all * 100.0,
@@ -174,4 +268,5 @@ fn main() {
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
