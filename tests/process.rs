@@ -6,6 +6,8 @@
 mod common;
 
 use std::io::Write as _;
+
+use prost::Message as _;
 use std::time::{Duration, Instant};
 
 use common::{ChildServer, heavy_request};
@@ -37,25 +39,55 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
         watch.message().await.unwrap().unwrap().status,
         ServingStatus::Serving as i32
     );
-    // Cold, distinct requests that take a while each in a debug build.
-    let calls: Vec<_> = (0..6u64)
-        .map(|seed| {
-            let mut client = AssemblerClient::new(channel.clone());
-            tokio::spawn(async move { client.assemble(heavy_request(seed, 400, 2000)).await })
-        })
+    // Six requests in flight, held by the test: each has sent half its
+    // message, so the server has them all before the signal, whatever the
+    // machine's speed, and none can finish before it.
+    let messages: Vec<Vec<u8>> = (0..6u64)
+        .map(|seed| heavy_request(seed, 40, 200).encode_to_vec())
         .collect();
-    // SIGTERM only once all of them are being worked on.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while sidecar.metric("assembler_in_flight_requests", &[]).await < 6.0 {
-        assert!(Instant::now() < deadline, "requests never got in flight");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut held = Vec::new();
+    for m in &messages {
+        held.push(
+            common::HeldCall::start(
+                sidecar.grpc,
+                "/context_assembler.v1.Assembler/Assemble",
+                m,
+                m.len() / 2,
+            )
+            .await,
+        );
     }
+    let declared: usize = messages.iter().map(Vec::len).sum();
+    sidecar
+        .wait_for(
+            "assembler_upload_budget_held_bytes",
+            &[],
+            declared as f64,
+            "the held requests never reached the server",
+        )
+        .await;
     sidecar.signal("-TERM");
     let signalled = Instant::now();
-    for call in calls {
-        let response = call.await.unwrap();
-        let response = response.expect("an in-flight request failed during the drain");
-        assert!(response.into_inner().usage.unwrap().total_tokens > 0);
+    // The drain has begun; they stay held well past the moment a drain that
+    // counted only work in progress would end (a wait, not a verdict: a
+    // correct drain waits the whole grace period for them).
+    while !sidecar.logs().iter().any(|l| l.contains("draining")) {
+        assert!(
+            signalled.elapsed() < Duration::from_secs(20),
+            "the drain never began"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The drain waits for them: released now, each is answered.
+    for call in &mut held {
+        call.release().await;
+    }
+    for call in held {
+        let (code, body) = call.answer().await.expect("no answer during the drain");
+        assert_eq!(code, 0, "an in-flight request failed during the drain");
+        let response = pb::AssembleResponse::decode(&body[5..]).unwrap();
+        assert!(response.usage.unwrap().total_tokens > 0);
     }
     let grpc = sidecar.grpc;
     assert_eq!(sidecar.exit_code(Duration::from_secs(30)).await, Some(0));

@@ -655,3 +655,72 @@ pub fn open_fds(pid: u32) -> usize {
 mod sqlite_stall;
 #[allow(unused_imports)] // Used by some of the test crates that include this module.
 pub use sqlite_stall::SqliteStall;
+
+/// Where the frames of an upload body go.
+type UploadSender =
+    tokio::sync::mpsc::Sender<Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>>;
+
+/// A unary call whose upload the test holds: the frame header and the first
+/// `sent` bytes of `message` go out at once; the rest waits for
+/// [`HeldCall::release`]. The server has the call from the start (it counts
+/// its declared bytes) but cannot work on it until released: an in-flight
+/// request whose timing the test controls.
+pub struct HeldCall {
+    rest: Option<(UploadSender, bytes::Bytes)>,
+    answer: tokio::task::JoinHandle<Option<(i32, Vec<u8>)>>,
+}
+
+impl HeldCall {
+    pub async fn start(addr: SocketAddr, path: &str, message: &[u8], sent: usize) -> HeldCall {
+        use http_body_util::BodyExt as _;
+        use hyper_util::rt::{TokioExecutor, TokioIo};
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let body = http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let framed = bytes::Bytes::from(frame(message));
+        let first = framed.slice(..5 + sent.min(message.len()));
+        let rest = framed.slice(first.len()..);
+        tx.send(Ok(http_body::Frame::data(first))).await.unwrap();
+        let req = http::Request::post(format!("http://{addr}{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(body)
+            .unwrap();
+        // The grpc-status (headers or trailers) and the response body.
+        let answer = tokio::spawn(async move {
+            let resp = send.send_request(req).await.ok()?;
+            let status = |h: &http::HeaderMap| {
+                h.get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<i32>().ok())
+            };
+            let in_head = status(resp.headers());
+            let collected = resp.into_body().collect().await.ok()?;
+            let code = in_head.or_else(|| collected.trailers().and_then(status))?;
+            Some((code, collected.to_bytes().to_vec()))
+        });
+        HeldCall {
+            rest: Some((tx, rest)),
+            answer,
+        }
+    }
+
+    /// Sends the rest of the message and ends the upload.
+    pub async fn release(&mut self) {
+        if let Some((tx, rest)) = self.rest.take()
+            && !rest.is_empty()
+        {
+            let _ = tx.send(Ok(http_body::Frame::data(rest))).await;
+        }
+    }
+
+    /// The grpc-status and body the server answered (`None` if it never did).
+    pub async fn answer(self) -> Option<(i32, Vec<u8>)> {
+        self.answer.await.unwrap()
+    }
+}
