@@ -1,4 +1,6 @@
-//! The real binary as a child process: SIGTERM drains in-flight requests and
+//! The real binary as a child process: SIGTERM drains in-flight calls of
+//! every kind (held by the test, released after the drain began) and exits 0,
+//! or abandons them at the drain deadline; earlier: SIGTERM drains requests and
 //! exits 0; SIGHUP reloads models and policies, refuses a bad file and keeps
 //! serving throughout.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -212,4 +214,196 @@ async fn sighup_reloads_models_and_policies_and_refuses_a_bad_file() {
     assert!(served > 0);
     sidecar.signal("-TERM");
     assert_eq!(sidecar.exit_code(Duration::from_secs(20)).await, Some(0));
+}
+
+/// A text message of a conversation to compact.
+fn said(id: &str, role: pb::Role, text: &str) -> pb::ConversationMessage {
+    pb::ConversationMessage {
+        id: id.to_owned(),
+        role: role.into(),
+        content: vec![pb::ContentBlock {
+            block: Some(pb::content_block::Block::Text(text.to_owned())),
+        }],
+    }
+}
+
+/// Starts one held call of each kind (Assemble, AssembleBatch,
+/// AssembleStream, Compact, Retain) and waits until the server holds all
+/// of them.
+async fn hold_every_kind(sidecar: &ChildServer) -> Vec<(&'static str, common::HeldCall)> {
+    let svc = "/context_assembler.v1.Assembler/";
+    let compact = pb::CompactRequest {
+        request_id: "c".to_owned(),
+        model: "gpt-4o".to_owned(),
+        messages: (0..12)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    pb::Role::User
+                } else {
+                    pb::Role::Assistant
+                };
+                said(&format!("m{i}"), role, &format!("Message {i}: ").repeat(40))
+            })
+            .collect(),
+        trigger_tokens: Some(0),
+        preserve_recent: Some(2),
+        ..Default::default()
+    };
+    let retain = pb::RetainRequest {
+        idempotency_key: "drain/1".to_owned(),
+        subject: "tenant/drain".to_owned(),
+        request_id: "r".to_owned(),
+        turn: 1,
+        model_output: "<observation><type>decision</type><text>Drains wait.</text></observation>".to_owned(),
+        ..Default::default()
+    };
+    let batch = pb::AssembleBatchRequest {
+        requests: (2..5).map(|seed| heavy_request(seed, 20, 200)).collect(),
+    };
+    let calls: Vec<(&'static str, Vec<u8>)> = vec![
+        ("Assemble", heavy_request(1, 40, 200).encode_to_vec()),
+        ("AssembleBatch", batch.encode_to_vec()),
+        ("AssembleStream", heavy_request(5, 40, 200).encode_to_vec()),
+        ("Compact", compact.encode_to_vec()),
+        ("Retain", retain.encode_to_vec()),
+    ];
+    let declared: usize = calls
+        .iter()
+        .filter(|(rpc, _)| *rpc != "AssembleStream")
+        .map(|(_, m)| m.len())
+        .sum();
+    let mut held = Vec::new();
+    for (rpc, m) in &calls {
+        let path = format!("{svc}{rpc}");
+        // A stream's message is all sent (the stream stays open); a unary
+        // call's only half.
+        let sent = if *rpc == "AssembleStream" {
+            m.len()
+        } else {
+            m.len() / 2
+        };
+        held.push((*rpc, common::HeldCall::start(sidecar.grpc, &path, m, sent).await));
+    }
+    sidecar
+        .wait_for(
+            "assembler_upload_budget_held_bytes",
+            &[],
+            declared as f64,
+            "the held calls never reached the server",
+        )
+        .await;
+    sidecar
+        .wait_for(
+            "assembler_requests_total",
+            &[("rpc", "AssembleStream")],
+            1.0,
+            "the stream's message was never answered",
+        )
+        .await;
+    held
+}
+
+/// Sends SIGTERM and waits until the drain has begun (its log line).
+async fn terminate(sidecar: &ChildServer) -> Instant {
+    sidecar.signal("-TERM");
+    let signalled = Instant::now();
+    while !sidecar.logs().iter().any(|l| l.contains("draining")) {
+        assert!(
+            signalled.elapsed() < Duration::from_secs(20),
+            "the drain never began"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    signalled
+}
+
+#[tokio::test]
+async fn sigterm_drains_every_kind_of_call_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.db");
+    let sidecar = ChildServer::spawn(
+        &[
+            "--log-format",
+            "json",
+            "--drain-secs",
+            "30",
+            "--memory-sqlite-path",
+            db.to_str().unwrap(),
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    sidecar.serving_channel().await;
+    let mut held = hold_every_kind(&sidecar).await;
+    terminate(&sidecar).await;
+    // Past the moment a drain that did not wait for them would have ended.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (_, call) in &mut held {
+        call.release().await;
+    }
+    for (rpc, call) in held {
+        let (code, body) = call
+            .answer()
+            .await
+            .unwrap_or_else(|| panic!("{rpc}: no answer during the drain"));
+        if rpc == "AssembleStream" {
+            // The stream answered what it had received, then ended with
+            // UNAVAILABLE: the client reopens it on another instance.
+            assert_eq!(code, tonic::Code::Unavailable as i32, "{rpc}");
+            let answer = pb::AssembleStreamResponse::decode(&body[5..]).unwrap();
+            assert!(matches!(
+                answer.result.and_then(|r| r.result),
+                Some(pb::assemble_result::Result::Response(_))
+            ));
+        } else {
+            assert_eq!(code, 0, "{rpc} failed during the drain");
+            assert!(body.len() > 5, "{rpc}: an empty answer");
+        }
+    }
+    assert_eq!(sidecar.exit_code(Duration::from_secs(30)).await, Some(0));
+}
+
+#[tokio::test]
+async fn calls_held_past_the_drain_deadline_are_abandoned_and_the_process_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.db");
+    let sidecar = ChildServer::spawn(
+        &[
+            "--log-format",
+            "json",
+            "--drain-secs",
+            "2",
+            "--memory-sqlite-path",
+            db.to_str().unwrap(),
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    sidecar.serving_channel().await;
+    let held = hold_every_kind(&sidecar).await;
+    let signalled = terminate(&sidecar).await;
+    // Never released: the drain deadline (2 s) runs out, and the process
+    // exits soon after (a bound on hanging, generous for a loaded machine).
+    assert_eq!(sidecar.exit_code(Duration::from_secs(30)).await, Some(0));
+    let took = signalled.elapsed();
+    assert!(
+        took >= Duration::from_secs(2),
+        "exited after {took:?}, before the deadline"
+    );
+    assert!(
+        took < Duration::from_secs(12),
+        "exited {took:?} after the signal, the deadline is 2 s"
+    );
+    // No held unary call was answered: each saw its connection close (which
+    // gRPC clients report as UNAVAILABLE); the stream had ended already.
+    for (rpc, call) in held {
+        let answer = call.answer().await;
+        if rpc == "AssembleStream" {
+            assert_eq!(
+                answer.map(|a| a.0),
+                Some(tonic::Code::Unavailable as i32),
+                "{rpc}"
+            );
+        } else {
+            assert_eq!(answer, None, "{rpc}: answered after it was abandoned");
+        }
+    }
 }
