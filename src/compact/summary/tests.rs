@@ -344,7 +344,10 @@ proptest! {
     /// Clipping never passes the limit (plus the ellipsis) and keeps text
     /// that fits whole, on one line.
     #[test]
-    fn clip_is_bounded(text in "[a-z \n.]{0,80}", max in 1usize..20) {
+    fn clip_is_bounded(
+        text in prop_oneof!["\\PC{0,24}", "[a-z\u{e9}\u{65e5}\u{1f600}\u{301} \n.]{0,24}", crate::tokens::tokenizer::tests::adversarial_text()],
+        max in 1usize..20,
+    ) {
         let out = clip(&text, max);
         let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
         prop_assert!(out.chars().count() <= max + 1);

@@ -58,8 +58,40 @@ pub(crate) fn adversarial_text() -> impl Strategy<Value = String> {
         "_",
         "-",
         "==",
+        // Combining marks, stacked; zero-width and bidirectional controls.
+        "a\u{301}\u{302}\u{323}",
+        "\u{200b}",
+        "\u{200d}",
+        "\u{feff}",
+        "\u{5e9}\u{5dc}\u{5d5}\u{5dd}\u{200f}",
+        "\u{645}\u{631}\u{62d}\u{628}\u{627}",
+        "\u{2066}x\u{2069}",
+        "\u{202e}abc\u{202c}",
+        // Emoji sequences: a ZWJ family, a flag, a skin tone, a keycap.
+        "\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467}\u{200d}\u{1f466}",
+        "\u{1f1fa}\u{1f1f8}",
+        "\u{1f44d}\u{1f3fd}",
+        "1\u{fe0f}\u{20e3}",
+        // CJK, Hangul, Devanagari, Thai: scripts without spaces or with
+        // their own.
+        "\u{4e2d}\u{6587}\u{5b57}\u{7b26}",
+        "\u{d55c}\u{ad6d}\u{c5b4}",
+        "\u{928}\u{92e}\u{938}\u{94d}\u{924}\u{947}",
+        "\u{e2a}\u{e27}\u{e31}\u{e2a}\u{e14}\u{e35}",
+        "\u{ff21}\u{ff22}",
     ]);
-    prop::collection::vec(atoms, 0..40).prop_map(|v| v.concat())
+    // Long runs of one kind, where pre-tokenizers split (and where counts
+    // and byte offsets go wrong first): whitespace, digits, punctuation,
+    // one letter, one CJK character.
+    let runs = (
+        prop::sample::select(vec![
+            " ", "\n", "\t", " \n", "\r\n", "0", "9", "!", ".", "-", "a", "\u{4e00}", "\u{301}",
+        ]),
+        8usize..96,
+    )
+        .prop_map(|(unit, n)| unit.repeat(n));
+    let atom = prop_oneof![24 => atoms.prop_map(str::to_owned), 1 => runs];
+    prop::collection::vec(atom, 0..40).prop_map(|v| v.concat())
 }
 
 #[test]
