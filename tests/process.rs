@@ -407,3 +407,145 @@ async fn calls_held_past_the_drain_deadline_are_abandoned_and_the_process_exits(
         }
     }
 }
+
+/// One configuration of every reloadable setting but `[auth]` (its own
+/// test in `tests/auth.rs`): `v` selects the values.
+fn reloadable(v: u32) -> String {
+    let (preserve, family, margin, low) = if v == 1 {
+        (2, "alpha", 10, 100)
+    } else {
+        (5, "beta", 25, 50)
+    };
+    format!(
+        "[compaction]\npreserve_recent = {preserve}\n\
+         [cache]\nfamilies = [\"{family}\"]\n\
+         [[models]]\nname = \"est\"\nencoding = \"o200k_base\"\nestimate_margin_percent = {margin}\n\
+         context_window = 8000\noutput_reserve = 1000\n\
+         [policies.windowed]\nwindow_low_percent = {low}\n"
+    )
+}
+
+/// A session long enough to be cut at a 1,000-token budget.
+fn long_session(family: &str) -> pb::AssembleRequest {
+    let turns = (0..24)
+        .map(|i| pb::Item {
+            id: format!("t{i}"),
+            role: if i % 2 == 0 {
+                pb::Role::User
+            } else {
+                pb::Role::Assistant
+            }
+            .into(),
+            content: format!("Turn {i} says a few plain words about the task at hand. ").repeat(4),
+            ..Default::default()
+        })
+        .collect();
+    pb::AssembleRequest {
+        request_id: "reload".to_owned(),
+        model: "est".to_owned(),
+        max_input_tokens: Some(1_000),
+        blocks: vec![pb::Block {
+            name: "conversation".to_owned(),
+            kind: pb::BlockKind::RecentTurns.into(),
+            items: turns,
+            ..Default::default()
+        }],
+        query: "And now?".to_owned(),
+        policy: "windowed".to_owned(),
+        prefix_family: family.to_owned(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn sighup_reloads_compaction_families_margins_and_policy_windows() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(reloadable(1).as_bytes()).unwrap();
+    let path = file.path().to_str().unwrap().to_owned();
+    let sidecar = spawn(&["--config", &path]);
+    let mut client = AssemblerClient::new(sidecar.serving_channel().await);
+    let compact = || pb::CompactRequest {
+        request_id: "c".to_owned(),
+        model: "est".to_owned(),
+        messages: (0..12)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    pb::Role::User
+                } else {
+                    pb::Role::Assistant
+                };
+                said(&format!("m{i}"), role, &format!("Message {i}: ").repeat(40))
+            })
+            .collect(),
+        trigger_tokens: Some(0),
+        ..Default::default()
+    };
+    // What each setting decides, read from the answers and the metrics page.
+    let observe = |client: &mut AssemblerClient<tonic::transport::Channel>, family: &'static str| {
+        let mut client = client.clone();
+        async move {
+            let kept = client
+                .compact(compact())
+                .await
+                .unwrap()
+                .into_inner()
+                .messages
+                .len();
+            let out = client.assemble(long_session(family)).await.unwrap().into_inner();
+            let unused = out.decisions[0].tokens_window_unused;
+            (kept, out.usage.unwrap().tokenizer, unused)
+        }
+    };
+    let (kept_1, tokenizer_1, unused_1) = observe(&mut client, "beta").await;
+    assert_eq!(tokenizer_1, "estimate(o200k_base,+10%)");
+    assert_eq!(unused_1, 0, "equal marks: no window");
+    let page = sidecar.metrics_page().await;
+    assert!(
+        common::metric(
+            &page,
+            "assembler_prefix_hash_changes_total",
+            &[("family", "alpha")]
+        )
+        .is_some()
+    );
+    assert!(
+        common::metric(
+            &page,
+            "assembler_prefix_hash_changes_total",
+            &[("family", "beta")]
+        )
+        .is_none()
+    );
+
+    std::fs::write(&path, reloadable(2)).unwrap();
+    sidecar.signal("-HUP");
+    sidecar
+        .wait_for(
+            "assembler_config_reloads_total",
+            &[("result", "applied")],
+            1.0,
+            "the reload was not applied",
+        )
+        .await;
+    let (kept_2, tokenizer_2, unused_2) = observe(&mut client, "beta").await;
+    assert_eq!(tokenizer_2, "estimate(o200k_base,+25%)", "the margin");
+    assert_eq!(
+        kept_2,
+        kept_1 + 3,
+        "preserve_recent 2 -> 5 keeps three more messages"
+    );
+    assert!(
+        unused_2 > 0,
+        "a window of 50-100% leaves room unused in this session"
+    );
+    let page = sidecar.metrics_page().await;
+    assert!(
+        common::metric(
+            &page,
+            "assembler_prefix_hash_changes_total",
+            &[("family", "beta")]
+        )
+        .is_some(),
+        "the new family is a label now"
+    );
+}
