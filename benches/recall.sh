@@ -8,6 +8,9 @@
 #
 #   bash benches/recall.sh                  # the matrix, 3 runs each (1M inserts take minutes)
 #   bash benches/recall.sh --quick          # CI smoke: 2k memories, 200 queries, 1 run
+#                                           # (every run that fills its store also checks 200
+#                                           # answers against what it stored: subject, scope,
+#                                           # count; a wrong answer fails it)
 #   bash benches/recall.sh --worst          # also SQLite 1M with one subject holding everything
 #                                           # (WORST_QUERIES, default 200, recalls per run)
 #   RUNS=5 QUERIES=5000 bash benches/recall.sh

@@ -49,6 +49,8 @@ const PRINCIPAL_SCOPED_SHARE: f64 = 0.30;
 const SPAN_MS: i64 = 90 * 86_400_000;
 /// Concurrent tasks of the second measurement.
 const TASKS: usize = 8;
+/// Recalls whose answers are checked against what was stored.
+const CHECKED: usize = 200;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Which {
@@ -286,7 +288,8 @@ async fn size(args: &Args, path: &std::path::Path) -> u64 {
 
 /// Fills the store: each subject's memories in batches, the batches of all
 /// subjects interleaved in time order over the past 90 days.
-async fn populate(store: &MemoryStore, args: &Args, subjects: u64, now: i64) -> (u64, Duration) {
+async fn populate(store: &MemoryStore, args: &Args, subjects: u64, now: i64) -> (u64, Duration, Record) {
+    let mut record = Record::default();
     let mut rng = Rng(DATA_SEED);
     let vocabulary = Vocabulary::new(&mut rng);
     // (subject, memories) of every batch, in the order they are written.
@@ -340,11 +343,23 @@ async fn populate(store: &MemoryStore, args: &Args, subjects: u64, now: i64) -> 
                 max_total_bytes: 0,
             },
         };
+        let scoped: Vec<bool> = batch
+            .memories
+            .iter()
+            .map(|m| !m.required_scopes.is_empty())
+            .collect();
         let retained = store.retain(&batch).await.unwrap();
         assert!(
             !retained.replayed,
             "batch {b} was a replay: the store was not empty"
         );
+        assert_eq!(retained.ids.len(), scoped.len(), "batch {b}: ids of every memory");
+        for (id, scoped) in retained.ids.into_iter().zip(scoped) {
+            let counts = record.visible.entry(batch.subject.clone()).or_default();
+            counts.0 += 1;
+            counts.1 += u64::from(!scoped);
+            record.of.insert(id, (batch.subject.clone(), scoped));
+        }
         stored += n;
         if last_report.elapsed() > Duration::from_secs(15) {
             let rate = stored as f64 / started.elapsed().as_secs_f64();
@@ -352,7 +367,62 @@ async fn populate(store: &MemoryStore, args: &Args, subjects: u64, now: i64) -> 
             last_report = Instant::now();
         }
     }
-    (stored, started.elapsed())
+    (stored, started.elapsed(), record)
+}
+
+/// What the bench stored, kept apart from the store: each memory's subject
+/// and whether it requires [`SCOPE`], and per subject how many memories
+/// there are (all, and those needing no scope).
+#[derive(Default)]
+struct Record {
+    of: std::collections::HashMap<context_assembler::memory::model::MemoryId, (String, bool)>,
+    visible: std::collections::HashMap<String, (u64, u64)>,
+}
+
+/// Recalls of `work` checked against the record, not the store's code: each
+/// returns only its subject's memories, none needing a scope the principal
+/// lacks, none twice, and as many as it may (the limit, or every memory the
+/// principal may see of the subject when fewer: recall tops up with recent
+/// memories). Returns the problems found.
+async fn check(
+    memories: &Memories,
+    work: &[(RecallSpec, Vec<String>)],
+    record: &Record,
+    limit: u32,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (i, (spec, scopes)) in work.iter().enumerate() {
+        let ranked = memories.recall(spec, scopes, now_ms()).await.unwrap();
+        let holds = scopes.iter().any(|s| s == SCOPE);
+        let (all, unscoped) = record.visible.get(&spec.subject).copied().unwrap_or_default();
+        let expected = u64::from(limit).min(if holds { all } else { unscoped });
+        if ranked.len() as u64 != expected {
+            problems.push(format!(
+                "recall {i}: {} memories, expected {expected}",
+                ranked.len()
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for r in &ranked {
+            match record.of.get(&r.candidate.id) {
+                None => problems.push(format!("recall {i}: a memory the bench never stored")),
+                Some((subject, _)) if *subject != spec.subject => {
+                    problems.push(format!(
+                        "recall {i}: a memory of {subject} recalled for {}",
+                        spec.subject
+                    ));
+                }
+                Some((_, true)) if !holds => {
+                    problems.push(format!("recall {i}: a memory needing {SCOPE} without it"))
+                }
+                Some(_) => {}
+            }
+            if !seen.insert(&r.candidate.id) {
+                problems.push(format!("recall {i}: a memory recalled twice"));
+            }
+        }
+    }
+    problems
 }
 
 /// The recalls to run: a subject, a query of 3-8 words (common and rare
@@ -486,10 +556,12 @@ async fn main() {
     let store = MemoryStore::open(&backend).await.unwrap().unwrap();
     let now = now_ms();
     let mut insert = None;
+    let mut record = None;
     if reused {
         println!("reusing the store's {existing} memories");
     } else {
-        let (stored, took) = populate(&store, &args, subjects, now).await;
+        let (stored, took, filled) = populate(&store, &args, subjects, now).await;
+        record = Some(filled);
         let rate = stored as f64 / took.as_secs_f64();
         println!(
             "inserted {stored} memories in {:.1}s: {rate:.0} memories/s",
@@ -559,6 +631,28 @@ async fn main() {
     print_stats(&format!("{TASKS} tasks"), &concurrent);
     let runs = args.warmup + 2 * args.queries;
     println!("mean memories per recall: {:.1}", recalled as f64 / runs as f64);
+
+    // (c) The answers, checked (not timed) on a sample, when this run
+    // filled the store and so knows what is in it.
+    if let Some(record) = &record {
+        let sample = &work[args.warmup..][..args.queries.min(CHECKED)];
+        let problems = check(&memories, sample, record, args.limit).await;
+        if !problems.is_empty() {
+            eprintln!(
+                "recall_bench: {} wrong answers of {} checked:",
+                problems.len(),
+                sample.len()
+            );
+            for p in problems.iter().take(20) {
+                eprintln!("  {p}");
+            }
+            std::process::exit(1);
+        }
+        println!(
+            "checked {} recalls: subjects, scopes and counts as stored",
+            sample.len()
+        );
+    }
 
     let summary = serde_json::json!({
         "backend": name,
