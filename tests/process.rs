@@ -68,18 +68,10 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
             "the held requests never reached the server",
         )
         .await;
-    sidecar.signal("-TERM");
-    let signalled = Instant::now();
+    let signalled = terminate(&sidecar).await;
     // The drain has begun; they stay held well past the moment a drain that
     // counted only work in progress would end (a wait, not a verdict: a
     // correct drain waits the whole grace period for them).
-    while !sidecar.logs().iter().any(|l| l.contains("draining")) {
-        assert!(
-            signalled.elapsed() < Duration::from_secs(20),
-            "the drain never began"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     tokio::time::sleep(Duration::from_secs(1)).await;
     // The drain waits for them: released now, each is answered.
     for call in &mut held {
@@ -319,19 +311,7 @@ async fn terminate(sidecar: &ChildServer) -> Instant {
 
 #[tokio::test]
 async fn sigterm_drains_every_kind_of_call_in_flight() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("memory.db");
-    let sidecar = ChildServer::spawn(
-        &[
-            "--log-format",
-            "json",
-            "--drain-secs",
-            "30",
-            "--memory-sqlite-path",
-            db.to_str().unwrap(),
-        ],
-        &[("RUST_LOG", "info")],
-    );
+    let (sidecar, _store) = spawn_with_store("30");
     sidecar.serving_channel().await;
     let mut held = hold_every_kind(&sidecar).await;
     terminate(&sidecar).await;
@@ -364,19 +344,7 @@ async fn sigterm_drains_every_kind_of_call_in_flight() {
 
 #[tokio::test]
 async fn calls_held_past_the_drain_deadline_are_abandoned_and_the_process_exits() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("memory.db");
-    let sidecar = ChildServer::spawn(
-        &[
-            "--log-format",
-            "json",
-            "--drain-secs",
-            "2",
-            "--memory-sqlite-path",
-            db.to_str().unwrap(),
-        ],
-        &[("RUST_LOG", "info")],
-    );
+    let (sidecar, _store) = spawn_with_store("2");
     sidecar.serving_channel().await;
     let held = hold_every_kind(&sidecar).await;
     let signalled = terminate(&sidecar).await;
@@ -406,6 +374,23 @@ async fn calls_held_past_the_drain_deadline_are_abandoned_and_the_process_exits(
             assert_eq!(answer, None, "{rpc}: answered after it was abandoned");
         }
     }
+}
+
+/// The sidecar with JSON logs at `info`, a SQLite store in a temporary
+/// directory (kept while the returned guard lives) and a drain of
+/// `drain_secs`.
+fn spawn_with_store(drain_secs: &str) -> (ChildServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.db");
+    let args = [
+        "--log-format",
+        "json",
+        "--drain-secs",
+        drain_secs,
+        "--memory-sqlite-path",
+        db.to_str().unwrap(),
+    ];
+    (ChildServer::spawn(&args, &[("RUST_LOG", "info")]), dir)
 }
 
 /// One configuration of every reloadable setting but `[auth]` (its own

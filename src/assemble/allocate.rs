@@ -479,44 +479,65 @@ impl State {
         ) else {
             return given_up;
         };
-        let mut kept_tokens: u64 = seq[first..]
-            .iter()
-            .map(|&(b, u)| u64::from(self.costs[b][u]))
-            .sum();
+        let cost = |st: &Self, (b, u): (usize, usize)| u64::from(st.costs[b][u]);
+        let mut kept_tokens: u64 = seq[first..].iter().map(|&x| cost(self, x)).sum();
         if first == 0 && kept_tokens <= u64::from(window.high) {
             // Nothing was cut: the conversation is whole.
             return given_up;
         }
         let mut cut = conversation.anchor_from(first);
+        kept_tokens -= seq[first..cut].iter().map(|&x| cost(self, x)).sum::<u64>();
         while cut <= last && kept_tokens > u64::from(window.high) {
-            let from = cut + 1;
-            cut = conversation.anchor_from(from);
-            kept_tokens = seq[cut.min(seq.len())..]
-                .iter()
-                .map(|&(b, u)| u64::from(self.costs[b][u]))
-                .sum();
+            let next = conversation.anchor_from(cut + 1);
+            kept_tokens -= seq[cut..next].iter().map(|&x| cost(self, x)).sum::<u64>();
+            cut = next;
         }
         if cut > last {
             // No anchor leaves a kept turn: cut where the room ended.
             return given_up;
         }
+        let mut block_kept = self.kept_per_block();
         for &(b, u) in &seq[first..cut] {
             if !kept(self, (b, u)) {
                 continue;
             }
-            let block_kept: u64 = self.costs[b].iter().map(|&c| u64::from(c)).sum();
-            let cost = self.costs[b][u];
-            let spare = block_kept - u64::from(cost) >= u64::from(blocks[b].min_tokens);
-            if blocks[b].units[u].pinned || !blocks[b].cuttable || !spare {
+            let Some(cost) = self.give_up(blocks, (b, u), &mut block_kept) else {
                 break;
-            }
-            self.used -= u64::from(cost);
-            self.costs[b][u] = 0;
-            self.forms[b][u] = Form::Dropped(DropReason::OlderThanCut);
-            self.fates[b] = BlockFate::Cut;
+            };
             given_up[b] += u64::from(cost);
         }
         given_up
+    }
+
+    /// Tokens each block keeps now.
+    fn kept_per_block(&self) -> Vec<u64> {
+        self.costs
+            .iter()
+            .map(|c| c.iter().map(|&c| u64::from(c)).sum())
+            .collect()
+    }
+
+    /// Gives up the kept turn `(b, u)` to move the conversation's cut, when
+    /// it may go: not pinned, its block cuttable, and the block still at its
+    /// `min_tokens` without it (`block_kept`: tokens each block keeps, kept
+    /// current). Returns its cost; `None` when it must stay.
+    fn give_up(
+        &mut self,
+        blocks: &[BlockPlan],
+        (b, u): (usize, usize),
+        block_kept: &mut [u64],
+    ) -> Option<u32> {
+        let cost = self.costs[b][u];
+        let spare = block_kept[b] - u64::from(cost) >= u64::from(blocks[b].min_tokens);
+        if blocks[b].units[u].pinned || !blocks[b].cuttable || !spare {
+            return None;
+        }
+        block_kept[b] -= u64::from(cost);
+        self.used -= u64::from(cost);
+        self.costs[b][u] = 0;
+        self.forms[b][u] = Form::Dropped(DropReason::OlderThanCut);
+        self.fates[b] = BlockFate::Cut;
+        Some(cost)
     }
 
     /// Compact before drop: the turns older than every kept turn (all of
@@ -541,6 +562,7 @@ impl State {
         let full = |&(b, u): &(usize, usize)| u64::from(blocks[b].units[u].full);
         let snapshot = (self.used, self.fates.clone());
         let mut evicted: Vec<(usize, usize, Form, u32)> = Vec::new();
+        let mut block_kept = self.kept_per_block();
         let mut steps = 0;
         let summary = loop {
             // Cover every dropped turn up to the next kept one.
@@ -571,24 +593,18 @@ impl State {
             steps += 1;
             let until = conversation.anchor_from(next + 1);
             let mut stuck = false;
-            while next < until && !stuck {
+            while next < until {
                 let Some(&(b, u)) = seq.get(next).filter(|_| Some(next) < last_kept) else {
                     stuck = true;
                     break;
                 };
-                if self.forms[b][u].is_kept() {
-                    let block_kept: u64 = self.costs[b].iter().map(|&c| u64::from(c)).sum();
-                    let cost = self.costs[b][u];
-                    let spare = block_kept - u64::from(cost) >= u64::from(blocks[b].min_tokens);
-                    if blocks[b].units[u].pinned || !blocks[b].cuttable || !spare {
+                let form = self.forms[b][u];
+                if form.is_kept() {
+                    let Some(cost) = self.give_up(blocks, (b, u), &mut block_kept) else {
                         stuck = true;
                         break;
-                    }
-                    evicted.push((b, u, self.forms[b][u], cost));
-                    self.used -= u64::from(cost);
-                    self.costs[b][u] = 0;
-                    self.forms[b][u] = Form::Dropped(DropReason::OlderThanCut);
-                    self.fates[b] = BlockFate::Cut;
+                    };
+                    evicted.push((b, u, form, cost));
                 }
                 covered.push((b, u));
                 next += 1;

@@ -253,9 +253,37 @@ pub async fn stalled_upload(
     path: &str,
     declared: u32,
     sent: usize,
+) -> (UploadSender, tokio::task::JoinHandle<Option<String>>) {
+    let mut first = vec![0u8];
+    first.extend_from_slice(&declared.to_be_bytes());
+    first.extend(std::iter::repeat_n(b'x', sent));
+    let (tx, response) = upload(addr, path, bytes::Bytes::from(first)).await;
+    // Resolves with the grpc-status the server answers with, if it does.
+    let answer = tokio::spawn(async move {
+        let resp = response.await.ok()??;
+        resp.headers()
+            .get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    });
+    (tx, answer)
+}
+
+/// Where the frames of an upload body go.
+pub type UploadSender =
+    tokio::sync::mpsc::Sender<Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>>;
+
+/// A gRPC call on a fresh HTTP/2 connection whose body starts with `first`;
+/// the rest of the body goes through the returned sender (dropping it ends
+/// the body). The response, `None` if the server never answers, arrives on
+/// the returned task.
+async fn upload(
+    addr: SocketAddr,
+    path: &str,
+    first: bytes::Bytes,
 ) -> (
-    tokio::sync::mpsc::Sender<Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>>,
-    tokio::task::JoinHandle<Option<String>>,
+    UploadSender,
+    tokio::task::JoinHandle<Option<http::Response<hyper::body::Incoming>>>,
 ) {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -265,26 +293,14 @@ pub async fn stalled_upload(
     tokio::spawn(conn);
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let body = http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
-    let mut first = vec![0u8];
-    first.extend_from_slice(&declared.to_be_bytes());
-    first.extend(std::iter::repeat_n(b'x', sent));
-    tx.send(Ok(http_body::Frame::data(bytes::Bytes::from(first))))
-        .await
-        .unwrap();
+    tx.send(Ok(http_body::Frame::data(first))).await.unwrap();
     let req = http::Request::post(format!("http://{addr}{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .body(body)
         .unwrap();
-    // Resolves with the grpc-status the server answers with, if it does.
-    let answer = tokio::spawn(async move {
-        let resp = send.send_request(req).await.ok()?;
-        resp.headers()
-            .get("grpc-status")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    });
-    (tx, answer)
+    let response = tokio::spawn(async move { send.send_request(req).await.ok() });
+    (tx, response)
 }
 
 /// Frames one encoded message as a gRPC length-prefixed message.
@@ -656,10 +672,6 @@ mod sqlite_stall;
 #[allow(unused_imports)] // Used by some of the test crates that include this module.
 pub use sqlite_stall::SqliteStall;
 
-/// Where the frames of an upload body go.
-type UploadSender =
-    tokio::sync::mpsc::Sender<Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>>;
-
 /// A unary call whose upload the test holds: the frame header and the first
 /// `sent` bytes of `message` go out at once; the rest waits for
 /// [`HeldCall::release`]. The server has the call from the start (it counts
@@ -673,27 +685,13 @@ pub struct HeldCall {
 impl HeldCall {
     pub async fn start(addr: SocketAddr, path: &str, message: &[u8], sent: usize) -> HeldCall {
         use http_body_util::BodyExt as _;
-        use hyper_util::rt::{TokioExecutor, TokioIo};
-        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (mut send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                .await
-                .unwrap();
-        tokio::spawn(conn);
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let body = http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
         let framed = bytes::Bytes::from(frame(message));
         let first = framed.slice(..5 + sent.min(message.len()));
         let rest = framed.slice(first.len()..);
-        tx.send(Ok(http_body::Frame::data(first))).await.unwrap();
-        let req = http::Request::post(format!("http://{addr}{path}"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(body)
-            .unwrap();
+        let (tx, response) = upload(addr, path, first).await;
         // The grpc-status (headers or trailers) and the response body.
         let answer = tokio::spawn(async move {
-            let resp = send.send_request(req).await.ok()?;
+            let resp = response.await.ok()??;
             let status = |h: &http::HeaderMap| {
                 h.get("grpc-status")
                     .and_then(|v| v.to_str().ok())

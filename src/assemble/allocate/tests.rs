@@ -79,26 +79,30 @@ fn plans() -> impl Strategy<Value = (Vec<BlockPlan>, u64, u32)> {
     })
 }
 
-fn run(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
+/// Allocates under `window`, with turn summaries when `summaries`.
+fn allocated(
+    blocks: &[BlockPlan],
+    base: u64,
+    budget: u32,
+    window: Window,
+    summaries: bool,
+) -> Result<Allocation, Overflow> {
     allocate(
         blocks,
         base,
         [OVERHEAD; 2],
         budget,
-        Window::OFF,
-        &mut Synthetic(blocks, true),
+        window,
+        &mut Synthetic(blocks, summaries),
     )
 }
 
+fn run(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
+    allocated(blocks, base, budget, Window::OFF, true)
+}
+
 fn run_without_summary(blocks: &[BlockPlan], base: u64, budget: u32) -> Result<Allocation, Overflow> {
-    allocate(
-        blocks,
-        base,
-        [OVERHEAD; 2],
-        budget,
-        Window::OFF,
-        &mut Synthetic(blocks, false),
-    )
+    allocated(blocks, base, budget, Window::OFF, false)
 }
 
 /// The total recomputed from the forms alone.
@@ -381,15 +385,7 @@ fn boundary(a: &Allocation) -> usize {
 }
 
 fn windowed(blocks: &[BlockPlan], base: u64, budget: u32, window: Window, summaries: bool) -> Allocation {
-    allocate(
-        blocks,
-        base,
-        [OVERHEAD; 2],
-        budget,
-        window,
-        &mut Synthetic(blocks, summaries),
-    )
-    .unwrap()
+    allocated(blocks, base, budget, window, summaries).unwrap()
 }
 
 proptest! {
