@@ -67,6 +67,7 @@ EXPECTED_METRICS = {
     "assembler_memories_deleted_total": "counter",
     "assembler_memory_store_up": "gauge",
     "assembler_memory_recall_unavailable_total": "counter",
+    "assembler_memory_recalls_in_flight": "gauge",
     "assembler_runtime_alive_tasks": "gauge",
     "process_resident_memory_bytes": "gauge",
     "process_cpu_seconds_total": "gauge",

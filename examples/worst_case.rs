@@ -120,7 +120,7 @@ fn batch_row(name: &str, wire: pb::AssembleBatchRequest) {
         size,
         || (fresh(), reqs.clone()),
         |(asm, reqs)| {
-            let out = batch::assemble_batch(&asm, reqs, &Cancel::new());
+            let out = batch::assemble_batch(&asm, &asm.catalog(), reqs, &Cancel::new());
             let ok = out.results.iter().filter(|r| r.is_ok()).count();
             format!("{ok} of {} OK, {} groups", out.results.len(), out.groups.len())
         },

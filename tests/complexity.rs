@@ -163,7 +163,7 @@ fn batch_grouping_is_n_log_n_in_distinct_prefixes() {
                 .collect::<Vec<_>>()
         },
         |reqs| {
-            let out = batch::assemble_batch(&asm, reqs, &Cancel::new());
+            let out = batch::assemble_batch(&asm, &asm.catalog(), reqs, &Cancel::new());
             assert!(out.results.iter().all(Result::is_err));
         },
     );

@@ -360,19 +360,13 @@ async fn calls_held_past_the_drain_deadline_are_abandoned_and_the_process_exits(
         took < Duration::from_secs(12),
         "exited {took:?} after the signal, the deadline is 2 s"
     );
-    // No held unary call was answered: each saw its connection close (which
-    // gRPC clients report as UNAVAILABLE); the stream had ended already.
+    // Every held call ends UNAVAILABLE: the unary ones when the deadline
+    // ran out (their work abandoned, no response message), the stream
+    // after answering the message it had.
     for (rpc, call) in held {
-        let answer = call.answer().await;
-        if rpc == "AssembleStream" {
-            assert_eq!(
-                answer.map(|a| a.0),
-                Some(tonic::Code::Unavailable as i32),
-                "{rpc}"
-            );
-        } else {
-            assert_eq!(answer, None, "{rpc}: answered after it was abandoned");
-        }
+        let answer = call.answer().await.map(|(code, body)| (code, body.is_empty()));
+        let expected = (tonic::Code::Unavailable as i32, rpc != "AssembleStream");
+        assert_eq!(answer, Some(expected), "{rpc}: (grpc-status, no message)");
     }
 }
 
@@ -532,5 +526,109 @@ async fn sighup_reloads_compaction_families_margins_and_policy_windows() {
         )
         .is_some(),
         "the new family is a label now"
+    );
+}
+
+#[tokio::test]
+async fn requests_waiting_on_recall_across_a_reload_keep_the_catalog_they_were_admitted_under() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.db");
+    // A recall timeout longer than the stall: the recalls wait until the
+    // test lets the store go.
+    let config = |v| format!("{}[memory]\nrecall_timeout_ms = 30000\n", reloadable(v));
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, config(1)).unwrap();
+    let args = [
+        "--log-format",
+        "json",
+        "--config",
+        path.to_str().unwrap(),
+        "--memory-sqlite-path",
+        db.to_str().unwrap(),
+    ];
+    let sidecar = ChildServer::spawn(&args, &[("RUST_LOG", "info")]);
+    let mut client = AssemblerClient::new(sidecar.serving_channel().await);
+    client
+        .retain(pb::RetainRequest {
+            idempotency_key: "k".to_owned(),
+            subject: "s".to_owned(),
+            request_id: "r".to_owned(),
+            turn: 1,
+            model_output: "<observation><type>decision</type><text>Plain words.</text></observation>"
+                .to_owned(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let recalling = || pb::AssembleRequest {
+        recall: Some(pb::Recall {
+            subject: "s".to_owned(),
+            ..Default::default()
+        }),
+        ..long_session("beta")
+    };
+    let tokenizer = |r: &pb::AssembleResponse| r.usage.as_ref().unwrap().tokenizer.clone();
+    let unused = |r: &pb::AssembleResponse| r.decisions.iter().map(|d| d.tokens_window_unused).sum::<u32>();
+
+    // An Assemble and a batch (one member recalling, one not) admitted
+    // under the first catalog, held in their recalls by a stalled store.
+    let stall = common::SqliteStall::hold(&db);
+    let one = tokio::spawn({
+        let mut c = client.clone();
+        let r = recalling();
+        async move { c.assemble(r).await }
+    });
+    let batch = tokio::spawn({
+        let mut c = client.clone();
+        let requests = vec![recalling(), long_session("beta")];
+        async move { c.assemble_batch(pb::AssembleBatchRequest { requests }).await }
+    });
+    sidecar
+        .wait_for(
+            "assembler_memory_recalls_in_flight",
+            &[],
+            2.0,
+            "the recalls never waited on the stalled store",
+        )
+        .await;
+
+    std::fs::write(&path, config(2)).unwrap();
+    sidecar.signal("-HUP");
+    sidecar
+        .wait_for(
+            "assembler_config_reloads_total",
+            &[("result", "applied")],
+            1.0,
+            "the reload was not applied",
+        )
+        .await;
+    // Admitted after the reload: the new margin and window.
+    let after = client.assemble(long_session("beta")).await.unwrap().into_inner();
+    assert_eq!(tokenizer(&after), "estimate(o200k_base,+25%)");
+    assert!(unused(&after) > 0);
+
+    drop(stall);
+    let one = one.await.unwrap().unwrap().into_inner();
+    assert_eq!(
+        (tokenizer(&one), unused(&one)),
+        ("estimate(o200k_base,+10%)".to_owned(), 0),
+        "an Assemble admitted before the reload is assembled under the catalog it was admitted under"
+    );
+    let batch = batch.await.unwrap().unwrap().into_inner();
+    assert_eq!(batch.results.len(), 2);
+    for r in batch.results {
+        let Some(pb::assemble_result::Result::Response(r)) = r.result else {
+            panic!("a batch member failed: {r:?}");
+        };
+        assert_eq!(
+            (tokenizer(&r), unused(&r)),
+            ("estimate(o200k_base,+10%)".to_owned(), 0),
+            "every member of a batch admitted before the reload is assembled under its catalog"
+        );
+    }
+    assert_eq!(
+        sidecar.metric("assembler_memory_recalls_in_flight", &[]).await,
+        0.0,
+        "every recall left the gauge"
     );
 }

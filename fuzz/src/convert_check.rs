@@ -192,7 +192,7 @@ fn batch_request(wire: pb::AssembleBatchRequest) {
     let requests: Vec<prompt::AssembleRequest> =
         wire.requests.into_iter().filter_map(assemble_request).collect();
     let asm = crate::assembler();
-    let out = batch::assemble_batch(&asm, requests.clone(), &vocab::Cancel::new());
+    let out = batch::assemble_batch(&asm, &asm.catalog(), requests.clone(), &vocab::Cancel::new());
     assert_eq!(out.results.len(), requests.len());
     let ok: Vec<usize> = (0..requests.len()).filter(|&i| out.results[i].is_ok()).collect();
     let mut members: Vec<usize> = out.groups.iter().flat_map(|g| g.members.clone()).collect();

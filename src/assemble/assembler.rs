@@ -176,19 +176,32 @@ impl Assembler {
         req: AssembleRequest,
         cancel: &Cancel,
     ) -> Result<Assembly, AssembleError> {
-        self.assemble_with_prefix(req, None, cancel).0
+        self.assemble_under(&self.catalog(), req, cancel)
     }
 
-    /// [`Assembler::assemble_cancellable`] with the prefix hash already
-    /// made for identical static parts (batches hash each prefix once).
-    /// Returns the prefix key it used, when it got that far.
+    /// [`Assembler::assemble_cancellable`] under `catalog`, the one in
+    /// force when the request was admitted: a request that waited (on a
+    /// recall) across a reload is assembled as it would have been at once.
+    pub fn assemble_under(
+        &self,
+        catalog: &Catalog,
+        req: AssembleRequest,
+        cancel: &Cancel,
+    ) -> Result<Assembly, AssembleError> {
+        self.assemble_with_prefix(catalog, req, None, cancel).0
+    }
+
+    /// [`Assembler::assemble_under`] with the prefix hash already made for
+    /// identical static parts (batches hash each prefix once). Returns the
+    /// prefix key it used, when it got that far.
     pub(crate) fn assemble_with_prefix(
         &self,
+        catalog: &Catalog,
         req: AssembleRequest,
         prefix: Option<&PrefixKey>,
         cancel: &Cancel,
     ) -> (Result<Assembly, AssembleError>, Option<PrefixKey>) {
-        match self.assemble_inner(req, prefix, cancel) {
+        match self.assemble_inner(catalog, req, prefix, cancel) {
             Ok((a, key)) => (Ok(a), Some(key)),
             Err(e) => (Err(e), None),
         }
@@ -196,6 +209,7 @@ impl Assembler {
 
     fn assemble_inner(
         &self,
+        catalog: &Catalog,
         req: AssembleRequest,
         prefix: Option<&PrefixKey>,
         cancel: &Cancel,
@@ -205,13 +219,12 @@ impl Assembler {
             return Err(AssembleError::Cancelled);
         }
         let started = Instant::now();
-        let catalog = self.catalog();
         let Resolved {
             spec,
             policy,
             budget,
             tools,
-        } = validate::validate(&req, &catalog).map_err(AssembleError::InvalidArgument)?;
+        } = validate::validate(&req, catalog).map_err(AssembleError::InvalidArgument)?;
         let mut pipeline = Pipeline::new(self, &spec, &policy, &req, &tools, budget, cancel, started);
         let key = prefix
             .cloned()

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use super::assembler::Assembler;
 use super::error::AssembleError;
+use super::policy::Catalog;
 use crate::prompt::{AssembleRequest, Assembly};
 use crate::prompt_cache::batch::{Group, Member, group};
 use crate::prompt_cache::prefix::PrefixKey;
@@ -32,8 +33,14 @@ pub struct BatchOutcome {
     pub order: Vec<usize>,
 }
 
-/// Assembles every request; one failing never fails the others.
-pub fn assemble_batch(asm: &Assembler, requests: Vec<AssembleRequest>, cancel: &Cancel) -> BatchOutcome {
+/// Assembles every request under one `catalog` (the one in force when the
+/// batch was admitted); one failing never fails the others.
+pub fn assemble_batch(
+    asm: &Assembler,
+    catalog: &Catalog,
+    requests: Vec<AssembleRequest>,
+    cancel: &Cancel,
+) -> BatchOutcome {
     // Distinct static parts, by their bytes: the first request of each
     // class hashes it, the others reuse that hash. A map, not a scan of the
     // classes so far: distinct prefixes made that quadratic.
@@ -77,7 +84,7 @@ pub fn assemble_batch(asm: &Assembler, requests: Vec<AssembleRequest>, cancel: &
         .into_iter()
         .zip(&class)
         .map(|(r, &c)| {
-            let (result, key) = asm.assemble_with_prefix(r, keys[c].as_ref(), cancel);
+            let (result, key) = asm.assemble_with_prefix(catalog, r, keys[c].as_ref(), cancel);
             if keys[c].is_none() {
                 keys[c] = key;
             }
@@ -149,7 +156,7 @@ mod tests {
         let cancel = Cancel::new();
         cancel.cancel();
         let reqs: Vec<AssembleRequest> = (0..100).map(|q| request(&[q % 3], "gpt-4o", "", q)).collect();
-        let out = assemble_batch(&asm, reqs, &cancel);
+        let out = assemble_batch(&asm, &asm.catalog(), reqs, &cancel);
         assert_eq!(out.results.len(), 100);
         assert!(
             out.results
@@ -172,7 +179,7 @@ mod tests {
              prop::sample::select(vec!["", "t1"]), 0usize..3), 0..12)) {
             let asm = Assembler::new(crate::config::default_catalog(), 1 << 20);
             let reqs: Vec<AssembleRequest> = specs.iter().map(|(s, m, salt, q)| request(s, m, salt, *q)).collect();
-            let out = assemble_batch(&asm, reqs.clone(), &Cancel::new());
+            let out = assemble_batch(&asm, &asm.catalog(), reqs.clone(), &Cancel::new());
             prop_assert_eq!(out.results.len(), reqs.len());
             let ok: Vec<usize> = (0..reqs.len()).filter(|&i| out.results[i].is_ok()).collect();
             let mut members: Vec<usize> = out.groups.iter().flat_map(|g| g.members.clone()).collect();

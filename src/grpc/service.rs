@@ -146,6 +146,9 @@ impl AssemblerService {
         span.record("blocks", wire.blocks.len());
         check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
+        // The catalog in force at admission: a reload while the recall
+        // waits applies to the requests admitted after it.
+        let catalog = self.assembler.catalog();
         let (mut req, pending, mut converted) = self.prepare(wire)?;
         let (recalled, permit) = match pending {
             None => (None, permit),
@@ -159,7 +162,10 @@ impl AssemblerService {
             }
         };
         let assembler = self.assembler.clone();
-        let outcome = blocking(permit, move |cancel| assembler.assemble_cancellable(req, cancel)).await?;
+        let outcome = blocking(permit, move |cancel| {
+            assembler.assemble_under(&catalog, req, cancel)
+        })
+        .await?;
         let converting = Instant::now();
         let answer = response(record(outcome), recalled);
         converted += converting.elapsed();
@@ -171,6 +177,7 @@ impl AssemblerService {
 /// Runs a recall on the store within the recall timeout.
 async fn fetch(memories: Arc<Memories>, spec: RecallSpec, scopes: Vec<String>) -> Fetched {
     let started = Instant::now();
+    let _waiting = metrics::RecallInFlight::enter();
     let ranked = memories.recall_within(&spec, &scopes, now_ms()).await;
     (ranked, started.elapsed())
 }
@@ -375,6 +382,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .check_batch(wire.requests.len())
                 .map_err(|r| refuse(RPC, r))?;
             let permit = permit.map_err(|r| refuse(RPC, r))?;
+            // One catalog for the whole batch, the one in force at admission.
+            let catalog = self.assembler.catalog();
             let n = wire.requests.len();
             // Shape and conversion per request: one bad request fails alone.
             let mut early: Vec<Option<Status>> = (0..n).map(|_| None).collect();
@@ -439,7 +448,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
             }
             let assembler = self.assembler.clone();
             let outcome = blocking(permit, move |cancel| {
-                batch::assemble_batch(&assembler, requests, cancel)
+                batch::assemble_batch(&assembler, &catalog, requests, cancel)
             })
             .await?;
             let mut results: Vec<pb::AssembleResult> = early

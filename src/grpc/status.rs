@@ -188,6 +188,17 @@ pub fn shutting_down_status() -> Status {
     )
 }
 
+/// UNAVAILABLE for a call still unanswered when the drain deadline ran out
+/// (the client retries it on another instance).
+pub fn abandoned_status() -> Status {
+    Status::with_error_details(
+        Code::Unavailable,
+        "the sidecar is shutting down: its drain deadline ran out before this call was answered; \
+         retry on another instance",
+        ErrorDetails::with_error_info(REASON_SHUTTING_DOWN, ERROR_DOMAIN, []),
+    )
+}
+
 /// A bounded label for a status code.
 pub fn code_label(code: Code) -> &'static str {
     match code {

@@ -3,6 +3,9 @@
 //! The drain waits for every call of the Assembler service (unary calls and
 //! AssembleStream, which ends itself on drain), not for the long-lived
 //! streams of health `Watch` and reflection, which never end on their own.
+//! Once the drain deadline runs out, every Assembler call not yet answered
+//! is answered UNAVAILABLE (its work is dropped), so that its client
+//! retries elsewhere at once instead of seeing the connection reset.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -24,6 +27,7 @@ use tower_service::Service;
 use tracing::debug;
 
 use crate::grpc::auth::ClientIdentity;
+use crate::grpc::status::abandoned_status;
 
 /// A connection with no open stream for this long is closed (gracefully:
 /// clients reconnect), so idle connections cannot hold every slot.
@@ -116,6 +120,14 @@ struct Tracked<S> {
     activity: Arc<Activity>,
     calls: Calls,
     identity: Option<Arc<ClientIdentity>>,
+    abandon: watch::Receiver<bool>,
+}
+
+/// Resolves once `abandon` is true; never if its sender is gone first.
+async fn abandoned(mut abandon: watch::Receiver<bool>) {
+    if abandon.wait_for(|a| *a).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 type Response = http::Response<tonic::body::Body>;
@@ -153,8 +165,16 @@ where
             call,
         };
         let fut = self.inner.call(req);
+        let abandon = guard.call.as_ref().map(|_| self.abandon.clone());
         Box::pin(async move {
-            let response = fut.await?;
+            let response = match abandon {
+                None => fut.await?,
+                Some(abandon) => tokio::select! {
+                    biased;
+                    r = fut => r?,
+                    () = abandoned(abandon) => abandoned_status().into_http(),
+                },
+            };
             Ok(response.map(|inner| tonic::body::Body::new(Guarded { inner, _guard: guard })))
         })
     }
@@ -168,6 +188,9 @@ pub struct Conn<S> {
     pub service: S,
     /// Assembler calls in flight.
     pub calls: Calls,
+    /// True once the drain deadline has run out: calls not yet answered are
+    /// answered UNAVAILABLE.
+    pub abandon: watch::Receiver<bool>,
 }
 
 impl<S> Conn<S>
@@ -196,6 +219,7 @@ where
             activity: activity.clone(),
             calls: self.calls.clone(),
             identity,
+            abandon: self.abandon.clone(),
         };
         let conn = self
             .http2

@@ -62,6 +62,9 @@ const HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS: usize = HTTP2_MAX_CONCURRENT_STREA
 const FLUSH_GRACE: Duration = Duration::from_millis(250);
 /// The least time the memory store is given to close on shutdown.
 const STORE_CLOSE_MIN: Duration = Duration::from_millis(500);
+/// How long, past the drain deadline, the UNAVAILABLE answers of abandoned
+/// calls have to reach their clients before the process exits.
+const ABANDON_FLUSH: Duration = Duration::from_millis(500);
 /// Bytes a response may take per byte of the request limit: it echoes the
 /// request's kept text, escaped (at most 5 bytes for 1), plus its report.
 const RESPONSE_BYTES_PER_REQUEST_BYTE: usize = 8;
@@ -247,10 +250,12 @@ impl Bound {
             .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
         let calls = Calls::default();
         let (drain_tx, drain_rx) = watch::channel(false);
+        let (abandon_tx, abandon_rx) = watch::channel(false);
         let conn = Arc::new(Conn {
             http2,
             service: Gate::new(routes, admission.clone(), drain_rx.clone()),
             calls: calls.clone(),
+            abandon: abandon_rx,
         });
         let tls = config.tls.as_ref().map(|t| TlsAcceptor::from(t.config.clone()));
 
@@ -338,11 +343,25 @@ impl Bound {
                 connections = streams,
                 "drained: calls answered; connections holding only health or reflection streams closed"
             ),
-            Err(_) => warn!(
-                grace_secs = config.drain.as_secs(),
-                calls = calls.open(),
-                "drain timed out: in-flight requests abandoned"
-            ),
+            Err(_) => {
+                let abandoned = calls.open();
+                // Each call not yet answered is answered UNAVAILABLE; the
+                // answers get a moment to reach their clients.
+                let _ = abandon_tx.send(true);
+                let flushed = tokio::time::timeout(ABANDON_FLUSH, async {
+                    while calls.open() > 0 {
+                        tokio::time::sleep(DRAIN_POLL).await;
+                    }
+                })
+                .await
+                .is_ok();
+                warn!(
+                    grace_secs = config.drain.as_secs(),
+                    calls = abandoned,
+                    answered = flushed,
+                    "drain timed out: calls in flight abandoned and answered UNAVAILABLE"
+                );
+            }
         }
         // The store closes within the drain deadline (at least a moment,
         // for its last commit), never holding the exit.

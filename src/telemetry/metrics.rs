@@ -163,6 +163,8 @@ pub const MEMORIES_STORED_TOTAL: &str = "assembler_memories_stored_total";
 pub const MEMORY_RECALL_DURATION_SECONDS: &str = "assembler_memory_recall_duration_seconds";
 /// Memories recalled into prompts (before the budget cut them).
 pub const MEMORIES_RECALLED_TOTAL: &str = "assembler_memories_recalled_total";
+/// Gauge: recalls waiting on the memory store (a stalled store shows here).
+pub const MEMORY_RECALLS_IN_FLIGHT: &str = "assembler_memory_recalls_in_flight";
 /// Memories deleted by retention limits and by Forget, by cause.
 pub const MEMORIES_DELETED_TOTAL: &str = "assembler_memories_deleted_total";
 /// Deletion cause: retention limits on write.
@@ -367,6 +369,11 @@ pub fn describe() {
         Unit::Seconds,
         "time to fetch and rank the memories of one recall"
     );
+    describe_gauge!(
+        MEMORY_RECALLS_IN_FLIGHT,
+        Unit::Count,
+        "recalls waiting on the memory store"
+    );
     describe_counter!(
         MEMORIES_RECALLED_TOTAL,
         Unit::Count,
@@ -475,6 +482,7 @@ pub fn initialize(labels: &Labels) {
         counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(0);
     }
     counter!(MEMORIES_RECALLED_TOTAL).increment(0);
+    gauge!(MEMORY_RECALLS_IN_FLIGHT).set(0.0);
     counter!(MEMORY_RECALL_UNAVAILABLE_TOTAL).increment(0);
     for cause in [DELETED_RETENTION, DELETED_FORGET, DELETED_STORE_FULL] {
         counter!(MEMORIES_DELETED_TOTAL, "cause" => cause).increment(0);
@@ -515,6 +523,26 @@ pub fn memories_stored(types: &[String], evicted: u64) {
 pub fn recall(took: Duration, recalled: usize) {
     histogram!(MEMORY_RECALL_DURATION_SECONDS).record(took.as_secs_f64());
     counter!(MEMORIES_RECALLED_TOTAL).increment(recalled as u64);
+}
+
+/// A recall waiting on the store, counted in
+/// [`MEMORY_RECALLS_IN_FLIGHT`] until dropped (also when the caller goes
+/// away and the recall is abandoned).
+#[must_use = "the recall is counted while the guard lives"]
+pub struct RecallInFlight(());
+
+impl RecallInFlight {
+    /// Counts one more recall in flight.
+    pub fn enter() -> RecallInFlight {
+        gauge!(MEMORY_RECALLS_IN_FLIGHT).increment(1.0);
+        RecallInFlight(())
+    }
+}
+
+impl Drop for RecallInFlight {
+    fn drop(&mut self) {
+        gauge!(MEMORY_RECALLS_IN_FLIGHT).decrement(1.0);
+    }
 }
 
 /// Counts a recall the store did not answer.
