@@ -2,14 +2,17 @@
 # CI: a load smoke of the release sidecar through real gRPC connections. Builds the release binaries, then runs
 # loadgen (which starts the sidecar itself on kernel-chosen ports and stops it with SIGTERM) for Assemble,
 # AssembleBatch and AssembleStream on a small warm replay workload, and once cold (every request unique), about
-# 30 s of load in all. Fails if any request was not answered OK and well-formed (loadgen exits non-zero), if the
-# sidecar did not exit cleanly, or if a report lacks a positive throughput.
+# 30 s of load in all. Fails if any request was not answered OK and well-formed (loadgen exits non-zero: every batch's
+# groups and dispatch order are checked against its results), if the sidecar did not exit cleanly, if a report lacks a
+# positive throughput, or if OpenAI's tiktoken recounts any answer sampled from a run (up to 200, at least 100)
+# differently from the total the sidecar reported (tests/reference/answers_check.py).
 # Usage: bash .ci/loadgen.sh        Reports (text and JSON) go to target/loadgen-ci/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR=never
 cargo build --release --locked --bin context-assembler --bin loadgen
+python3 -m pip install --quiet --disable-pip-version-check 'tiktoken==0.14.*'
 
 out=target/loadgen-ci
 mkdir -p "$out"
@@ -21,7 +24,8 @@ run() {
   local name=$1
   shift
   echo "--- loadgen: $name"
-  if ! target/release/loadgen --spawn "$server" "${workload[@]}" --json "$out/$name.json" "$@" | tee "$out/$name.txt"; then
+  if ! target/release/loadgen --spawn "$server" "${workload[@]}" --json "$out/$name.json" \
+      --answers "$out/$name.answers.jsonl" "$@" | tee "$out/$name.txt"; then
     echo "loadgen-ci: $name: a request failed or the run could not be made (see above)" >&2
     exit 1
   fi
@@ -39,6 +43,9 @@ run assemble --rpc assemble --warmup --duration 8s
 run batch --rpc batch --batch-size 16 --warmup --duration 8s
 run stream --rpc stream --warmup --duration 8s
 run cold --rpc assemble --cold --duration 4s
+
+# Up to 200 answers of each run (every 7th request, at least 100) recounted by the reference tokenizer.
+python3 tests/reference/answers_check.py 100 "$out"/*.answers.jsonl
 
 echo "loadgen-ci: all runs OK"
 grep -H '^throughput:' "$out"/*.txt

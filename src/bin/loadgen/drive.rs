@@ -65,7 +65,14 @@ pub struct Plan {
     pub deadline: Duration,
     /// Make every request's content unique so no server cache can hit.
     pub cold: bool,
+    /// Keep up to this many OK answers (every [`SAMPLE_EVERY`]th ticket)
+    /// for a recount with the reference tokenizer; 0 = none.
+    pub sample_answers: usize,
 }
+
+/// One answer in this many is sampled (a prime, so that the samples spread
+/// over the workload's families and users).
+pub const SAMPLE_EVERY: u64 = 7;
 
 /// What happened to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +141,8 @@ pub struct Window {
 
 struct Recorder {
     stats: Stats,
+    /// Sampled OK answers: what the reference recount needs of each.
+    answers: Vec<serde_json::Value>,
     window: Histogram,
     window_started: Instant,
     window_completed: u64,
@@ -176,6 +185,7 @@ impl Driver {
             stop,
             recorder: Mutex::new(Recorder {
                 stats: Stats::default(),
+                answers: Vec::new(),
                 window: Histogram::default(),
                 window_started: now,
                 window_completed: 0,
@@ -213,6 +223,37 @@ impl Driver {
     /// A copy of everything recorded.
     pub fn stats(&self) -> Stats {
         self.lock().stats.clone()
+    }
+
+    /// The sampled answers (JSON objects: rpc, request id, tokenizer, total
+    /// tokens, budget, messages with role and content).
+    pub fn answers(&self) -> Vec<serde_json::Value> {
+        self.lock().answers.clone()
+    }
+
+    /// Checks an OK answer to `ticket` and samples it if it is well-formed.
+    fn checked(&self, resp: &pb::AssembleResponse, ticket: u64) -> Outcome {
+        let outcome = check(resp, self.template(ticket));
+        if outcome == Outcome::Ok && ticket.is_multiple_of(SAMPLE_EVERY) {
+            let mut r = self.lock();
+            if r.answers.len() < self.plan.sample_answers {
+                r.answers.push(sample(self.plan.rpc, resp));
+            }
+        }
+        outcome
+    }
+
+    /// The outcome of one result of a batch or a stream.
+    fn result(&self, r: &pb::AssembleResult, ticket: u64) -> Outcome {
+        match &r.result {
+            Some(pb::assemble_result::Result::Response(resp)) => self.checked(resp, ticket),
+            Some(pb::assemble_result::Result::Error(e)) => match Code::from(e.code) {
+                // An error that says OK is not an answer.
+                Code::Ok => Outcome::Malformed("error with code OK"),
+                code => Outcome::Status(code, e.message.clone()),
+            },
+            None => Outcome::Malformed("empty result"),
+        }
     }
 
     /// The progress since the last call, and a new window.
@@ -354,7 +395,7 @@ impl Driver {
             let mut client = clients[(t.first % clients.len() as u64) as usize].clone();
             self.sent.fetch_add(1, Ordering::Relaxed);
             let outcome = match client.assemble(call).await {
-                Ok(r) => check(&r.into_inner(), self.template(t.first)),
+                Ok(r) => self.checked(&r.into_inner(), t.first),
                 Err(status) => failed(&status),
             };
             self.record(from.elapsed(), &[outcome]);
@@ -365,20 +406,35 @@ impl Driver {
         let size = self.plan.batch_size as u64;
         while let Some(t) = self.claim(size) {
             let Some(from) = self.wait_due(t).await else { break };
-            let requests = (t.first..t.first + t.count).map(|i| self.request(i)).collect();
+            let requests: Vec<pb::AssembleRequest> =
+                (t.first..t.first + t.count).map(|i| self.request(i)).collect();
+            let salts: Vec<String> = requests.iter().map(|r| r.cache_salt.clone()).collect();
             let mut call = tonic::Request::new(pb::AssembleBatchRequest { requests });
             call.set_timeout(self.plan.deadline);
             let mut client = clients[((t.first / size) % clients.len() as u64) as usize].clone();
             self.sent.fetch_add(t.count, Ordering::Relaxed);
             let outcomes: Vec<Outcome> = match client.assemble_batch(call).await {
                 Ok(r) => {
-                    let results = r.into_inner().results;
-                    if results.len() as u64 == t.count {
-                        results
+                    let answer = r.into_inner();
+                    if answer.results.len() as u64 == t.count {
+                        let outcomes = answer
+                            .results
                             .iter()
                             .zip(t.first..)
-                            .map(|(r, i)| result(r, self.template(i)))
-                            .collect()
+                            .map(|(r, i)| self.result(r, i));
+                        match check_groups(&answer, &salts) {
+                            Ok(()) => outcomes.collect(),
+                            // Every answer of a batch mis-grouped is wrong.
+                            Err(why) => outcomes
+                                .map(|o| {
+                                    if o == Outcome::Ok {
+                                        Outcome::Malformed(why)
+                                    } else {
+                                        o
+                                    }
+                                })
+                                .collect(),
+                        }
                     } else {
                         vec![Outcome::Malformed("batch result count"); t.count as usize]
                     }
@@ -402,7 +458,7 @@ impl Driver {
             )
             .await;
             let outcome = match exchange {
-                Ok(Ok((index, answer))) => stream_answer(index, &answer, self.template(t.first)),
+                Ok(Ok((index, answer))) => self.stream_answer(index, &answer, t.first),
                 Ok(Err(status)) => {
                     open = None;
                     failed(&status)
@@ -472,30 +528,104 @@ impl OpenStream {
     }
 }
 
-fn stream_answer(index: u64, answer: &pb::AssembleStreamResponse, sent: &pb::AssembleRequest) -> Outcome {
-    if answer.index != index {
-        return Outcome::Malformed("stream index out of order");
-    }
-    if answer.request_id != sent.request_id {
-        return Outcome::Malformed("stream request_id mismatch");
-    }
-    match &answer.result {
-        Some(r) => result(r, sent),
-        None => Outcome::Malformed("empty stream result"),
+impl Driver {
+    fn stream_answer(&self, index: u64, answer: &pb::AssembleStreamResponse, ticket: u64) -> Outcome {
+        if answer.index != index {
+            return Outcome::Malformed("stream index out of order");
+        }
+        if answer.request_id != self.template(ticket).request_id {
+            return Outcome::Malformed("stream request_id mismatch");
+        }
+        match &answer.result {
+            Some(r) => self.result(r, ticket),
+            None => Outcome::Malformed("empty stream result"),
+        }
     }
 }
 
-/// The outcome of one result of a batch or a stream.
-fn result(r: &pb::AssembleResult, sent: &pb::AssembleRequest) -> Outcome {
-    match &r.result {
-        Some(pb::assemble_result::Result::Response(resp)) => check(resp, sent),
-        Some(pb::assemble_result::Result::Error(e)) => match Code::from(e.code) {
-            // An error that says OK is not an answer.
-            Code::Ok => Outcome::Malformed("error with code OK"),
-            code => Outcome::Status(code, e.message.clone()),
-        },
-        None => Outcome::Malformed("empty result"),
+/// What the reference recount needs of an answer.
+fn sample(rpc: Rpc, resp: &pb::AssembleResponse) -> serde_json::Value {
+    let usage = resp.usage.clone().unwrap_or_default();
+    let messages: Vec<serde_json::Value> = resp
+        .messages
+        .iter()
+        .map(|m| {
+            let role = pb::Role::try_from(m.role).unwrap_or(pb::Role::Unspecified);
+            serde_json::json!({"role": role.as_str_name(), "content": m.content})
+        })
+        .collect();
+    serde_json::json!({
+        "rpc": rpc.method(),
+        "requestId": resp.request_id,
+        "tokenizer": usage.tokenizer,
+        "totalTokens": usage.total_tokens,
+        "budget": usage.budget,
+        "messages": messages,
+    })
+}
+
+/// Checks a batch's groups and dispatch order against its results (`salts`:
+/// each request's `cache_salt`): the groups partition the OK results by
+/// (model, tokenizer, salt, prefix hash), one group per key, each with its
+/// members ascending, its warm-up first, its prefix tokens and savings; the
+/// order lists the groups' members group after group, in the groups' order.
+fn check_groups(answer: &pb::AssembleBatchResponse, salts: &[String]) -> Result<(), &'static str> {
+    let ok: Vec<Option<&pb::AssembleResponse>> = answer
+        .results
+        .iter()
+        .map(|r| match &r.result {
+            Some(pb::assemble_result::Result::Response(resp)) => Some(resp),
+            _ => None,
+        })
+        .collect();
+    let mut grouped = vec![false; ok.len()];
+    let mut keys = std::collections::HashSet::new();
+    let mut expected_order = Vec::with_capacity(ok.len());
+    for g in &answer.groups {
+        if !keys.insert((&g.model, &g.tokenizer, &g.cache_salt, &g.prefix_hash)) {
+            return Err("two batch groups with one key");
+        }
+        if g.members.is_empty() || g.members.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("batch group members not ascending");
+        }
+        if g.warmup != g.members[0] {
+            return Err("batch group warm-up not its first member");
+        }
+        if g.tokens_saved != u64::from(g.shared_prefix_tokens) * (g.members.len() as u64 - 1) {
+            return Err("batch group tokens_saved");
+        }
+        for &m in &g.members {
+            let m = m as usize;
+            let Some(Some(resp)) = ok.get(m) else {
+                return Err("batch group member is not an OK result");
+            };
+            if std::mem::replace(&mut grouped[m], true) {
+                return Err("batch result in two groups");
+            }
+            let (usage, cache) = (
+                resp.usage.clone().unwrap_or_default(),
+                resp.cache.clone().unwrap_or_default(),
+            );
+            if resp.model != g.model
+                || usage.tokenizer != g.tokenizer
+                || salts.get(m) != Some(&g.cache_salt)
+                || cache.prefix_hash != g.prefix_hash
+            {
+                return Err("batch group member with another key");
+            }
+            if cache.prefix_tokens != g.shared_prefix_tokens {
+                return Err("batch group prefix tokens");
+            }
+        }
+        expected_order.extend_from_slice(&g.members);
     }
+    if grouped.iter().zip(&ok).any(|(&g, r)| g != r.is_some()) {
+        return Err("batch OK result in no group");
+    }
+    if answer.order != expected_order {
+        return Err("batch order not the groups' members in turn");
+    }
+    Ok(())
 }
 
 /// Checks an OK answer against the request it answers.
@@ -556,6 +686,8 @@ mod tests {
     #[test]
     fn every_answer_is_checked() {
         let sent = request("a", Some(50));
+        let (_tx, rx) = watch::channel(false);
+        let d = Driver::new(plan(), vec![sent.clone()].into(), rx);
         assert_eq!(check(&response("a", 50), &sent), Outcome::Ok);
         assert_eq!(
             check(&response("a", 51), &sent),
@@ -581,12 +713,12 @@ mod tests {
             })),
         };
         assert_eq!(
-            result(&error(8), &sent),
+            d.result(&error(8), 0),
             Outcome::Status(Code::ResourceExhausted, String::new())
         );
-        assert_eq!(result(&error(0), &sent), Outcome::Malformed("error with code OK"));
+        assert_eq!(d.result(&error(0), 0), Outcome::Malformed("error with code OK"));
         assert_eq!(
-            result(&pb::AssembleResult { result: None }, &sent),
+            d.result(&pb::AssembleResult { result: None }, 0),
             Outcome::Malformed("empty result")
         );
 
@@ -597,9 +729,9 @@ mod tests {
                 result: Some(pb::assemble_result::Result::Response(response("a", 10))),
             }),
         };
-        assert_eq!(stream_answer(3, &answer, &sent), Outcome::Ok);
+        assert_eq!(d.stream_answer(3, &answer, 0), Outcome::Ok);
         assert_eq!(
-            stream_answer(2, &answer, &sent),
+            d.stream_answer(2, &answer, 0),
             Outcome::Malformed("stream index out of order")
         );
     }
@@ -631,6 +763,7 @@ mod tests {
             requests: Some(10),
             deadline: Duration::from_secs(1),
             cold: false,
+            sample_answers: 0,
         }
     }
 
@@ -668,5 +801,126 @@ mod tests {
         assert!(a.query.ends_with(" q"));
         let warm = driver(plan());
         assert_eq!(warm.request(1), warm.request(3));
+    }
+
+    #[test]
+    fn sampled_answers_are_ok_ones_every_seventh_up_to_the_limit() {
+        let (_tx, rx) = watch::channel(false);
+        let sent = request("a", Some(50));
+        let d = Driver::new(
+            Plan {
+                sample_answers: 2,
+                ..plan()
+            },
+            vec![sent].into(),
+            rx,
+        );
+        for ticket in 0..30 {
+            d.checked(&response("a", 10), ticket);
+        }
+        d.checked(&response("a", 99), 28);
+        let answers = d.answers();
+        assert_eq!(answers.len(), 2);
+        assert_eq!(answers[0]["totalTokens"], 10);
+        assert_eq!(answers[0]["requestId"], "a");
+        assert_eq!(answers[0]["rpc"], "AssembleBatch");
+    }
+
+    /// A batch of four: results 0, 2 and 3 share a prefix, 1 failed.
+    fn grouped() -> (pb::AssembleBatchResponse, Vec<String>) {
+        let ok = |hash: &str| pb::AssembleResult {
+            result: Some(pb::assemble_result::Result::Response(pb::AssembleResponse {
+                model: "m".to_owned(),
+                usage: Some(pb::Usage {
+                    tokenizer: "t".to_owned(),
+                    ..pb::Usage::default()
+                }),
+                cache: Some(pb::CacheInfo {
+                    prefix_hash: hash.to_owned(),
+                    prefix_tokens: 5,
+                    ..pb::CacheInfo::default()
+                }),
+                ..pb::AssembleResponse::default()
+            })),
+        };
+        let failed = pb::AssembleResult {
+            result: Some(pb::assemble_result::Result::Error(pb::RequestError {
+                code: 3,
+                ..pb::RequestError::default()
+            })),
+        };
+        let group = |hash: &str, members: Vec<u32>| pb::BatchGroup {
+            model: "m".to_owned(),
+            tokenizer: "t".to_owned(),
+            cache_salt: String::new(),
+            prefix_hash: hash.to_owned(),
+            warmup: members[0],
+            shared_prefix_tokens: 5,
+            tokens_saved: 5 * (members.len() as u64 - 1),
+            members,
+        };
+        let answer = pb::AssembleBatchResponse {
+            results: vec![ok("h"), failed, ok("h"), ok("k")],
+            groups: vec![group("k", vec![3]), group("h", vec![0, 2])],
+            order: vec![3, 0, 2],
+        };
+        (answer, vec![String::new(); 4])
+    }
+
+    #[test]
+    fn batch_groups_and_order_are_checked() {
+        let (good, salts) = grouped();
+        assert_eq!(check_groups(&good, &salts), Ok(()));
+        let broken = |change: fn(&mut pb::AssembleBatchResponse)| {
+            let mut a = good.clone();
+            change(&mut a);
+            check_groups(&a, &salts).unwrap_err()
+        };
+        assert_eq!(
+            broken(|a| a.order = vec![0, 3, 2]),
+            "batch order not the groups' members in turn"
+        );
+        assert_eq!(
+            broken(|a| a.groups[1].warmup = 2),
+            "batch group warm-up not its first member"
+        );
+        assert_eq!(
+            broken(|a| a.groups.remove(0).members.clear()),
+            "batch OK result in no group"
+        );
+        assert_eq!(
+            broken(|a| {
+                a.groups[0].members = vec![1];
+                a.groups[0].warmup = 1;
+            }),
+            "batch group member is not an OK result"
+        );
+        assert_eq!(
+            broken(|a| {
+                a.groups[0].members = vec![2];
+                a.groups[0].warmup = 2;
+            }),
+            "batch group member with another key"
+        );
+        assert_eq!(
+            broken(|a| a.groups[1].tokens_saved = 10),
+            "batch group tokens_saved"
+        );
+        assert_eq!(
+            broken(|a| {
+                a.groups[0].prefix_hash = "h".to_owned();
+                if let Some(pb::assemble_result::Result::Response(r)) = &mut a.results[3].result {
+                    r.cache.as_mut().unwrap().prefix_hash = "h".to_owned();
+                }
+            }),
+            "two batch groups with one key"
+        );
+        // A member whose salt differs from its group's.
+        let mut salted = salts.clone();
+        salted[2] = "tenant".to_owned();
+        assert_eq!(
+            check_groups(&good, &salted),
+            Err("batch group member with another key")
+        );
     }
 }

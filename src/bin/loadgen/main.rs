@@ -136,6 +136,15 @@ struct Args {
     /// Write a CSV row per progress tick to this file (for soak runs).
     #[arg(long)]
     samples: Option<PathBuf>,
+    /// Write a sample of the OK answers (every 7th request, up to
+    /// --answers-max) to this file, one JSON object per line (rpc,
+    /// requestId, tokenizer, totalTokens, budget, messages), for a recount
+    /// with the reference tokenizer (tests/reference/answers_check.py).
+    #[arg(long)]
+    answers: Option<PathBuf>,
+    /// The most answers --answers keeps.
+    #[arg(long, default_value_t = 200)]
+    answers_max: usize,
     /// Start this sidecar binary on ports chosen by the kernel, drive it, and
     /// stop it with SIGTERM at the end.
     #[arg(long)]
@@ -287,6 +296,11 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         requests: args.requests,
         deadline,
         cold: args.cold,
+        sample_answers: if args.answers.is_some() {
+            args.answers_max
+        } else {
+            0
+        },
     };
     eprintln!(
         "loadgen: {} via {}, concurrency {}, {}",
@@ -346,6 +360,10 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report.json())?;
         std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.answers {
+        let lines: String = driver.answers().iter().map(|a| format!("{a}\n")).collect();
+        std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?;
     }
 
     let mut failures = Vec::new();
@@ -410,6 +428,7 @@ async fn warm_up(
         requests: Some(workload.len() as u64),
         deadline,
         cold: false,
+        sample_answers: 0,
     };
     eprintln!("loadgen: warm-up: {} distinct requests", workload.len());
     let driver = Arc::new(Driver::new(plan, workload.clone(), stop));
