@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # CI: a load smoke of the release sidecar through real gRPC connections. Builds the release binaries, then runs
 # loadgen (which starts the sidecar itself on kernel-chosen ports and stops it with SIGTERM) for Assemble,
-# AssembleBatch and AssembleStream on a small warm replay workload, and once cold (every request unique), about
-# 30 s of load in all. Fails if any request was not answered OK and well-formed (loadgen exits non-zero: every batch's
-# groups and dispatch order are checked against its results), if the sidecar did not exit cleanly, if a report lacks a
-# positive throughput, or if OpenAI's tiktoken recounts any answer sampled from a run (up to 200, at least 100)
-# differently from the total the sidecar reported (tests/reference/answers_check.py).
+# AssembleBatch and AssembleStream on a small warm replay workload, once cold (every request unique) and once on cold
+# tool-heavy sessions, about 35 s of load in all. Fails if any request was not answered OK and well-formed (loadgen
+# exits non-zero: every batch's groups and dispatch order are checked against its results), if the sidecar did not exit
+# cleanly, if a report lacks a positive throughput, or if OpenAI's tiktoken recounts any answer sampled from a run (up
+# to 200, at least 100) differently from the total the sidecar reported (tests/reference/answers_check.py).
 # Usage: bash .ci/loadgen.sh        Reports (text and JSON) go to target/loadgen-ci/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +43,7 @@ run assemble --rpc assemble --warmup --duration 8s
 run batch --rpc batch --batch-size 16 --warmup --duration 8s
 run stream --rpc stream --warmup --duration 8s
 run cold --rpc assemble --cold --duration 4s
+run sessions --rpc assemble --workload tool-sessions --cold --duration 4s
 
 # Up to 200 answers of each run (every 7th request, at least 100) recounted by the reference tokenizer.
 python3 tests/reference/answers_check.py 100 "$out"/*.answers.jsonl

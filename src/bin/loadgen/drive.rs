@@ -22,6 +22,7 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 use crate::hist::Histogram;
+use crate::sessions::{self, SessionAnswer};
 
 /// Which RPC carries the requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -68,6 +69,11 @@ pub struct Plan {
     /// Keep up to this many OK answers (every [`SAMPLE_EVERY`]th ticket)
     /// for a recount with the reference tokenizer; 0 = none.
     pub sample_answers: usize,
+    /// 0 for the replay workload; for the session workload, its number of
+    /// sessions: the workload lists request `r` of session `s` at
+    /// `r * sessions + s`, so a session's requests go in order, each long
+    /// after its predecessor (when there are more sessions than workers).
+    pub sessions: usize,
 }
 
 /// One answer in this many is sampled (a prime, so that the samples spread
@@ -143,6 +149,8 @@ struct Recorder {
     stats: Stats,
     /// Sampled OK answers: what the reference recount needs of each.
     answers: Vec<serde_json::Value>,
+    /// Answers of the measured sessions (session workload).
+    session_answers: Vec<SessionAnswer>,
     window: Histogram,
     window_started: Instant,
     window_completed: u64,
@@ -186,6 +194,7 @@ impl Driver {
             recorder: Mutex::new(Recorder {
                 stats: Stats::default(),
                 answers: Vec::new(),
+                session_answers: Vec::new(),
                 window: Histogram::default(),
                 window_started: now,
                 window_completed: 0,
@@ -231,16 +240,44 @@ impl Driver {
         self.lock().answers.clone()
     }
 
+    /// The answers of the measured sessions (session workload).
+    pub fn session_answers(&self) -> Vec<SessionAnswer> {
+        self.lock().session_answers.clone()
+    }
+
     /// Checks an OK answer to `ticket` and samples it if it is well-formed.
     fn checked(&self, resp: &pb::AssembleResponse, ticket: u64) -> Outcome {
-        let outcome = check(resp, self.template(ticket));
-        if outcome == Outcome::Ok && ticket.is_multiple_of(SAMPLE_EVERY) {
+        let sent = self.template(ticket);
+        let outcome = check(resp, sent);
+        if outcome != Outcome::Ok {
+            return outcome;
+        }
+        if ticket.is_multiple_of(SAMPLE_EVERY) {
             let mut r = self.lock();
             if r.answers.len() < self.plan.sample_answers {
                 r.answers.push(sample(self.plan.rpc, resp));
             }
         }
+        // The first pass of every measured session.
+        if let Some((session, position)) = self.session_of(ticket)
+            && ticket < self.workload.len() as u64
+            && session.is_multiple_of(sessions::SAMPLE_EVERY)
+        {
+            let mut r = self.lock();
+            if r.session_answers.len() < sessions::MAX_ANSWERS {
+                r.session_answers
+                    .push(SessionAnswer::new(session, position, sent, resp));
+            }
+        }
         outcome
+    }
+
+    /// The session of a ticket and the request's position in it (session
+    /// workload).
+    fn session_of(&self, ticket: u64) -> Option<(usize, usize)> {
+        let n = self.plan.sessions;
+        let at = (ticket % self.workload.len() as u64) as usize;
+        (n > 0).then(|| (at % n, at / n))
     }
 
     /// The outcome of one result of a batch or a stream.
@@ -342,7 +379,15 @@ impl Driver {
     fn request(&self, ticket: u64) -> pb::AssembleRequest {
         let mut r = self.template(ticket).clone();
         if self.plan.cold {
-            let nonce = format!("r{:x}.{ticket} ", self.run_id);
+            // Sessions stay sessions: one nonce per session and pass over the
+            // workload, so each request repeats its predecessor's turns.
+            let nonce = match self.session_of(ticket) {
+                Some((session, _)) => {
+                    let pass = ticket / self.workload.len() as u64;
+                    format!("r{:x}.{pass}.s{session} ", self.run_id)
+                }
+                None => format!("r{:x}.{ticket} ", self.run_id),
+            };
             for s in &mut r.static_segments {
                 s.content.insert_str(0, &nonce);
             }
@@ -764,6 +809,7 @@ mod tests {
             deadline: Duration::from_secs(1),
             cold: false,
             sample_answers: 0,
+            sessions: 0,
         }
     }
 
@@ -801,6 +847,31 @@ mod tests {
         assert!(a.query.ends_with(" q"));
         let warm = driver(plan());
         assert_eq!(warm.request(1), warm.request(3));
+    }
+
+    #[test]
+    fn cold_sessions_share_a_nonce_within_a_pass() {
+        let (_tx, rx) = watch::channel(false);
+        let turn = pb::AssembleRequest {
+            query: "q".to_owned(),
+            ..request("t", Some(10))
+        };
+        // Two sessions of two requests: tickets 0 and 2 are session 0's.
+        let d = Driver::new(
+            Plan {
+                cold: true,
+                sessions: 2,
+                ..plan()
+            },
+            vec![turn; 4].into(),
+            rx,
+        );
+        assert_eq!(d.session_of(2), Some((0, 1)));
+        assert_eq!(d.session_of(5), Some((1, 0)));
+        let query = |t| d.request(t).query;
+        assert_eq!(query(0), query(2), "one session, one pass");
+        assert_ne!(query(0), query(1), "two sessions");
+        assert_ne!(query(0), query(4), "the next pass brings new sessions");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `loadgen`: drives a running sidecar (or one it starts with `--spawn`)
 //! through `Assemble`, `AssembleBatch` or `AssembleStream` over real HTTP/2
 //! connections with the replay workload (prefix families x users x turns,
-//! evidence from a shared corpus by Zipf popularity), closed loop or at a
+//! evidence from a shared corpus by Zipf popularity) or the session workload
+//! (conversations growing by one exchange per request), closed loop or at a
 //! fixed rate; checks every status and answer; prints progress on stderr and
 //! a final report on stdout: throughput, client latency percentiles, and the
 //! server's CPU, memory, per-phase time and cache hit rates from its
@@ -17,6 +18,7 @@ mod drive;
 mod hist;
 mod prom;
 mod report;
+mod sessions;
 mod sidecar;
 
 use std::path::PathBuf;
@@ -27,7 +29,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use clap::Parser;
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
+use context_assembler::tokens::Encoding;
 use context_assembler::workload::replay::Replay;
+use context_assembler::workload::sessions::{Sessions, Turns};
 use tokio::sync::watch;
 use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -46,6 +50,82 @@ const EXIT_SETUP: u8 = 2;
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Run length when neither `--duration` nor `--requests` is given.
 const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+
+/// Which requests to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Workload {
+    /// Prefix families x users x turns, evidence by Zipf popularity.
+    Replay,
+    /// Conversations of chat-like turns, one exchange added per request.
+    ChatSessions,
+    /// Conversations whose exchanges carry a tool call and a long tool
+    /// result (code or logs).
+    ToolSessions,
+}
+
+/// The session workload's defaults: sessions, requests per session,
+/// budget, and the system prompt's characters.
+const SESSIONS: (usize, usize, usize, usize) = (100, 20, 4000, 4000);
+
+/// The workload's requests in the order tickets take them, its description,
+/// and its number of sessions (0 for the replay).
+fn workload(args: &Args) -> anyhow::Result<(Arc<[pb::AssembleRequest]>, String, usize)> {
+    let turns = match args.workload {
+        Workload::Replay => {
+            let defaults = Replay::default();
+            let shape = Replay {
+                families: args.families.unwrap_or(defaults.families),
+                users: args.users.unwrap_or(defaults.users),
+                turns: args.turns.unwrap_or(defaults.turns),
+                prompt_tokens: args.prompt_tokens.unwrap_or(defaults.prompt_tokens),
+                seed: args.seed.unwrap_or(defaults.seed),
+                ..defaults
+            };
+            ensure!(
+                !shape.is_empty(),
+                "the workload is empty: families, users and turns must be positive"
+            );
+            let requests = shape
+                .requests()
+                .into_iter()
+                .map(|r| pb::AssembleRequest::from(r.request))
+                .collect();
+            return Ok((requests, shape.describe(), 0));
+        }
+        Workload::ChatSessions => Turns::Chat,
+        Workload::ToolSessions => Turns::ToolHeavy,
+    };
+    let (sessions, per_session, budget, system_chars) = SESSIONS;
+    let shape = Sessions {
+        sessions: args.users.unwrap_or(sessions),
+        requests: args.turns.unwrap_or(per_session),
+        budget: u32::try_from(args.prompt_tokens.unwrap_or(budget)).context("--prompt-tokens")?,
+        system_chars,
+        turns,
+        policy: "",
+        seed: args.seed.unwrap_or(7),
+    };
+    ensure!(
+        shape.sessions > 0 && shape.requests > 0,
+        "the workload is empty: sessions (--users) and requests (--turns) must be positive"
+    );
+    // Request r of session s at r * sessions + s.
+    let by_session = shape.requests();
+    let mut requests = Vec::with_capacity(shape.sessions * shape.requests);
+    for r in 0..shape.requests {
+        requests.extend(by_session.iter().map(|s| pb::AssembleRequest::from(s[r].clone())));
+    }
+    let describe = format!(
+        "{} sessions x {} requests of {} turns, a {}-token budget, a {}-character system prompt; each request \
+         repeats its session's conversation and adds one exchange; sessions interleaved",
+        shape.sessions,
+        shape.requests,
+        turns.name(),
+        shape.budget,
+        system_chars
+    );
+    Ok((requests.into(), describe, shape.sessions))
+}
 /// HTTP/2 windows: answers carry whole prompts, so let one in one round trip.
 const STREAM_WINDOW_BYTES: u32 = 8 << 20;
 /// See [`STREAM_WINDOW_BYTES`].
@@ -99,17 +179,24 @@ struct Args {
     /// Consecutive requests per AssembleBatch call (--rpc batch).
     #[arg(long, default_value_t = 16)]
     batch_size: usize,
+    /// The workload: the replay (families x users x turns), or sessions
+    /// of chat-like or tool-output-heavy turns (--users sessions of --turns
+    /// requests, each adding one exchange to the conversation it repeats;
+    /// with --cold, each pass over them brings new sessions).
+    #[arg(long, value_enum, default_value_t = Workload::Replay)]
+    workload: Workload,
     /// Prefix families of the replay workload [default: the workload's, 8].
     #[arg(long)]
     families: Option<usize>,
-    /// Users per family [default: the workload's, 100].
+    /// Users per family [default: the workload's, 100], or sessions [100].
     #[arg(long)]
     users: Option<usize>,
-    /// Turns per user [default: the workload's, 6].
+    /// Turns per user [default: the workload's, 6], or requests per
+    /// session [20].
     #[arg(long)]
     turns: Option<usize>,
     /// The request budget and the prompt's target size in tokens [default:
-    /// the workload's, 8000].
+    /// the workload's, 8000; sessions 4000].
     #[arg(long)]
     prompt_tokens: Option<usize>,
     /// The workload generator's seed [default: the workload's, 7].
@@ -220,24 +307,7 @@ fn validate(args: &Args) -> anyhow::Result<()> {
 /// The whole run; `Ok(false)` when a request failed under `--expect-ok`.
 async fn run(args: Args) -> anyhow::Result<bool> {
     validate(&args)?;
-    let defaults = Replay::default();
-    let shape = Replay {
-        families: args.families.unwrap_or(defaults.families),
-        users: args.users.unwrap_or(defaults.users),
-        turns: args.turns.unwrap_or(defaults.turns),
-        prompt_tokens: args.prompt_tokens.unwrap_or(defaults.prompt_tokens),
-        seed: args.seed.unwrap_or(defaults.seed),
-        ..defaults
-    };
-    ensure!(
-        !shape.is_empty(),
-        "the workload is empty: families, users and turns must be positive"
-    );
-    let workload: Arc<[pb::AssembleRequest]> = shape
-        .requests()
-        .into_iter()
-        .map(|r| pb::AssembleRequest::from(r.request))
-        .collect();
+    let (workload, described, sessions) = workload(&args)?;
 
     let sidecar = match &args.spawn {
         Some(binary) => Some(
@@ -296,6 +366,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         requests: args.requests,
         deadline,
         cold: args.cold,
+        sessions,
         sample_answers: if args.answers.is_some() {
             args.answers_max
         } else {
@@ -304,7 +375,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     };
     eprintln!(
         "loadgen: {} via {}, concurrency {}, {}",
-        shape.describe(),
+        described,
         plan.rpc.method(),
         plan.concurrency,
         match (plan.duration, plan.requests) {
@@ -342,7 +413,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
 
     let stats = driver.stats();
     let report = Report::new(Inputs {
-        workload: shape.describe(),
+        workload: described.clone(),
         plan: &plan,
         target,
         connections: args.connections,
@@ -355,6 +426,10 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         start: start.as_ref(),
         end: end.as_ref(),
         rss_max,
+        // The session workload's model is gpt-4o.
+        sessions: (plan.sessions > 0)
+            .then(|| sessions::figures(&driver.session_answers(), Encoding::O200kBase))
+            .flatten(),
     });
     print!("{}", report.text());
     if let Some(path) = &args.json {
@@ -429,6 +504,7 @@ async fn warm_up(
         deadline,
         cold: false,
         sample_answers: 0,
+        sessions: 0,
     };
     eprintln!("loadgen: warm-up: {} distinct requests", workload.len());
     let driver = Arc::new(Driver::new(plan, workload.clone(), stop));

@@ -11,6 +11,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
+use crate::sessions::SessionFigures;
+
 use crate::drive::{Plan, Rpc, Stats, Window};
 use crate::prom::Snapshot;
 
@@ -82,6 +84,8 @@ pub struct Inputs<'a> {
     pub end: Option<&'a Snapshot>,
     /// The largest RSS any scrape saw.
     pub rss_max: Option<f64>,
+    /// The session workload's prefix shares and budget use.
+    pub sessions: Option<SessionFigures>,
 }
 
 /// Server-side figures over the run.
@@ -258,9 +262,13 @@ impl<'a> Report<'a> {
 
     fn caches(&self) -> String {
         if self.i.plan.cold {
-            let mut s =
+            let mut s = if self.i.plan.sessions > 0 {
+                "cold sessions: each pass over the sessions brings new ones (a nonce per session and pass); \
+                 each request repeats its predecessor's turns and adds one exchange"
+            } else {
                 "cold: every request's content is unique (per-request nonce), no server cache can hit"
-                    .to_owned();
+            }
+            .to_owned();
             if matches!(self.i.warmup, Warmup::SkippedCold) {
                 s.push_str("; --warmup skipped");
             }
@@ -408,6 +416,29 @@ impl<'a> Report<'a> {
                 percent(v.prefix_hit_rate)
             ),
         );
+        if let Some(f) = &i.sessions {
+            line(
+                "session prefix:",
+                format!(
+                    "{} of prompt tokens (query excluded) byte-identical with the session's previous prompt; \
+                     per request p10 {}, median {} ({} requests of {} sessions)",
+                    percent(Some(f.share)),
+                    percent(Some(f.share_p10)),
+                    percent(Some(f.share_median)),
+                    f.compared,
+                    f.sessions
+                ),
+            );
+            line(
+                "session budget use:",
+                format!(
+                    "mean {}, p10 {} of the budget over {} requests whose conversation was cut",
+                    percent(f.utilization),
+                    percent(f.utilization_p10),
+                    f.cut
+                ),
+            );
+        }
         out
     }
 
@@ -435,8 +466,21 @@ impl<'a> Report<'a> {
             } => json!({"done": true, "requests": requests, "ok": ok, "errors": errors,
                         "seconds": round(Some(elapsed.as_secs_f64()), 4)}),
         };
+        let sessions = i.sessions.as_ref().map(|f| {
+            json!({
+                "sessions": f.sessions,
+                "compared": f.compared,
+                "prefix_share": round(Some(f.share), 4),
+                "prefix_share_p10": round(Some(f.share_p10), 4),
+                "prefix_share_median": round(Some(f.share_median), 4),
+                "cut": f.cut,
+                "utilization": round(f.utilization, 4),
+                "utilization_p10": round(f.utilization_p10, 4),
+            })
+        });
         json!({
             "workload": i.workload,
+            "sessions": sessions,
             "target": i.target,
             "spawned": i.spawned,
             "connections": i.connections,
