@@ -9,10 +9,16 @@
 //!   domain requests, caches warmed by one earlier pass;
 //! - `compare/library_warm_wire/...`: what the server does per request
 //!   (protobuf decode, convert, assemble, encode), warm;
-//! - `compare/library_cold/...`: one pass starting from empty caches.
+//! - `compare/library_cold/...`: one pass starting from empty caches;
+//! - `compare/library_cold/sessions_{chat,tool}_4k`: the session replay, one
+//!   pass from empty caches over sessions that add one exchange per request
+//!   (session by session, as `export_workload --sessions` writes them), so
+//!   each request is cold only in its newest exchange.
 //!
 //! The shape can be changed with `COMPARE_FAMILIES`, `COMPARE_USERS`,
-//! `COMPARE_TURNS`; criterion's `--test` mode uses a 1 x 2 x 3 workload.
+//! `COMPARE_TURNS` (sessions: `COMPARE_USERS` sessions of `COMPARE_TURNS`
+//! requests, 20 x 20 by default); criterion's `--test` mode uses a 1 x 2 x 3
+//! workload (sessions: 2 x 3).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -22,6 +28,7 @@ use context_assembler::assemble::{Assembler, DEFAULT_CACHE_BYTES};
 use context_assembler::grpc::pb;
 use context_assembler::prompt::AssembleRequest;
 use context_assembler::workload::replay::Replay;
+use context_assembler::workload::sessions::{Sessions, Turns};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use prost::Message as _;
 
@@ -45,6 +52,21 @@ fn shape(prompt_tokens: usize) -> Replay {
         turns: env_or("COMPARE_TURNS", if test { 3 } else { 6 }),
         prompt_tokens,
         ..Replay::default()
+    }
+}
+
+/// `export_workload --sessions`' shape at a 4k budget (20 sessions x 20
+/// requests, the replay seed), or a tiny one in criterion's `--test` mode.
+fn sessions(turns: Turns) -> Sessions {
+    let test = std::env::args().any(|a| a == "--test");
+    Sessions {
+        sessions: env_or("COMPARE_USERS", if test { 2 } else { 20 }),
+        requests: env_or("COMPARE_TURNS", if test { 3 } else { 20 }),
+        budget: 4_000,
+        system_chars: 4_000,
+        turns,
+        policy: "",
+        seed: Replay::default().seed,
     }
 }
 
@@ -119,6 +141,26 @@ fn compare(c: &mut Criterion) {
             b.iter(|| wire_pass(&warm, black_box(wire)))
         });
 
+        g.bench_with_input(BenchmarkId::new("library_cold", &id), &requests, |b, requests| {
+            b.iter_batched(
+                || (new_assembler(), requests.clone()),
+                |(cold, r)| pass(&cold, black_box(r)),
+                criterion::BatchSize::PerIteration,
+            )
+        });
+    }
+    for turns in Turns::ALL {
+        let shape = sessions(turns);
+        let requests: Vec<AssembleRequest> = shape.requests().into_iter().flatten().collect();
+        let id = format!("sessions_{}_4k", turns.name().split('-').next().unwrap_or("chat"));
+        eprintln!(
+            "{id}: {} requests, JSON lines blake3 {} ({} sessions x {} requests)",
+            requests.len(),
+            jsonl_hash(&requests).to_hex(),
+            shape.sessions,
+            shape.requests
+        );
+        g.throughput(Throughput::Elements(requests.len() as u64));
         g.bench_with_input(BenchmarkId::new("library_cold", &id), &requests, |b, requests| {
             b.iter_batched(
                 || (new_assembler(), requests.clone()),

@@ -6,6 +6,10 @@
 //! the same shape).
 //! Usage: export_workload [--families F] [--users U] [--turns T]
 //! [--prompt-tokens N] [--budget B] [--seed S] [--out FILE]
+//! With `--sessions chat|tool-heavy`, the session workload instead: `--users`
+//! sessions of `--turns` requests, each repeating its session's conversation
+//! and adding one exchange, session by session, at a budget of
+//! `--prompt-tokens`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write as _;
@@ -13,6 +17,7 @@ use std::io::Write as _;
 use clap::Parser;
 use context_assembler::grpc::pb;
 use context_assembler::workload::replay::Replay;
+use context_assembler::workload::sessions::{Sessions, Turns};
 
 /// The replay shape (the defaults of `benches/compare.rs`) and the output.
 #[derive(Debug, Parser)]
@@ -40,6 +45,35 @@ struct Args {
     /// Output file; `-` for standard output.
     #[arg(long, default_value = "-")]
     out: String,
+    /// The session workload of these turns instead of the replay.
+    #[arg(long, value_parser = ["chat", "tool-heavy"])]
+    sessions: Option<String>,
+}
+
+/// The session workload (4,000-character system prompt), session by session.
+fn sessions_jsonl(args: &Args, turns: Turns) -> (Vec<u8>, String) {
+    let shape = Sessions {
+        sessions: args.users,
+        requests: args.turns,
+        budget: args.budget.unwrap_or(u32::try_from(args.prompt_tokens).unwrap()),
+        system_chars: 4_000,
+        turns,
+        policy: "",
+        seed: args.seed,
+    };
+    let mut out = Vec::new();
+    for r in shape.requests().into_iter().flatten() {
+        serde_json::to_writer(&mut out, &pb::AssembleRequest::from(r)).unwrap();
+        out.push(b'\n');
+    }
+    let describe = format!(
+        "{} sessions x {} requests of {} turns, budget {}",
+        shape.sessions,
+        shape.requests,
+        turns.name(),
+        shape.budget
+    );
+    (out, describe)
 }
 
 /// The workload as JSON lines (each line ends with `\n`).
@@ -57,6 +91,22 @@ fn jsonl(shape: &Replay, budget: Option<u32>) -> Vec<u8> {
 
 fn main() {
     let args = Args::parse();
+    if let Some(kind) = &args.sessions {
+        let turns = if kind == "chat" {
+            Turns::Chat
+        } else {
+            Turns::ToolHeavy
+        };
+        let (bytes, describe) = sessions_jsonl(&args, turns);
+        write(&args.out, &bytes);
+        eprintln!(
+            "{} requests, {} bytes, blake3 {} ({describe})",
+            args.users * args.turns,
+            bytes.len(),
+            blake3::hash(&bytes).to_hex()
+        );
+        return;
+    }
     let shape = Replay {
         families: args.families,
         users: args.users,
@@ -66,11 +116,7 @@ fn main() {
         ..Replay::default()
     };
     let bytes = jsonl(&shape, args.budget);
-    if args.out == "-" {
-        std::io::stdout().lock().write_all(&bytes).unwrap();
-    } else {
-        std::fs::write(&args.out, &bytes).unwrap();
-    }
+    write(&args.out, &bytes);
     eprintln!(
         "{} requests, {} bytes, blake3 {} ({}{})",
         shape.len(),
@@ -80,4 +126,13 @@ fn main() {
         args.budget
             .map_or(String::new(), |b| format!("; budget {b} tokens"))
     );
+}
+
+/// Writes `bytes` to `out` (`-`: standard output).
+fn write(out: &str, bytes: &[u8]) {
+    if out == "-" {
+        std::io::stdout().lock().write_all(bytes).unwrap();
+    } else {
+        std::fs::write(out, bytes).unwrap();
+    }
 }
