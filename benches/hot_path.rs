@@ -31,7 +31,8 @@ fn inputs() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Cold counting throughput, 1 MB inputs: bpe-openai (ours) vs tiktoken-rs.
+/// Cold counting throughput, 1 MB inputs: ours (bpe-openai with a single-token
+/// fast path), bpe-openai alone, and tiktoken-rs.
 /// tiktoken-rs is skipped where it panics (o200k on long whitespace runs).
 fn counting(c: &mut Criterion) {
     let mut g = c.benchmark_group("count_1mb");
@@ -46,6 +47,17 @@ fn counting(c: &mut Criterion) {
                 BenchmarkId::new(format!("ours/{}", encoding.name()), name),
                 &text,
                 |b, t| b.iter(|| ours.count(black_box(t))),
+            );
+            // bpe-openai's own count: what ours was before its single-token
+            // fast path.
+            let plain = match encoding {
+                Encoding::Cl100kBase => bpe_openai::cl100k_base(),
+                Encoding::O200kBase => bpe_openai::o200k_base(),
+            };
+            g.bench_with_input(
+                BenchmarkId::new(format!("bpe_openai/{}", encoding.name()), name),
+                &text,
+                |b, t| b.iter(|| plain.count(black_box(t.as_str()))),
             );
             let theirs = match encoding {
                 Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),

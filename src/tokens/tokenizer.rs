@@ -11,6 +11,8 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use rustc_hash::FxHashSet;
+
 use crate::vocab::{Role, saturating_u32};
 
 /// A public BPE encoding.
@@ -49,6 +51,45 @@ impl Encoding {
     /// Loads the vocabulary now rather than on the first request.
     pub fn warm(self) {
         let _ = self.role_tokens();
+        let _ = self.singles();
+    }
+
+    /// The bytes of every token of the vocabulary, for the single-token
+    /// fast path of [`Encoding::count`].
+    fn singles(self) -> &'static FxHashSet<&'static [u8]> {
+        static CL100K: OnceLock<FxHashSet<&'static [u8]>> = OnceLock::new();
+        static O200K: OnceLock<FxHashSet<&'static [u8]>> = OnceLock::new();
+        let cell = match self {
+            Encoding::Cl100kBase => &CL100K,
+            Encoding::O200kBase => &O200K,
+        };
+        cell.get_or_init(|| {
+            let bpe = &self.bpe().bpe;
+            (0..bpe.num_tokens())
+                .map(|id| bpe.token_bytes(saturating_u32(id)))
+                .collect()
+        })
+    }
+
+    /// Tokens of `text` as ordinary text: the pre-tokenizer's pieces, each
+    /// BPE-encoded, except that a piece which is itself a token of the
+    /// vocabulary is that one token (as the reference encoder, tiktoken, does
+    /// before it merges anything). Most pieces of prose and code are single
+    /// tokens, so most skip the encoder and its allocations.
+    fn count(self, text: &str) -> usize {
+        let tok = self.bpe();
+        let singles = self.singles();
+        let text = tok.normalize(text);
+        tok.split(text.as_str())
+            .map(|piece| {
+                let bytes = piece.as_bytes();
+                if singles.contains(bytes) {
+                    1
+                } else {
+                    tok.bpe.count(bytes)
+                }
+            })
+            .sum()
     }
 
     /// Tokens of each role name, in [`Role::ALL`] order, counted once.
@@ -118,7 +159,7 @@ impl Tokenizer {
 
     /// Counts `text` as ordinary text. Linear in the input on any input.
     pub fn count(&self, text: &str) -> u32 {
-        self.with_margin(self.encoding.bpe().count(text) as u64)
+        self.with_margin(self.encoding.count(text) as u64)
     }
 
     /// [`Tokenizer::count`] when it is at most `limit`, else `None`; stops

@@ -146,6 +146,61 @@ proptest! {
             prop_assert_eq!(Tokenizer::exact(encoding).count(&text), reference_count(encoding, &text));
         }
     }
+
+    /// Texts made of the vocabulary's own tokens: pieces that are tokens
+    /// (the fast path) next to pieces that are not, and the seams between.
+    #[test]
+    fn texts_of_vocabulary_tokens_count_as_the_reference(
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 1..40),
+        gluing in prop::collection::vec(prop::sample::select(vec!["", "", " ", "\n", "'s", "1", "é"]), 40),
+    ) {
+        for encoding in Encoding::ALL {
+            let tokens = utf8_tokens(encoding);
+            let text: String = picks
+                .iter()
+                .zip(&gluing)
+                .map(|(i, glue)| format!("{}{glue}", tokens[i.index(tokens.len())]))
+                .collect();
+            prop_assert_eq!(
+                Tokenizer::exact(encoding).count(&text),
+                reference_count(encoding, &text),
+                "{:?}",
+                text
+            );
+        }
+    }
+}
+
+/// The vocabulary's tokens whose bytes are UTF-8 text.
+fn utf8_tokens(encoding: Encoding) -> &'static [&'static str] {
+    static CL100K: OnceLock<Vec<&'static str>> = OnceLock::new();
+    static O200K: OnceLock<Vec<&'static str>> = OnceLock::new();
+    let cell = match encoding {
+        Encoding::Cl100kBase => &CL100K,
+        Encoding::O200kBase => &O200K,
+    };
+    cell.get_or_init(|| {
+        let bpe = &encoding.bpe().bpe;
+        (0..bpe.num_tokens())
+            .filter_map(|id| std::str::from_utf8(bpe.token_bytes(saturating_u32(id))).ok())
+            .collect()
+    })
+}
+
+#[test]
+fn every_token_alone_counts_as_the_reference() {
+    for encoding in Encoding::ALL {
+        let ours = Tokenizer::exact(encoding);
+        let tokens = utf8_tokens(encoding);
+        assert!(
+            tokens.len() > 90_000,
+            "{encoding:?}: {} UTF-8 tokens",
+            tokens.len()
+        );
+        for t in tokens {
+            assert_eq!(ours.count(t), reference_count(encoding, t), "{encoding:?} {t:?}");
+        }
+    }
 }
 
 #[test]
