@@ -273,3 +273,26 @@ async fn at_the_connection_limit_new_connections_fail_fast() {
     drop(idle);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_scrape_that_never_sends_its_headers_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TestServer::start().await;
+    // Half a request line, then nothing: the connection must not stay open.
+    let mut idle = tokio::net::TcpStream::connect(server.metrics).await.unwrap();
+    idle.write_all(b"GET /metr").await.unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(
+        context_assembler::server::METRICS_HEADER_TIMEOUT * 6,
+        idle.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the metrics listener kept a connection with no headers open for six times its timeout"
+    );
+    // Scrapes still work.
+    let (status, _) = server.http_get("/metrics").await;
+    assert!(status.contains("200"), "{status}");
+    server.stop().await;
+}

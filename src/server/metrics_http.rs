@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response, StatusCode, body::Incoming, server::conn::http1, service::service_fn};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tracing::warn;
@@ -18,6 +18,10 @@ use crate::telemetry::metrics;
 
 /// How often histogram storage is compacted.
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// A scrape whose request headers have not all arrived by then is closed: a
+/// client that opens connections and sends nothing cannot hold them (and
+/// their file descriptors) for ever. hyper applies it only with a timer.
+pub const METRICS_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Installs the process-wide Prometheus recorder once; later calls (several
 /// servers in one test process) share it. Histogram upkeep runs on its own
@@ -76,6 +80,8 @@ pub(super) async fn serve_metrics(listener: TcpListener, handle: PrometheusHandl
                 }
             });
             if let Err(e) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(METRICS_HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), svc)
                 .await
             {

@@ -38,7 +38,7 @@ mod signals;
 
 use conn::{Calls, Conn};
 
-pub use metrics_http::install_metrics;
+pub use metrics_http::{METRICS_HEADER_TIMEOUT, install_metrics};
 pub use signals::{Hangups, reload, shutdown_signal};
 
 /// HTTP/2 receive windows. Prompts are large (a 32k-token request is about
