@@ -75,40 +75,92 @@ impl Shrink for Shrinker<'_, '_> {
         ))
     }
 
-    /// Galloping search over sentence ends: probes grow from the first
-    /// sentence, so the work is proportional to what is kept, not to the
-    /// whole text; every answer is a verified count, and a probe stops
-    /// counting once past `limit`. Finding the ends is one pass over the
-    /// content, cancellable.
+    /// The longest prefix ending at a sentence end whose unit fits in
+    /// `limit`. One pass over the pieces of what fits estimates where that
+    /// end is; exact counts (each stopping once past `limit`) verify it and
+    /// gallop from there, usually two of them. The work is proportional to
+    /// what is kept, not to the whole text (finding the ends is one cheap
+    /// pass, cancellable); every answer is a verified count.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
         let item = self.p.item(block, unit);
         let kind = self.p.req.blocks[block].kind;
         // Cancelled: nothing fits, and the run is abandoned at its next check.
         let mut ends = render::sentence_ends(&item.content, &mut Meter::new(self.p.cancel)).ok()?;
         ends.retain(|&e| e < item.content.len());
-        let cost = |i: usize| {
+        let wrapper = render::unit(kind, item, "", FormAttr::Truncated);
+        let within = self.p.tok.prefixes_within(&item.content, &ends, &wrapper, limit);
+        let found = last_fitting(ends.len(), within.saturating_sub(1), |i| {
             if self.p.cancel.is_cancelled() {
                 return None;
             }
             let u = render::unit(kind, item, &item.content[..ends[i]], FormAttr::Truncated);
             self.p.tok.count_at_most(&u, limit)
-        };
-        let mut best: Option<(usize, u32)> = None;
-        let (mut lo, mut hi) = (0, ends.len());
-        let mut step = 1;
-        while lo < hi {
-            let probe = (lo + step - 1).min(hi - 1);
-            if let Some(c) = cost(probe) {
-                best = Some((ends[probe], c));
-                lo = probe + 1;
-                step *= 2;
-            } else {
-                hi = probe;
-                step = 1.max((hi - lo) / 2);
+        });
+        found.map(|(i, cost)| (ends[i], cost))
+    }
+}
+
+/// The last index below `n` whose `probe` answers (with its answer), when
+/// the answers stop at some index (a prefix count against a limit: every
+/// index before it fits, none after): `guess` first, then galloping up or
+/// down from it and halving. About two probes when the guess is right,
+/// O(log n) however wrong it is.
+fn last_fitting<T>(n: usize, guess: usize, mut probe: impl FnMut(usize) -> Option<T>) -> Option<(usize, T)> {
+    if n == 0 {
+        return None;
+    }
+    let guess = guess.min(n - 1);
+    let mut best = None;
+    // Every index below `lo` fits (known or assumed), none at or past `hi`.
+    let (mut lo, mut hi) = (0, n);
+    match probe(guess) {
+        Some(c) => {
+            best = Some((guess, c));
+            lo = guess + 1;
+            // Gallop up until something does not fit.
+            let mut step = 1;
+            while lo < hi {
+                let p = (lo + step - 1).min(hi - 1);
+                match probe(p) {
+                    Some(c) => {
+                        best = Some((p, c));
+                        lo = p + 1;
+                        step *= 2;
+                    }
+                    None => {
+                        hi = p;
+                        break;
+                    }
+                }
             }
         }
-        best
+        None => {
+            hi = guess;
+            // Gallop down until something fits.
+            let mut step = 1;
+            while lo < hi {
+                let p = hi.saturating_sub(step).max(lo);
+                if let Some(c) = probe(p) {
+                    best = Some((p, c));
+                    lo = p + 1;
+                    break;
+                }
+                hi = p;
+                step *= 2;
+            }
+        }
     }
+    // Halve what is left between the last fit and the first miss.
+    while lo < hi {
+        let p = lo + (hi - lo) / 2;
+        if let Some(c) = probe(p) {
+            best = Some((p, c));
+            lo = p + 1;
+        } else {
+            hi = p;
+        }
+    }
+    best
 }
 
 /// Whether the application vouches for a turn's content: it says so, and the
@@ -167,3 +219,6 @@ fn turn_message(item: &Item) -> Msg {
         content,
     }
 }
+
+#[cfg(test)]
+mod tests;

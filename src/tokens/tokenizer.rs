@@ -92,6 +92,53 @@ impl Encoding {
             .sum()
     }
 
+    /// How many of the ascending byte offsets `ends` (each at a character
+    /// boundary of `text`) have an estimated prefix count `base + tokens of
+    /// text[..end]` at most `limit`, in one pass over the pieces of `text`
+    /// that stops past the limit. The pieces before an end are counted as
+    /// [`Encoding::count`] counts them; the piece an end splits adds its own
+    /// part's count (a long part: a quarter of its bytes). The count of the
+    /// prefix itself can differ by the last piece or two (the pre-tokenizer
+    /// looks one character ahead): an estimate for where to look first,
+    /// never an answer.
+    fn prefixes_within(self, text: &str, ends: &[usize], base: usize, limit: usize) -> usize {
+        // The OpenAI encodings do not normalize (nfc off): the pieces are
+        // slices of `text` itself, and their offsets are offsets into it.
+        let tok = self.bpe();
+        let singles = self.singles();
+        let piece_count = |piece: &str| {
+            if singles.contains(piece.as_bytes()) {
+                1
+            } else {
+                tok.bpe.count(piece.as_bytes())
+            }
+        };
+        let mut counted = base;
+        let mut next = 0;
+        for piece in tok.split(text) {
+            let start = piece.as_ptr() as usize - text.as_ptr() as usize;
+            let end = start + piece.len();
+            while next < ends.len() && ends[next] <= end {
+                let part = &piece[..ends[next].saturating_sub(start).min(piece.len())];
+                let split = match part.len() {
+                    0 => 0,
+                    n if n == piece.len() => piece_count(piece),
+                    n if n <= 64 => piece_count(part),
+                    n => n / 4,
+                };
+                if counted + split > limit {
+                    return next;
+                }
+                next += 1;
+            }
+            counted += piece_count(piece);
+            if counted > limit || next == ends.len() {
+                break;
+            }
+        }
+        next
+    }
+
     /// Tokens of each role name, in [`Role::ALL`] order, counted once.
     fn role_tokens(self) -> [u32; 4] {
         static CL100K: OnceLock<[u32; 4]> = OnceLock::new();
@@ -170,6 +217,28 @@ impl Tokenizer {
         // The margin only adds tokens: a base count past `limit` is past it too.
         let base = bpe.count_till_limit(&bpe.normalize(text), limit as usize)?;
         Some(self.with_margin(base as u64)).filter(|&n| n <= limit)
+    }
+
+    /// How many of the ascending byte offsets `ends` into `text` probably
+    /// leave a prefix that, with `extra` (a text counted beside it), counts
+    /// at most `limit`: one pass that stops past the limit, so bounded by
+    /// what fits. An estimate of where the last fitting prefix is (usually
+    /// exact, off by a piece near an end); verify with
+    /// [`Tokenizer::count_at_most`].
+    pub fn prefixes_within(&self, text: &str, ends: &[usize], extra: &str, limit: u32) -> usize {
+        // The margin multiplies the base count: the base limit it allows.
+        let base_limit = if self.margin_percent == 0 {
+            u64::from(limit)
+        } else {
+            u64::from(limit) * 100 / (100 + u64::from(self.margin_percent))
+        };
+        let base = self.encoding.count(extra);
+        self.encoding.prefixes_within(
+            text,
+            ends,
+            base,
+            usize::try_from(base_limit).unwrap_or(usize::MAX),
+        )
     }
 
     /// Tokens of a role name (as [`Tokenizer::count`] would give, without
