@@ -9,6 +9,9 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
 
 use super::conversation::{Content, Msg};
 use super::marker::{MarkerKey, TAG_CHARS};
@@ -431,12 +434,38 @@ fn entry(m: &Msg) -> String {
 
 /// Sentences of `text` naming pending work (case-insensitive whole words).
 fn pending_sentences(text: &str) -> impl Iterator<Item = &str> {
-    sentences(text).map(str::trim).filter(|s| {
-        if s.is_empty() {
-            return false;
-        }
-        let lower = s.to_lowercase();
-        PENDING_WORDS.iter().any(|w| has_word(&lower, w))
+    sentences(text)
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && names_pending_work(s))
+}
+
+/// Whether `sentence` holds one of [`PENDING_WORDS`] as a whole word, in any
+/// case. ASCII (nearly every sentence): one pass of an ASCII-case-blind
+/// automaton over the bytes, no copy. Otherwise the sentence is lower-cased
+/// first, since Unicode lower-casing can turn other letters into ASCII ones
+/// (the Kelvin sign into `k`) and change byte offsets.
+fn names_pending_work(sentence: &str) -> bool {
+    // Building from a handful of short literals cannot fail; were it to, the
+    // copying path below still answers.
+    static WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(PENDING_WORDS)
+            .ok()
+    });
+    let automaton = WORDS.as_ref().filter(|_| sentence.is_ascii());
+    let Some(words) = automaton else {
+        let lower = sentence.to_lowercase();
+        return PENDING_WORDS.iter().any(|w| has_word(&lower, w));
+    };
+    let bytes = sentence.as_bytes();
+    // Overlapping: a match that fails the word test must not hide one that
+    // starts inside it.
+    words.find_overlapping_iter(sentence).any(|m| {
+        let before = m.start().checked_sub(1).and_then(|i| bytes.get(i)).copied();
+        let after = bytes.get(m.end()).copied();
+        !before.is_some_and(|b| b.is_ascii_alphanumeric())
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
     })
 }
 
@@ -484,25 +513,33 @@ fn files_in(text: &str) -> impl Iterator<Item = &str> {
             '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '|' | '='
         ) || c.is_whitespace()
     };
-    text.split(separators).filter_map(|token| {
-        let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
-        // `path:line` and `path:line:column`.
-        for _ in 0..2 {
-            if let Some((path, n)) = token.rsplit_once(':')
-                && !n.is_empty()
-                && n.bytes().all(|b| b.is_ascii_digit())
-            {
-                token = path;
+    // Every path has a `/`: a text without one (most prose) has none, and
+    // neither has a token without one (trimming never removes it).
+    let any = text.contains('/');
+    text.split(separators)
+        .take_while(move |_| any)
+        .filter_map(|token| {
+            if !token.contains('/') {
+                return None;
             }
-        }
-        let is_file = token.contains('/')
-            && !token.contains("://")
-            && token.chars().count() <= MAX_NAME_CHARS
-            && token
-                .rsplit_once('.')
-                .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext));
-        is_file.then_some(token)
-    })
+            let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
+            // `path:line` and `path:line:column`.
+            for _ in 0..2 {
+                if let Some((path, n)) = token.rsplit_once(':')
+                    && !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                {
+                    token = path;
+                }
+            }
+            let is_file = token.contains('/')
+                && !token.contains("://")
+                && token.chars().count() <= MAX_NAME_CHARS
+                && token
+                    .rsplit_once('.')
+                    .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext));
+            is_file.then_some(token)
+        })
 }
 
 /// The first `n` distinct items of `newest_first`, oldest first: the `n`

@@ -444,3 +444,102 @@ fn only_a_summary_sealed_with_the_key_parses() {
     let edited = text.replace("src/lib.rs", "src/evil.rs");
     assert_eq!(Summary::parse(&edited, &key()), None);
 }
+
+/// Text made of pending words in any case, their pieces, letters, digits,
+/// separators, paths, and letters that lower-case into ASCII (the Kelvin
+/// sign) or change length (dotted capital I).
+fn word_soup() -> impl Strategy<Value = String> {
+    let atom = prop_oneof![
+        prop::sample::select(PENDING_WORDS.to_vec()).prop_map(str::to_owned),
+        prop::sample::select(PENDING_WORDS.to_vec()).prop_map(str::to_uppercase),
+        prop::sample::select(vec![
+            "ToDo",
+            "NEXT",
+            "neXt",
+            "pend",
+            "ing",
+            "follow",
+            "up",
+            "-",
+            " ",
+            "\n",
+            ".",
+            "x",
+            "9",
+            "_",
+            "\u{212A}",
+            "İ",
+            "é",
+            "日本",
+            "src/main.rs",
+            "./a/b.py:12",
+            "http://x/y.rs",
+            "a/b.",
+            "(c/d.go)",
+        ])
+        .prop_map(str::to_owned),
+    ];
+    prop::collection::vec(atom, 0..24).prop_map(|v| v.concat())
+}
+
+/// The definitions before the fast paths: lower-case and search each word;
+/// trim and test every token.
+fn names_pending_work_reference(sentence: &str) -> bool {
+    let lower = sentence.to_lowercase();
+    PENDING_WORDS.iter().any(|w| has_word(&lower, w))
+}
+
+fn files_in_reference(text: &str) -> Vec<&str> {
+    let separators = |c: char| {
+        matches!(
+            c,
+            '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '|' | '='
+        ) || c.is_whitespace()
+    };
+    text.split(separators)
+        .filter_map(|token| {
+            let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
+            for _ in 0..2 {
+                if let Some((path, n)) = token.rsplit_once(':')
+                    && !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                {
+                    token = path;
+                }
+            }
+            let is_file = token.contains('/')
+                && !token.contains("://")
+                && token.chars().count() <= MAX_NAME_CHARS
+                && token
+                    .rsplit_once('.')
+                    .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext));
+            is_file.then_some(token)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn pending_words_are_found_as_by_lower_casing(text in word_soup()) {
+        prop_assert_eq!(names_pending_work(&text), names_pending_work_reference(&text), "{:?}", text);
+    }
+
+    #[test]
+    fn paths_are_found_as_by_testing_every_token(text in word_soup()) {
+        prop_assert_eq!(files_in(&text).collect::<Vec<_>>(), files_in_reference(&text));
+    }
+}
+
+#[test]
+fn pending_words_in_any_case_and_script() {
+    assert!(names_pending_work("Next: the parser."));
+    assert!(names_pending_work("still PENDING"));
+    assert!(names_pending_work("Café: todo"));
+    assert!(names_pending_work("«follow-up» demain"));
+    // Lower-cased, the dotted capital I is `i` and a combining dot: no word.
+    assert!(!names_pending_work("PENDİNG"));
+    assert!(!names_pending_work("todos remain, nextly"));
+    assert!(!names_pending_work("É9todo"));
+}
