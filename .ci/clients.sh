@@ -47,6 +47,9 @@ bash clients/python/build.sh "$out/python"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 addr="127.0.0.1:$port"
 step "server on $addr (log: $out/server.log)"
+# The clients' Retain, recall and ListMemories need the memory store: a fresh SQLite file per run
+# (each client also retains under a subject of its own, so a database left over would do too).
+rm -f "$out/memory.db" "$out/memory.db-wal" "$out/memory.db-shm"
 "$server" --listen "$addr" --metrics-listen off --memory-sqlite-path "$out/memory.db" >"$out/server.log" 2>&1 &
 server_pid=$!
 stop_server() {

@@ -3,7 +3,11 @@
 
 Lists the models, assembles one realistic prompt, prints its messages, decision report and usage,
 checks that the answer is sane, then checks that a malformed request is refused with INVALID_ARGUMENT
-and a google.rpc.BadRequest. Exits 1 if any check fails.
+and a google.rpc.BadRequest. Compacts a conversation and checks the summary, the pinned item, the
+provenance and the verbatim tail; retains a memory that needs a scope (and retries it), assembles
+with a recall of it and checks it is recalled, kept and rendered for a principal holding the scope
+and not for one without; and lists the subject's memories with and without the scope. Exits 1 if
+any check fails. The sidecar needs a memory store (the default SQLite file will do).
 
 Usage: client.py [--wait-ready SECONDS] [ADDR]
   ADDR defaults to $CONTEXT_ASSEMBLER_ADDR, else 127.0.0.1:50051.
@@ -42,6 +46,23 @@ QUERY = "Yes - can I get my money back?"
 FILTERED_ID = "pricing"
 FILTERED_TEXT = "Internal margin table"
 TRUNCATE_AT = 72
+
+# Compact: how many latest messages stay verbatim (the last three split the policy lookup's call
+# from its result, so the cut must move back one), and the pinned item restored after the summary.
+PRESERVE_RECENT = 3
+PINNED_ID = "case"
+PINNED_KIND = "task"
+
+# Retain and recall: the principal, the one scope the retained memory requires, the memory's type
+# and text, and a phrase only that text holds.
+PRINCIPAL_ID = "user-42"
+MEMORY_SCOPE = "support"
+MEMORY_TYPE = "decision"
+MEMORY_TEXT = "Refund approved for order A-1009: the annual plan was bought within the 14-day window."
+MEMORY_PHRASE = "within the 14-day window"
+RECALL_QUERY = "Was the refund for order A-1009 approved?"
+RECALL_BLOCK = "recalled_memories"  # Recall.block left empty names this block
+RETAIN_REQUEST_ID = "clients-demo-1"
 
 
 def demo_request():
@@ -230,6 +251,217 @@ def bad_request(stub, checks):
     checks.check(False, "bad request refused")
 
 
+def turn(message_id, role, text, *more):
+    """A conversation message of one text block, with more blocks appended."""
+    return pb.ConversationMessage(id=message_id, role=role, content=[pb.ContentBlock(text=text), *more])
+
+
+def tool_use(call_id, name, arguments):
+    return pb.ContentBlock(tool_use=pb.ToolUse(id=call_id, name=name, input=arguments))
+
+
+def tool_result(message_id, call_id, output):
+    return pb.ConversationMessage(id=message_id, role=pb.ROLE_TOOL, content=[
+        pb.ContentBlock(tool_result=pb.ToolResult(tool_use_id=call_id, output=output))])
+
+
+def conversation():
+    """A support chat to compact: a system message, an order lookup with a long result, then a
+    policy lookup whose call and result straddle the last PRESERVE_RECENT messages."""
+    orders = "".join(f'{{"order": "A-{990 + i}", "plan": "pro-annual", "status": "paid"}}\n' for i in range(20))
+    return [
+        turn("sys", pb.ROLE_SYSTEM, "You are the support assistant for Acme."),
+        turn("u1", pb.ROLE_USER, "Hi, I bought the annual plan last week. Which orders do I have?"),
+        turn("a1", pb.ROLE_ASSISTANT, "Let me look up your orders.",
+             tool_use("orders-1", "find_orders", '{"customer": "user-42"}')),
+        tool_result("t1", "orders-1", orders),
+        turn("a2", pb.ROLE_ASSISTANT, "You have 20 orders; the latest is A-1009 from 15 November."),
+        turn("u2", pb.ROLE_USER, "I am not happy with A-1009. Can I get my money back?"),
+        turn("a3", pb.ROLE_ASSISTANT, "Let me check the refund policy.",
+             tool_use("policy-1", "read_policy", '{"topic": "refunds"}')),
+        tool_result("t2", "policy-1",
+                    "Annual plans bought in the EU can be refunded in full within 14 days of purchase."),
+        turn("a4", pb.ROLE_ASSISTANT, "A-1009 is within 14 days, so a full refund is possible. Shall I start it?"),
+        turn("u3", pb.ROLE_USER, "Yes, please."),
+    ]
+
+
+def first_text(m):
+    """The text of a message's first block ("" when it is not text)."""
+    return m.content[0].text if m.content else ""
+
+
+def blocks(m):
+    """A message's content blocks on one line: texts, tool calls and tool results."""
+    parts = []
+    for b in m.content:
+        kind = b.WhichOneof("block")
+        if kind == "tool_use":
+            parts.append(f"[calls {b.tool_use.name} {b.tool_use.id}]")
+        elif kind == "tool_result":
+            parts.append(f"[answers {b.tool_result.tool_use_id}] {b.tool_result.output}")
+        else:
+            parts.append(b.text)
+    return short(" ".join(parts))
+
+
+def compact(stub, checks):
+    messages = conversation()
+    request = pb.CompactRequest(
+        request_id="clients-demo-compact",
+        model=MODEL,
+        session_id="session-42",
+        messages=messages,
+        trigger_tokens=0,
+        preserve_recent=PRESERVE_RECENT,
+        pinned=[pb.PinnedItem(id=PINNED_ID, kind=PINNED_KIND,
+                              content="Refund request for order A-1009 (case #4411).")],
+    )
+    print(f"== Compact {request.request_id} ({request.model}, {len(messages)} messages, trigger 0,"
+          f" preserve_recent {PRESERVE_RECENT})")
+    resp = stub.Compact(request, timeout=RPC_TIMEOUT_SECS)
+    print(f"outcome {enum_name(pb.CompactOutcome, resp.outcome, 'COMPACT_OUTCOME_')} ({resp.reason}):"
+          f" tokens {resp.tokens_before} -> {resp.tokens_after} (target {resp.target_tokens}),"
+          f" tokenizer {resp.tokenizer}, exact {resp.exact}")
+    for i, m in enumerate(resp.messages):
+        print(f"  {i:>2} {enum_name(pb.Role, m.role, 'ROLE_').lower():<9} {m.id:<4} {blocks(m)}")
+    p = resp.provenance
+    print(f"summarized: [{p.start}, {p.end}) {ids(p.message_ids)}")
+
+    print("checks:")
+    out = resp.messages
+    checks.check(resp.request_id == request.request_id, "request_id echoed")
+    checks.check(resp.compacted and resp.outcome == pb.COMPACT_OUTCOME_COMPACTED,
+                 "outcome is COMPACTED, compacted is true")
+    checks.check(resp.tokens_after < resp.tokens_before and resp.tokens_after <= resp.target_tokens,
+                 f"tokens_after {resp.tokens_after} < tokens_before {resp.tokens_before}"
+                 f" and <= target_tokens {resp.target_tokens}")
+    checks.check(resp.trigger_tokens == 0 and resp.preserve_recent == PRESERVE_RECENT,
+                 f"trigger_tokens 0 and preserve_recent {PRESERVE_RECENT} applied")
+    checks.check(len(out) > 0 and out[0] == messages[0], "the leading system message is kept as it is")
+    # Expected: system, continuation (summary), pinned item, then the kept messages verbatim.
+    at = resp.summary_index if resp.HasField("summary_index") else -1
+    checks.check(at == 1 and len(out) > at and "<summary>" in first_text(out[at]),
+                 f"summary_index {at} is the continuation message holding a <summary>")
+    checks.check(0 <= at < len(out) - 1 and out[at + 1].role == pb.ROLE_USER
+                 and first_text(out[at + 1]).startswith(f'<pinned kind="{PINNED_KIND}" id="{PINNED_ID}">'),
+                 f"the pinned {PINNED_ID!r} item follows the summary as a user message")
+    covers = (resp.HasField("provenance") and p.start == 1 and p.start < p.end
+              and p.end <= len(messages) - PRESERVE_RECENT
+              and list(p.message_ids) == [m.id for m in messages[p.start:p.end] if m.id])
+    checks.check(covers, f"provenance names input [{p.start}, {p.end}): after the system message,"
+                         f" before the {PRESERVE_RECENT} latest")
+    checks.check(covers and at >= 0 and list(out[at + 2:]) == messages[p.end:],
+                 f"the {len(messages) - p.end} messages after the cut are kept verbatim")
+    calls = set()
+    paired = True
+    for m in out:
+        for b in m.content:
+            if b.HasField("tool_use"):
+                calls.add(b.tool_use.id)
+            if b.HasField("tool_result") and b.tool_result.tool_use_id not in calls:
+                paired = False
+    checks.check(paired, "every tool result follows its call (the cut keeps a call with its result)")
+
+
+def is_memory_id(value):
+    return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
+
+
+def retain(stub, checks, subject):
+    """Stores one decision that needs MEMORY_SCOPE, retries it with the same key, and returns the
+    memory's id ("" when none came back)."""
+    request = pb.RetainRequest(
+        idempotency_key="clients-demo-1/turn-1",
+        subject=subject,
+        required_scopes=[MEMORY_SCOPE],
+        request_id=RETAIN_REQUEST_ID,
+        turn=1,
+        observations=[pb.Observation(type=MEMORY_TYPE, text=MEMORY_TEXT, facts=["order: A-1009", "refund: full"])],
+    )
+    print(f"== Retain one {MEMORY_TYPE} into {subject} (requires scope {MEMORY_SCOPE!r})")
+    first = stub.Retain(request, timeout=RPC_TIMEOUT_SECS)
+    again = stub.Retain(request, timeout=RPC_TIMEOUT_SECS)
+    print(f"  memory_ids {ids(first.memory_ids)}, replayed {first.replayed}, problems {len(first.problems)};"
+          f" retried: memory_ids {ids(again.memory_ids)}, replayed {again.replayed}")
+    print("checks:")
+    memory_id = first.memory_ids[0] if len(first.memory_ids) == 1 else ""
+    checks.check(is_memory_id(memory_id), "one memory id, 32 lower-case hex digits")
+    checks.check(not first.replayed and not first.problems, "first call stored it: not replayed, no problems")
+    checks.check(again.replayed and list(again.memory_ids) == list(first.memory_ids),
+                 "a retry with the same idempotency_key is replayed with the same ids")
+    return memory_id
+
+
+def recall_request(subject, scopes):
+    """Asks for a recall of subject's memories for a principal holding scopes."""
+    return pb.AssembleRequest(
+        request_id="clients-demo-recall",
+        model=MODEL,
+        static_segments=[pb.Segment(id="system", kind=pb.SEGMENT_KIND_SYSTEM,
+                                    content="You are the support assistant for Acme.")],
+        query=RECALL_QUERY,
+        principal=pb.Principal(id=PRINCIPAL_ID, scopes=scopes),
+        session_id="session-42",
+        recall=pb.Recall(subject=subject),
+    )
+
+
+def rendered(resp, text):
+    return any(text in m.content for m in resp.messages)
+
+
+def recall(stub, checks, subject, memory_id):
+    """Assembles with a recall of subject, once with the memory's scope and once without."""
+    print(f"== Assemble with recall of {subject} (scopes {MEMORY_SCOPE!r}, then none)")
+    allowed = stub.Assemble(recall_request(subject, [MEMORY_SCOPE]), timeout=RPC_TIMEOUT_SECS)
+    denied = stub.Assemble(recall_request(subject, []), timeout=RPC_TIMEOUT_SECS)
+    report = allowed.recall
+    print(f"  recall into {report.block}: recalled {ids(report.recalled_ids)}, kept {ids(report.kept_ids)},"
+          f" dropped {ids(report.dropped_ids)}")
+    for d in allowed.decisions:
+        print(f"  decision {d.name} {enum_name(pb.BlockKind, d.kind, 'BLOCK_KIND_')}"
+              f" {enum_name(pb.Outcome, d.outcome, 'OUTCOME_')}: kept {ids(d.kept_item_ids)}")
+    print(f"  without the scope: recalled {ids(denied.recall.recalled_ids)}")
+    print("checks:")
+    checks.check(allowed.HasField("recall") and report.block == RECALL_BLOCK,
+                 f"recall report names block {RECALL_BLOCK!r}")
+    checks.check(memory_id != "" and memory_id in report.recalled_ids and memory_id in report.kept_ids
+                 and memory_id not in report.dropped_ids, "the retained memory is recalled and kept")
+    block = next((d for d in allowed.decisions if d.name == RECALL_BLOCK), None)
+    checks.check(block is not None and block.kind == pb.BLOCK_KIND_MEMORY and memory_id != ""
+                 and f"memory:{memory_id}" in block.kept_item_ids,
+                 f'decision {RECALL_BLOCK!r} is a MEMORY block keeping item "memory:<id>"')
+    checks.check(memory_id != "" and rendered(allowed, f"memory:{memory_id}") and rendered(allowed, MEMORY_PHRASE),
+                 "the memory is rendered in the prompt")
+    checks.check(denied.HasField("recall") and memory_id not in denied.recall.recalled_ids
+                 and not rendered(denied, MEMORY_PHRASE),
+                 f"without scope {MEMORY_SCOPE!r} it is neither recalled nor rendered")
+
+
+def list_memories(stub, checks, subject, memory_id):
+    """Lists subject's memories for a principal with the memory's scope and without a principal."""
+    print(f"== ListMemories of {subject} (scopes {MEMORY_SCOPE!r}, then no principal)")
+    scoped = stub.ListMemories(pb.ListMemoriesRequest(
+        subject=subject, principal=pb.Principal(id=PRINCIPAL_ID, scopes=[MEMORY_SCOPE])), timeout=RPC_TIMEOUT_SECS)
+    anonymous = stub.ListMemories(pb.ListMemoriesRequest(subject=subject), timeout=RPC_TIMEOUT_SECS)
+    for m in scoped.memories:
+        print(f"  {m.id} {m.type} {m.title!r} scopes {ids(m.required_scopes)}")
+    print(f"  hidden {scoped.hidden}; without a principal: {len(anonymous.memories)} listed,"
+          f" hidden {anonymous.hidden}")
+    print("checks:")
+    listed = next((m for m in scoped.memories if m.id == memory_id), None)
+    checks.check(len(scoped.memories) == 1 and listed is not None and scoped.hidden == 0,
+                 "with the scope: exactly the retained memory is listed, none hidden")
+    checks.check(listed is not None and listed.subject == subject and listed.type == MEMORY_TYPE
+                 and listed.WhichOneof("content") == "observation" and listed.observation.text == MEMORY_TEXT
+                 and list(listed.required_scopes) == [MEMORY_SCOPE]
+                 and listed.request_id == RETAIN_REQUEST_ID and listed.turn == 1,
+                 "it is listed as retained: subject, type, text, required_scopes, request_id, turn")
+    checks.check(not anonymous.memories and anonymous.hidden == 1,
+                 "without a principal it is hidden (hidden 1), not listed")
+
+
 def main():
     parser = argparse.ArgumentParser(description="Example client of the context-assembler sidecar.")
     parser.add_argument("addr", nargs="?", default=os.environ.get("CONTEXT_ASSEMBLER_ADDR", DEFAULT_ADDR))
@@ -247,6 +479,12 @@ def main():
             list_models(stub, checks)
             assemble(stub, checks)
             bad_request(stub, checks)
+            compact(stub, checks)
+            # A subject no earlier run used: the memory database outlives a run.
+            subject = f"clients/python/{time.time_ns():x}"
+            memory_id = retain(stub, checks, subject)
+            recall(stub, checks, subject, memory_id)
+            list_memories(stub, checks, subject, memory_id)
         except grpc.RpcError as err:
             print(f"unexpected RPC error {err.code().name}: {err.details()}")
             checks.check(False, "RPCs answer")
