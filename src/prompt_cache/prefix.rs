@@ -2,8 +2,6 @@
 //! promises stays byte-stable), and what the prefix cache remembers of it
 //! (tokens and volatile values), partitioned by `cache_salt`.
 
-use std::fmt::Write as _;
-
 use super::volatile::{self, Volatile};
 use crate::prompt::Segment;
 use crate::tokens::{Tokenizer, cache};
@@ -69,11 +67,7 @@ fn prefix_hash(tools: &[String], segments: &[Segment]) -> (String, [u8; 32], u64
         bytes += s.content.len() as u64;
     }
     let digest = h.finalize();
-    let mut hex = String::with_capacity(64);
-    for b in digest.as_bytes() {
-        let _ = write!(hex, "{b:02x}");
-    }
-    (hex, *digest.as_bytes(), bytes)
+    (digest.to_hex().to_string(), *digest.as_bytes(), bytes)
 }
 
 /// Where in the prefix a volatile value is.

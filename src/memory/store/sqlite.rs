@@ -487,12 +487,10 @@ fn candidate(row: &sqlx::sqlite::SqliteRow) -> Result<Candidate, StoreError> {
 /// The full-text token naming a subject: `s` and 32 hex digits of its
 /// blake3, one token under the unicode61 tokenizer whatever the subject holds.
 fn subject_key(subject: &str) -> String {
-    let hash = blake3::hash(subject.as_bytes());
+    let hex = blake3::hash(subject.as_bytes()).to_hex();
     let mut key = String::with_capacity(33);
     key.push('s');
-    for b in &hash.as_bytes()[..16] {
-        key.push_str(&format!("{b:02x}"));
-    }
+    key.push_str(hex.get(..32).unwrap_or(&hex));
     key
 }
 
