@@ -86,9 +86,14 @@ impl Shrink for Shrinker<'_, '_> {
         let kind = self.p.req.blocks[block].kind;
         // Cancelled: nothing fits, and the run is abandoned at its next check.
         let mut ends = render::sentence_ends(&item.content, &mut Meter::new(self.p.cancel)).ok()?;
-        ends.retain(|&e| e < item.content.len());
+        // A prefix longer than `limit` tokens can hold cannot fit: neither
+        // the estimate nor the probes look past it, so a long text costs
+        // what can be kept (the scan for ends aside).
+        let most = self.p.tok.most_bytes_within(limit);
+        ends.retain(|&e| e < item.content.len() && e <= most);
         let wrapper = render::unit(kind, item, "", FormAttr::Truncated);
-        let within = self.p.tok.prefixes_within(&item.content, &ends, &wrapper, limit);
+        let head = &item.content[..ends.last().copied().unwrap_or(0)];
+        let within = self.p.tok.prefixes_within(head, &ends, &wrapper, limit);
         let found = last_fitting(ends.len(), within.saturating_sub(1), |i| {
             if self.p.cancel.is_cancelled() {
                 return None;

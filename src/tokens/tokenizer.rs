@@ -92,6 +92,25 @@ impl Encoding {
             .sum()
     }
 
+    /// [`Encoding::count`] when it is at most `limit`, else `None`; stops
+    /// at the first piece that goes past the limit (the single-token fast
+    /// path included), so the work is bounded by what fits.
+    fn count_till_limit(self, text: &str, limit: usize) -> Option<usize> {
+        let tok = self.bpe();
+        let singles = self.singles();
+        let text = tok.normalize(text);
+        tok.split(text.as_str()).try_fold(0usize, |used, piece| {
+            let room = limit.checked_sub(used)?;
+            let bytes = piece.as_bytes();
+            let n = if singles.contains(bytes) {
+                Some(1).filter(|_| room > 0)?
+            } else {
+                tok.bpe.count_till_limit(bytes, room)?
+            };
+            Some(used + n)
+        })
+    }
+
     /// How many of the ascending byte offsets `ends` (each at a character
     /// boundary of `text`) have an estimated prefix count `base + tokens of
     /// text[..end]` at most `limit`, in one pass over the pieces of `text`
@@ -106,11 +125,16 @@ impl Encoding {
         // slices of `text` itself, and their offsets are offsets into it.
         let tok = self.bpe();
         let singles = self.singles();
-        let piece_count = |piece: &str| {
+        // A piece's count, or `room + 1` once it is past `room`: a long
+        // piece (a megabyte of blank lines is one) costs what fits, not
+        // what it holds.
+        let piece_count = |piece: &str, room: usize| {
             if singles.contains(piece.as_bytes()) {
                 1
             } else {
-                tok.bpe.count(piece.as_bytes())
+                tok.bpe
+                    .count_till_limit(piece.as_bytes(), room)
+                    .unwrap_or(room.saturating_add(1))
             }
         };
         let mut counted = base;
@@ -122,8 +146,8 @@ impl Encoding {
                 let part = &piece[..ends[next].saturating_sub(start).min(piece.len())];
                 let split = match part.len() {
                     0 => 0,
-                    n if n == piece.len() => piece_count(piece),
-                    n if n <= 64 => piece_count(part),
+                    n if n == piece.len() => piece_count(piece, limit.saturating_sub(counted)),
+                    n if n <= 64 => piece_count(part, limit.saturating_sub(counted)),
                     n => n / 4,
                 };
                 if counted + split > limit {
@@ -131,12 +155,25 @@ impl Encoding {
                 }
                 next += 1;
             }
-            counted += piece_count(piece);
+            counted += piece_count(piece, limit.saturating_sub(counted));
             if counted > limit || next == ends.len() {
                 break;
             }
         }
         next
+    }
+
+    /// The longest token's bytes: a text of `n` bytes is at least
+    /// `n / longest` tokens (rounded up), since each token covers at most
+    /// that many of its bytes.
+    fn longest_token(self) -> usize {
+        static CL100K: OnceLock<usize> = OnceLock::new();
+        static O200K: OnceLock<usize> = OnceLock::new();
+        let cell = match self {
+            Encoding::Cl100kBase => &CL100K,
+            Encoding::O200kBase => &O200K,
+        };
+        *cell.get_or_init(|| self.singles().iter().map(|t| t.len()).max().unwrap_or(1).max(1))
     }
 
     /// Tokens of each role name, in [`Role::ALL`] order, counted once.
@@ -213,9 +250,8 @@ impl Tokenizer {
     /// counting once past the limit, so the work is bounded by what fits
     /// rather than by the length of `text`.
     pub fn count_at_most(&self, text: &str, limit: u32) -> Option<u32> {
-        let bpe = self.encoding.bpe();
         // The margin only adds tokens: a base count past `limit` is past it too.
-        let base = bpe.count_till_limit(&bpe.normalize(text), limit as usize)?;
+        let base = self.encoding.count_till_limit(text, limit as usize)?;
         Some(self.with_margin(base as u64)).filter(|&n| n <= limit)
     }
 
@@ -239,6 +275,16 @@ impl Tokenizer {
             base,
             usize::try_from(base_limit).unwrap_or(usize::MAX),
         )
+    }
+
+    /// The most bytes a text counting at most `tokens` can hold (the
+    /// margin only adds tokens): every token covers at most the longest
+    /// token's bytes. A bound for cutting texts to a limit without looking
+    /// past it.
+    pub fn most_bytes_within(&self, tokens: u32) -> usize {
+        usize::try_from(tokens)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(self.encoding.longest_token())
     }
 
     /// Tokens of a role name (as [`Tokenizer::count`] would give, without

@@ -147,6 +147,29 @@ proptest! {
         }
     }
 
+    /// Counting against a limit answers the exact count when it fits, and
+    /// nothing when it does not, at every limit around the count.
+    #[test]
+    fn counting_up_to_a_limit_agrees_with_counting(text in adversarial_text(), slack in -3i64..3) {
+        for tok in [Tokenizer::exact(Encoding::Cl100kBase), Tokenizer::exact(Encoding::O200kBase), Tokenizer::estimate(Encoding::O200kBase, 20)] {
+            let n = tok.count(&text);
+            let limit = u32::try_from((i64::from(n) + slack).max(0)).unwrap_or(0);
+            let expected = Some(n).filter(|&n| n <= limit);
+            prop_assert_eq!(tok.count_at_most(&text, limit), expected, "{} {:?} at {}", tok, text, limit);
+        }
+    }
+
+    /// No text holds more bytes than its count allows: the bound truncation
+    /// uses to stop looking.
+    #[test]
+    fn a_text_is_within_the_bytes_its_count_allows(text in adversarial_text(), run in 0usize..400) {
+        // Long runs too: the longest tokens are runs of one character.
+        let text = format!("{text}{}{}", " ".repeat(run), "=".repeat(run));
+        for tok in [Tokenizer::exact(Encoding::Cl100kBase), Tokenizer::exact(Encoding::O200kBase), Tokenizer::estimate(Encoding::O200kBase, 20)] {
+            prop_assert!(text.len() <= tok.most_bytes_within(tok.count(&text)), "{} {:?}", tok, text);
+        }
+    }
+
     /// Texts made of the vocabulary's own tokens: pieces that are tokens
     /// (the fast path) next to pieces that are not, and the seams between.
     #[test]
