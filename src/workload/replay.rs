@@ -28,8 +28,12 @@ pub struct Replay {
     pub prompt_tokens: usize,
     /// Documents in the shared evidence corpus.
     pub corpus: usize,
-    /// Evidence items per request.
+    /// Evidence items per request (at `offer` 1).
     pub evidence_per_request: usize,
+    /// How many budgets of content a request offers, roughly: 1 is a little
+    /// over the budget; each step adds a budget's worth of evidence items
+    /// of the same size (8 offers about 8x the budget).
+    pub offer: usize,
     /// Zipf exponent of document popularity.
     pub zipf_s: f64,
     /// Every n-th family has a timestamp in its system prompt (0 = none).
@@ -47,6 +51,7 @@ impl Default for Replay {
             prompt_tokens: 8_000,
             corpus: 500,
             evidence_per_request: 6,
+            offer: 1,
             zipf_s: 1.1,
             volatile_every: 4,
             seed: 7,
@@ -74,20 +79,32 @@ impl Replay {
         self.len() == 0
     }
 
+    /// Evidence items per request: each document is about 45% /
+    /// `evidence_per_request` of the budget, and each step of `offer` adds a
+    /// budget's worth.
+    pub fn evidence_items(&self) -> usize {
+        self.evidence_per_request * (45 + 100 * self.offer.max(1).saturating_sub(1)) / 45
+    }
+
     /// A one-line description for reports.
     pub fn describe(&self) -> String {
         format!(
             "{} families x {} users x {} turns = {} requests of a {}-token budget; evidence {} of {} documents \
-             (Zipf s={}); every {}th family has a timestamp in its system prompt",
+             (Zipf s={}); every {}th family has a timestamp in its system prompt{}",
             self.families,
             self.users,
             self.turns,
             self.len(),
             self.prompt_tokens,
-            self.evidence_per_request,
+            self.evidence_items(),
             self.corpus,
             self.zipf_s,
-            self.volatile_every
+            self.volatile_every,
+            if self.offer > 1 {
+                format!("; offers about {}x the budget", self.offer)
+            } else {
+                String::new()
+            }
         )
     }
 
@@ -105,6 +122,7 @@ impl Replay {
             .map(|doc| doc.chars().take(doc.len() / 5).collect())
             .collect();
         let cdf = zipf_cdf(corpus.len(), self.zipf_s);
+        let evidence_items = self.evidence_items();
         let prefixes: Vec<(String, String)> = (0..self.families)
             .map(|_| (prose(&mut rng, bytes * 35 / 100), prose(&mut rng, bytes / 10)))
             .collect();
@@ -119,7 +137,7 @@ impl Replay {
                     if self.volatile_every > 0 && f % self.volatile_every == self.volatile_every - 1 {
                         system.push_str(&format!(" Current time: {clock}."));
                     }
-                    let evidence = (0..self.evidence_per_request)
+                    let evidence = (0..evidence_items)
                         .map(|e| {
                             let x = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
                             let doc = cdf.partition_point(|&c| c < x).min(corpus.len() - 1);
@@ -234,6 +252,34 @@ mod tests {
             .sum();
         let tokens = bytes / BYTES_PER_TOKEN;
         assert!((3_000..6_000).contains(&tokens), "{tokens}");
+    }
+
+    #[test]
+    fn offering_k_budgets_adds_k_minus_one_budgets_of_evidence() {
+        let evidence_tokens = |offer: usize| {
+            let shape = Replay {
+                families: 1,
+                users: 1,
+                turns: 1,
+                prompt_tokens: 4_000,
+                offer,
+                ..Replay::default()
+            };
+            let r = &shape.requests()[0].request;
+            assert_eq!(r.blocks[0].items.len(), shape.evidence_items());
+            r.blocks[0].items.iter().map(|i| i.content.len()).sum::<usize>() / BYTES_PER_TOKEN
+        };
+        let one = evidence_tokens(1);
+        for offer in [2, 4, 8] {
+            let extra = evidence_tokens(offer) - one;
+            let budgets = extra as f64 / 4_000.0;
+            // Within a tenth: the documents are a little longer than asked.
+            let want = (offer - 1) as f64;
+            assert!(
+                (budgets - want).abs() <= 0.1 * want,
+                "offer {offer}: {budgets} budgets more"
+            );
+        }
     }
 
     #[test]

@@ -79,6 +79,7 @@ fn workload(args: &Args) -> anyhow::Result<(Arc<[pb::AssembleRequest]>, String, 
                 turns: args.turns.unwrap_or(defaults.turns),
                 prompt_tokens: args.prompt_tokens.unwrap_or(defaults.prompt_tokens),
                 seed: args.seed.unwrap_or(defaults.seed),
+                offer: usize::from(args.offer),
                 ..defaults
             };
             ensure!(
@@ -92,6 +93,7 @@ fn workload(args: &Args) -> anyhow::Result<(Arc<[pb::AssembleRequest]>, String, 
                 .collect();
             return Ok((requests, shape.describe(), 0));
         }
+        _ if args.offer > 1 => anyhow::bail!("--offer applies to the replay workload only"),
         Workload::ChatSessions => Turns::Chat,
         Workload::ToolSessions => Turns::ToolHeavy,
     };
@@ -199,6 +201,11 @@ struct Args {
     /// the workload's, 8000; sessions 4000].
     #[arg(long)]
     prompt_tokens: Option<usize>,
+    /// Replay only: how many budgets of content each request offers (1: a
+    /// little over the budget; 8: about 8x, as many more evidence items of
+    /// the same size). With --cold, the cold-content workload.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    offer: u16,
     /// The workload generator's seed [default: the workload's, 7].
     #[arg(long)]
     seed: Option<u64>,
