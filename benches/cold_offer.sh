@@ -8,8 +8,10 @@
 #   bash benches/cold_offer.sh                 # 4k budget, 3 runs of 10 s each
 #   BUDGET=32000 bash benches/cold_offer.sh
 #   RUNS=1 DURATION=3s OFFERS="1 8" bash benches/cold_offer.sh   # a smoke
+#   SIDECAR=/tmp/old/context-assembler TAG=old bash benches/cold_offer.sh
+#       # another build (no cargo build; the loadgen beside it when there is one)
 #
-# Outputs: target/cold-offer/<budget>-<offer>-<run>.json (loadgen --json).
+# Outputs: target/cold-offer/<tag><budget>-<offer>-<run>.json (loadgen --json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,21 +20,28 @@ runs=${RUNS:-3}
 duration=${DURATION:-10s}
 offers=${OFFERS:-1 2 4 8}
 concurrency=${CONCURRENCY:-4}
+sidecar=${SIDECAR:-target/release/context-assembler}
+loadgen=target/release/loadgen
+if [[ -n ${SIDECAR:-} ]]; then
+  [[ -x $(dirname "$SIDECAR")/loadgen ]] && loadgen=$(dirname "$SIDECAR")/loadgen
+else
+  cargo build --release --locked --bin context-assembler --bin loadgen >&2
+fi
+tag=${TAG:+$TAG-}
 out=target/cold-offer
 mkdir -p "$out"
 
-cargo build --release --locked --bin context-assembler --bin loadgen >&2
 for offer in $offers; do
   for run in $(seq 1 "$runs"); do
-    json="$out/$budget-$offer-$run.json"
+    json="$out/$tag$budget-$offer-$run.json"
     echo "cold, budget $budget, offer ${offer}x, run $run" >&2
-    target/release/loadgen --spawn target/release/context-assembler --cold --offer "$offer" \
+    "$loadgen" --spawn "$sidecar" --cold --offer "$offer" \
       --prompt-tokens "$budget" --users 100 --concurrency "$concurrency" --duration "$duration" \
       --progress-secs 0 --json "$json" >/dev/null
   done
 done
 
-python3 - "$out" "$budget" "$runs" $offers <<'EOF'
+python3 - "$out/$tag" "$budget" "$runs" $offers <<'EOF'
 import json, statistics, sys
 out, budget, runs, offers = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 phases = ["decode", "convert", "tokenize", "allocate", "render", "encode"]
@@ -42,7 +51,7 @@ print("| offer | requests/s | server CPU µs/request | ratio to 1x | " + " / ".j
 print("|---|---:|---:|---:|---|")
 base = None
 for offer in offers:
-    rows = [json.load(open(f"{out}/{budget}-{offer}-{r}.json")) for r in range(1, runs + 1)]
+    rows = [json.load(open(f"{out}{budget}-{offer}-{r}.json")) for r in range(1, runs + 1)]
     for r in rows:
         assert r["requests"]["errors"] == 0, f"offer {offer}: {r['requests']['by_code']}"
     cpu = statistics.median(r["server"]["cpu_us_per_request"] for r in rows)

@@ -148,7 +148,11 @@ fn table(a: &Assembly) -> String {
             d.kind.as_str(),
             d.priority,
             d.outcome.as_str(),
-            d.tokens_offered,
+            format!(
+                "{}{}",
+                if d.tokens_offered_is_lower_bound { ">=" } else { "" },
+                d.tokens_offered
+            ),
             d.tokens_kept,
             d.reason
         );

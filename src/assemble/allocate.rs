@@ -62,8 +62,13 @@ pub struct BlockPlan {
 /// One measured unit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitPlan {
-    /// Tokens of the full form.
+    /// Tokens of the full form (0 and unused when `lazy`).
     pub full: u32,
+    /// Not measured yet: the allocator asks [`Shrink::measure`] for its full
+    /// cost against the room it is offered, so a unit that cannot fit is
+    /// counted only as far as the room (a context unit of a cuttable block;
+    /// never a turn, whose cost places the window's anchors).
+    pub lazy: bool,
     /// Relevance (EVIDENCE, MEMORY, STATE order).
     pub score: f64,
     /// Whether a compact form exists.
@@ -125,6 +130,25 @@ impl Form {
     }
 }
 
+/// What is known of a unit's full cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// Counted to the end.
+    Exact(u32),
+    /// Counted only until it passed what it was offered: at least this
+    /// (`AtLeast(0)`: not measured yet).
+    AtLeast(u32),
+}
+
+impl Full {
+    /// The exact cost, or the lower bound.
+    pub fn tokens(self) -> u32 {
+        match self {
+            Full::Exact(n) | Full::AtLeast(n) => n,
+        }
+    }
+}
+
 /// What the allocator decided for a whole block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockFate {
@@ -147,6 +171,9 @@ pub struct Allocation {
     pub forms: Vec<Vec<Form>>,
     /// Per block, per unit: tokens of the kept form (0 when dropped).
     pub costs: Vec<Vec<u32>>,
+    /// Per block, per unit: the full form's cost as far as it was measured
+    /// (exact but for lazy units that could not fit).
+    pub fulls: Vec<Vec<Full>>,
     /// Per block.
     pub fates: Vec<BlockFate>,
     /// The summary of the oldest turns that did not fit, when one is kept.
@@ -222,8 +249,12 @@ pub struct Overflow {
 /// Measures the cheaper forms of a unit on demand, so that a warm request that
 /// fits never pays for them.
 pub trait Shrink {
-    /// Tokens of unit `unit` of block `block` in compact form.
-    fn compact_cost(&mut self, block: usize, unit: usize) -> u32;
+    /// Tokens of the full form of lazy unit `unit` of block `block` when at
+    /// most `limit`, else `None` (counting stops past the limit).
+    fn measure(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32>;
+    /// Tokens of unit `unit` of block `block` in compact form when at most
+    /// `limit`, else `None` (counting stops past the limit).
+    fn compact_cost(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32>;
     /// The longest sentence-boundary prefix of the unit whose cost is at most
     /// `limit`: (bytes kept, cost). `None` if not even one sentence fits.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)>;
@@ -266,6 +297,21 @@ pub fn allocate(
             })
             .collect(),
         costs: blocks.iter().map(|b| vec![0; b.units.len()]).collect(),
+        fulls: blocks
+            .iter()
+            .map(|b| {
+                b.units
+                    .iter()
+                    .map(|u| {
+                        if u.lazy {
+                            Full::AtLeast(0)
+                        } else {
+                            Full::Exact(u.full)
+                        }
+                    })
+                    .collect()
+            })
+            .collect(),
         fates: vec![BlockFate::Whole; blocks.len()],
         used: base,
         open: [false; 2],
@@ -302,6 +348,7 @@ pub fn allocate(
     Ok(Allocation {
         forms: st.forms,
         costs: st.costs,
+        fulls: st.fulls,
         fates: st.fates,
         summary,
         window_given_up,
@@ -343,6 +390,7 @@ impl Conversation {
 struct State {
     forms: Vec<Vec<Form>>,
     costs: Vec<Vec<u32>>,
+    fulls: Vec<Vec<Full>>,
     fates: Vec<BlockFate>,
     used: u64,
     open: [bool; 2],
@@ -391,11 +439,10 @@ impl State {
             }
             return;
         }
-        let full: u64 = valid.iter().map(|&ui| u64::from(b.units[ui].full)).sum();
         let ceiling = b.max_tokens.map_or(u64::MAX, u64::from);
-        if full + self.open_cost(b.slot) <= self.room() && full <= ceiling {
-            for &ui in &valid {
-                self.keep(bi, ui, b.slot, Form::Full, b.units[ui].full);
+        if let Some(whole) = self.whole(bi, &valid, b.slot, ceiling, shrink) {
+            for (&ui, cost) in valid.iter().zip(whole) {
+                self.keep(bi, ui, b.slot, Form::Full, cost);
             }
             return;
         }
@@ -635,6 +682,54 @@ impl State {
         }
     }
 
+    /// The full cost of each of `valid` (units of block `bi`) when all of
+    /// them fit together in the room and under `ceiling`. Lazy units are
+    /// measured in order, each against the whole room (the most the block
+    /// can offer any of them, so none is measured twice), until their sum
+    /// passes what the block may take.
+    fn whole(
+        &mut self,
+        bi: usize,
+        valid: &[usize],
+        slot: Carrier,
+        ceiling: u64,
+        shrink: &mut dyn Shrink,
+    ) -> Option<Vec<u32>> {
+        let room = self.room().checked_sub(self.open_cost(slot))?;
+        let most = room.min(ceiling);
+        let mut sum = 0u64;
+        let mut costs = Vec::with_capacity(valid.len());
+        for &ui in valid {
+            let Full::Exact(cost) = self.measure(bi, ui, room, shrink) else {
+                return None;
+            };
+            sum += u64::from(cost);
+            if sum > most {
+                return None;
+            }
+            costs.push(cost);
+        }
+        Some(costs)
+    }
+
+    /// What is known of unit `ui` of block `bi`'s full cost once measured
+    /// against `limit`: exact when it is at most `limit` (or was counted
+    /// before), else a lower bound past `limit`.
+    fn measure(&mut self, bi: usize, ui: usize, limit: u64, shrink: &mut dyn Shrink) -> Full {
+        let known = self.fulls[bi][ui];
+        match known {
+            Full::AtLeast(n) if u64::from(n) <= limit => {
+                let limit = saturating_u32(limit);
+                let full = shrink
+                    .measure(bi, ui, limit)
+                    .map_or(Full::AtLeast(limit.saturating_add(1)), Full::Exact);
+                self.fulls[bi][ui] = full;
+                full
+            }
+            _ => known,
+        }
+    }
+
     /// Whether a unit of `cost` fits both the room and the block's ceiling.
     fn fits(&self, slot: Carrier, kept: u64, ceiling: u64, cost: u32) -> Result<(), DropReason> {
         let cost = u64::from(cost);
@@ -659,16 +754,26 @@ impl State {
         shrink: &mut dyn Shrink,
     ) -> Option<(Form, u32)> {
         let unit = &b.units[ui];
-        let mut why = match self.fits(b.slot, kept, ceiling, unit.full) {
-            Ok(()) => return Some((Form::Full, unit.full)),
-            Err(why) => why,
+        // Measured against the room alone: past it, it is dropped for want
+        // of room whatever the ceiling, as an exact count would say.
+        let room = self.room().saturating_sub(self.open_cost(b.slot));
+        let full = self.measure(bi, ui, room, shrink);
+        let mut why = match full {
+            Full::Exact(cost) => match self.fits(b.slot, kept, ceiling, cost) {
+                Ok(()) => return Some((Form::Full, cost)),
+                Err(why) => why,
+            },
+            Full::AtLeast(_) => DropReason::NoRoom,
         };
         if unit.has_compact {
-            let cost = shrink.compact_cost(bi, ui);
-            match self.fits(b.slot, kept, ceiling, cost) {
-                Ok(()) => return Some((Form::Compact, cost)),
-                Err(w) => why = w,
-            }
+            // Past the room: no room, as for the full form.
+            why = match shrink.compact_cost(bi, ui, saturating_u32(room)) {
+                Some(cost) => match self.fits(b.slot, kept, ceiling, cost) {
+                    Ok(()) => return Some((Form::Compact, cost)),
+                    Err(w) => w,
+                },
+                None => DropReason::NoRoom,
+            };
         }
         if b.kind == BlockKind::Summary {
             let room = self.room().saturating_sub(self.open_cost(b.slot));

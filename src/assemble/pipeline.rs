@@ -142,6 +142,19 @@ impl<'a> Pipeline<'a> {
         n
     }
 
+    /// [`Pipeline::count`] when at most `limit`, else `None` (counting
+    /// stops past the limit; the cache remembers the bound). Once the
+    /// request is cancelled, counts nothing and returns `None`.
+    pub(super) fn count_at_most(&self, text: &str, limit: u32) -> Option<u32> {
+        if self.cancel.is_cancelled() {
+            return None;
+        }
+        let (n, hit) = self.asm.segments.count_at_most(self.tok, text, limit);
+        let tally = if hit { &self.hits } else { &self.misses };
+        tally.set(tally.get() + 1);
+        n
+    }
+
     pub(super) fn record_lookups(&self) {
         metrics::cache_lookups(
             metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
@@ -388,7 +401,12 @@ impl<'a> Pipeline<'a> {
                 .iter()
                 .enumerate()
                 .map(|(ui, u)| {
-                    let full = if block.kind.is_turns() {
+                    // A unit of a cuttable context block is measured when the
+                    // allocator offers it room, and only as far as that room.
+                    let lazy = !block.kind.is_turns() && block.effective_cuttable() && u.invalid.is_none();
+                    let full = if lazy {
+                        0
+                    } else if block.kind.is_turns() {
                         u.members
                             .iter()
                             .map(|&(mb, mc)| {
@@ -402,6 +420,7 @@ impl<'a> Pipeline<'a> {
                     let first = self.item(u.members[0].0, u.members[0].1);
                     UnitPlan {
                         full,
+                        lazy,
                         score: first.score,
                         // An empty compact form would render an empty wrapper
                         // reported as kept: it counts as none.

@@ -3,7 +3,7 @@
 
 use tracing::debug;
 
-use super::allocate::{Allocation, BlockFate, BlockPlan, DropReason, Form};
+use super::allocate::{Allocation, BlockFate, BlockPlan, DropReason, Form, Full};
 use super::pipeline::Measurement;
 use crate::prompt::{Block, BlockDecision, Outcome};
 use crate::vocab::{Warning, codes, saturating_u32};
@@ -38,7 +38,11 @@ pub(super) fn decisions(
             kind: block.kind,
             priority: plan.priority,
             outcome: Outcome::Kept,
-            tokens_offered: plan.units.iter().map(|u| u.full).fold(0, u32::saturating_add),
+            tokens_offered: alloc.fulls[bi]
+                .iter()
+                .map(|f| f.tokens())
+                .fold(0, u32::saturating_add),
+            tokens_offered_is_lower_bound: alloc.fulls[bi].iter().any(|f| matches!(f, Full::AtLeast(_))),
             tokens_kept: alloc.costs[bi]
                 .iter()
                 .copied()

@@ -25,6 +25,11 @@ pub const TURN_SUMMARY_ID: &str = "compacted-turns";
 const TURN_SUMMARY_SOURCE: &str = "context-assembler";
 
 impl Shrink for Shrinker<'_, '_> {
+    fn measure(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
+        self.p
+            .count_at_most(&self.p.measured[block].rendered[unit], limit)
+    }
+
     /// The summary unit of the turns' items (the Compact RPC's summary), as
     /// one `<summary id="compacted-turns">` unit of the summary message, so
     /// its count adds exactly to the units beside it.
@@ -64,15 +69,13 @@ impl Shrink for Shrinker<'_, '_> {
         Some(cost)
     }
 
-    fn compact_cost(&mut self, block: usize, unit: usize) -> u32 {
+    fn compact_cost(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
         let item = self.p.item(block, unit);
         let text = item.compact_form.as_deref().unwrap_or_default();
-        self.p.count(&render::unit(
-            self.p.req.blocks[block].kind,
-            item,
-            text,
-            FormAttr::Compact,
-        ))
+        self.p.count_at_most(
+            &render::unit(self.p.req.blocks[block].kind, item, text, FormAttr::Compact),
+            limit,
+        )
     }
 
     /// The longest prefix ending at a sentence end whose unit fits in

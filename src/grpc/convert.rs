@@ -216,6 +216,7 @@ impl From<Assembly> for pb::AssembleResponse {
                     priority: d.priority,
                     outcome: outcome_to_wire(d.outcome).into(),
                     tokens_offered: d.tokens_offered,
+                    tokens_offered_is_lower_bound: d.tokens_offered_is_lower_bound,
                     tokens_kept: d.tokens_kept,
                     kept_item_ids: d.kept_item_ids,
                     dropped_item_ids: d.dropped_item_ids,

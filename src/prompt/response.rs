@@ -149,8 +149,12 @@ pub struct BlockDecision {
     pub priority: u32,
     /// What happened.
     pub outcome: Outcome,
-    /// Tokens of all candidates in full form.
+    /// Tokens of all candidates in full form; a lower bound when
+    /// `tokens_offered_is_lower_bound` (a context item counted only until
+    /// it passed the room it was offered).
     pub tokens_offered: u32,
+    /// Whether `tokens_offered` is a lower bound.
+    pub tokens_offered_is_lower_bound: bool,
     /// Tokens of what was kept.
     pub tokens_kept: u32,
     /// Kept items, in block order.

@@ -9,6 +9,12 @@ use moka::sync::Cache;
 
 use super::tokenizer::Tokenizer;
 
+/// The caches' table hasher: foldhash, seeded at random per process. The
+/// keys are blake3 digests already, so the table needs only a cheap mix
+/// that a caller cannot aim at one bucket; moka's default (SipHash-1-3)
+/// cost 8% of a cold request's CPU hashing 32-byte keys.
+type Hasher = foldhash::fast::RandomState;
+
 /// A cache key: blake3 of the counted bytes, keyed by the tokenizer id.
 pub type Key = [u8; 32];
 
@@ -32,7 +38,7 @@ pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
 /// prefixes, to a small `Copy` record of facts about it).
 #[derive(Clone)]
 pub struct CountCache<V = u32> {
-    inner: Cache<Key, V>,
+    inner: Cache<Key, V, Hasher>,
 }
 
 impl<V: Copy + Send + Sync + 'static> std::fmt::Debug for CountCache<V> {
@@ -51,7 +57,7 @@ impl<V: Copy + Send + Sync + 'static> CountCache<V> {
             inner: Cache::builder()
                 .max_capacity(max_bytes)
                 .weigher(|_: &Key, _: &V| ENTRY_WEIGHT_BYTES)
-                .build(),
+                .build_with_hasher(Hasher::default()),
         }
     }
 
@@ -107,13 +113,58 @@ impl CountCache<u32> {
     /// that count and see a hit (they tokenized nothing).
     pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
         let key = key(tokenizer, text.as_bytes());
+        let exact = |tokenizer: &Tokenizer| tokenizer.count(text).min(AT_LEAST - 1);
         if let Some(n) = self.get(&key) {
-            return (n, true);
+            if n & AT_LEAST == 0 {
+                return (n, true);
+            }
+            // Only a lower bound is known: count, and keep the count.
+            let n = exact(tokenizer);
+            self.insert(key, n);
+            return (n, false);
         }
-        let entry = self.inner.entry(key).or_insert_with(|| tokenizer.count(text));
-        (entry.value().to_owned(), !entry.is_fresh())
+        let entry = self.inner.entry(key).or_insert_with(|| exact(tokenizer));
+        let n = entry.value().to_owned();
+        if n & AT_LEAST != 0 {
+            // A lower bound was stored between the lookup and the entry.
+            let n = exact(tokenizer);
+            self.insert(key, n);
+            return (n, false);
+        }
+        (n, !entry.is_fresh())
+    }
+
+    /// The count of `text` when it is at most `limit`, else `None`, through
+    /// the cache: a text counted before answers from it, and one known to
+    /// be past the limit (a lower bound kept from an earlier try) answers
+    /// `None` without counting. Otherwise counting stops past `limit`, and a
+    /// text that goes past it leaves `limit + 1` as its known lower bound.
+    /// Returns whether nothing was counted (a hit).
+    pub fn count_at_most(&self, tokenizer: &Tokenizer, text: &str, limit: u32) -> (Option<u32>, bool) {
+        let key = key(tokenizer, text.as_bytes());
+        match self.get(&key) {
+            Some(n) if n & AT_LEAST == 0 => return (Some(n).filter(|&n| n <= limit), true),
+            Some(bound) if bound & !AT_LEAST > limit => return (None, true),
+            _ => {}
+        }
+        match tokenizer.count_at_most(text, limit) {
+            Some(n) => {
+                self.insert(key, n.min(AT_LEAST - 1));
+                (Some(n), false)
+            }
+            None => {
+                let bound = limit.saturating_add(1).min(AT_LEAST - 1);
+                self.insert(key, bound | AT_LEAST);
+                (None, false)
+            }
+        }
     }
 }
+
+/// The flag of a count cache value that is a lower bound (the text was
+/// counted only until it passed a limit), not a count. No text the server
+/// accepts comes near 2^31 tokens.
+const AT_LEAST: u32 = 1 << 31;
 
 /// Rendered texts with their exact token counts, keyed by a digest of
 /// everything the text was made from (keyed by tokenizer, like the counts).
@@ -123,7 +174,7 @@ impl CountCache<u32> {
 /// bytes plus a fixed cost per entry.
 #[derive(Clone)]
 pub struct TextCache {
-    inner: Cache<Key, std::sync::Arc<(String, u32)>>,
+    inner: Cache<Key, std::sync::Arc<(String, u32)>, Hasher>,
 }
 
 impl std::fmt::Debug for TextCache {
@@ -145,7 +196,7 @@ impl TextCache {
                         .unwrap_or(u32::MAX)
                         .saturating_add(ENTRY_WEIGHT_BYTES)
                 })
-                .build(),
+                .build_with_hasher(Hasher::default()),
         }
     }
 
@@ -183,6 +234,30 @@ mod tests {
         assert!(!hit);
         assert_eq!(cache.count(&t, "hello world"), (n, true));
         assert_eq!(cache.get(&CountCache::key(&t, b"hello world")), Some(n));
+    }
+
+    #[test]
+    fn counting_to_a_limit_keeps_a_lower_bound_that_never_passes_for_a_count() {
+        let cache = CountCache::new(1 << 20);
+        let t = Tokenizer::exact(Encoding::O200kBase);
+        let text = "The quick brown fox jumps over the lazy dog. ".repeat(20);
+        let n = t.count(&text);
+        // Past the limit: counted to it, the bound kept.
+        assert_eq!(cache.count_at_most(&t, &text, 10), (None, false));
+        // A smaller limit answers from the bound; a larger one counts again.
+        assert_eq!(cache.count_at_most(&t, &text, 5), (None, true));
+        assert_eq!(cache.count_at_most(&t, &text, 20), (None, false));
+        assert_eq!(cache.count_at_most(&t, &text, 15), (None, true));
+        // A full count never answers the bound as a count, and replaces it.
+        assert_eq!(cache.count(&t, &text), (n, false));
+        assert_eq!(cache.count(&t, &text), (n, true));
+        assert_eq!(cache.count_at_most(&t, &text, n), (Some(n), true));
+        assert_eq!(cache.count_at_most(&t, &text, n - 1), (None, true));
+        // Within the limit at the first try: the count is kept.
+        let short = "hello world";
+        let m = t.count(short);
+        assert_eq!(cache.count_at_most(&t, short, m), (Some(m), false));
+        assert_eq!(cache.count(&t, short), (m, true));
     }
 
     #[test]

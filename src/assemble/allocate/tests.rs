@@ -9,8 +9,11 @@ use crate::vocab::saturating_u32;
 struct Synthetic<'a>(&'a [BlockPlan], bool);
 
 impl Shrink for Synthetic<'_> {
-    fn compact_cost(&mut self, block: usize, unit: usize) -> u32 {
-        self.0[block].units[unit].full / 3 + 1
+    fn measure(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
+        Some(self.0[block].units[unit].full).filter(|&full| full <= limit)
+    }
+    fn compact_cost(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
+        Some(self.0[block].units[unit].full / 3 + 1).filter(|&cost| cost <= limit)
     }
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
         let full = self.0[block].units[unit].full;
@@ -33,6 +36,7 @@ prop_compose! {
         -> UnitPlan {
         UnitPlan {
             full,
+            lazy: false,
             score,
             has_compact,
             invalid: (broken == 0).then_some(DropReason::OrphanToolResult),
@@ -267,6 +271,7 @@ fn evidence(units: &[(u32, f64)]) -> BlockPlan {
             .iter()
             .map(|&(full, score)| UnitPlan {
                 full,
+                lazy: false,
                 score,
                 has_compact: false,
                 invalid: None,
@@ -274,6 +279,143 @@ fn evidence(units: &[(u32, f64)]) -> BlockPlan {
             })
             .collect(),
     }
+}
+
+/// The plans as the pipeline makes them: every valid unit of a cuttable
+/// context block lazy, its full cost hidden (0) until measured.
+fn lazily(blocks: &[BlockPlan]) -> Vec<BlockPlan> {
+    let mut lazy = blocks.to_vec();
+    for b in lazy.iter_mut().filter(|b| b.cuttable && b.chrono.is_none()) {
+        for u in b.units.iter_mut().filter(|u| u.invalid.is_none()) {
+            u.lazy = true;
+            u.full = 0;
+        }
+    }
+    lazy
+}
+
+/// Counts what lazy measuring asks for: the tokens it looked at (at most
+/// the limit, or the whole unit when that is less).
+struct Metered<'a> {
+    inner: Synthetic<'a>,
+    looked_at: u64,
+}
+
+impl Shrink for Metered<'_> {
+    fn measure(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
+        let full = self.inner.0[block].units[unit].full;
+        self.looked_at += u64::from(full.min(limit.saturating_add(1)));
+        self.inner.measure(block, unit, limit)
+    }
+    fn compact_cost(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
+        self.inner.compact_cost(block, unit, limit)
+    }
+    fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
+        self.inner.truncate(block, unit, limit)
+    }
+    fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
+        self.inner.summarize(units)
+    }
+}
+
+/// Counts every form to its end, whatever the limit (what the allocator
+/// did before it measured against the room): answers past the limit are
+/// left to the allocator's own checks.
+struct Unbounded<'a>(Synthetic<'a>);
+
+impl Shrink for Unbounded<'_> {
+    fn measure(&mut self, block: usize, unit: usize, _: u32) -> Option<u32> {
+        self.0.measure(block, unit, u32::MAX)
+    }
+    fn compact_cost(&mut self, block: usize, unit: usize, _: u32) -> Option<u32> {
+        self.0.compact_cost(block, unit, u32::MAX)
+    }
+    fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
+        self.0.truncate(block, unit, limit)
+    }
+    fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
+        self.0.summarize(units)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// Measuring context units (full and compact forms) only as far as the
+    /// room they are offered changes no decision: the same forms, costs,
+    /// fates, summary and total as with every form counted in full; each offered cost is exact
+    /// or a lower bound past what the unit was offered, exact for every
+    /// kept unit; and what was counted is at most what was offered.
+    #[test]
+    fn lazy_measuring_decides_as_full_measuring((blocks, base, budget) in plans()) {
+        let exact = allocate(&blocks, base, [OVERHEAD; 2], budget, Window::OFF, &mut Unbounded(Synthetic(&blocks, true)));
+        let lazy_plans = lazily(&blocks);
+        let mut metered = Metered { inner: Synthetic(&blocks, true), looked_at: 0 };
+        let lazy = allocate(&lazy_plans, base, [OVERHEAD; 2], budget, Window::OFF, &mut metered);
+        match (exact, lazy) {
+            (Err(e), Err(l)) => prop_assert_eq!(e, l),
+            (Ok(e), Ok(l)) => {
+                prop_assert_eq!(&e.forms, &l.forms);
+                prop_assert_eq!(&e.costs, &l.costs);
+                prop_assert_eq!(&e.fates, &l.fates);
+                prop_assert_eq!(&e.summary, &l.summary);
+                prop_assert_eq!(e.used, l.used);
+                let mut offered = 0u64;
+                for (bi, b) in blocks.iter().enumerate() {
+                    for (ui, u) in b.units.iter().enumerate() {
+                        offered += u64::from(u.full);
+                        match l.fulls[bi][ui] {
+                            Full::Exact(n) => prop_assert_eq!(n, u.full),
+                            Full::AtLeast(n) => {
+                                prop_assert!(n <= u.full && n > 0, "bound {} of {}", n, u.full);
+                                prop_assert!(!matches!(l.forms[bi][ui], Form::Full), "kept in full on a bound");
+                            }
+                        }
+                    }
+                }
+                prop_assert!(metered.looked_at <= offered);
+            }
+            (e, l) => prop_assert!(false, "exact {:?}, lazy {:?}", e.is_ok(), l.is_ok()),
+        }
+    }
+}
+
+#[test]
+fn lazy_units_that_cannot_fit_are_counted_only_as_far_as_the_room() {
+    // Room for one 40-token unit of three 400-token ones and two 40s: the
+    // 400s are each looked at only as far as the room left (at most 81
+    // tokens), not in full.
+    let blocks = [evidence(&[
+        (40, 0.9),
+        (400, 0.8),
+        (400, 0.7),
+        (400, 0.6),
+        (40, 0.5),
+    ])];
+    let lazy = lazily(&blocks);
+    let mut metered = Metered {
+        inner: Synthetic(&blocks, true),
+        looked_at: 0,
+    };
+    let a = allocate(&lazy, 0, [OVERHEAD; 2], 4 + 120, Window::OFF, &mut metered).unwrap();
+    assert_eq!(
+        a.forms[0],
+        vec![
+            Form::Full,
+            Form::Dropped(DropReason::NoRoom),
+            Form::Dropped(DropReason::NoRoom),
+            Form::Dropped(DropReason::NoRoom),
+            Form::Full
+        ]
+    );
+    assert!(
+        a.fulls[0][1..4]
+            .iter()
+            .all(|f| matches!(f, Full::AtLeast(n) if *n <= 121)),
+        "{:?}",
+        a.fulls[0]
+    );
+    assert!(metered.looked_at <= 40 + 40 + 3 * 121, "{}", metered.looked_at);
 }
 
 #[test]
@@ -323,6 +465,7 @@ fn turns(kind: BlockKind, priority: u32, chrono: usize, fulls: &[u32]) -> BlockP
             .iter()
             .map(|&full| UnitPlan {
                 full,
+                lazy: false,
                 score: 0.0,
                 has_compact: false,
                 invalid: None,
