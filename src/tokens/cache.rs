@@ -141,22 +141,40 @@ impl CountCache<u32> {
     /// text that goes past it leaves `limit + 1` as its known lower bound.
     /// Returns whether nothing was counted (a hit).
     pub fn count_at_most(&self, tokenizer: &Tokenizer, text: &str, limit: u32) -> (Option<u32>, bool) {
+        use moka::ops::compute::{CompResult, Op};
+
         let key = key(tokenizer, text.as_bytes());
-        match self.get(&key) {
-            Some(n) if n & AT_LEAST == 0 => return (Some(n).filter(|&n| n <= limit), true),
-            Some(bound) if bound & !AT_LEAST > limit => return (None, true),
-            _ => {}
+        // What a stored value says against `limit`, when it says enough.
+        let answer = |v: u32| {
+            if v & AT_LEAST == 0 {
+                Some(Some(v).filter(|&n| n <= limit))
+            } else if v & !AT_LEAST > limit {
+                Some(None)
+            } else {
+                None
+            }
+        };
+        if let Some(known) = self.get(&key).and_then(answer) {
+            return (known, true);
         }
-        match tokenizer.count_at_most(text, limit) {
-            Some(n) => {
-                self.insert(key, n.min(AT_LEAST - 1));
-                (Some(n), false)
+        // Single flight, as for full counts: of identical requests that miss
+        // at once, one counts and the others answer from its value.
+        let computed = self.inner.entry(key).and_compute_with(|current| {
+            if current.is_some_and(|e| answer(e.into_value()).is_some()) {
+                return Op::Nop;
             }
-            None => {
-                let bound = limit.saturating_add(1).min(AT_LEAST - 1);
-                self.insert(key, bound | AT_LEAST);
-                (None, false)
+            Op::Put(match tokenizer.count_at_most(text, limit) {
+                Some(n) => n.min(AT_LEAST - 1),
+                None => limit.saturating_add(1).min(AT_LEAST - 1) | AT_LEAST,
+            })
+        });
+        match computed {
+            CompResult::Unchanged(e) => (answer(e.into_value()).flatten(), true),
+            CompResult::Inserted(e) | CompResult::ReplacedWith(e) => {
+                (answer(e.into_value()).flatten(), false)
             }
+            // Not reached: the closure keeps or puts a value.
+            CompResult::Removed(_) | CompResult::StillNone(_) => (None, false),
         }
     }
 }
