@@ -141,8 +141,6 @@ impl CountCache<u32> {
     /// text that goes past it leaves `limit + 1` as its known lower bound.
     /// Returns whether nothing was counted (a hit).
     pub fn count_at_most(&self, tokenizer: &Tokenizer, text: &str, limit: u32) -> (Option<u32>, bool) {
-        use moka::ops::compute::{CompResult, Op};
-
         let key = key(tokenizer, text.as_bytes());
         // What a stored value says against `limit`, when it says enough.
         let answer = |v: u32| {
@@ -154,28 +152,33 @@ impl CountCache<u32> {
                 None
             }
         };
-        if let Some(known) = self.get(&key).and_then(answer) {
+        let count = || match tokenizer.count_at_most(text, limit) {
+            Some(n) => n.min(AT_LEAST - 1),
+            None => limit.saturating_add(1).min(AT_LEAST - 1) | AT_LEAST,
+        };
+        let stored = match self.get(&key) {
+            Some(v) => v,
+            None => {
+                // Single flight, as for full counts: of identical requests
+                // that miss at once, one counts and the others answer from
+                // its value.
+                let entry = self.inner.entry(key).or_insert_with(count);
+                let fresh = entry.is_fresh();
+                let v = entry.into_value();
+                if let Some(known) = answer(v) {
+                    return (known, !fresh);
+                }
+                v
+            }
+        };
+        if let Some(known) = answer(stored) {
             return (known, true);
         }
-        // Single flight, as for full counts: of identical requests that miss
-        // at once, one counts and the others answer from its value.
-        let computed = self.inner.entry(key).and_compute_with(|current| {
-            if current.is_some_and(|e| answer(e.into_value()).is_some()) {
-                return Op::Nop;
-            }
-            Op::Put(match tokenizer.count_at_most(text, limit) {
-                Some(n) => n.min(AT_LEAST - 1),
-                None => limit.saturating_add(1).min(AT_LEAST - 1) | AT_LEAST,
-            })
-        });
-        match computed {
-            CompResult::Unchanged(e) => (answer(e.into_value()).flatten(), true),
-            CompResult::Inserted(e) | CompResult::ReplacedWith(e) => {
-                (answer(e.into_value()).flatten(), false)
-            }
-            // Not reached: the closure keeps or puts a value.
-            CompResult::Removed(_) | CompResult::StillNone(_) => (None, false),
-        }
+        // A bound below this limit (an earlier request offered less room):
+        // count again against this one.
+        let v = count();
+        self.insert(key, v);
+        (answer(v).flatten(), false)
     }
 }
 
