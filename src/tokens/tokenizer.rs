@@ -101,14 +101,19 @@ impl Encoding {
         let text = tok.normalize(text);
         tok.split(text.as_str()).try_fold(0usize, |used, piece| {
             let room = limit.checked_sub(used)?;
-            let bytes = piece.as_bytes();
-            let n = if singles.contains(bytes) {
-                Some(1).filter(|_| room > 0)?
-            } else {
-                tok.bpe.count_till_limit(bytes, room)?
-            };
-            Some(used + n)
+            Some(used + self.piece_within(singles, piece, room)?)
         })
+    }
+
+    /// One pre-tokenizer piece's count when it is at most `room`, else
+    /// `None`, stopping past `room` (a long piece, a megabyte of blank lines,
+    /// costs what fits, not what it holds); a piece that is a token is one.
+    fn piece_within(self, singles: &FxHashSet<&'static [u8]>, piece: &str, room: usize) -> Option<usize> {
+        if singles.contains(piece.as_bytes()) {
+            Some(1).filter(|_| room > 0)
+        } else {
+            self.bpe().bpe.count_till_limit(piece.as_bytes(), room)
+        }
     }
 
     /// How many of the ascending byte offsets `ends` (each at a character
@@ -125,17 +130,10 @@ impl Encoding {
         // slices of `text` itself, and their offsets are offsets into it.
         let tok = self.bpe();
         let singles = self.singles();
-        // A piece's count, or `room + 1` once it is past `room`: a long
-        // piece (a megabyte of blank lines is one) costs what fits, not
-        // what it holds.
+        // A piece's count, or `room + 1` once it is past `room`.
         let piece_count = |piece: &str, room: usize| {
-            if singles.contains(piece.as_bytes()) {
-                1
-            } else {
-                tok.bpe
-                    .count_till_limit(piece.as_bytes(), room)
-                    .unwrap_or(room.saturating_add(1))
-            }
+            self.piece_within(singles, piece, room)
+                .unwrap_or(room.saturating_add(1))
         };
         let mut counted = base;
         let mut next = 0;
