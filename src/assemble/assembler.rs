@@ -10,6 +10,7 @@ use super::error::AssembleError;
 use super::layout;
 use super::pipeline::Pipeline;
 use super::policy::Catalog;
+use super::shrink::TurnMemo;
 use super::validate::{self, Resolved};
 use crate::compact::{CompactionSettings, Counting};
 use crate::prompt::{AssembleRequest, Assembly};
@@ -18,7 +19,7 @@ use crate::prompt_cache::feedback::{Comparison, Feedback, UsageReport};
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::models::UNKNOWN_MODEL;
-use crate::tokens::{CountCache, Encoding, ModelSpec, ModelTable, TextCache, Tokenizer};
+use crate::tokens::{CountCache, Encoding, MemoCache, ModelSpec, ModelTable, Tokenizer};
 use crate::vocab::Cancel;
 
 /// Default weight of the token-count caches.
@@ -32,8 +33,9 @@ pub struct Assembler {
     pub(super) segments: CountCache,
     /// What is known of each static prefix, by tokenizer, hash and salt.
     pub(super) prefixes: CountCache<PrefixFacts>,
-    /// Turn summary units and their counts, by what they summarize.
-    pub(super) summaries: TextCache,
+    /// Turn summary units, their counts and running summaries, by the turns
+    /// they summarize.
+    pub(super) summaries: MemoCache<TurnMemo>,
     families: FamilyTracker,
     feedback: Feedback,
 }
@@ -70,7 +72,7 @@ impl Assembler {
             catalog: RwLock::new(Arc::new(catalog)),
             segments: CountCache::new(cache_bytes / 16 * 10),
             prefixes: CountCache::new(cache_bytes / 8),
-            summaries: TextCache::new(cache_bytes / 4),
+            summaries: MemoCache::new(cache_bytes / 4),
             families: FamilyTracker::default(),
             feedback: Feedback::default(),
         }

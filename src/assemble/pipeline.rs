@@ -197,10 +197,7 @@ impl<'a> Pipeline<'a> {
             self.message_cost(self.policy.context_role, 0),
             self.message_cost(Role::User, 0),
         ];
-        let mut shrinker = Shrinker {
-            p: self,
-            turn_summary: None,
-        };
+        let mut shrinker = Shrinker::new(self);
         let window = self.policy.window(self.budget.input);
         let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, window, &mut shrinker)
             .map_err(|o| {

@@ -2,21 +2,65 @@
 //! summary of turns that do not fit (the Compact RPC's summary, rendered as
 //! one unit, remembered by what it covers).
 
+use std::sync::Arc;
+
 use super::allocate::Shrink;
 use super::pipeline::Pipeline;
 use super::render::{self, FormAttr};
-use crate::compact::summary::Summary;
+use crate::compact::summary::Running;
 use crate::compact::{Content, Msg};
 use crate::prompt::{BlockKind, Item};
-use crate::tokens::{Tokenizer, cache};
+use crate::tokens::{Tokenizer, Weigh, cache};
 use crate::vocab::{Meter, Role};
 
 /// Measures compact and truncated forms, and the summary of turns that do
 /// not fit, on demand.
 pub(super) struct Shrinker<'p, 'a> {
-    pub(super) p: &'p Pipeline<'a>,
+    p: &'p Pipeline<'a>,
     /// The last turn summary unit rendered (the one kept, if any).
     pub(super) turn_summary: Option<String>,
+    /// The turn units the last summary covered, oldest first, and the key of
+    /// each prefix of them (`keys[i]` covers `units[..=i]`).
+    units: Vec<(usize, usize)>,
+    keys: Vec<cache::Key>,
+    /// The last summary made or found, and how many of `units` it covers.
+    last: Option<(usize, Arc<TurnMemo>)>,
+}
+
+impl<'p, 'a> Shrinker<'p, 'a> {
+    pub(super) fn new(p: &'p Pipeline<'a>) -> Self {
+        Shrinker {
+            p,
+            turn_summary: None,
+            units: Vec::new(),
+            keys: Vec::new(),
+            last: None,
+        }
+    }
+}
+
+/// The summary of a run of turns, remembered under the key of the run: the
+/// rendered unit and its count, and the running summary a longer run (the
+/// session's next request, or the next eviction step) extends.
+#[derive(Debug)]
+pub struct TurnMemo {
+    run: Running,
+    /// Whether every turn covered is vouched for.
+    trusted: bool,
+    unit: String,
+    cost: u32,
+}
+
+impl Weigh for TurnMemo {
+    fn heap_bytes(&self) -> usize {
+        self.unit.len() + self.run.weight()
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Turn messages summarized on this thread (a test reads it).
+    pub(super) static SUMMARIZED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The id of the summary unit of compacted turns.
@@ -32,40 +76,89 @@ impl Shrink for Shrinker<'_, '_> {
 
     /// The summary unit of the turns' items (the Compact RPC's summary), as
     /// one `<summary id="compacted-turns">` unit of the summary message, so
-    /// its count adds exactly to the units beside it.
+    /// its count adds exactly to the units beside it. The covered turns grow
+    /// at their end (the eviction steps here; a session's next request), so
+    /// the longest run of them already summarized is extended by the rest:
+    /// the cost follows the new turns, with the bytes of a summary made from
+    /// scratch.
     fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
         if !self.p.policy.compact_turns || self.p.cancel.is_cancelled() {
             return None;
         }
-        let members = || {
+        let p = self.p;
+        let members = |units: &[(usize, usize)]| {
             units
                 .iter()
-                .flat_map(|&(b, u)| &self.p.measured[b].units[u].members)
-                .map(|&(mb, mc)| self.p.item(mb, mc))
+                .flat_map(|&(b, u)| &p.measured[b].units[u].members)
+                .map(|&(mb, mc)| p.item(mb, mc))
+                .collect::<Vec<&Item>>()
         };
-        let key = turn_summary_key(self.p.tok, members());
-        if let Some(known) = self.p.asm.summaries.get(&key) {
-            self.turn_summary = Some(known.0.clone());
-            return Some(known.1);
+        // The keys of every prefix: the last call's, when these units extend
+        // its units, and one more per new unit.
+        if !units.starts_with(&self.units) {
+            self.units.clear();
+            self.keys.clear();
+            self.last = None;
         }
-        let msgs: Vec<Msg> = members().map(turn_message).collect();
-        let text = Summary::of_until(&msgs, None, self.p.cancel).ok()?.plain();
+        for &unit in &units[self.units.len()..] {
+            let before = self.keys.last().copied().unwrap_or_default();
+            self.keys
+                .push(turn_summary_key(p.tok, &before, &members(&[unit])));
+            self.units.push(unit);
+        }
+        let n = units.len();
+        let key = *self.keys.get(n.checked_sub(1)?)?;
+        if let Some(memo) = p.asm.summaries.get(&key) {
+            self.turn_summary = Some(memo.unit.clone());
+            let cost = memo.cost;
+            self.last = Some((n, memo));
+            return Some(cost);
+        }
+        // The longest run summarized before: found in the cache (a request
+        // before this one), or this request's last.
+        let floor = self.last.as_ref().map_or(0, |(covered, _)| *covered);
+        let found = (floor + 1..n)
+            .rev()
+            .find_map(|i| p.asm.summaries.get(&self.keys[i - 1]).map(|m| (i, m)));
+        let fresh = Running::default();
+        let (from, run, trusted) = match found.as_ref().or(self.last.as_ref()) {
+            Some((i, memo)) => (*i, &memo.run, memo.trusted),
+            None => (0, &fresh, true),
+        };
+        let new = members(&units[from..]);
+        let msgs: Vec<Msg> = new.iter().map(|item| turn_message(item)).collect();
+        #[cfg(test)]
+        SUMMARIZED.with(|n| n.set(n.get() + msgs.len()));
+        let run = run.extended(&msgs, p.cancel).ok()?;
         // The summary clips the turns verbatim: it is only as trusted as the
         // least trusted turn it covers.
+        let trusted = trusted && new.iter().all(|item| vouched_for(item));
         let item = Item {
             id: TURN_SUMMARY_ID.to_owned(),
             source: TURN_SUMMARY_SOURCE.to_owned(),
-            trusted: members().all(vouched_for),
+            trusted,
             ..Item::default()
         };
-        let unit = render::unit(BlockKind::Summary, &item, &text, FormAttr::Compact);
-        let cost = self.p.count(&unit);
-        if self.p.cancel.is_cancelled() {
+        let unit = render::unit(
+            BlockKind::Summary,
+            &item,
+            &run.summary().plain(),
+            FormAttr::Compact,
+        );
+        let cost = p.count(&unit);
+        if p.cancel.is_cancelled() {
             // The count may be a cancelled 0: remember nothing.
             return None;
         }
-        self.p.asm.summaries.insert(key, unit.clone(), cost);
-        self.turn_summary = Some(unit);
+        let memo = Arc::new(TurnMemo {
+            run,
+            trusted,
+            unit,
+            cost,
+        });
+        p.asm.summaries.insert(key, memo.clone());
+        self.turn_summary = Some(memo.unit.clone());
+        self.last = Some((n, memo));
         Some(cost)
     }
 
@@ -178,16 +271,20 @@ fn vouched_for(item: &Item) -> bool {
     item.trusted && !matches!(item.role, Some(Role::User | Role::Tool) | None)
 }
 
-/// The key of the summary unit of `items`: every field [`turn_message`]
-/// and [`vouched_for`] read, length-prefixed, keyed by the tokenizer (its
-/// count is cached too).
-fn turn_summary_key<'i>(tok: &Tokenizer, items: impl Iterator<Item = &'i Item>) -> cache::Key {
+/// The key of the summary unit of a run of turns whose run without its last
+/// turn has key `before` (zeros for none), the last turn's items being
+/// `items`: every field [`turn_message`] and [`vouched_for`] read,
+/// length-prefixed, keyed by the tokenizer (its count is cached too). A
+/// chain, so every prefix of a run has its key for one pass over the run.
+fn turn_summary_key(tok: &Tokenizer, before: &cache::Key, items: &[&Item]) -> cache::Key {
     let mut h = tok.hasher();
-    h.update(b"turn-summary/v2");
+    h.update(b"turn-summary/v3");
+    h.update(before);
     let mut field = |bytes: &[u8]| {
         h.update(&(bytes.len() as u64).to_le_bytes());
         h.update(bytes);
     };
+    field(&(items.len() as u64).to_le_bytes());
     for item in items {
         field(item.role.map_or("", Role::as_str).as_bytes());
         field(item.id.as_bytes());

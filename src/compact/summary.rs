@@ -129,6 +129,22 @@ impl Summary {
         s.compactions += 1;
         // Names already listed, as a set: one lookup per call made.
         let mut listed: HashSet<String> = s.tools.iter().cloned().collect();
+        s.extend_until(msgs, &mut listed, cancel)?;
+        Ok(s)
+    }
+
+    /// Adds `msgs` (the messages after those already covered) to every
+    /// section: the same summary as one scan of all the messages together.
+    /// `listed` holds every tool name listed so far, including those the cap
+    /// has since dropped (a name used again is not listed again). On
+    /// [`Cancelled`] the summary is partial: throw it away.
+    fn extend_until(
+        &mut self,
+        msgs: &[Msg],
+        listed: &mut HashSet<String>,
+        cancel: &Cancel,
+    ) -> Result<(), Cancelled> {
+        let s = self;
         for m in msgs {
             if cancel.is_cancelled() {
                 return Err(Cancelled);
@@ -189,6 +205,9 @@ impl Summary {
         if let Some(t) = texts_newest_first().find(|t| !t.trim().is_empty()) {
             s.current = clip(t, CURRENT_CHARS);
         }
+        // The latest distinct items of the earlier messages and of these,
+        // in order of their latest occurrence: the latest of all of them
+        // (an item of both is placed by its occurrence here).
         for (list, items) in [
             (&mut s.files, files),
             (&mut s.pending, pending),
@@ -208,7 +227,7 @@ impl Summary {
         if cancel.is_cancelled() {
             return Err(Cancelled);
         }
-        Ok(s)
+        Ok(())
     }
 
     /// The summary as the `<summary>` body.
@@ -318,6 +337,58 @@ impl Summary {
         keep_last(&mut s.files, MAX_FILES);
         keep_last(&mut s.timeline, MAX_TIMELINE);
         Some(s)
+    }
+}
+
+/// The summary of a run of messages that grows at its end (a session's
+/// covered turns, one exchange more per request), extended by the new
+/// messages alone: after extending by `a` then `b`, [`Running::summary`]
+/// equals `Summary::of(a ++ b, None)`, byte for byte, at the cost of
+/// scanning `b`.
+#[derive(Debug, Clone)]
+pub struct Running {
+    summary: Summary,
+    /// Every tool name listed, including those the cap has dropped since.
+    listed: HashSet<String>,
+}
+
+impl Default for Running {
+    fn default() -> Self {
+        Running {
+            summary: Summary {
+                compactions: 1,
+                ..Summary::default()
+            },
+            listed: HashSet::new(),
+        }
+    }
+}
+
+impl Running {
+    /// This summary extended by `msgs`, which follow the messages it covers;
+    /// [`Cancelled`] once `cancel` is set.
+    pub fn extended(&self, msgs: &[Msg], cancel: &Cancel) -> Result<Running, Cancelled> {
+        let mut next = self.clone();
+        next.summary.extend_until(msgs, &mut next.listed, cancel)?;
+        Ok(next)
+    }
+
+    /// The summary of every message covered.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// About how many bytes it holds (a cache's weight): its strings.
+    pub fn weight(&self) -> usize {
+        let s = &self.summary;
+        let strings = |v: &[String]| v.iter().map(String::len).sum::<usize>();
+        strings(&s.tools)
+            + strings(&s.requests)
+            + strings(&s.pending)
+            + strings(&s.files)
+            + strings(&s.timeline)
+            + s.current.len()
+            + self.listed.iter().map(String::len).sum::<usize>()
     }
 }
 

@@ -187,33 +187,38 @@ impl CountCache<u32> {
 /// accepts comes near 2^31 tokens.
 const AT_LEAST: u32 = 1 << 31;
 
-/// Rendered texts with their exact token counts, keyed by a digest of
-/// everything the text was made from (keyed by tokenizer, like the counts).
-/// Holds the turn summaries of Assemble: a warm request whose dropped turns
-/// are the same as before gets the same unit and count for a hash and a
-/// lookup, instead of summarizing and counting again. Bounded by the texts'
-/// bytes plus a fixed cost per entry.
-#[derive(Clone)]
-pub struct TextCache {
-    inner: Cache<Key, std::sync::Arc<(String, u32)>, Hasher>,
+/// What a [`MemoCache`] value costs in memory beyond its entry: its heap.
+pub trait Weigh {
+    /// Bytes held on the heap.
+    fn heap_bytes(&self) -> usize;
 }
 
-impl std::fmt::Debug for TextCache {
+/// A bounded map from a digest of everything a value was made from to the
+/// value (keyed by tokenizer, like the counts): the turn summaries of
+/// Assemble, so a warm request whose dropped turns are the same as before
+/// gets the same unit and count for a hash and a lookup, and a session's
+/// next request extends the summary it left. Bounded by the values' heap
+/// bytes plus a fixed cost per entry.
+pub struct MemoCache<V> {
+    inner: Cache<Key, std::sync::Arc<V>, Hasher>,
+}
+
+impl<V> std::fmt::Debug for MemoCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TextCache")
+        f.debug_struct("MemoCache")
             .field("entries", &self.inner.entry_count())
             .finish()
     }
 }
 
-impl TextCache {
-    /// A cache holding at most about `max_bytes` of texts and entries.
+impl<V: Weigh + Send + Sync + 'static> MemoCache<V> {
+    /// A cache holding at most about `max_bytes` of values and entries.
     pub fn new(max_bytes: u64) -> Self {
-        TextCache {
+        MemoCache {
             inner: Cache::builder()
                 .max_capacity(max_bytes)
-                .weigher(|_: &Key, v: &std::sync::Arc<(String, u32)>| {
-                    u32::try_from(v.0.len())
+                .weigher(|_: &Key, v: &std::sync::Arc<V>| {
+                    u32::try_from(v.heap_bytes())
                         .unwrap_or(u32::MAX)
                         .saturating_add(ENTRY_WEIGHT_BYTES)
                 })
@@ -221,14 +226,14 @@ impl TextCache {
         }
     }
 
-    /// The text and count under `key`.
-    pub fn get(&self, key: &Key) -> Option<std::sync::Arc<(String, u32)>> {
+    /// The value under `key`.
+    pub fn get(&self, key: &Key) -> Option<std::sync::Arc<V>> {
         self.inner.get(key)
     }
 
-    /// Remembers a text and its count.
-    pub fn insert(&self, key: Key, text: String, tokens: u32) {
-        self.inner.insert(key, std::sync::Arc::new((text, tokens)));
+    /// Remembers a value.
+    pub fn insert(&self, key: Key, value: std::sync::Arc<V>) {
+        self.inner.insert(key, value);
     }
 }
 
@@ -304,13 +309,22 @@ mod tests {
         assert_eq!(cache.get(&[7; 32]), None, "an error is not cached");
     }
 
+    /// A value that weighs its text.
+    struct Text(String);
+
+    impl Weigh for Text {
+        fn heap_bytes(&self) -> usize {
+            self.0.len()
+        }
+    }
+
     #[test]
-    fn text_cache_is_bounded_by_text_bytes() {
-        let cache = TextCache::new(64 * 1024);
+    fn memo_cache_is_bounded_by_heap_bytes() {
+        let cache = MemoCache::new(64 * 1024);
         for i in 0..1000u32 {
             let mut key = [0u8; 32];
             key[..4].copy_from_slice(&i.to_le_bytes());
-            cache.insert(key, "x".repeat(1024), i);
+            cache.insert(key, std::sync::Arc::new(Text("x".repeat(1024))));
         }
         cache.inner.run_pending_tasks();
         assert!(

@@ -15,6 +15,6 @@ pub mod chat;
 pub mod models;
 pub mod tokenizer;
 
-pub use cache::{CountCache, TextCache};
+pub use cache::{CountCache, MemoCache, Weigh};
 pub use models::{CacheSettings, ModelSpec, ModelTable};
 pub use tokenizer::{Encoding, Tokenizer};

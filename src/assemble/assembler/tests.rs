@@ -428,6 +428,92 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// A session's turn summaries are extended request by request (the
+    /// covered turns grow at their end), and each prompt is byte for byte the
+    /// one a fresh assembler builds from scratch.
+    #[test]
+    fn an_extended_turn_summary_equals_one_made_from_scratch(
+        seed in any::<u64>(),
+        budget in prop::sample::select(vec![1_500u32, 2_000, 3_000]),
+        tool_heavy in any::<bool>(),
+    ) {
+        use crate::workload::sessions::{Sessions, Turns};
+        let shape = Sessions {
+            sessions: 1,
+            requests: 24,
+            budget,
+            system_chars: 1_000,
+            turns: if tool_heavy { Turns::ToolHeavy } else { Turns::Chat },
+            policy: "",
+            seed,
+        };
+        let session = asm();
+        let mut summarized = 0;
+        for req in shape.requests().remove(0) {
+            let unhit = |a: Result<Assembly, AssembleError>| {
+                a.map(|mut a| {
+                    a.cache.prefix_cache_hit = false;
+                    a
+                })
+                .map_err(|e| e.to_string())
+            };
+            let fresh = unhit(asm().assemble(req.clone()));
+            let extended = unhit(session.assemble(req));
+            prop_assert_eq!(&extended, &fresh);
+            let out = extended.map_err(TestCaseError::fail)?;
+            summarized += usize::from(out.decisions.iter().any(|d| !d.summarized_item_ids.is_empty()));
+        }
+        prop_assert!(summarized > 1, "too few requests summarized turns to extend: {}", summarized);
+    }
+}
+
+/// A session's turn summaries cost the turns newly covered: over a whole
+/// session, each turn is summarized about once, where summarizing every
+/// request from scratch goes over every covered turn again at every
+/// request (and at every eviction step). Counted, not timed.
+#[test]
+fn a_session_summarizes_each_turn_about_once() {
+    use super::super::shrink::SUMMARIZED;
+    use crate::workload::sessions::{Sessions, Turns};
+    let shape = Sessions {
+        sessions: 1,
+        requests: 48,
+        budget: 1_500,
+        system_chars: 1_000,
+        turns: Turns::Chat,
+        policy: "",
+        seed: 7,
+    };
+    let requests = shape.requests().remove(0);
+    let turns = requests.last().map_or(0, |r| r.blocks[0].items.len());
+    let summarized = |fresh: bool| {
+        let session = asm();
+        let before = SUMMARIZED.with(std::cell::Cell::get);
+        for req in &requests {
+            let out = if fresh {
+                asm().assemble(req.clone())
+            } else {
+                session.assemble(req.clone())
+            };
+            assert!(out.is_ok(), "{:?}", out.err());
+        }
+        SUMMARIZED.with(std::cell::Cell::get) - before
+    };
+    let (extended, scratch) = (summarized(false), summarized(true));
+    assert!(extended > 0, "no turn was summarized");
+    assert!(
+        extended <= turns,
+        "{extended} turn messages summarized for a session of {turns} turns"
+    );
+    assert!(
+        scratch >= 8 * extended,
+        "from scratch {scratch}, extended {extended}"
+    );
+}
+
 // ---------------------------------------------------------------- examples
 
 #[test]

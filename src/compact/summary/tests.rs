@@ -341,6 +341,30 @@ proptest! {
         prop_assert_eq!(Summary::of(&second, Some(earlier.clone())), reference_of(&second, Some(earlier)));
     }
 
+    /// A running summary extended piece by piece is the summary of all the
+    /// pieces together, byte for byte, wherever the seams fall (a tool name
+    /// the cap dropped and used again included: few names, many calls).
+    #[test]
+    fn a_running_summary_equals_the_summary_of_everything(
+        msgs in prop::collection::vec(
+            prop_oneof![message(), (0u8..20).prop_map(|i| call(&format!("c{i}"), &format!("tool{i}"), "x"))],
+            0..80,
+        ),
+        seams in prop::collection::vec(0usize..80, 0..6),
+    ) {
+        let mut seams: Vec<usize> = seams.into_iter().map(|s| s.min(msgs.len())).collect();
+        seams.sort_unstable();
+        let mut running = Running::default();
+        let mut from = 0;
+        for &to in seams.iter().chain([&msgs.len()]) {
+            running = running.extended(&msgs[from..to], &Cancel::new()).unwrap_or_else(|_| panic!("cancelled"));
+            from = to;
+        }
+        let whole = Summary::of(&msgs, None);
+        prop_assert_eq!(running.summary(), &whole);
+        prop_assert_eq!(running.summary().plain(), whole.plain());
+    }
+
     /// Clipping never passes the limit (plus the ellipsis) and keeps text
     /// that fits whole, on one line.
     #[test]
