@@ -206,10 +206,37 @@ impl Assembler {
         prefix: Option<&PrefixKey>,
         cancel: &Cancel,
     ) -> (Result<Assembly, AssembleError>, Option<PrefixKey>) {
-        match self.assemble_inner(catalog, req, prefix, cancel) {
-            Ok((a, key)) => (Ok(a), Some(key)),
-            Err(e) => (Err(e), None),
+        match self.assemble_inner(catalog, req, prefix, cancel, false) {
+            Run::Done(Ok((a, key))) => (Ok(a), Some(key)),
+            Run::Done(Err(e)) => (Err(e), None),
+            // Only a warm try misses.
+            Run::Missed(..) => (Err(AssembleError::Cancelled), None),
         }
+    }
+
+    /// A warm try of `req` under `catalog`: the assembly when everything it
+    /// needs is already cached (counts, the static prefix's facts, the turn
+    /// summary), or the request handed back at the first thing that would be
+    /// counted or summarized, with its prefix key, for a full run. The work
+    /// is hashing and lookups, so a server may run it where it received the
+    /// request instead of handing it to a pool of threads that may block.
+    /// Nothing is recorded for a try that misses.
+    pub fn assemble_warm(&self, catalog: &Catalog, req: AssembleRequest) -> Warm {
+        match self.assemble_inner(catalog, req, None, &Cancel::new(), true) {
+            Run::Done(done) => Warm::Done(done.map(|(a, _)| a)),
+            Run::Missed(req, key) => Warm::Cold(req, key),
+        }
+    }
+
+    /// The full run of a request a warm try handed back.
+    pub fn assemble_cold(
+        &self,
+        catalog: &Catalog,
+        req: AssembleRequest,
+        key: Option<PrefixKey>,
+        cancel: &Cancel,
+    ) -> Result<Assembly, AssembleError> {
+        self.assemble_with_prefix(catalog, req, key.as_ref(), cancel).0
     }
 
     fn assemble_inner(
@@ -218,10 +245,11 @@ impl Assembler {
         req: AssembleRequest,
         prefix: Option<&PrefixKey>,
         cancel: &Cancel,
-    ) -> Result<(Assembly, PrefixKey), AssembleError> {
+        warm_only: bool,
+    ) -> Run {
         // A batch cancelled midway hands every later request over at once.
         if cancel.is_cancelled() {
-            return Err(AssembleError::Cancelled);
+            return Run::Done(Err(AssembleError::Cancelled));
         }
         let started = Instant::now();
         let Resolved {
@@ -229,19 +257,32 @@ impl Assembler {
             policy,
             budget,
             tools,
-        } = validate::validate(&req, catalog).map_err(AssembleError::InvalidArgument)?;
+        } = match validate::validate(&req, catalog) {
+            Ok(r) => r,
+            Err(e) => return Run::Done(Err(AssembleError::InvalidArgument(e))),
+        };
         let mut pipeline = Pipeline::new(self, &spec, &policy, &req, &tools, budget, cancel, started);
+        pipeline.warm_only = warm_only;
         let key = prefix
             .cloned()
             .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
+        let result = pipeline.run(key.clone());
+        if warm_only && cancel.is_cancelled() {
+            drop(pipeline);
+            return Run::Missed(req, Some(key));
+        }
+        // Observed once per request: after a warm try that missed, by the
+        // full run.
         if let Some(family) = catalog.family_label(&req.prefix_family) {
             self.families
                 .observe(family, &key.digest, std::time::Instant::now());
         }
-        let result = pipeline.run(key.clone());
         pipeline.record_lookups();
         let render_started = pipeline.lap;
-        let (plan, usage, cache, hints, decisions, warnings) = result?;
+        let (plan, usage, cache, hints, decisions, warnings) = match result {
+            Ok(r) => r,
+            Err(e) => return Run::Done(Err(e)),
+        };
         self.feedback.remember(
             &req.request_id,
             &spec.name,
@@ -260,8 +301,25 @@ impl Assembler {
             hints,
         };
         metrics::phase(metrics::PHASE_RENDER, render_started.elapsed());
-        Ok((assembly, key))
+        Run::Done(Ok((assembly, key)))
     }
+}
+
+/// What a warm try came to ([`Assembler::assemble_warm`]).
+#[derive(Debug)]
+pub enum Warm {
+    /// Assembled from the caches alone, or refused (an invalid request, a
+    /// budget overflow).
+    Done(Result<Assembly, AssembleError>),
+    /// Something was not cached: the request, back, with its prefix key,
+    /// for [`Assembler::assemble_cold`].
+    Cold(AssembleRequest, Option<PrefixKey>),
+}
+
+/// How one run ended.
+enum Run {
+    Done(Result<(Assembly, PrefixKey), AssembleError>),
+    Missed(AssembleRequest, Option<PrefixKey>),
 }
 
 /// The compactor counts with the assembler's model table, compaction

@@ -25,7 +25,7 @@ mod shrink;
 pub mod turns;
 pub mod validate;
 
-pub use assembler::{Assembler, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
+pub use assembler::{Assembler, CountTarget, DEFAULT_CACHE_BYTES, TokenCount, Warm};
 pub use error::AssembleError;
 pub use policy::{Catalog, DEFAULT_POLICY, Policy};
 pub use shrink::TURN_SUMMARY_ID;

@@ -3,7 +3,7 @@
 //! layout, hints and the report.
 
 use std::cell::Cell;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing::debug;
 
@@ -74,6 +74,15 @@ pub(super) struct Pipeline<'a> {
     misses: Cell<u64>,
     /// Where the current phase began.
     pub(super) lap: Instant,
+    /// A warm try: everything must come from the caches; the first thing
+    /// that would be counted or summarized sets `cancel` instead, and the
+    /// run is abandoned (to be run again in full elsewhere).
+    pub(super) warm_only: bool,
+    /// Phases ended, recorded when the run ends well (a warm try that
+    /// missed records none: its full run records them).
+    phases: Vec<(&'static str, Duration)>,
+    /// The static prefix's facts and whether they were a hit, once looked up.
+    prefix_lookup: Option<(PrefixFacts, bool)>,
 }
 
 /// The request's blocks after filtering and grouping: what the layout and
@@ -121,6 +130,9 @@ impl<'a> Pipeline<'a> {
             warnings: Vec::new(),
             hits: Cell::new(0),
             misses: Cell::new(0),
+            warm_only: false,
+            phases: Vec::new(),
+            prefix_lookup: None,
         }
     }
 
@@ -136,6 +148,10 @@ impl<'a> Pipeline<'a> {
         if self.cancel.is_cancelled() {
             return 0;
         }
+        if self.warm_only {
+            let n = self.asm.segments.cached(self.tok, text);
+            return self.hit_or_missed(n).unwrap_or_default();
+        }
         let (n, hit) = self.asm.segments.count(self.tok, text);
         let tally = if hit { &self.hits } else { &self.misses };
         tally.set(tally.get() + 1);
@@ -149,13 +165,42 @@ impl<'a> Pipeline<'a> {
         if self.cancel.is_cancelled() {
             return None;
         }
+        if self.warm_only {
+            let n = self.asm.segments.cached_at_most(self.tok, text, limit);
+            return self.hit_or_missed(n).flatten();
+        }
         let (n, hit) = self.asm.segments.count_at_most(self.tok, text, limit);
         let tally = if hit { &self.hits } else { &self.misses };
         tally.set(tally.get() + 1);
         n
     }
 
+    /// A warm try's lookup: a hit is tallied; a miss abandons the try.
+    pub(super) fn hit_or_missed<T>(&self, found: Option<T>) -> Option<T> {
+        if found.is_some() {
+            self.hits.set(self.hits.get() + 1);
+        } else {
+            self.cancel.cancel();
+        }
+        found
+    }
+
+    /// Records the phases and cache lookups of a run (not of a warm try
+    /// that missed: the full run records its own).
     pub(super) fn record_lookups(&self) {
+        for &(phase, took) in &self.phases {
+            metrics::phase(phase, took);
+        }
+        if let Some((facts, hit)) = self.prefix_lookup {
+            metrics::cache_lookups(
+                metrics::PREFIX_CACHE_LOOKUPS_TOTAL,
+                u64::from(hit),
+                u64::from(!hit),
+            );
+            for kind in facts.volatile_kinds() {
+                metrics::prefix_volatile(kind);
+            }
+        }
         metrics::cache_lookups(
             metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
             self.hits.get(),
@@ -295,28 +340,29 @@ impl<'a> Pipeline<'a> {
     /// one caller what system prompt another used.
     fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, bool) {
         let key = prefix.cache_key(self.tok, &self.req.cache_salt);
-        let counted = self.asm.prefixes.get_or_try_count(key, || {
-            let tokens = self
-                .req
-                .static_segments
-                .iter()
-                .map(|s| self.message_cost(Role::System, self.count(&s.content)))
-                .fold(0, u32::saturating_add);
-            if self.cancel.is_cancelled() {
-                return Err(AssembleError::Cancelled);
+        let counted = if self.warm_only {
+            let found = self.asm.prefixes.get(&key);
+            if found.is_none() {
+                self.cancel.cancel();
             }
-            Ok(PrefixFacts::scan(tokens, &self.req.static_segments, self.tools))
-        });
+            Ok(found.map(|f| (f, true)).unwrap_or_default())
+        } else {
+            self.asm.prefixes.get_or_try_count(key, || {
+                let tokens = self
+                    .req
+                    .static_segments
+                    .iter()
+                    .map(|s| self.message_cost(Role::System, self.count(&s.content)))
+                    .fold(0, u32::saturating_add);
+                if self.cancel.is_cancelled() {
+                    return Err(AssembleError::Cancelled);
+                }
+                Ok(PrefixFacts::scan(tokens, &self.req.static_segments, self.tools))
+            })
+        };
         // Cancelled: the run is abandoned at the next check.
         let (facts, hit) = counted.unwrap_or((PrefixFacts::default(), false));
-        metrics::cache_lookups(
-            metrics::PREFIX_CACHE_LOOKUPS_TOTAL,
-            u64::from(hit),
-            u64::from(!hit),
-        );
-        for kind in facts.volatile_kinds() {
-            metrics::prefix_volatile(kind);
-        }
+        self.prefix_lookup = Some((facts, hit));
         self.warnings.extend(facts.warning(&self.req.static_segments));
         (facts.tokens, hit)
     }
@@ -324,7 +370,7 @@ impl<'a> Pipeline<'a> {
     /// Records the time since the last phase ended as `phase`.
     fn end_phase(&mut self, phase: &'static str) {
         let now = Instant::now();
-        metrics::phase(phase, now.duration_since(self.lap));
+        self.phases.push((phase, now.duration_since(self.lap)));
         self.lap = now;
     }
 

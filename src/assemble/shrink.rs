@@ -114,6 +114,11 @@ impl Shrink for Shrinker<'_, '_> {
             self.last = Some((n, memo));
             return Some(cost);
         }
+        if p.warm_only {
+            // A warm try summarizes nothing: it is abandoned here.
+            p.cancel.cancel();
+            return None;
+        }
         // The longest run summarized before: found in the cache (a request
         // before this one), or this request's last.
         let floor = self.last.as_ref().map_or(0, |(covered, _)| *covered);
@@ -178,6 +183,11 @@ impl Shrink for Shrinker<'_, '_> {
     /// what is kept, not to the whole text (finding the ends is one cheap
     /// pass, cancellable); every answer is a verified count.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
+        if self.p.warm_only {
+            // Truncation always counts: a warm try is abandoned here.
+            self.p.cancel.cancel();
+            return None;
+        }
         let item = self.p.item(block, unit);
         let kind = self.p.req.blocks[block].kind;
         // Cancelled: nothing fits, and the run is abandoned at its next check.

@@ -17,7 +17,7 @@ use super::convert;
 use super::gate::Slot;
 use super::pb;
 use super::status::{code_label, compact_status, invalid_status, memory_status, refusal_status, to_status};
-use crate::assemble::{AssembleError, Assembler, batch};
+use crate::assemble::{AssembleError, Assembler, Catalog, Warm, batch};
 use crate::compact::{self, Compactor};
 use crate::memory::keeper::{self, Placement, RecallFailure, RecallSpec};
 use crate::memory::rank::Ranked;
@@ -146,6 +146,7 @@ impl AssemblerService {
         span.record("blocks", wire.blocks.len());
         check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
+        let small = prost::Message::encoded_len(&wire) <= WARM_TRY_BYTES;
         // The catalog in force at admission: a reload while the recall
         // waits applies to the requests admitted after it.
         let catalog = self.assembler.catalog();
@@ -162,10 +163,20 @@ impl AssemblerService {
             }
         };
         let assembler = self.assembler.clone();
-        let outcome = blocking(permit, move |cancel| {
-            assembler.assemble_under(&catalog, req, cancel)
-        })
-        .await?;
+        let tried = if small {
+            warm(&assembler, &catalog, req)?
+        } else {
+            Warm::Cold(req, None)
+        };
+        let outcome = match tried {
+            Warm::Done(outcome) => outcome,
+            Warm::Cold(req, key) => {
+                blocking(permit, move |cancel| {
+                    assembler.assemble_cold(&catalog, req, key, cancel)
+                })
+                .await?
+            }
+        };
         let converting = Instant::now();
         let answer = response(record(outcome), recalled);
         converted += converting.elapsed();
@@ -313,6 +324,25 @@ impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.cancel();
     }
+}
+
+/// Requests of at most this many encoded bytes are first tried warm where
+/// they were decoded ([`Assembler::assemble_warm`]: hashing and cache
+/// lookups, no hand-off to the blocking pool, whose wake-ups cost a warm
+/// request more than its assembly). Hashing this much takes tens of
+/// microseconds, so the reactor is never held longer.
+const WARM_TRY_BYTES: usize = 64 * 1024;
+
+/// A warm try on this thread; a panic becomes INTERNAL, as on the pool.
+fn warm(assembler: &Assembler, catalog: &Catalog, req: prompt::AssembleRequest) -> Result<Warm, Status> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assembler.assemble_warm(catalog, req)
+    }))
+    .map_err(|_| {
+        // Never the panic payload: it may quote request content.
+        warn!(panicked = true, "warm try failed");
+        Status::internal("internal error while assembling")
+    })
 }
 
 /// Runs CPU-bound domain work on the blocking pool, holding `permit` until

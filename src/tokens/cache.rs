@@ -134,6 +134,26 @@ impl CountCache<u32> {
         (n, !entry.is_fresh())
     }
 
+    /// The count of `text` when the cache holds it (a lower bound is not a
+    /// count), counting nothing.
+    pub fn cached(&self, tokenizer: &Tokenizer, text: &str) -> Option<u32> {
+        self.get(&key(tokenizer, text.as_bytes()))
+            .filter(|n| n & AT_LEAST == 0)
+    }
+
+    /// What [`CountCache::count_at_most`] answers for `text` and `limit`,
+    /// when the cache alone can say it, counting nothing.
+    pub fn cached_at_most(&self, tokenizer: &Tokenizer, text: &str, limit: u32) -> Option<Option<u32>> {
+        let v = self.get(&key(tokenizer, text.as_bytes()))?;
+        if v & AT_LEAST == 0 {
+            Some(Some(v).filter(|&n| n <= limit))
+        } else if v & !AT_LEAST > limit {
+            Some(None)
+        } else {
+            None
+        }
+    }
+
     /// The count of `text` when it is at most `limit`, else `None`, through
     /// the cache: a text counted before answers from it, and one known to
     /// be past the limit (a lower bound kept from an earlier try) answers

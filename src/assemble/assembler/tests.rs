@@ -301,6 +301,38 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A warm try answers exactly as a full run, or hands the request back
+    /// untouched (and the full run of what it hands back answers as usual):
+    /// on a fresh assembler (nothing cached) and after the request was
+    /// assembled once.
+    #[test]
+    fn a_warm_try_answers_as_a_full_run_or_hands_the_request_back(req in any_request()) {
+        let plain = |a: Result<Assembly, AssembleError>| {
+            a.map(|mut a| {
+                a.cache.prefix_cache_hit = false;
+                a
+            })
+            .map_err(|e| e.to_string())
+        };
+        let a = asm();
+        let catalog = a.catalog();
+        let tried = |a: &Assembler| match a.assemble_warm(&catalog, req.clone()) {
+            Warm::Done(done) => (true, plain(done)),
+            Warm::Cold(back, key) => {
+                assert_eq!(back, req, "handed back changed");
+                (false, plain(a.assemble_cold(&catalog, back, key, &Cancel::new())))
+            }
+        };
+        let (_, fresh) = tried(&a);
+        prop_assert_eq!(&fresh, &plain(asm().assemble(req.clone())));
+        let (_, again) = tried(&a);
+        prop_assert_eq!(&again, &fresh);
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     /// Compact before drop on adversarial text, in cases that keep a summary
@@ -512,6 +544,29 @@ fn a_session_summarizes_each_turn_about_once() {
         scratch >= 8 * extended,
         "from scratch {scratch}, extended {extended}"
     );
+}
+
+/// A request assembled once is answered by a warm try, which counts
+/// nothing; one with a new turn is handed back, and a fresh assembler's
+/// try of anything comes back too.
+#[test]
+fn a_warm_try_answers_from_the_caches_alone() {
+    let req = long_conversation();
+    let a = asm();
+    let catalog = a.catalog();
+    assert!(matches!(a.assemble_warm(&catalog, req.clone()), Warm::Cold(..)));
+    let full = a.assemble(req.clone()).unwrap();
+    let Warm::Done(Ok(mut warm)) = a.assemble_warm(&catalog, req.clone()) else {
+        panic!("a request assembled before was not answered warm");
+    };
+    assert!(warm.cache.prefix_cache_hit);
+    warm.cache.prefix_cache_hit = false;
+    assert_eq!(warm, full);
+    let mut newer = req;
+    newer.blocks[0]
+        .items
+        .push(turn("new", Role::User, "A turn never seen before."));
+    assert!(matches!(a.assemble_warm(&catalog, newer), Warm::Cold(..)));
 }
 
 // ---------------------------------------------------------------- examples
