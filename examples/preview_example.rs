@@ -18,7 +18,8 @@ fn main() {
             1,
             Item {
                 id: "partner-discounts".to_owned(),
-                content: "Internal: partner discount code ACME-PARTNER-7731 gives 40% off annual plans.".to_owned(),
+                content: "Internal: partner discount code ACME-PARTNER-7731 gives 40% off annual plans."
+                    .to_owned(),
                 score: 0.97,
                 source: "internal/partners.md".to_owned(),
                 required_scopes: vec!["finance".to_owned()],

@@ -80,9 +80,7 @@ fn assemble_one(assembler: &Assembler, text: &str) -> Result<Assembly, Failure> 
         JsonError::Syntax(_) => ("INVALID_JSON", e.to_string()),
         JsonError::Invalid(inner) => (inner.code(), e.to_string()),
     })?;
-    assembler
-        .assemble(req)
-        .map_err(|e| (e.code(), e.to_string()))
+    assembler.assemble(req).map_err(|e| (e.code(), e.to_string()))
 }
 
 /// Assembles one JSON request per non-empty line with one warm assembler;

@@ -54,7 +54,11 @@ impl ApiError {
     fn syntax(e: &serde_json::Error, what: &str) -> Self {
         ApiError {
             details: json!({ "line": e.line(), "column": e.column() }),
-            ..ApiError::new(StatusCode::BAD_REQUEST, "INVALID_JSON", format!("invalid {what} JSON: {e}"))
+            ..ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "INVALID_JSON",
+                format!("invalid {what} JSON: {e}"),
+            )
         }
     }
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode, body::Incoming, server::conn::http1, service::service_fn};
+use hyper::{
+    Method, Request, Response, StatusCode, body::Incoming, server::conn::http1, service::service_fn,
+};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -30,7 +32,8 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 /// Everything from this origin only; nothing framed, nothing inline.
-const CSP: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const CSP: &str =
+    "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /// Serves connections until the task is dropped.
 pub(super) async fn serve(listener: TcpListener, state: Arc<Preview>) {
@@ -89,12 +92,23 @@ async fn route(state: Arc<Preview>, req: Request<Incoming>) -> Response<Full<Byt
                 Err(e) => json(e.status, &e.body()),
             }
         }
-        (_, "/" | "/index.html" | "/app.js" | "/app.css" | "/api/models" | "/api/examples" | "/api/assemble") => {
-            let e = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "method not allowed");
+        (
+            _,
+            "/" | "/index.html" | "/app.js" | "/app.css" | "/api/models" | "/api/examples" | "/api/assemble",
+        ) => {
+            let e = ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "METHOD_NOT_ALLOWED",
+                "method not allowed",
+            );
             json(e.status, &e.body())
         }
         _ => {
-            let e = ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", format!("no such page: {path}"));
+            let e = ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NOT_FOUND",
+                format!("no such page: {path}"),
+            );
             json(e.status, &e.body())
         }
     }
@@ -114,9 +128,7 @@ fn loopback_host(host: Option<&HeaderValue>) -> bool {
     };
     let name = name.trim_start_matches('[').trim_end_matches(']');
     name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The body of a JSON request, at most `limits.max_request_bytes`, read
@@ -150,7 +162,10 @@ async fn read_body(state: &Preview, req: Request<Incoming>) -> Result<Bytes, Api
         Err(_) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "REQUEST_TIMEOUT",
-            format!("the body did not arrive within {} s", PREVIEW_BODY_TIMEOUT.as_secs()),
+            format!(
+                "the body did not arrive within {} s",
+                PREVIEW_BODY_TIMEOUT.as_secs()
+            ),
         )),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(None, limit)),
         Ok(Err(e)) => Err(ApiError::new(

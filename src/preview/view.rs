@@ -147,7 +147,11 @@ fn warning(w: &Warning, decisions: &[BlockDecision]) -> Value {
     if let Some((_, list)) = w.message.rsplit_once("dropped: ") {
         let listed: HashSet<&str> = list.split(", ").collect();
         for d in decisions {
-            for id in d.dropped_item_ids.iter().filter(|id| listed.contains(id.as_str())) {
+            for id in d
+                .dropped_item_ids
+                .iter()
+                .filter(|id| listed.contains(id.as_str()))
+            {
                 items.push(json!({ "block": d.name, "id": id }));
             }
         }
