@@ -164,6 +164,7 @@ struct AssembleCall {
     /// A proto3-JSON `AssembleRequest`, as an object or as its text.
     request: Option<Value>,
     /// Overrides `max_input_tokens` (the budget).
+    #[serde(alias = "budget")]
     max_input_tokens: Option<u32>,
     /// Overrides `output_reserve`.
     output_reserve: Option<u32>,

@@ -13,6 +13,7 @@ Screenshots go to a temporary directory printed at the start and kept.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,64 +105,65 @@ def main():
     out = tempfile.mkdtemp(prefix="preview-browser-")
     print(f"screenshots in {out}", flush=True)
     proc, addr = start(binary)
+    profile = tempfile.mkdtemp(prefix="preview-chromium-")
     driver = None
     try:
-        with tempfile.TemporaryDirectory(prefix="preview-chromium-") as profile:
-            driver = browser(profile)
-            driver.set_window_size(1280, 900)
-            driver.get(f"http://{addr}/")
-            first = answered(driver, 0)
+        driver = browser(profile)
+        driver.set_window_size(1280, 900)
+        driver.get(f"http://{addr}/")
+        first = answered(driver, 0)
 
-            Select(driver.find_element(By.ID, "source")).select_by_value("example:rag-32k")
-            n = answered(driver, first)
-            full = kept_ids(driver)
-            assert full, "nothing kept at the example's budget"
-            ids = [e.get_attribute("data-id") for e in driver.find_elements(By.CSS_SELECTOR, "#blocks .item.filtered")]
-            assert FILTERED_ID in ids, f"the filtered item is not listed by id: {ids}"
-            driver.save_screenshot(os.path.join(out, "1-rag-32k.png"))
+        Select(driver.find_element(By.ID, "source")).select_by_value("example:rag-32k")
+        n = answered(driver, first)
+        full = kept_ids(driver)
+        assert full, "nothing kept at the example's budget"
+        ids = [e.get_attribute("data-id") for e in driver.find_elements(By.CSS_SELECTOR, "#blocks .item.filtered")]
+        assert FILTERED_ID in ids, f"the filtered item is not listed by id: {ids}"
+        driver.save_screenshot(os.path.join(out, "1-rag-32k.png"))
 
-            # Several moves within the debounce: only the last is shown.
-            for value in (20000, 15000, 9000):
-                set_slider(driver, value)
-            n = answered(driver, n)
-            small = kept_ids(driver)
-            assert set(small) < set(full), f"a 9k budget kept {small}, not a subset of {full}"
-            budget = driver.find_element(By.ID, "summary").text
-            assert "/ 9,000 tokens" in budget, budget
-            driver.save_screenshot(os.path.join(out, "2-slider-9k.png"))
+        # Several moves within the debounce: only the last is shown.
+        for value in (20000, 15000, 9000):
+            set_slider(driver, value)
+        n = answered(driver, n)
+        small = kept_ids(driver)
+        assert set(small) < set(full), f"a 9k budget kept {small}, not a subset of {full}"
+        budget = driver.find_element(By.ID, "summary").text
+        assert "/ 9,000 tokens" in budget, budget
+        driver.save_screenshot(os.path.join(out, "2-slider-9k.png"))
 
-            set_slider(driver, 32000)
-            n = answered(driver, n)
-            assert kept_ids(driver) == full, "moving the slider back did not restore the kept set"
-            assert FILTERED_MARKER not in driver.page_source, "filtered content reached the page"
+        set_slider(driver, 32000)
+        n = answered(driver, n)
+        assert kept_ids(driver) == full, "moving the slider back did not restore the kept set"
+        assert FILTERED_MARKER not in driver.page_source, "filtered content reached the page"
 
-            # Not JSON: the error, not a blank page; the last drawing stays (dimmed).
-            driver.find_element(By.CSS_SELECTOR, "#paste-box summary").click()
-            driver.find_element(By.ID, "paste").send_keys('{"model": "gpt-4o", "query": ')
-            driver.find_element(By.ID, "paste-go").click()
-            n = answered(driver, n)
-            error = driver.find_element(By.ID, "error")
-            assert error.is_displayed(), "the error is not shown"
-            assert "INVALID_JSON" in error.text and "HTTP 400" in error.text, error.text
-            assert driver.find_elements(By.CSS_SELECTOR, "#blocks .item"), "the page went blank"
-            driver.save_screenshot(os.path.join(out, "3-bad-json.png"))
+        # Not JSON: the error, not a blank page; the last drawing stays (dimmed).
+        driver.find_element(By.CSS_SELECTOR, "#paste-box summary").click()
+        driver.find_element(By.ID, "paste").send_keys('{"model": "gpt-4o", "query": ')
+        driver.find_element(By.ID, "paste-go").click()
+        n = answered(driver, n)
+        error = driver.find_element(By.ID, "error")
+        assert error.is_displayed(), "the error is not shown"
+        assert "INVALID_JSON" in error.text and "HTTP 400" in error.text, error.text
+        assert driver.find_elements(By.CSS_SELECTOR, "#blocks .item"), "the page went blank"
+        driver.save_screenshot(os.path.join(out, "3-bad-json.png"))
 
-            # Non-cuttable content over the budget: BUDGET_OVERFLOW with its numbers.
-            Select(driver.find_element(By.ID, "source")).select_by_value("example:support")
-            n = answered(driver, n)
-            assert not driver.find_element(By.ID, "error").is_displayed()
-            set_slider(driver, 20)
-            n = answered(driver, n)
-            error = driver.find_element(By.ID, "error")
-            assert "BUDGET_OVERFLOW" in error.text and "nonCuttableTokens" in error.text, error.text
-            assert '"budget": 20' in error.text, error.text
-            driver.save_screenshot(os.path.join(out, "4-budget-overflow.png"))
-            assert "Internal margin table" not in driver.page_source, "filtered content reached the page"
+        # Non-cuttable content over the budget: BUDGET_OVERFLOW with its numbers.
+        Select(driver.find_element(By.ID, "source")).select_by_value("example:support")
+        n = answered(driver, n)
+        assert not driver.find_element(By.ID, "error").is_displayed()
+        set_slider(driver, 20)
+        n = answered(driver, n)
+        error = driver.find_element(By.ID, "error")
+        assert "BUDGET_OVERFLOW" in error.text and "nonCuttableTokens" in error.text, error.text
+        assert '"budget": 20' in error.text, error.text
+        driver.save_screenshot(os.path.join(out, "4-budget-overflow.png"))
+        assert "Internal margin table" not in driver.page_source, "filtered content reached the page"
     finally:
         if driver is not None:
             driver.quit()
         proc.kill()
         proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
     print("preview browser test: ok")
 
 
