@@ -109,7 +109,11 @@ def main():
     driver = None
     try:
         driver = browser(profile)
-        driver.set_window_size(1280, 900)
+        # A 1280x900 page whatever the window's decorations take.
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        )
         driver.get(f"http://{addr}/")
         first = answered(driver, 0)
 
@@ -131,6 +135,12 @@ def main():
         assert "/ 9,000 tokens" in budget, budget
         driver.save_screenshot(os.path.join(out, "2-slider-9k.png"))
 
+        # Between: some evidence falls back to its compact form.
+        set_slider(driver, 18000)
+        n = answered(driver, n)
+        assert driver.find_elements(By.CSS_SELECTOR, "#blocks .item.compacted"), "nothing compacted at 18k"
+        driver.save_screenshot(os.path.join(out, "3-slider-18k.png"))
+
         set_slider(driver, 32000)
         n = answered(driver, n)
         assert kept_ids(driver) == full, "moving the slider back did not restore the kept set"
@@ -145,7 +155,7 @@ def main():
         assert error.is_displayed(), "the error is not shown"
         assert "INVALID_JSON" in error.text and "HTTP 400" in error.text, error.text
         assert driver.find_elements(By.CSS_SELECTOR, "#blocks .item"), "the page went blank"
-        driver.save_screenshot(os.path.join(out, "3-bad-json.png"))
+        driver.save_screenshot(os.path.join(out, "4-bad-json.png"))
 
         # Non-cuttable content over the budget: BUDGET_OVERFLOW with its numbers.
         Select(driver.find_element(By.ID, "source")).select_by_value("example:support")
@@ -156,7 +166,7 @@ def main():
         error = driver.find_element(By.ID, "error")
         assert "BUDGET_OVERFLOW" in error.text and "nonCuttableTokens" in error.text, error.text
         assert '"budget": 20' in error.text, error.text
-        driver.save_screenshot(os.path.join(out, "4-budget-overflow.png"))
+        driver.save_screenshot(os.path.join(out, "5-budget-overflow.png"))
         assert "Internal margin table" not in driver.page_source, "filtered content reached the page"
     finally:
         if driver is not None:

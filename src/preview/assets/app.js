@@ -153,12 +153,12 @@ function showError(error, status) {
     box.append(el("pre", "", JSON.stringify(error.details, null, 2)));
   }
   box.hidden = false;
-  for (const id of ["blocks", "messages", "warnings", "report", "cache"]) $(id).classList.add("stale");
+  for (const id of ["summary", "blocks", "messages", "warnings", "report", "cache"]) $(id).classList.add("stale");
 }
 
 function hideError() {
   $("error").hidden = true;
-  for (const id of ["blocks", "messages", "warnings", "report", "cache"]) $(id).classList.remove("stale");
+  for (const id of ["summary", "blocks", "messages", "warnings", "report", "cache"]) $(id).classList.remove("stale");
 }
 
 function draw(resp, view) {
@@ -291,6 +291,8 @@ function drawMessages(resp, view) {
   const statics = Number(view.staticMessages || 0);
   (resp.messages || []).forEach((m, i) => {
     const li = el("li", `msg${i < statics ? " static" : ""}`);
+    // The marks between messages are list items too: number by index.
+    li.value = i;
     const role = (m.role || "ROLE_UNSPECIFIED").replace("ROLE_", "").toLowerCase();
     li.append(el("div", "role", role + (m.toolCallId ? ` \u2192 ${m.toolCallId}` : "") + (m.toolCallIds ? ` calls ${m.toolCallIds.join(", ")}` : "")));
     li.append(el("pre", "", m.content || ""));
