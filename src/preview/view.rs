@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::assemble::{Assembler, CountTarget};
 use crate::grpc::json::response_to_json;
 use crate::prompt::{AssembleRequest, Assembly, BlockDecision};
-use crate::vocab::Warning;
+use crate::vocab::{Warning, codes};
 
 /// The answer to `POST /api/assemble` for `assembly` of `request`, which
 /// took `micros` to assemble.
@@ -41,11 +41,8 @@ pub(super) fn answer(
             block(d, ids, |id| compact.get(id).map_or(0, |t| count(t)))
         })
         .collect();
-    let warnings: Vec<Value> = assembly
-        .warnings
-        .iter()
-        .map(|w| warning(w, &assembly.decisions))
-        .collect();
+    let pointers = Pointers::new(&assembly.decisions);
+    let warnings: Vec<Value> = assembly.warnings.iter().map(|w| pointers.warning(w)).collect();
     let u = &assembly.usage;
     let c = &assembly.cache;
     // What a provider can serve from its prompt cache on the next request
@@ -134,33 +131,113 @@ fn block<'a>(
     })
 }
 
-/// A warning with the block and items it is about: blocks named in its
-/// message (quoted, as the pipeline writes them), items listed after
-/// `dropped:`, the static prefix for `VOLATILE_PREFIX`.
-fn warning(w: &Warning, decisions: &[BlockDecision]) -> Value {
-    let blocks: Vec<&str> = decisions
-        .iter()
-        .map(|d| d.name.as_str())
-        .filter(|name| w.message.contains(&format!("{name:?}")))
-        .collect();
-    let mut items: Vec<Value> = Vec::new();
-    if let Some((_, list)) = w.message.rsplit_once("dropped: ") {
-        let listed: HashSet<&str> = list.split(", ").collect();
+/// What a warning may point at: block names as the pipeline quotes them,
+/// and dropped items by id. Built once per answer, so pointing costs each
+/// warning its own length, not a product with the blocks or items (a
+/// request of many broken tool calls has as many warnings).
+struct Pointers<'a> {
+    /// `"name"` (Rust debug quoting, as in `block "name" dropped`) to name.
+    blocks: HashMap<String, &'a str>,
+    /// A dropped item's id to the blocks it was dropped from.
+    dropped: HashMap<&'a str, Vec<&'a str>>,
+}
+
+impl<'a> Pointers<'a> {
+    fn new(decisions: &'a [BlockDecision]) -> Self {
+        let mut dropped: HashMap<&str, Vec<&str>> = HashMap::new();
         for d in decisions {
-            for id in d
-                .dropped_item_ids
-                .iter()
-                .filter(|id| listed.contains(id.as_str()))
-            {
-                items.push(json!({ "block": d.name, "id": id }));
+            for id in &d.dropped_item_ids {
+                dropped.entry(id.as_str()).or_default().push(d.name.as_str());
             }
         }
+        Pointers {
+            blocks: decisions
+                .iter()
+                .map(|d| (format!("{:?}", d.name), d.name.as_str()))
+                .collect(),
+            dropped,
+        }
     }
-    json!({
-        "code": w.code,
-        "message": w.message,
-        "blocks": blocks,
-        "items": items,
-        "staticPrefix": w.code == crate::vocab::codes::VOLATILE_PREFIX,
-    })
+
+    /// A warning with the block and items it is about: the block a
+    /// `block "NAME" ...` message names, the items a tool-call warning lists
+    /// after `dropped: `, the static prefix for `VOLATILE_PREFIX`.
+    fn warning(&self, w: &Warning) -> Value {
+        let mut blocks: Vec<&str> = Vec::new();
+        if let Some(rest) = w.message.strip_prefix("block ") {
+            // The quoted name ends at one of the quotes after the first.
+            let ends = rest.char_indices().skip(1).filter(|&(_, c)| c == '"');
+            if let Some(name) = ends.filter_map(|(at, _)| self.blocks.get(&rest[..=at])).next() {
+                blocks.push(name);
+            }
+        }
+        let mut items: Vec<Value> = Vec::new();
+        let tool_call = matches!(w.code, codes::ORPHAN_TOOL_RESULT | codes::INCOMPLETE_TOOL_CALL);
+        if let Some((_, list)) = w.message.rsplit_once("dropped: ").filter(|_| tool_call) {
+            for id in list.split(", ") {
+                for block in self.dropped.get(id).into_iter().flatten() {
+                    items.push(json!({ "block": block, "id": id }));
+                }
+            }
+        }
+        json!({
+            "code": w.code,
+            "message": w.message,
+            "blocks": blocks,
+            "items": items,
+            "staticPrefix": w.code == codes::VOLATILE_PREFIX,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::{BlockKind, Outcome};
+
+    fn decision(name: &str, dropped: &[&str]) -> BlockDecision {
+        BlockDecision {
+            name: name.to_owned(),
+            kind: BlockKind::History,
+            priority: 9,
+            outcome: Outcome::Dropped,
+            tokens_offered: 10,
+            tokens_offered_is_lower_bound: false,
+            tokens_kept: 0,
+            kept_item_ids: Vec::new(),
+            dropped_item_ids: dropped.iter().map(|s| (*s).to_owned()).collect(),
+            filtered_item_ids: Vec::new(),
+            compacted_item_ids: Vec::new(),
+            summarized_item_ids: Vec::new(),
+            tokens_window_unused: 0,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn warnings_point_at_their_block_or_items() {
+        let decisions = [
+            decision("history", &["h1", "h2"]),
+            decision("his\"tory", &[]),
+            decision("recent", &["r1"]),
+        ];
+        let p = Pointers::new(&decisions);
+        let gap = p.warning(&Warning::new(
+            codes::CHRONOLOGY_GAP,
+            format!("block {:?} dropped: newer turns were cut", "his\"tory"),
+        ));
+        assert_eq!(gap["blocks"], json!(["his\"tory"]));
+        assert_eq!(gap["items"], json!([]));
+        let orphan = p.warning(&Warning::new(
+            codes::ORPHAN_TOOL_RESULT,
+            "tool result without its call, dropped: h2, r1",
+        ));
+        assert_eq!(orphan["blocks"], json!([]));
+        assert_eq!(
+            orphan["items"],
+            json!([{"block": "history", "id": "h2"}, {"block": "recent", "id": "r1"}])
+        );
+        let volatile = p.warning(&Warning::new(codes::VOLATILE_PREFIX, "a timestamp"));
+        assert_eq!(volatile["staticPrefix"], true);
+    }
 }

@@ -87,7 +87,12 @@ async function init() {
       else delete state.overrides.policy;
       schedule();
     });
-    if (examples.examples.length > 0) load({ source: examples.examples[0].source });
+    // The FILE.json of the command line if given, else the first example.
+    const initial = examples.examples.find((x) => x.source === "file") || examples.examples[0];
+    if (initial) {
+      source.value = initial.source;
+      load({ source: initial.source });
+    }
   } catch (e) {
     showError({ code: "UNREACHABLE", message: `cannot reach the preview server: ${e}`, details: {} });
   }
