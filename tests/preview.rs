@@ -198,6 +198,15 @@ async fn the_kept_set_follows_the_budget() {
         assert_eq!(n("keptFullTokens") + n("compactedTokens"), n("keptTokens"), "{b}");
         assert_eq!(n("cutTokens"), n("offeredTokens") - n("keptTokens"), "{b}");
     }
+    // The conversation gap is pointed at its block.
+    let gap = full["view"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "CHRONOLOGY_GAP")
+        .unwrap();
+    assert_eq!(gap["blocks"], json!(["history"]), "{gap}");
+
     // The static prefix and its cache marks.
     let view = &full["view"];
     let cache = &full["response"]["cache"];
@@ -412,6 +421,18 @@ async fn errors_carry_their_code_status_and_numbers() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_no_headers_is_closed() {
+    let p = Preview::start(&[]);
+    let mut stream = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    stream.write_all(b"GET /api/models HTTP/1.1\r\n").await.unwrap();
+    let mut out = Vec::new();
+    // Closed by the header-read timeout (5 s); the bound here only keeps a
+    // broken server from hanging the test.
+    let read = tokio::time::timeout(std::time::Duration::from_secs(60), stream.read_to_end(&mut out)).await;
+    assert!(read.is_ok(), "the connection was held open");
 }
 
 /// Writes `request` on a fresh connection and reads until it closes.

@@ -15,6 +15,7 @@ use hyper::{
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use super::Preview;
 use super::api::{self, ApiError};
@@ -37,6 +38,8 @@ const CSP: &str =
 
 /// Serves connections until the task is dropped.
 pub(super) async fn serve(listener: TcpListener, state: Arc<Preview>) {
+    let max_connections = state.admission.limits().max_connections;
+    let slots = Arc::new(Semaphore::new(max_connections as usize));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -47,8 +50,19 @@ pub(super) async fn serve(listener: TcpListener, state: Arc<Preview>) {
                 continue;
             }
         };
+        // At `limits.max_connections` a connection is closed at once, as
+        // the gRPC listener does.
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::debug!(
+                limit = max_connections,
+                "preview connection limit reached: closed"
+            );
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
         let state = Arc::clone(&state);
         tokio::spawn(async move {
+            let _slot = slot;
             let svc = service_fn(move |req: Request<Incoming>| {
                 let state = Arc::clone(&state);
                 async move { Ok::<_, Infallible>(route(state, req).await) }

@@ -64,6 +64,7 @@ def browser(profile):
         "--disable-sync",
         "--disable-dev-shm-usage",
         "--window-size=1280,900",
+        "--lang=en-US",
         f"--user-data-dir={profile}",
     ]:
         options.add_argument(flag)
