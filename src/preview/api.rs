@@ -267,8 +267,9 @@ pub(super) fn refused(r: Refusal) -> ApiError {
             u64::from(limit),
             u64::from(limit),
         ),
-        // Not raised by the preview: no batches, uploads or deadlines.
-        _ => (StatusCode::SERVICE_UNAVAILABLE, REASON_OVERLOADED, 0, 0),
+        // Not raised here: the preview has no batches, upload budget or
+        // deadlines.
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", 0, 0),
     };
     ApiError {
         details: json!({ "limit": limit, "value": value }),

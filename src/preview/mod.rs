@@ -106,6 +106,9 @@ pub fn run(args: &PreviewArgs) -> ExitCode {
             return ExitCode::from(e.code);
         }
     };
+    // Connection errors and the like, on standard error (standard output
+    // carries the one `preview listening on` line).
+    crate::telemetry::init_tracing(false);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
