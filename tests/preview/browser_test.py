@@ -12,6 +12,7 @@ Starts `BINARY preview --listen 127.0.0.1:0`, opens the page, and checks that
 Screenshots go to a temporary directory printed at the start and kept.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -30,6 +31,8 @@ CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 # which the principal may not see (it lacks the scope "finance").
 FILTERED_MARKER = "ACME-PARTNER-7731"
 FILTERED_ID = "partner-discounts"
+# Planted in the filtered item of a pasted request.
+PASTED_MARKER = "PASTED-MARKER-9f3a61"
 TIMEOUT = 30
 
 
@@ -157,6 +160,19 @@ def main():
         assert "INVALID_JSON" in error.text and "HTTP 400" in error.text, error.text
         assert driver.find_elements(By.CSS_SELECTOR, "#blocks .item"), "the page went blank"
         driver.save_screenshot(os.path.join(out, "4-bad-json.png"))
+
+        # A pasted request: its filtered item's content stays off the page too.
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "request.json")) as f:
+            pasted = json.load(f)
+        pasted["blocks"][1]["items"][2]["content"] = PASTED_MARKER
+        driver.execute_script("document.getElementById('paste').value = arguments[0];", json.dumps(pasted))
+        driver.find_element(By.ID, "paste-go").click()
+        n = answered(driver, n)
+        assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
+        assert "refunds" in kept_ids(driver)
+        assert PASTED_MARKER not in driver.page_source.replace(driver.find_element(By.ID, "paste").get_attribute("value"), "")
+        messages = driver.find_element(By.ID, "messages").text
+        assert PASTED_MARKER not in messages and "Annual plans bought in the EU" in messages, messages
 
         # Non-cuttable content over the budget: BUDGET_OVERFLOW with its numbers.
         Select(driver.find_element(By.ID, "source")).select_by_value("example:support")
