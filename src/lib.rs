@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! 6  server (bind, serve, drain, series)      offline (assemble a JSON file)
+//!    preview (a local web page over the assembler)
 //! 5  grpc: wire <-> domain, errors -> Status, admission, auth (tonic/prost)
 //! 4  config: flags, env and files -> one validated configuration
 //! 3  assemble: filter, measure, reserve, allocate, lay out, report
@@ -23,7 +24,8 @@
 //! - [`assemble`] is the pipeline; it compacts turns before dropping them.
 //! - [`grpc`] and [`server`] are the only rooms that know tonic: `grpc`
 //!   converts and maps errors in one place, `server` binds and serves.
-//! - [`offline`] assembles requests from JSON files without a server.
+//! - [`offline`] assembles requests from JSON files without a server;
+//!   [`preview`] serves a local page that does so interactively.
 
 pub mod assemble;
 pub mod compact;
@@ -31,6 +33,7 @@ pub mod config;
 pub mod grpc;
 pub mod memory;
 pub mod offline;
+pub mod preview;
 pub mod prompt;
 pub mod prompt_cache;
 pub mod server;

@@ -6,7 +6,7 @@ use clap::Parser as _;
 use context_assembler::config::{
     Cli, Command, ConfigArgs, EMBEDDED_DEFAULT, EXIT_CONFIG, LogFormat, ServeArgs,
 };
-use context_assembler::{offline, server, telemetry};
+use context_assembler::{offline, preview, server, telemetry};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         Some(Command::Assemble(args)) => offline::assemble(&args),
         Some(Command::Serve(args)) => serve(&args),
         Some(Command::Config(args)) => config(&args),
+        Some(Command::Preview(args)) => preview::run(&args),
         None => serve(&cli.serve),
     }
 }

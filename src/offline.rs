@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use crate::assemble::{AssembleError, Assembler, Catalog, DEFAULT_CACHE_BYTES};
+use crate::assemble::{Assembler, Catalog, DEFAULT_CACHE_BYTES};
 use crate::config::{AssembleArgs, EXIT_CONFIG, ServeArgs};
 use crate::grpc::json::{JsonError, request_from_json, response_to_json};
 use crate::prompt::Assembly;
@@ -78,19 +78,9 @@ type Failure = (&'static str, String);
 fn assemble_one(assembler: &Assembler, text: &str) -> Result<Assembly, Failure> {
     let req = request_from_json(text).map_err(|e| match &e {
         JsonError::Syntax(_) => ("INVALID_JSON", e.to_string()),
-        JsonError::Invalid(inner) => (error_code(inner), e.to_string()),
+        JsonError::Invalid(inner) => (inner.code(), e.to_string()),
     })?;
-    assembler
-        .assemble(req)
-        .map_err(|e| (error_code(&e), e.to_string()))
-}
-
-fn error_code(e: &AssembleError) -> &'static str {
-    match e {
-        AssembleError::InvalidArgument(_) => "INVALID_ARGUMENT",
-        AssembleError::BudgetOverflow { .. } => "BUDGET_OVERFLOW",
-        AssembleError::Cancelled => "CANCELLED",
-    }
+    assembler.assemble(req).map_err(|e| (e.code(), e.to_string()))
 }
 
 /// Assembles one JSON request per non-empty line with one warm assembler;

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("grpc", 5),
     ("server", 6),
     ("offline", 6),
+    ("preview", 6),
     ("main", 7),
     ("lib", 7),
 ];

@@ -27,6 +27,16 @@ pub enum AssembleError {
 }
 
 impl AssembleError {
+    /// A stable upper-case code for the error (JSON answers: `assemble
+    /// --jsonl`, the preview page's API).
+    pub fn code(&self) -> &'static str {
+        match self {
+            AssembleError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            AssembleError::BudgetOverflow { .. } => "BUDGET_OVERFLOW",
+            AssembleError::Cancelled => "CANCELLED",
+        }
+    }
+
     /// An invalid-argument error about one field.
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
         AssembleError::InvalidArgument(vec![FieldViolation::new(field, description)])

@@ -53,6 +53,9 @@ pub enum Command {
     Assemble(AssembleArgs),
     /// Print the embedded default configuration, or check a file.
     Config(ConfigArgs),
+    /// Serve a local web page that assembles requests with the configured
+    /// models and policies (no gRPC, no memory store).
+    Preview(PreviewArgs),
 }
 
 /// Log output format.
@@ -144,6 +147,24 @@ pub struct AssembleArgs {
     /// TOML configuration file (its models and policies are used).
     #[arg(long, env = "CONTEXT_ASSEMBLER_CONFIG")]
     pub config: Option<PathBuf>,
+}
+
+/// Options of `preview`.
+#[derive(Debug, Clone, Args)]
+pub struct PreviewArgs {
+    /// HTTP listen address of the page; loopback unless --allow-remote.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// TOML configuration file (its models, policies and limits are used).
+    #[arg(long, env = "CONTEXT_ASSEMBLER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Allow a non-loopback listen address (the page has no authentication).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// A request (proto3 JSON of AssembleRequest) the page offers besides
+    /// the shipped examples; it stays on the server.
+    #[arg(value_name = "FILE.json")]
+    pub file: Option<PathBuf>,
 }
 
 /// Options of `config`.

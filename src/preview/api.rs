@@ -1,0 +1,278 @@
+//! The JSON API of the page: `GET /api/models`, `GET /api/examples`,
+//! `POST /api/assemble`. Errors are `{"error": {"code", "message",
+//! "details"}}` under the codes and messages the gRPC API uses.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use hyper::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Preview, view};
+use crate::assemble::AssembleError;
+use crate::grpc::admission::Refusal;
+use crate::grpc::json::{JsonError, request_from_json};
+use crate::grpc::status::{
+    REASON_OVERLOADED, REASON_REQUEST_TOO_LARGE, REASON_TOO_MANY_BLOCKS, REASON_TOO_MANY_ITEMS,
+};
+use crate::prompt::AssembleRequest;
+
+/// Field violations listed in an error's details (the gRPC status lists
+/// as many).
+const MAX_REPORTED_VIOLATIONS: usize = 16;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable code (`INVALID_JSON`, `BUDGET_OVERFLOW`, ...).
+    pub code: &'static str,
+    /// What went wrong.
+    pub message: String,
+    /// Structured facts (numbers, fields).
+    pub details: Value,
+}
+
+impl ApiError {
+    pub(super) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: json!({}),
+        }
+    }
+
+    /// The JSON body.
+    pub(super) fn body(&self) -> Value {
+        json!({ "error": { "code": self.code, "message": self.message, "details": self.details } })
+    }
+
+    /// 400 for JSON that is not JSON or not the expected shape.
+    fn syntax(e: &serde_json::Error, what: &str) -> Self {
+        ApiError {
+            details: json!({ "line": e.line(), "column": e.column() }),
+            ..ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "INVALID_JSON",
+                format!("invalid {what} JSON: {e}"),
+            )
+        }
+    }
+
+    /// 413 for a body over `limit` bytes, of `bytes` when its length was
+    /// declared.
+    pub(super) fn too_large(bytes: Option<u64>, limit: u32) -> Self {
+        match bytes {
+            Some(b) => refused(Refusal::TooLarge {
+                bytes: crate::vocab::saturating_u32(b),
+                limit,
+            }),
+            None => ApiError {
+                details: json!({ "limit": limit }),
+                ..ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    REASON_REQUEST_TOO_LARGE,
+                    format!("request body exceeds the limit of {limit} bytes (limits.max_request_bytes)"),
+                )
+            },
+        }
+    }
+}
+
+/// 422 for a request the assembler rejects, with the facts the gRPC status
+/// carries (`grpc::status::to_status`).
+impl From<AssembleError> for ApiError {
+    fn from(e: AssembleError) -> Self {
+        let details = match &e {
+            AssembleError::InvalidArgument(violations) => json!({
+                "violations": violations
+                    .iter()
+                    .take(MAX_REPORTED_VIOLATIONS)
+                    .map(|v| json!({ "field": v.field, "description": v.description }))
+                    .collect::<Vec<_>>(),
+                "more": violations.len().saturating_sub(MAX_REPORTED_VIOLATIONS),
+            }),
+            AssembleError::BudgetOverflow {
+                non_cuttable_tokens,
+                budget,
+                model,
+            } => json!({ "nonCuttableTokens": non_cuttable_tokens, "budget": budget, "model": model }),
+            AssembleError::Cancelled => json!({}),
+        };
+        ApiError {
+            details,
+            ..ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.code(), e.to_string())
+        }
+    }
+}
+
+/// `GET /api/models`: the model table and the policies.
+pub(super) fn models(state: &Preview) -> Value {
+    let catalog = state.assembler.catalog();
+    let models: Vec<Value> = catalog
+        .models
+        .entries()
+        .iter()
+        .map(|m| {
+            json!({
+                "name": m.name,
+                "prefix": m.prefix,
+                "tokenizer": m.tokenizer.to_string(),
+                "exact": m.tokenizer.is_exact(),
+                "contextWindow": m.context_window,
+                "outputReserve": m.output_reserve,
+            })
+        })
+        .collect();
+    let policies: Vec<&String> = catalog.policies.keys().collect();
+    json!({ "models": models, "policies": policies })
+}
+
+/// `GET /api/examples`: the requests the server holds, by name (their
+/// content stays on the server).
+pub(super) fn examples(state: &Preview) -> Value {
+    let examples: Vec<Value> = state
+        .sources
+        .iter()
+        .map(|s| {
+            let r = &s.request;
+            json!({
+                "source": s.name,
+                "title": s.title,
+                "model": r.model,
+                "maxInputTokens": r.max_input_tokens,
+                "outputReserve": r.output_reserve,
+                "policy": r.policy,
+                "blocks": r.blocks.len(),
+                "items": r.blocks.iter().map(|b| b.items.len()).sum::<usize>(),
+            })
+        })
+        .collect();
+    json!({ "examples": examples })
+}
+
+/// The body of `POST /api/assemble`: one of `source` and `request`, and
+/// overrides.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AssembleCall {
+    /// `example:NAME` or `file`.
+    source: Option<String>,
+    /// A proto3-JSON `AssembleRequest`, as an object or as its text.
+    request: Option<Value>,
+    /// Overrides `max_input_tokens` (the budget).
+    #[serde(alias = "budget")]
+    max_input_tokens: Option<u32>,
+    /// Overrides `output_reserve`.
+    output_reserve: Option<u32>,
+    /// Overrides `model`.
+    model: Option<String>,
+    /// Overrides `policy` (empty = default).
+    policy: Option<String>,
+}
+
+/// `POST /api/assemble`.
+pub(super) async fn assemble(state: Arc<Preview>, body: &[u8]) -> Result<Value, ApiError> {
+    let call: AssembleCall = serde_json::from_slice(body).map_err(|e| ApiError::syntax(&e, "body"))?;
+    let mut request = match (&call.source, &call.request) {
+        (Some(name), None) => state
+            .sources
+            .iter()
+            .find(|s| s.name == *name)
+            .map(|s| s.request.clone())
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "UNKNOWN_SOURCE",
+                    format!("no request named {name:?}: see GET /api/examples"),
+                )
+            })?,
+        (None, Some(Value::String(text))) => parse(text)?,
+        (None, Some(value)) => parse(&value.to_string())?,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "INVALID_ARGUMENT",
+                "give exactly one of \"source\" and \"request\"",
+            ));
+        }
+    };
+    if let Some(b) = call.max_input_tokens {
+        request.max_input_tokens = Some(b);
+    }
+    if let Some(r) = call.output_reserve {
+        request.output_reserve = Some(r);
+    }
+    if let Some(m) = call.model.filter(|m| !m.is_empty()) {
+        request.model = m;
+    }
+    if let Some(p) = call.policy {
+        request.policy = p;
+    }
+    let items: usize = request.blocks.iter().map(|b| b.items.len()).sum();
+    state
+        .admission
+        .check_shape(request.blocks.len(), items)
+        .map_err(refused)?;
+    let _permit = state.admission.admit().map_err(refused)?;
+    let worker = Arc::clone(&state);
+    tokio::task::spawn_blocking(move || {
+        let outline = request.clone();
+        let started = Instant::now();
+        let assembly = worker.assembler.assemble(request)?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Ok(view::answer(&worker.assembler, &outline, assembly, micros))
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", e.to_string()))?
+}
+
+/// Parses a request the page sent, through the path `assemble FILE.json`
+/// takes.
+fn parse(text: &str) -> Result<AssembleRequest, ApiError> {
+    request_from_json(text).map_err(|e| match e {
+        JsonError::Syntax(e) => ApiError::syntax(&e, "request"),
+        JsonError::Invalid(e) => ApiError::from(e),
+    })
+}
+
+/// The answer for a request refused by admission, with the reason and
+/// numbers the gRPC status carries (`grpc::status::refusal_status`).
+pub(super) fn refused(r: Refusal) -> ApiError {
+    let (status, reason, limit, value) = match r {
+        Refusal::TooLarge { bytes, limit } => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            REASON_REQUEST_TOO_LARGE,
+            u64::from(limit),
+            u64::from(bytes),
+        ),
+        Refusal::TooManyBlocks { count, limit } => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            REASON_TOO_MANY_BLOCKS,
+            u64::from(limit),
+            count as u64,
+        ),
+        Refusal::TooManyItems { count, limit } => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            REASON_TOO_MANY_ITEMS,
+            u64::from(limit),
+            count as u64,
+        ),
+        Refusal::Overloaded { limit } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            REASON_OVERLOADED,
+            u64::from(limit),
+            u64::from(limit),
+        ),
+        // Not raised here: the preview has no batches, upload budget or
+        // deadlines.
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", 0, 0),
+    };
+    ApiError {
+        details: json!({ "limit": limit, "value": value }),
+        ..ApiError::new(status, reason, r.to_string())
+    }
+}

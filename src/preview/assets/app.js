@@ -1,0 +1,328 @@
+// context-assembler preview: picks a request, sends it with the settings to
+// POST /api/assemble and draws the answer. Every text from the server is set
+// with textContent, never parsed as HTML.
+"use strict";
+
+/** Milliseconds the slider must rest before a request is sent. */
+const DEBOUNCE_MS = 60;
+
+const $ = (id) => document.getElementById(id);
+const state = {
+  // {source: "example:NAME"} or {request: "pasted text"}
+  current: null,
+  overrides: {},
+  // Answers to older requests than the last one sent are dropped.
+  sent: 0,
+  shown: 0,
+  timer: 0,
+  rangeSet: false,
+};
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+
+async function getJson(path) {
+  const r = await fetch(path);
+  return r.json();
+}
+
+async function init() {
+  try {
+    const [models, examples] = await Promise.all([getJson("/api/models"), getJson("/api/examples")]);
+    const model = $("model");
+    model.append(new Option("(the request's model)", ""));
+    for (const m of models.models) {
+      model.append(new Option(`${m.name}${m.prefix ? "-*" : ""} (${m.tokenizer}, ${m.contextWindow})`, m.name));
+    }
+    const policy = $("policy");
+    policy.append(new Option("(the request's policy)", ""));
+    for (const p of models.policies) policy.append(new Option(p, p));
+    const source = $("source");
+    for (const x of examples.examples) source.append(new Option(x.title, x.source));
+    source.append(new Option("(pasted or opened)", "pasted"));
+    source.addEventListener("change", () => {
+      if (source.value === "pasted") {
+        $("paste-box").open = true;
+        return;
+      }
+      load({ source: source.value });
+    });
+    $("paste-go").addEventListener("click", () => {
+      source.value = "pasted";
+      load({ request: $("paste").value });
+    });
+    $("open-file").addEventListener("change", (ev) => {
+      const file = ev.target.files[0];
+      if (!file) return;
+      file.text().then((text) => {
+        $("paste").value = text;
+        $("paste-box").open = true;
+        source.value = "pasted";
+        load({ request: text });
+      });
+    });
+    $("budget").addEventListener("input", () => {
+      $("budget-value").textContent = `${Number($("budget").value).toLocaleString()} tokens`;
+      state.overrides.maxInputTokens = Number($("budget").value);
+      schedule();
+    });
+    $("reserve").addEventListener("input", () => {
+      const v = $("reserve").value;
+      if (v === "") delete state.overrides.outputReserve;
+      else state.overrides.outputReserve = Number(v);
+      schedule();
+    });
+    model.addEventListener("change", () => {
+      if (model.value) state.overrides.model = model.value;
+      else delete state.overrides.model;
+      state.rangeSet = false;
+      schedule();
+    });
+    policy.addEventListener("change", () => {
+      if (policy.value) state.overrides.policy = policy.value;
+      else delete state.overrides.policy;
+      schedule();
+    });
+    // The FILE.json of the command line if given, else the first example.
+    const initial = examples.examples.find((x) => x.source === "file") || examples.examples[0];
+    if (initial) {
+      source.value = initial.source;
+      load({ source: initial.source });
+    }
+  } catch (e) {
+    showError({ code: "UNREACHABLE", message: `cannot reach the preview server: ${e}`, details: {} });
+  }
+}
+
+/** A new request: settings back to the request's own. */
+function load(current) {
+  state.current = current;
+  state.overrides = {};
+  state.rangeSet = false;
+  $("reserve").value = "";
+  $("model").value = "";
+  $("policy").value = "";
+  send();
+}
+
+function schedule() {
+  clearTimeout(state.timer);
+  state.timer = setTimeout(send, DEBOUNCE_MS);
+}
+
+async function send() {
+  if (!state.current) return;
+  const seq = ++state.sent;
+  const body = Object.assign({}, state.current, state.overrides);
+  document.body.dataset.busy = "1";
+  let status = 0;
+  let answer;
+  try {
+    const r = await fetch("/api/assemble", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    status = r.status;
+    const text = await r.text();
+    try {
+      answer = JSON.parse(text);
+    } catch (_) {
+      answer = { error: { code: `HTTP_${status}`, message: text.slice(0, 500), details: {} } };
+    }
+  } catch (e) {
+    answer = { error: { code: "UNREACHABLE", message: `cannot reach the preview server: ${e}`, details: {} } };
+  }
+  if (seq < state.shown) return;
+  state.shown = seq;
+  if (seq === state.sent) delete document.body.dataset.busy;
+  if (answer.error) {
+    showError(answer.error, status);
+  } else {
+    hideError();
+    draw(answer.response, answer.view);
+  }
+  document.body.dataset.seq = String(seq);
+}
+
+function showError(error, status) {
+  const box = $("error");
+  box.replaceChildren();
+  box.append(el("h2", "", `${error.code}${status ? ` (HTTP ${status})` : ""}`));
+  box.append(el("div", "error-message", error.message));
+  if (error.details && Object.keys(error.details).length > 0) {
+    box.append(el("pre", "", JSON.stringify(error.details, null, 2)));
+  }
+  box.hidden = false;
+  for (const id of ["summary", "blocks", "messages", "warnings", "report", "cache"]) $(id).classList.add("stale");
+}
+
+function hideError() {
+  $("error").hidden = true;
+  for (const id of ["summary", "blocks", "messages", "warnings", "report", "cache"]) $(id).classList.remove("stale");
+}
+
+function draw(resp, view) {
+  const usage = resp.usage || {};
+  const n = (v) => Number(v || 0);
+  const offered = view.blocks.reduce((s, b) => s + n(b.offeredTokens), 0);
+  if (!state.rangeSet) {
+    // The slider spans what the model can take, up to a little over
+    // everything offered, so that its useful range is most of its width.
+    const room = n(usage.contextWindow) - n(usage.outputReserve);
+    const want = Math.ceil(Math.max(n(usage.budget), n(usage.staticTokens) + offered) * 1.25);
+    $("budget").max = String(Math.max(1, Math.min(room > 0 ? room : want, want)));
+    $("budget").value = String(n(usage.budget));
+    $("budget-value").textContent = `${n(usage.budget).toLocaleString()} tokens`;
+    state.rangeSet = true;
+  }
+  const summary = $("summary");
+  summary.replaceChildren();
+  const part = (label, value) => {
+    const s = el("span", "", `${label} `);
+    s.append(el("b", "", value));
+    summary.append(s, " \u00b7 ");
+  };
+  part("model", `${resp.model} (${usage.tokenizer}${usage.exact ? "" : ", estimated"})`);
+  part("prompt", `${n(usage.totalTokens).toLocaleString()} / ${n(usage.budget).toLocaleString()} tokens`);
+  part("cacheable", `${(view.cacheableShare * 100).toFixed(1)}%`);
+  part("assembled in", `${(view.assembleMicros / 1000).toFixed(1)} ms`);
+  drawBlocks(view.blocks);
+  drawWarnings(view.warnings);
+  drawMessages(resp, view);
+  drawReport(resp.decisions || []);
+}
+
+function drawBlocks(blocks) {
+  const root = $("blocks");
+  root.replaceChildren();
+  const widest = Math.max(1, ...blocks.map((b) => Number(b.offeredTokens || 0)));
+  for (const b of blocks) {
+    const box = el("div", "block");
+    box.id = `block-${b.name}`;
+    box.dataset.block = b.name;
+    const head = el("div", "block-head");
+    const name = el("span");
+    name.append(el("b", "", b.name), ` ${b.kind} \u00b7 priority ${b.priority} \u00b7 ${b.outcome}`);
+    const nums = el(
+      "span",
+      "nums",
+      `offered ${b.offeredIsLowerBound ? "\u2265" : ""}${b.offeredTokens} \u00b7 kept ${b.keptTokens}` +
+        ` (compacted ${b.compactedTokens}) \u00b7 dropped ${b.offeredIsLowerBound ? "\u2265" : ""}${b.cutTokens}`,
+    );
+    head.append(name, nums);
+    const bar = el("div", "bar");
+    bar.style.width = `${Math.max(2, (100 * b.offeredTokens) / widest)}%`;
+    bar.title = `offered ${b.offeredTokens} tokens`;
+    for (const [cls, v] of [["kept", b.keptFullTokens], ["compacted", b.compactedTokens], ["cut", b.cutTokens]]) {
+      if (!v) continue;
+      const s = el("span", cls);
+      s.style.width = `${(100 * v) / Math.max(1, b.offeredTokens)}%`;
+      s.title = `${cls}: ${v} tokens`;
+      bar.append(s);
+    }
+    const items = el("div", "items");
+    for (const it of b.items) {
+      const chip = el("span", `item ${it.outcome}`, it.id);
+      chip.dataset.id = it.id;
+      chip.dataset.outcome = it.outcome;
+      chip.title = `${it.id}: ${it.outcome}`;
+      items.append(chip);
+    }
+    box.append(head, bar, items);
+    root.append(box);
+  }
+}
+
+function flash(node) {
+  if (!node) return;
+  node.scrollIntoView({ behavior: "smooth", block: "center" });
+  node.classList.add("flash");
+  setTimeout(() => node.classList.remove("flash"), 1500);
+}
+
+function drawWarnings(warnings) {
+  const root = $("warnings");
+  root.replaceChildren();
+  if (warnings.length === 0) root.append(el("li", "none", "none"));
+  for (const w of warnings) {
+    const li = el("li");
+    li.append(el("code", "", w.code), ` ${w.message}`);
+    for (const b of w.blocks) {
+      const a = el("a", "", `\u2192 block ${b}`);
+      a.addEventListener("click", () => flash($(`block-${b}`)));
+      li.append(a);
+    }
+    for (const it of w.items) {
+      const a = el("a", "", `\u2192 ${it.block}/${it.id}`);
+      a.addEventListener("click", () => {
+        const box = $(`block-${it.block}`);
+        flash(box && Array.from(box.querySelectorAll(".item")).find((c) => c.dataset.id === it.id));
+      });
+      li.append(a);
+    }
+    if (w.staticPrefix) {
+      const a = el("a", "", "\u2192 static prefix");
+      a.addEventListener("click", () => flash(document.querySelector(".mark.boundary")));
+      li.append(a);
+    }
+    root.append(li);
+  }
+}
+
+const BREAKPOINT = {
+  BREAKPOINT_KIND_END_OF_SYSTEM: "end of system",
+  BREAKPOINT_KIND_END_OF_EXAMPLES: "end of examples",
+  BREAKPOINT_KIND_LAST_STABLE_MESSAGE: "last stable message",
+};
+
+function drawMessages(resp, view) {
+  const cache = resp.cache || {};
+  const hints = resp.hints || {};
+  const info = $("cache");
+  info.replaceChildren();
+  info.append("prefix hash ", el("code", "", cache.prefixHash || ""), ` \u00b7 static prefix ${Number(cache.prefixTokens || 0)} tokens`);
+  info.append(` \u00b7 cacheable ${view.cacheableTokens} of ${view.promptTokens} tokens (${(view.cacheableShare * 100).toFixed(1)}%)`);
+  if (hints.belowProviderMinimum) info.append(` \u00b7 below the provider minimum of ${hints.providerMinimumTokens} tokens: nothing cached`);
+  const breakpoints = (hints.breakpoints || []).filter((b) => b.kind !== "BREAKPOINT_KIND_END_OF_TOOLS");
+  const tools = (hints.breakpoints || []).filter((b) => b.kind === "BREAKPOINT_KIND_END_OF_TOOLS");
+  if (tools.length) info.append(` \u00b7 breakpoint after tool ${Number(tools[0].index || 0)}`);
+  const root = $("messages");
+  root.replaceChildren();
+  const statics = Number(view.staticMessages || 0);
+  (resp.messages || []).forEach((m, i) => {
+    const li = el("li", `msg${i < statics ? " static" : ""}`);
+    // The marks between messages are list items too: number by index.
+    li.value = i;
+    const role = (m.role || "ROLE_UNSPECIFIED").replace("ROLE_", "").toLowerCase();
+    li.append(el("div", "role", role + (m.toolCallId ? ` \u2192 ${m.toolCallId}` : "") + (m.toolCallIds ? ` calls ${m.toolCallIds.join(", ")}` : "")));
+    li.append(el("pre", "", m.content || ""));
+    root.append(li);
+    if (i === statics - 1) {
+      root.append(el("li", "mark boundary", `\u25b2 static prefix ends (${statics} messages, hash ${(cache.prefixHash || "").slice(0, 16)}\u2026)`));
+    }
+    for (const b of breakpoints) {
+      if (Number(b.index || 0) === i) root.append(el("li", "mark breakpoint", `\u2702 cache breakpoint: ${BREAKPOINT[b.kind] || b.kind}`));
+    }
+  });
+}
+
+function drawReport(decisions) {
+  const body = $("report").tBodies[0];
+  body.replaceChildren();
+  for (const d of decisions) {
+    const tr = el("tr");
+    const outcome = (d.outcome || "").replace("OUTCOME_", "").toLowerCase();
+    const kind = (d.kind || "").replace("BLOCK_KIND_", "").toLowerCase();
+    tr.append(el("td", "", d.name), el("td", "", kind), el("td", "num", d.priority || 0), el("td", `o-${outcome}`, outcome));
+    tr.append(el("td", "num", `${d.tokensOfferedIsLowerBound ? "\u2265" : ""}${d.tokensOffered || 0}`), el("td", "num", d.tokensKept || 0));
+    tr.append(el("td", "", d.reason || ""));
+    body.append(tr);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", init);

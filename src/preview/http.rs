@@ -1,0 +1,214 @@
+//! The preview's HTTP/1 listener: the embedded page and the JSON API, with
+//! the `/metrics` endpoint's protections (`server::metrics_http`): a
+//! header-read timeout, and here also a bounded body read under a deadline.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue};
+use hyper::{
+    Method, Request, Response, StatusCode, body::Incoming, server::conn::http1, service::service_fn,
+};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::Preview;
+use super::api::{self, ApiError};
+
+/// A connection whose request headers have not all arrived by then is
+/// closed (as `/metrics` does).
+pub const PREVIEW_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// A request body not received in full by then is answered 408: a slow
+/// client cannot hold a connection and its buffer for ever.
+pub const PREVIEW_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The page: no external URL, no inline script (the policy below forbids
+/// both).
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+/// Everything from this origin only; nothing framed, nothing inline.
+const CSP: &str =
+    "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/// Serves connections until the task is dropped.
+pub(super) async fn serve(listener: TcpListener, state: Arc<Preview>) {
+    let max_connections = state.admission.limits().max_connections;
+    let slots = Arc::new(Semaphore::new(max_connections as usize));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // E.g. out of file descriptors: back off instead of spinning.
+                tracing::warn!(err = %e, "preview accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // At `limits.max_connections` a connection is closed at once, as
+        // the gRPC listener does.
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::debug!(
+                limit = max_connections,
+                "preview connection limit reached: closed"
+            );
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let _slot = slot;
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let state = Arc::clone(&state);
+                async move { Ok::<_, Infallible>(route(state, req).await) }
+            });
+            if let Err(e) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(PREVIEW_HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await
+            {
+                tracing::debug!(err = %e, "preview connection ended");
+            }
+        });
+    }
+}
+
+/// Answers one request.
+async fn route(state: Arc<Preview>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    if !state.any_host && !loopback_host(req.headers().get(HOST)) {
+        let e = ApiError::new(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN_HOST",
+            "the Host header is not a loopback name (start with --allow-remote to serve other names)",
+        );
+        return json(e.status, &e.body());
+    }
+    let path = req.uri().path().to_owned();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/" | "/index.html") => asset(INDEX_HTML, "text/html; charset=utf-8"),
+        (&Method::GET, "/app.js") => asset(APP_JS, "text/javascript; charset=utf-8"),
+        (&Method::GET, "/app.css") => asset(APP_CSS, "text/css; charset=utf-8"),
+        (&Method::GET, "/api/models") => json(StatusCode::OK, &api::models(&state)),
+        (&Method::GET, "/api/examples") => json(StatusCode::OK, &api::examples(&state)),
+        (&Method::POST, "/api/assemble") => {
+            let answer = match read_body(&state, req).await {
+                Ok(body) => api::assemble(state, &body).await,
+                Err(e) => Err(e),
+            };
+            match answer {
+                Ok(v) => json(StatusCode::OK, &v),
+                Err(e) => json(e.status, &e.body()),
+            }
+        }
+        (
+            _,
+            "/" | "/index.html" | "/app.js" | "/app.css" | "/api/models" | "/api/examples" | "/api/assemble",
+        ) => {
+            let e = ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "METHOD_NOT_ALLOWED",
+                "method not allowed",
+            );
+            json(e.status, &e.body())
+        }
+        _ => {
+            let e = ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NOT_FOUND",
+                format!("no such page: {path}"),
+            );
+            json(e.status, &e.body())
+        }
+    }
+}
+
+/// Whether `host` names this machine: the page has no authentication, so
+/// a page of another site that a rebound DNS name points here must not be
+/// able to read it.
+fn loopback_host(host: Option<&HeaderValue>) -> bool {
+    let Some(host) = host.and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.rsplit_once(':') {
+        // `[::1]:8080`, `127.0.0.1:8080`, `localhost:8080`
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The body of a JSON request, at most `limits.max_request_bytes`, read
+/// under [`PREVIEW_BODY_TIMEOUT`].
+async fn read_body(state: &Preview, req: Request<Incoming>) -> Result<Bytes, ApiError> {
+    let limit = state.admission.max_request_bytes();
+    let json_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json_type {
+        // A cross-site form cannot send this type without a CORS preflight,
+        // which is never granted.
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UNSUPPORTED_MEDIA_TYPE",
+            "send the body as application/json",
+        ));
+    }
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > u64::from(limit)) {
+        return Err(ApiError::too_large(declared, limit));
+    }
+    let body = Limited::new(req.into_body(), limit as usize);
+    match tokio::time::timeout(PREVIEW_BODY_TIMEOUT, body.collect()).await {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "REQUEST_TIMEOUT",
+            format!(
+                "the body did not arrive within {} s",
+                PREVIEW_BODY_TIMEOUT.as_secs()
+            ),
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(None, limit)),
+        Ok(Err(e)) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BAD_BODY",
+            format!("cannot read the body: {e}"),
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+/// An embedded asset.
+fn asset(text: &'static str, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// A JSON answer.
+fn json(status: StatusCode, value: &Value) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(value.to_string())));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""The preview page in a real browser: headless Chromium (Debian's package)
+driven by selenium through chromedriver.
+
+Usage: browser_test.py BINARY
+
+Starts `BINARY preview --listen 127.0.0.1:0`, opens the page, and checks that
+  - the 32k example loads and moving the budget slider changes the kept set;
+  - the filtered item's content never reaches the page (its id does);
+  - a pasted request that is not JSON shows its error, not a blank page;
+  - a BUDGET_OVERFLOW shows its numbers.
+Screenshots go to a temporary directory printed at the start and kept.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+# In examples/rag-32k.json, the content of the item `partner-discounts`,
+# which the principal may not see (it lacks the scope "finance").
+FILTERED_MARKER = "ACME-PARTNER-7731"
+FILTERED_ID = "partner-discounts"
+# Planted in the filtered item of a pasted request.
+PASTED_MARKER = "PASTED-MARKER-9f3a61"
+TIMEOUT = 30
+
+
+def start(binary):
+    proc = subprocess.Popen(
+        [binary, "preview", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline().strip()
+    prefix = "preview listening on http://"
+    if not line.startswith(prefix):
+        proc.kill()
+        raise SystemExit(f"unexpected first line {line!r}: {proc.stderr.read()}")
+    return proc, line[len(prefix):]
+
+
+def browser(profile):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    # Without the background-networking flags Chromium waits on network
+    # services a closed machine never answers.
+    for flag in [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--lang=en-US",
+        f"--user-data-dir={profile}",
+    ]:
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def kept_ids(driver):
+    return sorted(
+        e.get_attribute("data-id")
+        for e in driver.find_elements(By.CSS_SELECTOR, "#blocks .item")
+        if e.get_attribute("data-outcome") in ("kept", "compacted", "generated")
+    )
+
+
+def answered(driver, after):
+    """Waits until an answer newer than sequence number `after` is drawn."""
+    WebDriverWait(driver, TIMEOUT).until(
+        lambda d: int(d.find_element(By.TAG_NAME, "body").get_attribute("data-seq") or 0) > after
+        and not d.find_element(By.TAG_NAME, "body").get_attribute("data-busy")
+    )
+    return int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-seq"))
+
+
+def seq(driver):
+    return int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-seq") or 0)
+
+
+def set_slider(driver, value):
+    driver.execute_script(
+        "const s = document.getElementById('budget');"
+        "s.value = String(arguments[0]);"
+        "s.dispatchEvent(new Event('input', {bubbles: true}));",
+        value,
+    )
+
+
+def main():
+    binary = sys.argv[1]
+    out = tempfile.mkdtemp(prefix="preview-browser-")
+    print(f"screenshots in {out}", flush=True)
+    proc, addr = start(binary)
+    profile = tempfile.mkdtemp(prefix="preview-chromium-")
+    driver = None
+    try:
+        driver = browser(profile)
+        # A 1280x900 page whatever the window's decorations take.
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        )
+        driver.get(f"http://{addr}/")
+        first = answered(driver, 0)
+
+        Select(driver.find_element(By.ID, "source")).select_by_value("example:rag-32k")
+        n = answered(driver, first)
+        full = kept_ids(driver)
+        assert full, "nothing kept at the example's budget"
+        ids = [e.get_attribute("data-id") for e in driver.find_elements(By.CSS_SELECTOR, "#blocks .item.filtered")]
+        assert FILTERED_ID in ids, f"the filtered item is not listed by id: {ids}"
+        driver.save_screenshot(os.path.join(out, "1-rag-32k.png"))
+
+        # Several moves within the debounce: only the last is shown.
+        for value in (20000, 15000, 9000):
+            set_slider(driver, value)
+        n = answered(driver, n)
+        small = kept_ids(driver)
+        assert set(small) < set(full), f"a 9k budget kept {small}, not a subset of {full}"
+        budget = driver.find_element(By.ID, "summary").text
+        assert "/ 9,000 tokens" in budget, budget
+        driver.save_screenshot(os.path.join(out, "2-slider-9k.png"))
+
+        # Between: some evidence falls back to its compact form.
+        set_slider(driver, 18000)
+        n = answered(driver, n)
+        assert driver.find_elements(By.CSS_SELECTOR, "#blocks .item.compacted"), "nothing compacted at 18k"
+        driver.save_screenshot(os.path.join(out, "3-slider-18k.png"))
+
+        set_slider(driver, 32000)
+        n = answered(driver, n)
+        assert kept_ids(driver) == full, "moving the slider back did not restore the kept set"
+        assert FILTERED_MARKER not in driver.page_source, "filtered content reached the page"
+
+        # Not JSON: the error, not a blank page; the last drawing stays (dimmed).
+        driver.find_element(By.CSS_SELECTOR, "#paste-box summary").click()
+        driver.find_element(By.ID, "paste").send_keys('{"model": "gpt-4o", "query": ')
+        driver.find_element(By.ID, "paste-go").click()
+        n = answered(driver, n)
+        error = driver.find_element(By.ID, "error")
+        assert error.is_displayed(), "the error is not shown"
+        assert "INVALID_JSON" in error.text and "HTTP 400" in error.text, error.text
+        assert driver.find_elements(By.CSS_SELECTOR, "#blocks .item"), "the page went blank"
+        driver.save_screenshot(os.path.join(out, "4-bad-json.png"))
+
+        # A pasted request: its filtered item's content stays off the page too.
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "request.json")) as f:
+            pasted = json.load(f)
+        pasted["blocks"][1]["items"][2]["content"] = PASTED_MARKER
+        driver.execute_script("document.getElementById('paste').value = arguments[0];", json.dumps(pasted))
+        driver.find_element(By.ID, "paste-go").click()
+        n = answered(driver, n)
+        assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
+        assert "refunds" in kept_ids(driver)
+        assert PASTED_MARKER not in driver.page_source.replace(driver.find_element(By.ID, "paste").get_attribute("value"), "")
+        messages = driver.find_element(By.ID, "messages").text
+        assert PASTED_MARKER not in messages and "Annual plans bought in the EU" in messages, messages
+
+        # Non-cuttable content over the budget: BUDGET_OVERFLOW with its numbers.
+        Select(driver.find_element(By.ID, "source")).select_by_value("example:support")
+        n = answered(driver, n)
+        assert not driver.find_element(By.ID, "error").is_displayed()
+        set_slider(driver, 20)
+        n = answered(driver, n)
+        error = driver.find_element(By.ID, "error")
+        assert "BUDGET_OVERFLOW" in error.text and "nonCuttableTokens" in error.text, error.text
+        assert '"budget": 20' in error.text, error.text
+        driver.save_screenshot(os.path.join(out, "5-budget-overflow.png"))
+        assert "Internal margin table" not in driver.page_source, "filtered content reached the page"
+    finally:
+        if driver is not None:
+            driver.quit()
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+    print("preview browser test: ok")
+
+
+if __name__ == "__main__":
+    main()
