@@ -297,6 +297,28 @@ async fn calls_are_spans_continuing_the_callers_trace_with_phase_children_and_no
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_still_queued_at_shutdown_are_flushed_by_the_drain() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let server = TestServer::start_with(context_assembler::config::ServeArgs {
+        otlp_endpoint: Some(endpoint),
+        ..TestServer::args()
+    })
+    .await;
+    server.client().assemble(marked_request("flushed")).await.unwrap();
+    // Stopped at once: before the export interval has passed, so only the
+    // drain's flush can have sent the span.
+    server.stop().await;
+    let received = receiver.spans();
+    assert!(
+        received
+            .iter()
+            .any(|s| attr(s, "context_assembler.request_id") == Some(&Value::StringValue("flushed".into()))),
+        "{received:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_collector_down_calls_succeed_and_dropped_spans_are_counted() {
     // A port that was just free: nothing listens there.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

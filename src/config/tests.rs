@@ -525,12 +525,12 @@ fn tracing_is_off_unless_an_endpoint_is_configured_and_the_flag_wins_over_the_fi
         "--config",
         path,
         "--otlp-endpoint",
-        "https://flag-collector:4317",
+        "http://flag-collector:4317",
         "--otlp-service-name",
         "from-flag",
     ]);
     let t = cli.serve.validate().unwrap().tracing.unwrap();
-    assert_eq!(t.endpoint, "https://flag-collector:4317");
+    assert_eq!(t.endpoint, "http://flag-collector:4317");
     assert_eq!(t.service_name, "from-flag");
     // The flag turns off what the file turns on.
     let cli = parse(&["--config", path, "--otlp-endpoint", ""]);
@@ -549,7 +549,13 @@ fn tracing_is_off_unless_an_endpoint_is_configured_and_the_flag_wins_over_the_fi
 
 #[test]
 fn a_malformed_otlp_endpoint_is_refused_by_name() {
-    for bad in ["collector:4317", "ftp://collector:4317", "http://", "http://a b"] {
+    for bad in [
+        "collector:4317",
+        "ftp://collector:4317",
+        "http://",
+        "http://a b",
+        "https://c:4317",
+    ] {
         let err = parse(&["--otlp-endpoint", bad]).serve.validate().unwrap_err();
         assert_eq!(err.key, "--otlp-endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)", "{bad}");
     }

@@ -126,7 +126,10 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let (Some(exporter), Some(method)) = (&self.exporter, method(req.uri().path())) else {
+        let Some(exporter) = &self.exporter else {
+            return Either::Left(self.inner.call(req));
+        };
+        let Some(method) = method(req.uri().path()) else {
             return Either::Left(self.inner.call(req));
         };
         let parent = req

@@ -260,18 +260,21 @@ pub struct TraceSettings {
     pub export_timeout: Duration,
 }
 
-/// Checks an OTLP endpoint: an `http://` or `https://` URI with a host.
+/// Checks an OTLP endpoint: an `http://` URI with a host. (The exporter's
+/// channel has no TLS: an `https://` collector is refused here rather than
+/// failing every export later; run the collector as a local agent.)
 pub fn check_endpoint(endpoint: &str) -> Result<(), String> {
     let uri: http::Uri = endpoint
         .parse()
         .map_err(|e| format!("otlp endpoint {endpoint:?} is not a URI: {e}"))?;
     match uri.scheme_str() {
-        Some("http" | "https") => {}
-        _ => {
+        Some("http") => {}
+        Some("https") => {
             return Err(format!(
-                "otlp endpoint {endpoint:?} must start with http:// or https://"
+                "otlp endpoint {endpoint:?}: https is not supported (no TLS for export): use http://"
             ));
         }
+        _ => return Err(format!("otlp endpoint {endpoint:?} must start with http://")),
     }
     if uri.host().is_none_or(str::is_empty) {
         return Err(format!("otlp endpoint {endpoint:?} has no host"));
@@ -532,8 +535,15 @@ mod tests {
     #[test]
     fn endpoints_are_checked() {
         assert!(check_endpoint("http://collector:4317").is_ok());
-        assert!(check_endpoint("https://10.0.0.1:4317").is_ok());
-        for bad in ["collector:4317", "ftp://x:1", "http://", "not a uri", ""] {
+        assert!(check_endpoint("http://10.0.0.1:4317/").is_ok());
+        for bad in [
+            "collector:4317",
+            "ftp://x:1",
+            "http://",
+            "not a uri",
+            "",
+            "https://c:4317",
+        ] {
             assert!(check_endpoint(bad).is_err(), "{bad}");
         }
     }
