@@ -404,12 +404,19 @@ async fn export_loop(
                 }
             }
             Some(Message::Flush(done)) => {
-                // What arrived before the flush is exported with it.
-                while let Ok(Message::Spans(spans)) = rx.try_recv() {
-                    pending.extend(spans);
+                // What arrived before the flush is exported with it (and
+                // any other flush waiting is answered by the same export).
+                let mut waiting = vec![done];
+                while let Ok(message) = rx.try_recv() {
+                    match message {
+                        Message::Spans(spans) => pending.extend(spans),
+                        Message::Flush(done) => waiting.push(done),
+                    }
                 }
                 export(&mut client, &resource, &queue, &settings, &mut pending).await;
-                let _ = done.send(());
+                for done in waiting {
+                    let _ = done.send(());
+                }
             }
         }
     }
