@@ -233,6 +233,11 @@ impl Call {
         if recording.phases_dropped > 0 {
             metrics::trace_spans_dropped(metrics::TRACE_DROPPED_TOO_MANY_PHASES, recording.phases_dropped);
         }
+        // With the collector down the queue stays full: count, never build.
+        if !self.exporter.has_room(recording.phases.len() + 1) {
+            self.exporter.dropped(recording.phases.len() + 1);
+            return;
+        }
         let code = self.code.unwrap_or(CODE_CANCELLED);
         let mut spans = Vec::with_capacity(recording.phases.len() + 1);
         // A phase may have begun before the call (decoding starts as the

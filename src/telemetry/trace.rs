@@ -332,6 +332,18 @@ impl Exporter {
         Ok(Exporter { queue })
     }
 
+    /// Whether `spans` more would fit the queue now: a caller that finds
+    /// no room counts them dropped with [`Exporter::dropped`] instead of
+    /// building them.
+    pub fn has_room(&self, spans: usize) -> bool {
+        self.queue.queued.load(Ordering::Relaxed) + spans <= self.queue.max
+    }
+
+    /// Counts `spans` dropped because the queue was full.
+    pub fn dropped(&self, spans: usize) {
+        metrics::trace_spans_dropped(metrics::TRACE_DROPPED_QUEUE_FULL, spans);
+    }
+
     /// Queues one request's spans, or drops them all (counted) when the
     /// queue is full. Never waits.
     pub fn submit(&self, spans: Vec<FinishedSpan>) {
