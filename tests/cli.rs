@@ -82,6 +82,44 @@ fn bad_configuration_exits_64_before_binding() {
 }
 
 #[test]
+fn the_standard_otel_environment_is_honoured_and_a_bad_endpoint_exits_64_before_binding() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    // The environment wins over the file.
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"[telemetry]\notlp_endpoint = \"http://file-collector:4317\"\n")
+        .unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", &addr, "--metrics-listen", "off"])
+        .env("CONTEXT_ASSEMBLER_CONFIG", file.path())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "collector-without-scheme:4317")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{stderr}");
+    // The flag wins over the environment: its bad value is the one named.
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", &addr, "--metrics-listen", "off"])
+        .args(["--otlp-endpoint", "ftp://flag:1"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env-collector:4317")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ftp://flag:1"), "{stderr}");
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", &addr, "--metrics-listen", "off"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env-collector:4317")
+        .env("OTEL_SERVICE_NAME", "n".repeat(300))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("OTEL_SERVICE_NAME"), "{stderr}");
+}
+
+#[test]
 fn a_bad_configuration_file_exits_64_naming_the_key_before_any_port_is_bound() {
     // The port is taken: a server that bound before validating would fail
     // with a bind error (exit 1) instead.

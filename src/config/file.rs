@@ -42,6 +42,9 @@ pub struct FileConfig {
     /// `[auth]`.
     #[serde(default)]
     pub auth: AuthSection,
+    /// `[telemetry]`.
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
     /// `[[models]]`: when present, the whole model table.
     pub models: Option<Vec<ModelEntry>>,
     /// `[policies.NAME]`: when present, every policy (`default` is added if
@@ -85,6 +88,20 @@ pub struct CacheSection {
     pub mib: Option<u64>,
     /// Prefix family names (metric labels).
     pub families: Option<Vec<String>>,
+}
+
+/// `[telemetry]`: trace export over OTLP/gRPC.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// The collector's URI; empty or `off` exports nothing.
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` of exported spans.
+    pub service_name: Option<String>,
+    /// Spans waiting for export at most; more are dropped (counted).
+    pub max_queue_spans: Option<u64>,
+    /// The time one export call may take, in milliseconds.
+    pub export_timeout_ms: Option<u64>,
 }
 
 /// `[limits]`.
@@ -348,6 +365,12 @@ impl FileConfig {
             },
             auth: AuthSection {
                 clients: self.auth.clients.or(b.auth.clients),
+            },
+            telemetry: TelemetrySection {
+                otlp_endpoint: self.telemetry.otlp_endpoint.or(b.telemetry.otlp_endpoint),
+                service_name: self.telemetry.service_name.or(b.telemetry.service_name),
+                max_queue_spans: self.telemetry.max_queue_spans.or(b.telemetry.max_queue_spans),
+                export_timeout_ms: self.telemetry.export_timeout_ms.or(b.telemetry.export_timeout_ms),
             },
             models: self.models.or(b.models),
             policies: self.policies.or(b.policies),

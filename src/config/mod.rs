@@ -14,10 +14,12 @@ use crate::assemble::Catalog;
 use crate::memory::MemorySettings;
 use crate::memory::keeper::RecallFailure;
 use crate::memory::store::{Backend, DEFAULT_STATEMENT_TIMEOUT, Retention};
+use crate::telemetry::trace::TraceSettings;
 use crate::vocab::saturating_u32;
 
 pub mod auth;
 mod file;
+mod telemetry;
 mod tls;
 
 pub use file::{EMBEDDED_DEFAULT, FileConfig, default_catalog};
@@ -129,6 +131,12 @@ pub struct ServeArgs {
     /// PostgreSQL URL of the memory store (with --memory-store postgres).
     #[arg(long, env = "CONTEXT_ASSEMBLER_MEMORY_POSTGRES_URL", hide_env_values = true)]
     pub memory_postgres_url: Option<String>,
+    /// OTLP/gRPC collector for trace spans, e.g. http://otel-collector:4317; empty or `off` exports none [default: off].
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of exported spans [default: context-assembler].
+    #[arg(long, env = "OTEL_SERVICE_NAME")]
+    pub otlp_service_name: Option<String>,
 }
 
 /// Options of `assemble`.
@@ -226,6 +234,8 @@ pub struct ServerConfig {
     pub memory: MemorySettings,
     /// What each client certificate identity may claim (`[auth]`).
     pub auth: AuthSettings,
+    /// Trace export (`[telemetry]`), if an OTLP endpoint is configured.
+    pub tracing: Option<TraceSettings>,
 }
 
 /// What SIGHUP applies: the catalog and `[auth]`.
@@ -512,7 +522,9 @@ impl ServeArgs {
 
         let (memory_backend, memory) = self.memory(&f)?;
         let auth = auth::validate(&f.auth, tls.as_ref().is_some_and(|t| t.mutual))?;
+        let tracing = telemetry::validate(self, &f.telemetry)?;
         Ok(ServerConfig {
+            tracing,
             auth,
             memory_backend,
             memory,

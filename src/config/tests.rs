@@ -503,3 +503,76 @@ fn window_marks_are_read_per_policy_and_checked() {
         "policies.p.window_low_percent"
     );
 }
+
+#[test]
+fn tracing_is_off_unless_an_endpoint_is_configured_and_the_flag_wins_over_the_file() {
+    assert_eq!(parse(&[]).serve.validate().unwrap().tracing, None);
+    let (_f, cfg) = with_file("[telemetry]\notlp_endpoint = \"off\"\n");
+    assert_eq!(cfg.unwrap().tracing, None);
+    let (_f, cfg) = with_file(
+        "[telemetry]\notlp_endpoint = \"http://file-collector:4317\"\nservice_name = \"from-file\"\nmax_queue_spans = 7\nexport_timeout_ms = 250\n",
+    );
+    let t = cfg.unwrap().tracing.unwrap();
+    assert_eq!(t.endpoint, "http://file-collector:4317");
+    assert_eq!(t.service_name, "from-file");
+    assert_eq!(t.max_queue_spans, 7);
+    assert_eq!(t.export_timeout, Duration::from_millis(250));
+
+    let f =
+        file("[telemetry]\notlp_endpoint = \"http://file-collector:4317\"\nservice_name = \"from-file\"\n");
+    let path = f.path().to_str().unwrap();
+    let cli = parse(&[
+        "--config",
+        path,
+        "--otlp-endpoint",
+        "http://flag-collector:4317",
+        "--otlp-service-name",
+        "from-flag",
+    ]);
+    let t = cli.serve.validate().unwrap().tracing.unwrap();
+    assert_eq!(t.endpoint, "http://flag-collector:4317");
+    assert_eq!(t.service_name, "from-flag");
+    // The flag turns off what the file turns on.
+    let cli = parse(&["--config", path, "--otlp-endpoint", ""]);
+    assert_eq!(cli.serve.validate().unwrap().tracing, None);
+    // The defaults beside the endpoint.
+    let t = parse(&["--otlp-endpoint", "http://127.0.0.1:4317"])
+        .serve
+        .validate()
+        .unwrap()
+        .tracing
+        .unwrap();
+    assert_eq!(t.service_name, "context-assembler");
+    assert_eq!(t.max_queue_spans, 2048);
+    assert_eq!(t.export_timeout, Duration::from_secs(10));
+}
+
+#[test]
+fn a_malformed_otlp_endpoint_is_refused_by_name() {
+    for bad in [
+        "collector:4317",
+        "ftp://collector:4317",
+        "http://",
+        "http://a b",
+        "https://c:4317",
+    ] {
+        let err = parse(&["--otlp-endpoint", bad]).serve.validate().unwrap_err();
+        assert_eq!(err.key, "--otlp-endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)", "{bad}");
+    }
+    assert_eq!(
+        err_key("[telemetry]\notlp_endpoint = \"localhost\"\n"),
+        "telemetry.otlp_endpoint"
+    );
+    assert_eq!(
+        err_key("[telemetry]\notlp_endpoint = \"http://c:4317\"\nmax_queue_spans = 0\n"),
+        "telemetry.max_queue_spans"
+    );
+    assert_eq!(
+        err_key("[telemetry]\notlp_endpoint = \"http://c:4317\"\nexport_timeout_ms = 0\n"),
+        "telemetry.export_timeout_ms"
+    );
+    assert_eq!(
+        err_key("[telemetry]\notlp_endpoint = \"http://c:4317\"\nservice_name = \"\"\n"),
+        "telemetry.service_name"
+    );
+}

@@ -10,6 +10,7 @@ pub mod json;
 pub mod service;
 pub mod shape;
 pub mod status;
+pub mod trace;
 
 /// Generated protobuf types, tonic stubs and proto3-JSON serde impls.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -26,6 +26,7 @@ use crate::memory::{Memories, MemoryError, MemorySettings, RetainInput};
 use crate::prompt;
 use crate::prompt_cache;
 use crate::telemetry::metrics;
+use crate::telemetry::trace;
 use crate::vocab::Cancel;
 use crate::vocab::codes::RECALL_UNAVAILABLE;
 use crate::vocab::{self, FieldViolation};
@@ -144,6 +145,15 @@ impl AssemblerService {
         span.record("request_id", logged(&wire.request_id));
         span.record("model", logged(&wire.model));
         span.record("blocks", wire.blocks.len());
+        if trace::armed() {
+            trace::attribute("context_assembler.request_id", logged(&wire.request_id));
+            trace::attribute("context_assembler.model", logged(&wire.model));
+            trace::attribute("context_assembler.blocks", wire.blocks.len());
+            trace::attribute(
+                "context_assembler.items",
+                wire.blocks.iter().map(|b| b.items.len()).sum::<usize>(),
+            );
+        }
         check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
         let small = prost::Message::encoded_len(&wire) <= WARM_TRY_BYTES;
@@ -158,6 +168,7 @@ impl AssemblerService {
                 // not a CPU work slot: a slow store cannot starve assembly.
                 drop(permit);
                 let fetched = fetch(self.memories.clone(), spec, req.principal.scopes.clone()).await;
+                trace::phase(trace::PHASE_RECALL, fetched.1);
                 let done = settle(self.memories.settings(), &mut req, placement, fetched)?;
                 (Some(done), self.admission.admit().map_err(|r| refuse(rpc, r))?)
             }
@@ -181,7 +192,38 @@ impl AssemblerService {
         let answer = response(record(outcome), recalled);
         converted += converting.elapsed();
         metrics::phase(metrics::PHASE_CONVERT, converted);
+        if let Ok(a) = &answer {
+            traced(a);
+        }
         answer
+    }
+}
+
+/// Sets the trace attributes of an answered Assemble (when traced): sizes,
+/// counts and the prefix hash, never content.
+fn traced(a: &pb::AssembleResponse) {
+    if !trace::armed() {
+        return;
+    }
+    if let Some(u) = &a.usage {
+        trace::attribute("context_assembler.budget", u.budget);
+        trace::attribute("context_assembler.tokens.total", u.total_tokens);
+        trace::attribute("context_assembler.tokens.static", u.static_tokens);
+        trace::attribute("context_assembler.tokens.dynamic", u.dynamic_tokens);
+        trace::attribute("context_assembler.tokenizer", u.tokenizer.as_str());
+    }
+    if let Some(c) = &a.cache {
+        trace::attribute("context_assembler.prefix_hash", c.prefix_hash.as_str());
+        trace::attribute("context_assembler.prefix_cache_hit", c.prefix_cache_hit);
+    }
+    let kept: usize = a.decisions.iter().map(|d| d.kept_item_ids.len()).sum();
+    let dropped: usize = a.decisions.iter().map(|d| d.dropped_item_ids.len()).sum();
+    trace::attribute("context_assembler.items.kept", kept);
+    trace::attribute("context_assembler.items.dropped", dropped);
+    trace::attribute("context_assembler.messages", a.messages.len());
+    trace::attribute("context_assembler.warnings", a.warnings.len());
+    if let Some(r) = &a.recall {
+        trace::attribute("context_assembler.memories.recalled", r.recalled_ids.len());
     }
 }
 
@@ -355,8 +397,12 @@ async fn blocking<T: Send + 'static>(
     let cancel = Cancel::new();
     let _on_drop = CancelOnDrop(cancel.clone());
     let span = tracing::Span::current();
+    // The request's trace recorder (tracing on), so the domain's phases on
+    // the blocking pool are kept as spans.
+    let recorder = trace::current();
     let task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        let _recording = recorder.as_ref().map(trace::Recorder::enter);
         span.in_scope(|| f(&cancel))
     });
     task.await.map_err(|e| {
@@ -408,6 +454,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         };
         self.unary(RPC, request, slot, check, |wire, permit| async move {
             tracing::Span::current().record("requests", wire.requests.len());
+            trace::attribute("context_assembler.batch.requests", wire.requests.len());
             self.admission
                 .check_batch(wire.requests.len())
                 .map_err(|r| refuse(RPC, r))?;
@@ -445,6 +492,8 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 }
                 while let Some(joined) = fetches.join_next().await {
                     if let Ok((k, f)) = joined {
+                        // Ended about now: the recalls of a batch run together.
+                        trace::phase(trace::PHASE_RECALL, f.1);
                         fetched[k] = Some(f);
                     }
                 }

@@ -26,9 +26,11 @@ use crate::config::ServerConfig;
 use crate::grpc::admission::Admission;
 use crate::grpc::auth::{Authority, ClientIdentity};
 use crate::grpc::gate::Gate;
+use crate::grpc::trace::Traced;
 use crate::grpc::{AssemblerService, pb};
 use crate::memory::Memories;
 use crate::telemetry::metrics;
+use crate::telemetry::trace::Exporter;
 
 mod conn;
 pub mod memory;
@@ -78,6 +80,10 @@ fn max_response_bytes(max_request_bytes: u32) -> usize {
         .max(MIN_RESPONSE_BYTES)
 }
 
+/// How long, past the drain deadline, the last trace spans may take to
+/// reach the collector (at least).
+const TRACE_FLUSH_MIN: Duration = Duration::from_secs(1);
+
 /// How often the drain looks at what is still open.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
 /// Keep-alive pings find dead peers so their connections are freed.
@@ -100,6 +106,9 @@ pub enum ServeError {
     /// The metrics recorder could not be installed.
     #[error("metrics: {0}")]
     Metrics(String),
+    /// The trace exporter could not be started.
+    #[error("tracing: {0}")]
+    Tracing(String),
     /// Reflection could not be built from the descriptors.
     #[error("reflection: {0}")]
     Reflection(String),
@@ -176,6 +185,17 @@ impl Bound {
         } = self;
         let config = Arc::new(config);
         let handle = install_metrics()?;
+        let exporter = match &config.tracing {
+            Some(settings) => {
+                info!(
+                    endpoint = %settings.endpoint,
+                    service_name = %settings.service_name,
+                    "exporting trace spans over OTLP"
+                );
+                Some(Exporter::start(settings).map_err(ServeError::Tracing)?)
+            }
+            None => None,
+        };
         series::start(&assembler.catalog(), &memories.settings().types);
         if let Some(l) = metrics_listener {
             info!(
@@ -253,7 +273,10 @@ impl Bound {
         let (abandon_tx, abandon_rx) = watch::channel(false);
         let conn = Arc::new(Conn {
             http2,
-            service: Gate::new(routes, admission.clone(), drain_rx.clone()),
+            service: Traced::new(
+                Gate::new(routes, admission.clone(), drain_rx.clone()),
+                exporter.clone(),
+            ),
             calls: calls.clone(),
             abandon: abandon_rx,
         });
@@ -371,6 +394,15 @@ impl Bound {
             .await
         {
             warn!("memory store did not close within the drain deadline: its connections are dropped");
+        }
+        if let Some(exporter) = exporter {
+            let flush_by = deadline.max(tokio::time::Instant::now() + TRACE_FLUSH_MIN);
+            if !exporter
+                .flush(flush_by.saturating_duration_since(tokio::time::Instant::now()))
+                .await
+            {
+                warn!("trace spans not exported within the drain deadline: dropped");
+            }
         }
         Ok(())
     }

@@ -180,6 +180,17 @@ pub const MEMORY_STORE_UP: &str = "assembler_memory_store_up";
 /// assembled without memories.
 pub const MEMORY_RECALL_UNAVAILABLE_TOTAL: &str = "assembler_memory_recall_unavailable_total";
 
+/// Trace spans dropped instead of exported, by reason.
+pub const TRACE_SPANS_DROPPED_TOTAL: &str = "assembler_trace_spans_dropped_total";
+/// Trace spans the collector accepted.
+pub const TRACE_SPANS_EXPORTED_TOTAL: &str = "assembler_trace_spans_exported_total";
+/// Drop reason: the export queue was full (the collector is down or slow).
+pub const TRACE_DROPPED_QUEUE_FULL: &str = "queue_full";
+/// Drop reason: the export call failed or timed out.
+pub const TRACE_DROPPED_EXPORT_FAILED: &str = "export_failed";
+/// Drop reason: a request recorded more phases than a span may hold.
+pub const TRACE_DROPPED_TOO_MANY_PHASES: &str = "too_many_phases";
+
 /// Reload result: the file did not validate; the old configuration stays.
 pub const RELOAD_REFUSED: &str = "refused";
 
@@ -395,6 +406,16 @@ pub fn describe() {
         "recalls the memory store did not answer in time or failed (prompt assembled without memories, or request failed)"
     );
     describe_counter!(
+        TRACE_SPANS_DROPPED_TOTAL,
+        Unit::Count,
+        "trace spans dropped instead of exported, by reason (queue_full, export_failed, too_many_phases)"
+    );
+    describe_counter!(
+        TRACE_SPANS_EXPORTED_TOTAL,
+        Unit::Count,
+        "trace spans the OTLP collector accepted"
+    );
+    describe_counter!(
         CONFIG_RELOADS_TOTAL,
         Unit::Count,
         "configuration reloads on SIGHUP, by result (applied or refused)"
@@ -487,6 +508,24 @@ pub fn initialize(labels: &Labels) {
     for cause in [DELETED_RETENTION, DELETED_FORGET, DELETED_STORE_FULL] {
         counter!(MEMORIES_DELETED_TOTAL, "cause" => cause).increment(0);
     }
+    for reason in [
+        TRACE_DROPPED_QUEUE_FULL,
+        TRACE_DROPPED_EXPORT_FAILED,
+        TRACE_DROPPED_TOO_MANY_PHASES,
+    ] {
+        counter!(TRACE_SPANS_DROPPED_TOTAL, "reason" => reason).increment(0);
+    }
+    counter!(TRACE_SPANS_EXPORTED_TOTAL).increment(0);
+}
+
+/// Counts spans dropped for `reason` (one of the `TRACE_DROPPED_*`).
+pub fn trace_spans_dropped(reason: &'static str, spans: usize) {
+    counter!(TRACE_SPANS_DROPPED_TOTAL, "reason" => reason).increment(spans as u64);
+}
+
+/// Counts spans the collector accepted.
+pub fn trace_spans_exported(spans: usize) {
+    counter!(TRACE_SPANS_EXPORTED_TOTAL).increment(spans as u64);
 }
 
 /// The label values of [`initialize`]'s series that the domain owns.
@@ -578,8 +617,11 @@ pub fn refused(rpc: &'static str, reason: &'static str) {
 }
 
 /// Records the time one request spent in `phase` (one of [`PHASES`]).
+/// While a trace recorder is entered on this thread, the phase is also kept
+/// as a span (see [`super::trace`]).
 pub fn phase(phase: &'static str, took: Duration) {
     histogram!(PHASE_DURATION_SECONDS, "phase" => phase).record(took.as_secs_f64());
+    super::trace::phase(phase, took);
 }
 
 /// Sets the process gauges from `/proc/self` (Linux; elsewhere only the

@@ -1,9 +1,10 @@
-//! Telemetry: the tracing subscriber, the metric catalogue, and a reader of
-//! the exposition it serves.
+//! Telemetry: the tracing subscriber, the metric catalogue, a reader of the
+//! exposition it serves, and the export of trace spans over OTLP.
 
 pub mod exposition;
 pub mod metrics;
 pub mod process;
+pub mod trace;
 
 use tracing_subscriber::{EnvFilter, fmt};
 
