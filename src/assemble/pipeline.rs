@@ -80,7 +80,7 @@ pub(super) struct Pipeline<'a> {
     pub(super) warm_only: bool,
     /// Phases ended, recorded when the run ends well (a warm try that
     /// missed records none: its full run records them).
-    phases: Vec<(&'static str, Duration)>,
+    phases: Vec<(&'static str, Instant, Duration)>,
     /// The static prefix's facts and whether they were a hit, once looked up.
     prefix_lookup: Option<(PrefixFacts, bool)>,
 }
@@ -188,8 +188,8 @@ impl<'a> Pipeline<'a> {
     /// Records the phases and cache lookups of a run (not of a warm try
     /// that missed: the full run records its own).
     pub(super) fn record_lookups(&self) {
-        for &(phase, took) in &self.phases {
-            metrics::phase(phase, took);
+        for &(phase, end, took) in &self.phases {
+            metrics::phase_ended(phase, end, took);
         }
         if let Some((facts, hit)) = self.prefix_lookup {
             metrics::cache_lookups(
@@ -370,7 +370,7 @@ impl<'a> Pipeline<'a> {
     /// Records the time since the last phase ended as `phase`.
     fn end_phase(&mut self, phase: &'static str) {
         let now = Instant::now();
-        self.phases.push((phase, now.duration_since(self.lap)));
+        self.phases.push((phase, now, now.duration_since(self.lap)));
         self.lap = now;
     }
 

@@ -620,8 +620,13 @@ pub fn refused(rpc: &'static str, reason: &'static str) {
 /// While a trace recorder is entered on this thread, the phase is also kept
 /// as a span (see [`super::trace`]).
 pub fn phase(phase: &'static str, took: Duration) {
+    phase_ended(phase, std::time::Instant::now(), took);
+}
+
+/// [`phase`] for a phase that ended at `end` (recorded after the fact).
+pub fn phase_ended(phase: &'static str, end: std::time::Instant, took: Duration) {
     histogram!(PHASE_DURATION_SECONDS, "phase" => phase).record(took.as_secs_f64());
-    super::trace::phase(phase, took);
+    super::trace::phase_ended(phase, end, took);
 }
 
 /// Sets the process gauges from `/proc/self` (Linux; elsewhere only the

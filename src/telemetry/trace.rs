@@ -134,13 +134,14 @@ impl Recorder {
 
     /// Records a phase that ends now.
     pub fn phase(&self, name: &'static str, took: Duration) {
+        self.phase_ended(name, Instant::now(), took);
+    }
+
+    /// Records a phase that ended at `end`.
+    pub fn phase_ended(&self, name: &'static str, end: Instant, took: Duration) {
         let mut r = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if r.phases.len() < MAX_PHASES {
-            r.phases.push(Phase {
-                name,
-                end: Instant::now(),
-                took,
-            });
+            r.phases.push(Phase { name, end, took });
         } else {
             r.phases_dropped += 1;
         }
@@ -193,12 +194,17 @@ pub fn armed() -> bool {
 
 /// Records a phase ending now on the current recorder, if any.
 pub fn phase(name: &'static str, took: Duration) {
+    phase_ended(name, Instant::now(), took);
+}
+
+/// Records a phase that ended at `end` on the current recorder, if any.
+pub fn phase_ended(name: &'static str, end: Instant, took: Duration) {
     if !ENABLED.load(Ordering::Relaxed) {
         return;
     }
     CURRENT.with(|c| {
         if let Some(r) = c.borrow().as_ref() {
-            r.phase(name, took);
+            r.phase_ended(name, end, took);
         }
     });
 }
