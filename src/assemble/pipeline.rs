@@ -165,6 +165,13 @@ impl<'a> Pipeline<'a> {
         if self.cancel.is_cancelled() {
             return None;
         }
+        // Far more bytes than the limit: a scan of its words may prove it
+        // cannot fit, before hashing it for the cache (an item offered the
+        // little room left costs what the room holds, not what it offers).
+        let long = usize::try_from(limit).is_ok_and(|l| l < text.len() / 4);
+        if long && self.tok.surely_over(text, limit) {
+            return None;
+        }
         if self.warm_only {
             let n = self.asm.segments.cached_at_most(self.tok, text, limit);
             return self.hit_or_missed(n).flatten();

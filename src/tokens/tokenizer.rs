@@ -253,6 +253,32 @@ impl Tokenizer {
         Some(self.with_margin(base as u64)).filter(|&n| n <= limit)
     }
 
+    /// Whether `text` surely counts more than `limit` tokens, from a scan
+    /// that counts none: a proof that it cannot fit, at the cost of reading
+    /// its bytes (stopping once the proof is made). Every piece the cl100k
+    /// and o200k pre-tokenizers cut holds the non-whitespace characters of
+    /// at most one whitespace-separated run (a piece is whitespace, or at
+    /// most one whitespace character and then non-whitespace ones), and
+    /// counts at least one token, so a text counts at least as many tokens
+    /// as it has runs (the margin only adds). Only ASCII whitespace
+    /// separates runs here: other whitespace joins two runs into one, which
+    /// keeps the bound a bound.
+    pub fn surely_over(&self, text: &str, limit: u32) -> bool {
+        let mut runs = 0u32;
+        let mut in_run = false;
+        for &b in text.as_bytes() {
+            let space = matches!(b, b'\t'..=b'\r' | b' ');
+            if !space && !in_run {
+                if runs == limit {
+                    return true;
+                }
+                runs += 1;
+            }
+            in_run = !space;
+        }
+        false
+    }
+
     /// How many of the ascending byte offsets `ends` into `text` probably
     /// leave a prefix that, with `extra` (a text counted beside it), counts
     /// at most `limit`: one pass that stops past the limit, so bounded by

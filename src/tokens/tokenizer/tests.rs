@@ -130,6 +130,20 @@ fn estimate_adds_its_margin_and_is_not_exact() {
     assert_eq!(exact.to_string(), "cl100k_base");
 }
 
+/// The proof is made on words and stops there; a text of fewer runs than
+/// the limit is never claimed.
+#[test]
+fn a_text_of_more_words_than_the_limit_is_surely_over_it() {
+    let tok = Tokenizer::exact(Encoding::O200kBase);
+    assert!(tok.surely_over("one two three four", 3));
+    assert!(!tok.surely_over("one two three four", 4));
+    assert!(!tok.surely_over("  one\ttwo\n\n", 2));
+    assert!(tok.surely_over("  one\ttwo\n\nthree", 2));
+    // Non-ASCII whitespace does not separate here: one run.
+    assert!(!tok.surely_over("one\u{a0}two\u{3000}three", 1));
+    assert!(tok.surely_over(&"word ".repeat(1_000_000), 10));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -156,6 +170,22 @@ proptest! {
             let limit = u32::try_from((i64::from(n) + slack).max(0)).unwrap_or(0);
             let expected = Some(n).filter(|&n| n <= limit);
             prop_assert_eq!(tok.count_at_most(&text, limit), expected, "{} {:?} at {}", tok, text, limit);
+        }
+    }
+
+    /// A text has at most as many whitespace-separated runs as tokens: the
+    /// proof that it cannot fit never claims one that does (at its own
+    /// count, for both encodings and an estimate; tiktoken's count too).
+    #[test]
+    fn a_text_is_never_surely_over_its_count(
+        text in prop_oneof![adversarial_text(), "\\PC{0,200}", "[a-z \\t\\n\\x0b\\x0c\\r\\u{a0}\\u{3000}'.,!]{0,200}"],
+    ) {
+        for tok in [Tokenizer::exact(Encoding::Cl100kBase), Tokenizer::exact(Encoding::O200kBase), Tokenizer::estimate(Encoding::O200kBase, 20)] {
+            let n = tok.count(&text);
+            prop_assert!(!tok.surely_over(&text, n), "{} {:?}: {} tokens", tok, text, n);
+            if tok.is_exact() {
+                prop_assert!(!tok.surely_over(&text, reference_count(tok.encoding(), &text)));
+            }
         }
     }
 
