@@ -48,6 +48,10 @@ struct Args {
     /// The session workload of these turns instead of the replay.
     #[arg(long, value_parser = ["chat", "tool-heavy"])]
     sessions: Option<String>,
+    /// Replay only: how many budgets of content each request offers (as
+    /// `loadgen --offer`: 8 is about 8x, more evidence items of one size).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    offer: u16,
 }
 
 /// The session workload (4,000-character system prompt), session by session.
@@ -113,6 +117,7 @@ fn main() {
         turns: args.turns,
         prompt_tokens: args.prompt_tokens,
         seed: args.seed,
+        offer: usize::from(args.offer),
         ..Replay::default()
     };
     let bytes = jsonl(&shape, args.budget);
