@@ -480,7 +480,13 @@ async fn errors_carry_their_code_status_and_numbers() {
     )
     .await;
     assert!(chunked.starts_with("HTTP/1.1 413"), "{chunked}");
-    assert!(chunked.contains("REQUEST_TOO_LARGE"));
+    let (_, body) = chunked.split_once("\r\n\r\n").unwrap();
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        error(&v),
+        ("REQUEST_TOO_LARGE".to_owned(), json!({"limit": 4096})),
+        "no length declared, no value"
+    );
 
     // Not JSON by type, unknown path, wrong method, a foreign Host.
     let (status, _) = p
@@ -521,6 +527,60 @@ async fn a_connection_that_sends_no_headers_is_closed() {
     // broken server from hanging the test.
     let read = tokio::time::timeout(std::time::Duration::from_secs(60), stream.read_to_end(&mut out)).await;
     assert!(read.is_ok(), "the connection was held open");
+}
+
+/// A POST is admitted before its body is read: a body still arriving holds
+/// the only permit (`max_concurrency = 1`), so another POST is OVERLOADED
+/// (with its limit, no value); once that client goes away, the permit is
+/// free again.
+#[tokio::test]
+async fn a_body_still_arriving_holds_its_permit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("preview.toml");
+    std::fs::write(&config, "[limits]\nmax_concurrency = 1\n").unwrap();
+    let p = Preview::start(&["--config", config.to_str().unwrap()]);
+    let call = json!({"source": "example:support"});
+    let head = format!(
+        "POST /api/assemble HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         content-length: 100\r\n\r\n{{",
+        p.addr
+    );
+    // Polled under a generous bound: the verdict does not depend on speed.
+    let patience = || std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = patience();
+    let mut refused = None;
+    let mut slow;
+    loop {
+        // A slow request whose headers arrive while a probe is assembling
+        // is refused itself: then another one.
+        slow = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+        slow.write_all(head.as_bytes()).await.unwrap();
+        let (status, v, _) = p.assemble(&call).await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            refused = Some(v);
+            break;
+        }
+        assert_eq!(status, StatusCode::OK, "{v}");
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    let v = refused.expect("never refused while a body was arriving");
+    assert_eq!(v["error"]["code"], "OVERLOADED", "{v}");
+    assert_eq!(v["error"]["details"], json!({"limit": 1}), "{v}");
+    drop(slow);
+    let deadline = patience();
+    let mut freed = false;
+    while std::time::Instant::now() < deadline {
+        let (status, v, _) = p.assemble(&call).await;
+        if status == StatusCode::OK {
+            freed = true;
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+        tokio::task::yield_now().await;
+    }
+    assert!(freed, "the permit stayed taken after its client went away");
 }
 
 /// Writes `request` on a fresh connection and reads until it closes.
