@@ -8,7 +8,8 @@ Starts `BINARY preview --listen 127.0.0.1:0`, opens the page, and checks that
   - the 32k example loads and moving the budget slider changes the kept set;
   - the filtered item's content never reaches the page (its id does);
   - a pasted request that is not JSON shows its error, not a blank page;
-  - a BUDGET_OVERFLOW shows its numbers.
+  - a BUDGET_OVERFLOW shows its numbers;
+  - a late answer for the request picked before is not drawn.
 Screenshots go to a temporary directory printed at the start and kept.
 """
 
@@ -201,6 +202,46 @@ def main():
         assert '"budget": 20' in error.text, error.text
         driver.save_screenshot(os.path.join(out, "5-budget-overflow.png"))
         assert "Internal margin table" not in driver.page_source, "filtered content reached the page"
+
+        # Switching the request while an answer for the previous one is on its
+        # way: that late answer is dropped, not drawn, and the slider takes the
+        # new request's range. The page's fetch is wrapped so the late answer
+        # (rag-32k) is handed over first and the new one (support) only after
+        # the page has handled it: all microtasks run before a timeout fires.
+        driver.execute_script(
+            """
+            const realFetch = window.fetch;
+            let oldHandled;
+            const oldGiven = new Promise((resolve) => { oldHandled = resolve; });
+            window.fetch = async (url, options) => {
+              const source = JSON.parse((options && options.body) || "{}").source;
+              const r = await realFetch(url, options);
+              const text = await r.text();
+              if (source === "example:support") {
+                await oldGiven;
+                await new Promise((resolve) => setTimeout(resolve, 0));
+              }
+              return {
+                status: r.status,
+                ok: r.ok,
+                text: () => {
+                  if (source === "example:rag-32k") oldHandled();
+                  return Promise.resolve(text);
+                },
+              };
+            };
+            const pick = document.getElementById("source");
+            for (const value of ["example:rag-32k", "example:support"]) {
+              pick.value = value;
+              pick.dispatchEvent(new Event("change", { bubbles: true }));
+            }
+            """
+        )
+        n = answered_budget(driver, n, 290)
+        assert driver.find_element(By.ID, "budget").get_attribute("value") == "290", "the slider kept the late answer's range"
+        ids = [e.get_attribute("data-id") for e in driver.find_elements(By.CSS_SELECTOR, "#blocks .item")]
+        assert FILTERED_ID not in ids and "refunds" in ids, f"the late answer was drawn: {ids}"
+        assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
     finally:
         if driver is not None:
             driver.quit()
