@@ -9,7 +9,8 @@ Starts `BINARY preview --listen 127.0.0.1:0`, opens the page, and checks that
   - the filtered item's content never reaches the page (its id does);
   - a pasted request that is not JSON shows its error, not a blank page;
   - a BUDGET_OVERFLOW shows its numbers;
-  - a late answer for the request picked before is not drawn.
+  - a late answer for the request picked before is not drawn;
+  - an error answer while the page starts shows the server's error body.
 Screenshots go to a temporary directory printed at the start and kept.
 """
 
@@ -242,6 +243,26 @@ def main():
         ids = [e.get_attribute("data-id") for e in driver.find_elements(By.CSS_SELECTOR, "#blocks .item")]
         assert FILTERED_ID not in ids and "refunds" in ids, f"the late answer was drawn: {ids}"
         assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
+
+        # A non-2xx answer while the page starts shows the server's error body
+        # (here a 503 OVERLOADED made up in the page), not "UNREACHABLE".
+        driver.execute_cdp_cmd(
+            "Page.addScriptToEvaluateOnNewDocument",
+            {
+                "source": """
+                const realFetch = window.fetch;
+                window.fetch = (url, options) => String(url).endsWith("/api/models")
+                  ? Promise.resolve(new Response(
+                      JSON.stringify({ error: { code: "OVERLOADED", message: "made up", details: { limit: 1 } } }),
+                      { status: 503, headers: { "content-type": "application/json" } }))
+                  : realFetch(url, options);
+                """
+            },
+        )
+        driver.refresh()
+        WebDriverWait(driver, TIMEOUT).until(lambda d: d.find_element(By.ID, "error").is_displayed())
+        error = driver.find_element(By.ID, "error").text
+        assert "OVERLOADED (HTTP 503)" in error and "made up" in error and "UNREACHABLE" not in error, error
     finally:
         if driver is not None:
             driver.quit()
