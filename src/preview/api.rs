@@ -303,3 +303,38 @@ pub(super) fn refused(r: Refusal) -> ApiError {
         ..ApiError::new(status, reason, r.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::FieldViolation;
+
+    /// 1,000 violations of 10,000-character fields answer 16 of them, each
+    /// clipped, and the count of the rest, as the gRPC status does.
+    #[test]
+    fn invalid_argument_bodies_are_clipped() {
+        let long = "x".repeat(10_000);
+        let violations = vec![FieldViolation::new(long.clone(), long); 1_000];
+        let e = ApiError::from(AssembleError::InvalidArgument(violations));
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        let listed = e.details["violations"].as_array().map_or(0, Vec::len);
+        assert_eq!(listed, 16);
+        assert_eq!(e.details["more"], 984);
+        let field = e.details["violations"][0]["field"].as_str().unwrap_or_default();
+        assert_eq!(field.len(), 103, "100 characters and \"...\"");
+        assert!(e.message.len() < 16 * 2 * 110 + 100, "{}", e.message.len());
+        assert!(e.body().to_string().len() < 8 * 1024);
+    }
+
+    /// OVERLOADED says its limit, and no value (there is none to measure).
+    #[test]
+    fn overloaded_carries_its_limit_only() {
+        let e = refused(Refusal::Overloaded { limit: 3 });
+        assert_eq!(e.details, json!({ "limit": 3 }));
+        assert_eq!(ApiError::too_large(None, 10).details, json!({ "limit": 10 }));
+        assert_eq!(
+            ApiError::too_large(Some(12), 10).details,
+            json!({ "limit": 10, "value": 12 })
+        );
+    }
+}
