@@ -82,10 +82,9 @@ impl ApiError {
 }
 
 /// 422 for a request the assembler rejects, with the facts the gRPC status
-/// carries (`grpc::status::to_status`).
-/// Violations are clipped as the gRPC status clips them
-/// (`grpc::status::reported_violations`): a request of many bad fields, or
-/// of a very long id, gets a bounded answer.
+/// carries (`grpc::status::to_status`). Violations are clipped as the gRPC
+/// status clips them (`grpc::status::reported_violations`): a request of
+/// many bad fields, or of a very long id, gets a bounded answer.
 impl From<AssembleError> for ApiError {
     fn from(e: AssembleError) -> Self {
         let details = match &e {
