@@ -205,7 +205,7 @@ async fn the_kept_set_follows_the_budget() {
         .iter()
         .find(|w| w["code"] == "CHRONOLOGY_GAP")
         .unwrap();
-    assert_eq!(gap["blocks"], json!(["history"]), "{gap}");
+    assert_eq!(gap["blocks"], json!([{"index": 4, "name": "history"}]), "{gap}");
 
     // The static prefix and its cache marks.
     let view = &full["view"];
@@ -289,6 +289,94 @@ async fn a_filtered_items_content_reaches_no_answer() {
             assert!(!body.contains(m), "{m} reached an answer");
         }
     }
+}
+
+/// The links of all warnings of an answer to items (`view.warnings[].items`).
+fn item_links(answer: &Value) -> Vec<Value> {
+    answer["view"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["items"].as_array().unwrap().clone())
+        .collect()
+}
+
+/// `blocks` HISTORY blocks each holding one tool result of the same id
+/// whose call is nowhere: one orphan warning per block.
+fn orphans(blocks: usize) -> Value {
+    let blocks: Vec<Value> = (0..blocks)
+        .map(|b| {
+            json!({"name": format!("h{b}"), "kind": "BLOCK_KIND_HISTORY", "items": [
+                {"id": "t", "role": "ROLE_TOOL", "toolCallId": "missing", "content": "result"}
+            ]})
+        })
+        .collect();
+    json!({"request": {"model": "gpt-4o", "maxInputTokens": 8000, "query": "q", "blocks": blocks}})
+}
+
+/// Ids are unique per block only: a warning about one block's item links to
+/// that item alone, so the links grow with the warnings (n at n blocks), not
+/// with warnings x blocks, and so do the answer's bytes.
+#[tokio::test]
+async fn same_id_orphans_across_blocks_link_each_to_its_own_block() {
+    let p = Preview::start(&[]);
+    let mut sizes = Vec::new();
+    for n in [4, 32] {
+        let (status, answer, text) = p.assemble(&orphans(n)).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let links = item_links(&answer);
+        assert_eq!(links.len(), n, "{links:?}");
+        for (b, link) in links.iter().enumerate() {
+            assert_eq!(
+                link,
+                &json!({"blockIndex": b, "block": format!("h{b}"), "id": "t"})
+            );
+        }
+        sizes.push(text.len());
+    }
+    assert!(sizes[1] <= 8 * sizes[0] + 1024, "{sizes:?}");
+}
+
+/// The rag-32k example (its `history` block has a CHRONOLOGY_GAP at 32k)
+/// with `history` renamed to `quotes` double quotes.
+fn quoted_history(quotes: usize) -> Value {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rag-32k.json")).unwrap();
+    let mut request: Value = serde_json::from_str(&text).unwrap();
+    let name = if quotes == 0 {
+        "history".to_owned()
+    } else {
+        "\"".repeat(quotes)
+    };
+    request["blocks"][4]["name"] = json!(name);
+    json!({ "request": request })
+}
+
+/// A block name of many `"` is pointed at by index; the warning's message
+/// quoting it is never parsed, so the answer comes back and its bytes grow
+/// linearly with the name (n and 8n quotes).
+#[tokio::test]
+async fn a_block_name_of_many_quotes_costs_its_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("preview.toml");
+    std::fs::write(&config, "[limits]\nmax_request_bytes = 16777216\n").unwrap();
+    let p = Preview::start(&["--config", config.to_str().unwrap()]);
+    let mut sizes = Vec::new();
+    for quotes in [0, 20_000, 160_000] {
+        let (status, answer, text) = p.assemble(&quoted_history(quotes)).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let gap = answer["view"]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["code"] == "CHRONOLOGY_GAP")
+            .unwrap();
+        assert_eq!(gap["blocks"][0]["index"], 4);
+        assert_eq!(gap["blocks"][0]["name"], answer["view"]["blocks"][4]["name"]);
+        sizes.push(text.len());
+    }
+    let (grow_n, grow_8n) = (sizes[1] - sizes[0], sizes[2] - sizes[0]);
+    assert!(grow_n > 0 && grow_8n <= 8 * grow_n + 1024, "{sizes:?}");
 }
 
 #[tokio::test]
@@ -392,7 +480,13 @@ async fn errors_carry_their_code_status_and_numbers() {
     )
     .await;
     assert!(chunked.starts_with("HTTP/1.1 413"), "{chunked}");
-    assert!(chunked.contains("REQUEST_TOO_LARGE"));
+    let (_, body) = chunked.split_once("\r\n\r\n").unwrap();
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        error(&v),
+        ("REQUEST_TOO_LARGE".to_owned(), json!({"limit": 4096})),
+        "no length declared, no value"
+    );
 
     // Not JSON by type, unknown path, wrong method, a foreign Host.
     let (status, _) = p
@@ -433,6 +527,60 @@ async fn a_connection_that_sends_no_headers_is_closed() {
     // broken server from hanging the test.
     let read = tokio::time::timeout(std::time::Duration::from_secs(60), stream.read_to_end(&mut out)).await;
     assert!(read.is_ok(), "the connection was held open");
+}
+
+/// A POST is admitted before its body is read: a body still arriving holds
+/// the only permit (`max_concurrency = 1`), so another POST is OVERLOADED
+/// (with its limit, no value); once that client goes away, the permit is
+/// free again.
+#[tokio::test]
+async fn a_body_still_arriving_holds_its_permit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("preview.toml");
+    std::fs::write(&config, "[limits]\nmax_concurrency = 1\n").unwrap();
+    let p = Preview::start(&["--config", config.to_str().unwrap()]);
+    let call = json!({"source": "example:support"});
+    let head = format!(
+        "POST /api/assemble HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         content-length: 100\r\n\r\n{{",
+        p.addr
+    );
+    // Polled under a generous bound: the verdict does not depend on speed.
+    let patience = || std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = patience();
+    let mut refused = None;
+    let mut slow;
+    loop {
+        // A slow request whose headers arrive while a probe is assembling
+        // is refused itself: then another one.
+        slow = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+        slow.write_all(head.as_bytes()).await.unwrap();
+        let (status, v, _) = p.assemble(&call).await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            refused = Some(v);
+            break;
+        }
+        assert_eq!(status, StatusCode::OK, "{v}");
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    let v = refused.expect("never refused while a body was arriving");
+    assert_eq!(v["error"]["code"], "OVERLOADED", "{v}");
+    assert_eq!(v["error"]["details"], json!({"limit": 1}), "{v}");
+    drop(slow);
+    let deadline = patience();
+    let mut freed = false;
+    while std::time::Instant::now() < deadline {
+        let (status, v, _) = p.assemble(&call).await;
+        if status == StatusCode::OK {
+            freed = true;
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+        tokio::task::yield_now().await;
+    }
+    assert!(freed, "the permit stayed taken after its client went away");
 }
 
 /// Writes `request` on a fresh connection and reads until it closes.

@@ -23,7 +23,7 @@ use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::chat::{REPLY_PRIMING_TOKENS, message_tokens};
 use crate::tokens::{ModelSpec, Tokenizer};
-use crate::vocab::{Cancel, Role, Warning, codes, saturating_u32};
+use crate::vocab::{Cancel, Role, Warning, WarningRef, codes, saturating_u32};
 
 /// One unit of a block: a context item, or a turn with its tool results. A
 /// unit's members are (block, candidate) pairs: a tool call made at the end of
@@ -526,8 +526,17 @@ impl<'a> Pipeline<'a> {
                         "tool call without all of its results",
                     ),
                 };
-                self.warnings
-                    .push(Warning::new(code, format!("{what}, dropped: {}", ids.join(", "))));
+                let about = members
+                    .iter()
+                    .zip(&ids)
+                    .map(|(&(block, _), id)| WarningRef::Item {
+                        block,
+                        id: (*id).to_owned(),
+                    })
+                    .collect();
+                self.warnings.push(
+                    Warning::new(code, format!("{what}, dropped: {}", ids.join(", "))).with_about(about),
+                );
             }
             let owner = members.last().map_or(0, |&(b, _)| b);
             self.measured[owner].units.push(Unit {

@@ -6,7 +6,7 @@ use tracing::debug;
 use super::allocate::{Allocation, BlockFate, BlockPlan, DropReason, Form, Full};
 use super::pipeline::Measurement;
 use crate::prompt::{Block, BlockDecision, Outcome};
-use crate::vocab::{Warning, codes, saturating_u32};
+use crate::vocab::{Warning, WarningRef, codes, saturating_u32};
 
 /// The decisions, in request order, and warnings about gaps in the
 /// conversation. A turn unit that spans two blocks counts its tokens in the
@@ -132,17 +132,23 @@ fn warn_about_gaps(p: Measurement<'_>, plans: &[BlockPlan], alloc: &Allocation, 
     for (i, &b) in chrono.iter().enumerate() {
         let name = &p.req.blocks[b].name;
         if alloc.fates[b] == BlockFate::Gap {
-            warnings.push(Warning::new(
-                codes::CHRONOLOGY_GAP,
-                format!("block {name:?} dropped: newer turns were cut"),
-            ));
+            warnings.push(
+                Warning::new(
+                    codes::CHRONOLOGY_GAP,
+                    format!("block {name:?} dropped: newer turns were cut"),
+                )
+                .with_about(vec![WarningRef::Block(b)]),
+            );
         } else if alloc.forms[b].iter().any(|f| f.is_kept())
             && chrono[i + 1..].iter().any(|&newer| lost(newer))
         {
-            warnings.push(Warning::new(
-                codes::CHRONOLOGY_GAP,
-                format!("block {name:?} kept although newer turns were cut (it has the higher priority)"),
-            ));
+            warnings.push(
+                Warning::new(
+                    codes::CHRONOLOGY_GAP,
+                    format!("block {name:?} kept although newer turns were cut (it has the higher priority)"),
+                )
+                .with_about(vec![WarningRef::Block(b)]),
+            );
         }
     }
 }

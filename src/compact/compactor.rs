@@ -155,6 +155,7 @@ impl Compactor {
                     out.breaker.consecutive_failures,
                     r.settings.breaker_cooldown.as_secs()
                 ),
+                about: Vec::new(),
             });
             self.trim(req, &costs, &layout, &bounds, &r, &mut out, false);
         } else {
@@ -319,6 +320,7 @@ impl Compactor {
                      or the pinned items are too large ({} consecutive failures for this session)",
                     r.target, r.preserve, out.breaker.consecutive_failures
                 ),
+                about: Vec::new(),
             });
         }
         let mut messages = req.messages;
@@ -393,6 +395,7 @@ impl Compactor {
                     "{tokens} tokens after trimming, over the target of {}: only the last turn is left",
                     r.target
                 ),
+                about: Vec::new(),
             });
         }
         let mut messages = req.messages;
@@ -491,6 +494,7 @@ fn pairing_warnings(msgs: &[Msg], bounds: &Boundaries) -> Vec<Warning> {
                 "{} tool results without their call; they stay with the oldest messages",
                 bounds.orphans.len()
             ),
+            about: Vec::new(),
         });
     }
     let answered: std::collections::HashSet<&str> = msgs.iter().flat_map(Msg::tool_results).collect();
@@ -504,6 +508,7 @@ fn pairing_warnings(msgs: &[Msg], bounds: &Boundaries) -> Vec<Warning> {
         out.push(Warning {
             code: UNANSWERED_TOOL_CALL,
             message: format!("{unanswered} tool calls have no result in the conversation"),
+            about: Vec::new(),
         });
     }
     out

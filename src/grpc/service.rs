@@ -278,6 +278,7 @@ fn response(
         assembly.warnings.push(vocab::Warning {
             code: RECALL_UNAVAILABLE,
             message: "the memory store did not answer the recall in time: no memories recalled".into(),
+            about: Vec::new(),
         });
     }
     let report = recalled.map(|r| keeper::report(&assembly, &r.placement, &r.ids));
@@ -390,7 +391,7 @@ fn warm(assembler: &Assembler, catalog: &Catalog, req: prompt::AssembleRequest) 
 /// Runs CPU-bound domain work on the blocking pool, holding `permit` until
 /// the work itself ends. A panic there becomes INTERNAL instead of taking the
 /// connection down.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     permit: Permit,
     f: impl FnOnce(&Cancel) -> T + Send + 'static,
 ) -> Result<T, Status> {

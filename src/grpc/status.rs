@@ -38,36 +38,57 @@ const SHED_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(5
 /// (`google.rpc.RetryInfo`): long enough for a reconnect attempt.
 pub const MEMORY_RETRY_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// INVALID_ARGUMENT listing the bad fields in the message and a
-/// `BadRequest` detail.
-pub fn invalid_status(violations: &[FieldViolation]) -> Status {
-    /// Violations listed in the message and the `BadRequest` detail; the
-    /// message then says how many more there were.
-    const MAX_REPORTED_VIOLATIONS: usize = 16;
-    /// Characters kept of one field path or description.
-    const MAX_VIOLATION_CHARS: usize = 100;
+/// Violations an error lists (in the message and the `BadRequest` detail,
+/// and in the preview's error body); it then says how many more there were.
+pub const MAX_REPORTED_VIOLATIONS: usize = 16;
+/// Characters kept of one field path or description.
+pub const MAX_VIOLATION_CHARS: usize = 100;
+
+/// The violations an error reports, as (field, description) with each
+/// clipped to [`MAX_VIOLATION_CHARS`] characters, at most
+/// [`MAX_REPORTED_VIOLATIONS`] of them; and how many more there were.
+///
+/// Bounded: every header a client accepts has a size limit (10,000
+/// violations made one the client refused, failing the whole connection),
+/// and a description may quote an id of any length.
+pub fn reported_violations(violations: &[FieldViolation]) -> (Vec<(String, String)>, usize) {
     let clip = |s: &str| -> String {
         match s.char_indices().nth(MAX_VIOLATION_CHARS) {
             Some((at, _)) => format!("{}...", &s[..at]),
             None => s.to_owned(),
         }
     };
-    // Bounded: every header a client accepts has a size limit (10,000
-    // violations made one the client refused, failing the whole
-    // connection), and a description may quote an id of any length.
-    let mut details = ErrorDetails::new();
+    let reported = violations
+        .iter()
+        .take(MAX_REPORTED_VIOLATIONS)
+        .map(|v| (clip(&v.field), clip(&v.description)))
+        .collect();
+    (reported, violations.len().saturating_sub(MAX_REPORTED_VIOLATIONS))
+}
+
+/// The message of an INVALID_ARGUMENT for the [`reported_violations`].
+pub fn invalid_message(reported: &[(String, String)], more: usize) -> String {
     let mut message = String::from("invalid request: ");
-    for (i, v) in violations.iter().take(MAX_REPORTED_VIOLATIONS).enumerate() {
-        let (field, description) = (clip(&v.field), clip(&v.description));
+    for (i, (field, description)) in reported.iter().enumerate() {
         if i > 0 {
             message.push_str("; ");
         }
         message.push_str(&format!("{field}: {description}"));
-        details.add_bad_request_violation(field, description);
     }
-    let more = violations.len().saturating_sub(MAX_REPORTED_VIOLATIONS);
     if more > 0 {
         message.push_str(&format!("; and {more} more"));
+    }
+    message
+}
+
+/// INVALID_ARGUMENT listing the bad fields in the message and a
+/// `BadRequest` detail, clipped ([`reported_violations`]).
+pub fn invalid_status(violations: &[FieldViolation]) -> Status {
+    let (reported, more) = reported_violations(violations);
+    let message = invalid_message(&reported, more);
+    let mut details = ErrorDetails::new();
+    for (field, description) in reported {
+        details.add_bad_request_violation(field, description);
     }
     Status::with_error_details(Code::InvalidArgument, message, details)
 }

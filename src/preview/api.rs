@@ -7,20 +7,19 @@ use std::time::Instant;
 
 use hyper::StatusCode;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::{Preview, view};
 use crate::assemble::AssembleError;
-use crate::grpc::admission::Refusal;
+use crate::grpc::admission::{Permit, Refusal};
 use crate::grpc::json::{JsonError, request_from_json};
+use crate::grpc::service::blocking;
 use crate::grpc::status::{
     REASON_OVERLOADED, REASON_REQUEST_TOO_LARGE, REASON_TOO_MANY_BLOCKS, REASON_TOO_MANY_ITEMS,
+    invalid_message, reported_violations,
 };
 use crate::prompt::AssembleRequest;
-
-/// Field violations listed in an error's details (the gRPC status lists
-/// as many).
-const MAX_REPORTED_VIOLATIONS: usize = 16;
 
 /// An error answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,18 +82,24 @@ impl ApiError {
 }
 
 /// 422 for a request the assembler rejects, with the facts the gRPC status
-/// carries (`grpc::status::to_status`).
+/// carries (`grpc::status::to_status`). Violations are clipped as the gRPC
+/// status clips them (`grpc::status::reported_violations`): a request of
+/// many bad fields, or of a very long id, gets a bounded answer.
 impl From<AssembleError> for ApiError {
     fn from(e: AssembleError) -> Self {
         let details = match &e {
-            AssembleError::InvalidArgument(violations) => json!({
-                "violations": violations
-                    .iter()
-                    .take(MAX_REPORTED_VIOLATIONS)
-                    .map(|v| json!({ "field": v.field, "description": v.description }))
-                    .collect::<Vec<_>>(),
-                "more": violations.len().saturating_sub(MAX_REPORTED_VIOLATIONS),
-            }),
+            AssembleError::InvalidArgument(violations) => {
+                let (reported, more) = reported_violations(violations);
+                let message = invalid_message(&reported, more);
+                let listed: Vec<Value> = reported
+                    .into_iter()
+                    .map(|(field, description)| json!({ "field": field, "description": description }))
+                    .collect();
+                return ApiError {
+                    details: json!({ "violations": listed, "more": more }),
+                    ..ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.code(), message)
+                };
+            }
             AssembleError::BudgetOverflow {
                 non_cuttable_tokens,
                 budget,
@@ -161,8 +166,9 @@ pub(super) fn examples(state: &Preview) -> Value {
 struct AssembleCall {
     /// `example:NAME` or `file`.
     source: Option<String>,
-    /// A proto3-JSON `AssembleRequest`, as an object or as its text.
-    request: Option<Value>,
+    /// A proto3-JSON `AssembleRequest`, as an object or as its text; kept
+    /// as its raw text, so it is parsed once, into the request.
+    request: Option<Box<RawValue>>,
     /// Overrides `max_input_tokens` (the budget).
     #[serde(alias = "budget")]
     max_input_tokens: Option<u32>,
@@ -174,8 +180,10 @@ struct AssembleCall {
     policy: Option<String>,
 }
 
-/// `POST /api/assemble`.
-pub(super) async fn assemble(state: Arc<Preview>, body: &[u8]) -> Result<Value, ApiError> {
+/// `POST /api/assemble`, under `permit` (taken before the body was read):
+/// the permit moves into the blocking task and is held until the assembly
+/// itself ends, and a caller that goes away cancels the assembly.
+pub(super) async fn assemble(state: Arc<Preview>, permit: Permit, body: &[u8]) -> Result<Value, ApiError> {
     let call: AssembleCall = serde_json::from_slice(body).map_err(|e| ApiError::syntax(&e, "body"))?;
     let mut request = match (&call.source, &call.request) {
         (Some(name), None) => state
@@ -190,8 +198,11 @@ pub(super) async fn assemble(state: Arc<Preview>, body: &[u8]) -> Result<Value, 
                     format!("no request named {name:?}: see GET /api/examples"),
                 )
             })?,
-        (None, Some(Value::String(text))) => parse(text)?,
-        (None, Some(value)) => parse(&value.to_string())?,
+        (None, Some(raw)) if raw.get().starts_with('"') => {
+            let text: String = serde_json::from_str(raw.get()).map_err(|e| ApiError::syntax(&e, "body"))?;
+            parse(&text)?
+        }
+        (None, Some(raw)) => parse(raw.get())?,
         _ => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -217,17 +228,26 @@ pub(super) async fn assemble(state: Arc<Preview>, body: &[u8]) -> Result<Value, 
         .admission
         .check_shape(request.blocks.len(), items)
         .map_err(refused)?;
-    let _permit = state.admission.admit().map_err(refused)?;
+    // What the view reads of the request (ids, compact forms), taken
+    // before the request moves into the assembler.
+    let outline = view::Outline::of(&request);
     let worker = Arc::clone(&state);
-    tokio::task::spawn_blocking(move || {
-        let outline = request.clone();
+    let done = blocking(permit, move |cancel| {
         let started = Instant::now();
-        let assembly = worker.assembler.assemble(request)?;
+        let assembly = worker.assembler.assemble_cancellable(request, cancel)?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         Ok(view::answer(&worker.assembler, &outline, assembly, micros))
     })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", e.to_string()))?
+    .await;
+    // Never the panic payload (`blocking` logs `panicked` only): it may
+    // quote request content, even a filtered item's.
+    done.map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            "internal error while assembling",
+        )
+    })?
 }
 
 /// Parses a request the page sent, through the path `assemble FILE.json`
@@ -242,37 +262,78 @@ fn parse(text: &str) -> Result<AssembleRequest, ApiError> {
 /// The answer for a request refused by admission, with the reason and
 /// numbers the gRPC status carries (`grpc::status::refusal_status`).
 pub(super) fn refused(r: Refusal) -> ApiError {
+    // `value` is the measured number, present only when there is one: not
+    // for OVERLOADED (the limit is all there is to say).
     let (status, reason, limit, value) = match r {
         Refusal::TooLarge { bytes, limit } => (
             StatusCode::PAYLOAD_TOO_LARGE,
             REASON_REQUEST_TOO_LARGE,
             u64::from(limit),
-            u64::from(bytes),
+            Some(u64::from(bytes)),
         ),
         Refusal::TooManyBlocks { count, limit } => (
             StatusCode::PAYLOAD_TOO_LARGE,
             REASON_TOO_MANY_BLOCKS,
             u64::from(limit),
-            count as u64,
+            Some(count as u64),
         ),
         Refusal::TooManyItems { count, limit } => (
             StatusCode::PAYLOAD_TOO_LARGE,
             REASON_TOO_MANY_ITEMS,
             u64::from(limit),
-            count as u64,
+            Some(count as u64),
         ),
         Refusal::Overloaded { limit } => (
             StatusCode::SERVICE_UNAVAILABLE,
             REASON_OVERLOADED,
             u64::from(limit),
-            u64::from(limit),
+            None,
         ),
         // Not raised here: the preview has no batches, upload budget or
         // deadlines.
-        _ => (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", 0, 0),
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", 0, None),
+    };
+    let details = match value {
+        Some(value) => json!({ "limit": limit, "value": value }),
+        None => json!({ "limit": limit }),
     };
     ApiError {
-        details: json!({ "limit": limit, "value": value }),
+        details,
         ..ApiError::new(status, reason, r.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::FieldViolation;
+
+    /// 1,000 violations of 10,000-character fields answer 16 of them, each
+    /// clipped, and the count of the rest, as the gRPC status does.
+    #[test]
+    fn invalid_argument_bodies_are_clipped() {
+        let long = "x".repeat(10_000);
+        let violations = vec![FieldViolation::new(long.clone(), long); 1_000];
+        let e = ApiError::from(AssembleError::InvalidArgument(violations));
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        let listed = e.details["violations"].as_array().map_or(0, Vec::len);
+        assert_eq!(listed, 16);
+        assert_eq!(e.details["more"], 984);
+        let field = e.details["violations"][0]["field"].as_str().unwrap_or_default();
+        assert_eq!(field.len(), 103, "100 characters and \"...\"");
+        assert!(e.message.len() < 16 * 2 * 110 + 100, "{}", e.message.len());
+        assert!(e.body().to_string().len() < 8 * 1024);
+    }
+
+    /// OVERLOADED says its limit, and no value (there is none to measure).
+    #[test]
+    fn overloaded_carries_its_limit_only() {
+        let e = refused(Refusal::Overloaded { limit: 3 });
+        assert_eq!(e.details, json!({ "limit": 3 }));
+        assert_eq!(ApiError::too_large(None, 10).details, json!({ "limit": 10 }));
+        assert_eq!(
+            ApiError::too_large(Some(12), 10).details,
+            json!({ "limit": 10, "value": 12 })
+        );
     }
 }

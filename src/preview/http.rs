@@ -97,9 +97,14 @@ async fn route(state: Arc<Preview>, req: Request<Incoming>) -> Response<Full<Byt
         (&Method::GET, "/api/models") => json(StatusCode::OK, &api::models(&state)),
         (&Method::GET, "/api/examples") => json(StatusCode::OK, &api::examples(&state)),
         (&Method::POST, "/api/assemble") => {
-            let answer = match read_body(&state, req).await {
-                Ok(body) => api::assemble(state, &body).await,
-                Err(e) => Err(e),
+            // Admitted before the body is read: at `limits.max_concurrency`
+            // no further body is buffered.
+            let answer = match state.admission.admit() {
+                Err(r) => Err(api::refused(r)),
+                Ok(permit) => match read_body(&state, req).await {
+                    Ok(body) => api::assemble(state, permit, &body).await,
+                    Err(e) => Err(e),
+                },
             };
             match answer {
                 Ok(v) => json(StatusCode::OK, &v),

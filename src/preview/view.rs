@@ -3,10 +3,14 @@
 //! block, each item's outcome in block order, warnings pointed at their
 //! block or items, the cacheable share.
 //!
-//! Built from the assembly and its decision report; the request is read for
-//! its block and item ids (their order) and for the compact forms of
-//! compacted items, which are kept text. No other request text is read here,
-//! so a filtered item's content cannot reach the answer.
+//! Built from the assembly and its decision report; of the request only an
+//! [`Outline`] is read: its block and item ids (their order) and the compact
+//! forms of compacted items, which are kept text. No other request text is
+//! read here, so a filtered item's content cannot reach the answer.
+//!
+//! Warnings are pointed at their blocks and items by the references the
+//! pipeline gives them ([`Warning::about`]), never by reading their text:
+//! each warning costs what it lists.
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,34 +19,58 @@ use serde_json::{Value, json};
 use crate::assemble::{Assembler, CountTarget};
 use crate::grpc::json::response_to_json;
 use crate::prompt::{AssembleRequest, Assembly, BlockDecision};
-use crate::vocab::{Warning, codes};
+use crate::vocab::{Warning, WarningRef, codes};
 
-/// The answer to `POST /api/assemble` for `assembly` of `request`, which
-/// took `micros` to assemble.
-pub(super) fn answer(
-    assembler: &Assembler,
-    request: &AssembleRequest,
-    assembly: Assembly,
-    micros: u64,
-) -> Value {
+/// What the view reads of a request, taken before the request moves into
+/// the assembler: per block, its item ids in order and the compact forms.
+#[derive(Debug)]
+pub(super) struct Outline {
+    /// Per block of the request, its items as (id, compact form).
+    blocks: Vec<Vec<(String, Option<String>)>>,
+}
+
+impl Outline {
+    /// The outline of `request`.
+    pub(super) fn of(request: &AssembleRequest) -> Self {
+        Outline {
+            blocks: request
+                .blocks
+                .iter()
+                .map(|b| {
+                    b.items
+                        .iter()
+                        .map(|i| (i.id.clone(), i.compact_form.clone()))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The answer to `POST /api/assemble` for `assembly` of the request
+/// `outline` was taken from, which took `micros` to assemble.
+pub(super) fn answer(assembler: &Assembler, outline: &Outline, assembly: Assembly, micros: u64) -> Value {
     let counter = CountTarget::Model(assembly.model.clone());
     let count = |text: &str| assembler.count_tokens(&counter, text).map_or(0, |c| c.tokens);
     let blocks: Vec<Value> = assembly
         .decisions
         .iter()
-        .zip(&request.blocks)
-        .map(|(d, b)| {
-            let compact: HashMap<&str, &str> = b
-                .items
+        .zip(&outline.blocks)
+        .enumerate()
+        .map(|(index, (d, items))| {
+            let compact: HashMap<&str, &str> = items
                 .iter()
-                .filter_map(|i| Some((i.id.as_str(), i.compact_form.as_deref()?)))
+                .filter_map(|(id, form)| Some((id.as_str(), form.as_deref()?)))
                 .collect();
-            let ids = b.items.iter().map(|i| i.id.as_str());
-            block(d, ids, |id| compact.get(id).map_or(0, |t| count(t)))
+            let ids = items.iter().map(|(id, _)| id.as_str());
+            block(index, d, ids, |id| compact.get(id).map_or(0, |t| count(t)))
         })
         .collect();
-    let pointers = Pointers::new(&assembly.decisions);
-    let warnings: Vec<Value> = assembly.warnings.iter().map(|w| pointers.warning(w)).collect();
+    let warnings: Vec<Value> = assembly
+        .warnings
+        .iter()
+        .map(|w| warning(&assembly.decisions, w))
+        .collect();
     let u = &assembly.usage;
     let c = &assembly.cache;
     // What a provider can serve from its prompt cache on the next request
@@ -73,6 +101,7 @@ pub(super) fn answer(
 /// One block's bar and items. `ids` are the request's item ids in block
 /// order; `compact_tokens` counts an item's compact form.
 fn block<'a>(
+    index: usize,
     d: &'a BlockDecision,
     ids: impl Iterator<Item = &'a str>,
     compact_tokens: impl Fn(&str) -> u32,
@@ -115,6 +144,7 @@ fn block<'a>(
         .fold(0, u32::saturating_add)
         .min(d.tokens_kept);
     json!({
+        "index": index,
         "name": d.name,
         "kind": d.kind.as_str(),
         "priority": d.priority,
@@ -131,63 +161,34 @@ fn block<'a>(
     })
 }
 
-/// What a warning may point at: block names as the pipeline quotes them,
-/// and dropped items by id. Built once per answer, so pointing costs each
-/// warning its own length, not a product with the blocks or items (a
-/// request of many broken tool calls has as many warnings).
-struct Pointers<'a> {
-    /// `"name"` (Rust debug quoting, as in `block "name" dropped`) to name.
-    blocks: HashMap<String, &'a str>,
-    /// A dropped item's id to the blocks it was dropped from.
-    dropped: HashMap<&'a str, Vec<&'a str>>,
-}
-
-impl<'a> Pointers<'a> {
-    fn new(decisions: &'a [BlockDecision]) -> Self {
-        let mut dropped: HashMap<&str, Vec<&str>> = HashMap::new();
-        for d in decisions {
-            for id in &d.dropped_item_ids {
-                dropped.entry(id.as_str()).or_default().push(d.name.as_str());
+/// A warning with the blocks and items it is about (`decisions` are the
+/// blocks in request order), and whether it is about the static prefix.
+/// Linear in what the warning lists.
+fn warning(decisions: &[BlockDecision], w: &Warning) -> Value {
+    let name = |b: usize| decisions.get(b).map(|d| d.name.as_str());
+    let mut blocks: Vec<Value> = Vec::new();
+    let mut items: Vec<Value> = Vec::new();
+    for r in &w.about {
+        match r {
+            WarningRef::Block(b) => {
+                if let Some(n) = name(*b) {
+                    blocks.push(json!({ "index": b, "name": n }));
+                }
             }
-        }
-        Pointers {
-            blocks: decisions
-                .iter()
-                .map(|d| (format!("{:?}", d.name), d.name.as_str()))
-                .collect(),
-            dropped,
-        }
-    }
-
-    /// A warning with the block and items it is about: the block a
-    /// `block "NAME" ...` message names, the items a tool-call warning lists
-    /// after `dropped: `, the static prefix for `VOLATILE_PREFIX`.
-    fn warning(&self, w: &Warning) -> Value {
-        let mut blocks: Vec<&str> = Vec::new();
-        if let Some(rest) = w.message.strip_prefix("block ") {
-            // The quoted name ends at one of the quotes after the first.
-            let ends = rest.char_indices().skip(1).filter(|&(_, c)| c == '"');
-            if let Some(name) = ends.filter_map(|(at, _)| self.blocks.get(&rest[..=at])).next() {
-                blocks.push(name);
-            }
-        }
-        let mut items: Vec<Value> = Vec::new();
-        let tool_call = matches!(w.code, codes::ORPHAN_TOOL_RESULT | codes::INCOMPLETE_TOOL_CALL);
-        if let Some((_, list)) = w.message.rsplit_once("dropped: ").filter(|_| tool_call) {
-            for id in list.split(", ") {
-                for block in self.dropped.get(id).into_iter().flatten() {
-                    items.push(json!({ "block": block, "id": id }));
+            WarningRef::Item { block, id } => {
+                if let Some(n) = name(*block) {
+                    items.push(json!({ "blockIndex": block, "block": n, "id": id }));
                 }
             }
         }
-        json!({
-            "code": w.code,
-            "message": w.message,
-            "blocks": blocks,
-            "items": items,
-            "staticPrefix": w.code == codes::VOLATILE_PREFIX,
-        })
     }
+    json!({
+        "code": w.code,
+        "message": w.message,
+        "blocks": blocks,
+        "items": items,
+        "staticPrefix": w.code == codes::VOLATILE_PREFIX,
+    })
 }
 
 #[cfg(test)]
@@ -221,23 +222,59 @@ mod tests {
             decision("his\"tory", &[]),
             decision("recent", &["r1"]),
         ];
-        let p = Pointers::new(&decisions);
-        let gap = p.warning(&Warning::new(
-            codes::CHRONOLOGY_GAP,
-            format!("block {:?} dropped: newer turns were cut", "his\"tory"),
-        ));
-        assert_eq!(gap["blocks"], json!(["his\"tory"]));
+        let gap = warning(
+            &decisions,
+            &Warning::new(codes::CHRONOLOGY_GAP, "block dropped: newer turns were cut")
+                .with_about(vec![WarningRef::Block(1)]),
+        );
+        assert_eq!(gap["blocks"], json!([{"index": 1, "name": "his\"tory"}]));
         assert_eq!(gap["items"], json!([]));
-        let orphan = p.warning(&Warning::new(
-            codes::ORPHAN_TOOL_RESULT,
-            "tool result without its call, dropped: h2, r1",
-        ));
+        let item = |block: usize, id: &str| WarningRef::Item {
+            block,
+            id: id.to_owned(),
+        };
+        let orphan = warning(
+            &decisions,
+            &Warning::new(
+                codes::ORPHAN_TOOL_RESULT,
+                "tool result without its call, dropped: h2, r1",
+            )
+            .with_about(vec![item(0, "h2"), item(2, "r1")]),
+        );
         assert_eq!(orphan["blocks"], json!([]));
         assert_eq!(
             orphan["items"],
-            json!([{"block": "history", "id": "h2"}, {"block": "recent", "id": "r1"}])
+            json!([
+                {"blockIndex": 0, "block": "history", "id": "h2"},
+                {"blockIndex": 2, "block": "recent", "id": "r1"}
+            ])
         );
-        let volatile = p.warning(&Warning::new(codes::VOLATILE_PREFIX, "a timestamp"));
+        let volatile = warning(&decisions, &Warning::new(codes::VOLATILE_PREFIX, "a timestamp"));
         assert_eq!(volatile["staticPrefix"], true);
+        // The message is never read: a block named in it is not pointed at.
+        let text = warning(
+            &decisions,
+            &Warning::new(codes::CHRONOLOGY_GAP, format!("block {:?} dropped", "history")),
+        );
+        assert_eq!(text["blocks"], json!([]));
+    }
+
+    /// The same id in many blocks: a warning about one of them points at
+    /// that one only (ids are unique per block, not per request).
+    #[test]
+    fn a_warning_points_only_at_the_items_it_lists() {
+        let decisions: Vec<BlockDecision> = (0..64).map(|b| decision(&format!("b{b}"), &["t"])).collect();
+        let w = Warning::new(
+            codes::ORPHAN_TOOL_RESULT,
+            "tool result without its call, dropped: t",
+        )
+        .with_about(vec![WarningRef::Item {
+            block: 5,
+            id: "t".to_owned(),
+        }]);
+        assert_eq!(
+            warning(&decisions, &w)["items"],
+            json!([{"blockIndex": 5, "block": "b5", "id": "t"}])
+        );
     }
 }

@@ -18,7 +18,7 @@ mod warning;
 pub use cancel::{Cancel, Cancelled, Meter};
 pub use role::Role;
 pub use violation::FieldViolation;
-pub use warning::{Warning, codes};
+pub use warning::{Warning, WarningRef, codes};
 
 /// `n` as a `u32`, saturating at `u32::MAX` (counts and indexes reported on
 /// the wire are `u32`; a request cannot hold more, but the type says `usize`).

@@ -7,15 +7,43 @@ pub struct Warning {
     pub code: &'static str,
     /// Detail.
     pub message: String,
+    /// What it is about, by position in the request: the block it names,
+    /// the items it lists (never more than its message lists). Empty when
+    /// it is about the request as a whole. Not on the wire: the preview
+    /// points at blocks and items with it, without reading the message.
+    pub about: Vec<WarningRef>,
+}
+
+/// A block or item a [`Warning`] is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WarningRef {
+    /// The request's block at this index.
+    Block(usize),
+    /// The item of this id in the request's block at index `block`.
+    Item {
+        /// The block's index in the request.
+        block: usize,
+        /// The item's id (unique within its block).
+        id: String,
+    },
 }
 
 impl Warning {
-    /// A warning under `code` (one of [`codes`]).
+    /// A warning under `code` (one of [`codes`]), about nothing in
+    /// particular.
     pub fn new(code: &'static str, message: impl Into<String>) -> Self {
         Warning {
             code,
             message: message.into(),
+            about: Vec::new(),
         }
+    }
+
+    /// This warning, about `refs`.
+    #[must_use]
+    pub fn with_about(mut self, refs: Vec<WarningRef>) -> Self {
+        self.about = refs;
+        self
     }
 }
 

@@ -8,7 +8,9 @@ Starts `BINARY preview --listen 127.0.0.1:0`, opens the page, and checks that
   - the 32k example loads and moving the budget slider changes the kept set;
   - the filtered item's content never reaches the page (its id does);
   - a pasted request that is not JSON shows its error, not a blank page;
-  - a BUDGET_OVERFLOW shows its numbers.
+  - a BUDGET_OVERFLOW shows its numbers;
+  - a late answer for the request picked before is not drawn;
+  - an error answer while the page starts shows the server's error body.
 Screenshots go to a temporary directory printed at the start and kept.
 """
 
@@ -95,13 +97,29 @@ def seq(driver):
     return int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-seq") or 0)
 
 
-def set_slider(driver, value):
+def set_slider(driver, *values):
+    """Moves the slider through `values` in one script: no timer of the page
+    runs in between, so the moves all fall within its debounce."""
     driver.execute_script(
         "const s = document.getElementById('budget');"
-        "s.value = String(arguments[0]);"
-        "s.dispatchEvent(new Event('input', {bubbles: true}));",
-        value,
+        "for (const v of arguments[0]) {"
+        "  s.value = String(v);"
+        "  s.dispatchEvent(new Event('input', {bubbles: true}));"
+        "}",
+        list(values),
     )
+
+
+def answered_budget(driver, after, budget):
+    """Waits until an answer newer than `after` for `budget` is drawn and no
+    request is in flight; returns its sequence number."""
+    shown = f"/ {budget:,} tokens"
+    WebDriverWait(driver, TIMEOUT).until(
+        lambda d: seq(d) > after
+        and not d.find_element(By.TAG_NAME, "body").get_attribute("data-busy")
+        and shown in d.find_element(By.ID, "summary").text
+    )
+    return seq(driver)
 
 
 def main():
@@ -129,14 +147,14 @@ def main():
         assert FILTERED_ID in ids, f"the filtered item is not listed by id: {ids}"
         driver.save_screenshot(os.path.join(out, "1-rag-32k.png"))
 
-        # Several moves within the debounce: only the last is shown.
-        for value in (20000, 15000, 9000):
-            set_slider(driver, value)
-        n = answered(driver, n)
+        # Several moves within the debounce: one request, for the last value,
+        # and only its answer is shown.
+        set_slider(driver, 20000, 15000, 9000)
+        before = n
+        n = answered_budget(driver, n, 9000)
+        assert n == before + 1, f"{n - before} requests sent for one burst of moves"
         small = kept_ids(driver)
         assert set(small) < set(full), f"a 9k budget kept {small}, not a subset of {full}"
-        budget = driver.find_element(By.ID, "summary").text
-        assert "/ 9,000 tokens" in budget, budget
         driver.save_screenshot(os.path.join(out, "2-slider-9k.png"))
 
         # Between: some evidence falls back to its compact form.
@@ -185,6 +203,66 @@ def main():
         assert '"budget": 20' in error.text, error.text
         driver.save_screenshot(os.path.join(out, "5-budget-overflow.png"))
         assert "Internal margin table" not in driver.page_source, "filtered content reached the page"
+
+        # Switching the request while an answer for the previous one is on its
+        # way: that late answer is dropped, not drawn, and the slider takes the
+        # new request's range. The page's fetch is wrapped so the late answer
+        # (rag-32k) is handed over first and the new one (support) only after
+        # the page has handled it: all microtasks run before a timeout fires.
+        driver.execute_script(
+            """
+            const realFetch = window.fetch;
+            let oldHandled;
+            const oldGiven = new Promise((resolve) => { oldHandled = resolve; });
+            window.fetch = async (url, options) => {
+              const source = JSON.parse((options && options.body) || "{}").source;
+              const r = await realFetch(url, options);
+              const text = await r.text();
+              if (source === "example:support") {
+                await oldGiven;
+                await new Promise((resolve) => setTimeout(resolve, 0));
+              }
+              return {
+                status: r.status,
+                ok: r.ok,
+                text: () => {
+                  if (source === "example:rag-32k") oldHandled();
+                  return Promise.resolve(text);
+                },
+              };
+            };
+            const pick = document.getElementById("source");
+            for (const value of ["example:rag-32k", "example:support"]) {
+              pick.value = value;
+              pick.dispatchEvent(new Event("change", { bubbles: true }));
+            }
+            """
+        )
+        n = answered_budget(driver, n, 290)
+        assert driver.find_element(By.ID, "budget").get_attribute("value") == "290", "the slider kept the late answer's range"
+        ids = [e.get_attribute("data-id") for e in driver.find_elements(By.CSS_SELECTOR, "#blocks .item")]
+        assert FILTERED_ID not in ids and "refunds" in ids, f"the late answer was drawn: {ids}"
+        assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
+
+        # A non-2xx answer while the page starts shows the server's error body
+        # (here a 503 OVERLOADED made up in the page), not "UNREACHABLE".
+        driver.execute_cdp_cmd(
+            "Page.addScriptToEvaluateOnNewDocument",
+            {
+                "source": """
+                const realFetch = window.fetch;
+                window.fetch = (url, options) => String(url).endsWith("/api/models")
+                  ? Promise.resolve(new Response(
+                      JSON.stringify({ error: { code: "OVERLOADED", message: "made up", details: { limit: 1 } } }),
+                      { status: 503, headers: { "content-type": "application/json" } }))
+                  : realFetch(url, options);
+                """
+            },
+        )
+        driver.refresh()
+        WebDriverWait(driver, TIMEOUT).until(lambda d: d.find_element(By.ID, "error").is_displayed())
+        error = driver.find_element(By.ID, "error").text
+        assert "OVERLOADED (HTTP 503)" in error and "made up" in error and "UNREACHABLE" not in error, error
     finally:
         if driver is not None:
             driver.quit()

@@ -11,9 +11,11 @@ const state = {
   // {source: "example:NAME"} or {request: "pasted text"}
   current: null,
   overrides: {},
-  // Answers to older requests than the last one sent are dropped.
+  // Answers to older requests than the last one shown are dropped, and so
+  // are answers for an earlier load (another request picked since).
   sent: 0,
   shown: 0,
+  loaded: 0,
   timer: 0,
   rangeSet: false,
 };
@@ -25,9 +27,34 @@ function el(tag, cls, text) {
   return e;
 }
 
+/** A non-2xx answer: the server's error body and the HTTP status. */
+class ApiFailure extends Error {
+  constructor(error, status) {
+    super(error.message);
+    this.error = error;
+    this.status = status;
+  }
+}
+
+/** The error of a non-JSON answer body. */
+function notJson(status, text) {
+  return { code: `HTTP_${status}`, message: text.slice(0, 500), details: {} };
+}
+
+/** The JSON of a GET; a non-2xx answer throws an ApiFailure with its body. */
 async function getJson(path) {
   const r = await fetch(path);
-  return r.json();
+  const text = await r.text();
+  let body = null;
+  try {
+    body = JSON.parse(text);
+  } catch (_) {
+    body = null;
+  }
+  if (!r.ok || body === null) {
+    throw new ApiFailure(body && body.error ? body.error : notJson(r.status, text), r.status);
+  }
+  return body;
 }
 
 async function init() {
@@ -94,13 +121,17 @@ async function init() {
       load({ source: initial.source });
     }
   } catch (e) {
-    showError({ code: "UNREACHABLE", message: `cannot reach the preview server: ${e}`, details: {} });
+    if (e instanceof ApiFailure) showError(e.error, e.status);
+    else showError({ code: "UNREACHABLE", message: `cannot reach the preview server: ${e}`, details: {} });
   }
 }
 
 /** A new request: settings back to the request's own. */
 function load(current) {
+  clearTimeout(state.timer);
   state.current = current;
+  // The first request of this load; answers to earlier ones are dropped.
+  state.loaded = state.sent + 1;
   state.overrides = {};
   state.rangeSet = false;
   $("reserve").value = "";
@@ -132,12 +163,13 @@ async function send() {
     try {
       answer = JSON.parse(text);
     } catch (_) {
-      answer = { error: { code: `HTTP_${status}`, message: text.slice(0, 500), details: {} } };
+      answer = { error: notJson(status, text) };
     }
   } catch (e) {
     answer = { error: { code: "UNREACHABLE", message: `cannot reach the preview server: ${e}`, details: {} } };
   }
-  if (seq < state.shown) return;
+  // Never the last one sent (a load sends at once), so busy stays set.
+  if (seq < state.shown || seq < state.loaded) return;
   state.shown = seq;
   if (seq === state.sent) delete document.body.dataset.busy;
   if (answer.error) {
@@ -203,7 +235,7 @@ function drawBlocks(blocks) {
   const widest = Math.max(1, ...blocks.map((b) => Number(b.offeredTokens || 0)));
   for (const b of blocks) {
     const box = el("div", "block");
-    box.id = `block-${b.name}`;
+    box.id = `block-${b.index}`;
     box.dataset.block = b.name;
     const head = el("div", "block-head");
     const name = el("span");
@@ -253,14 +285,14 @@ function drawWarnings(warnings) {
     const li = el("li");
     li.append(el("code", "", w.code), ` ${w.message}`);
     for (const b of w.blocks) {
-      const a = el("a", "", `\u2192 block ${b}`);
-      a.addEventListener("click", () => flash($(`block-${b}`)));
+      const a = el("a", "", `\u2192 block ${b.name}`);
+      a.addEventListener("click", () => flash($(`block-${b.index}`)));
       li.append(a);
     }
     for (const it of w.items) {
       const a = el("a", "", `\u2192 ${it.block}/${it.id}`);
       a.addEventListener("click", () => {
-        const box = $(`block-${it.block}`);
+        const box = $(`block-${it.blockIndex}`);
         flash(box && Array.from(box.querySelectorAll(".item")).find((c) => c.dataset.id === it.id));
       });
       li.append(a);
