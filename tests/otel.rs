@@ -187,6 +187,23 @@ async fn calls_are_spans_continuing_the_callers_trace_with_phase_children_and_no
         .assemble_batch(with_traceparent(batch, &traceparent))
         .await
         .unwrap();
+    // A stream: one span, a phase child per phase of each message.
+    let messages = vec![marked_request("otel-s1"), marked_request("otel-s2")];
+    let mut answers = client
+        .assemble_stream(with_traceparent(tokio_stream::iter(messages), &traceparent))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut streamed = 0;
+    while let Some(a) = answers.message().await.unwrap() {
+        let result = a.result.and_then(|r| r.result);
+        assert!(
+            matches!(result, Some(pb::assemble_result::Result::Response(_))),
+            "{result:?}"
+        );
+        streamed += 1;
+    }
+    assert_eq!(streamed, 2);
     // An invalid traceparent starts a new trace; the call still succeeds.
     client
         .assemble(with_traceparent(marked_request("otel-2"), "00-XYZ-bad-01"))
@@ -199,8 +216,8 @@ async fn calls_are_spans_continuing_the_callers_trace_with_phase_children_and_no
 
     let rpc = |s: &Span| s.kind == 2;
     let spans = receiver
-        .wait_for("four server spans", |spans| {
-            spans.iter().filter(|s| rpc(s)).count() >= 4
+        .wait_for("five server spans", |spans| {
+            spans.iter().filter(|s| rpc(s)).count() >= 5
         })
         .await;
     let servers: Vec<&Span> = spans.iter().filter(|s| rpc(s)).collect();
@@ -261,6 +278,21 @@ async fn calls_are_spans_continuing_the_callers_trace_with_phase_children_and_no
         .filter(|s| s.parent_span_id == batch.span_id && s.name == "tokenize")
         .count();
     assert_eq!(batch_phases, 2, "one tokenize per member");
+
+    let stream = servers
+        .iter()
+        .find(|s| s.name.ends_with("/AssembleStream"))
+        .expect("the stream span");
+    assert_eq!(hex(&stream.trace_id), TRACE_ID);
+    let stream_phases = |name: &str| {
+        spans
+            .iter()
+            .filter(|s| s.parent_span_id == stream.span_id && s.name == name)
+            .count()
+    };
+    for phase in ["decode", "tokenize", "allocate", "render", "encode"] {
+        assert_eq!(stream_phases(phase), 2, "one {phase} per message of the stream");
+    }
 
     let fresh = servers
         .iter()

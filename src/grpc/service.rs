@@ -592,7 +592,10 @@ impl pb::assembler_server::Assembler for AssemblerService {
         // One message at a time; a small buffer of answers. A client that
         // stops reading stops the stream's work.
         let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
-        tokio::spawn(async move {
+        // The stream's span gets a phase child per phase of every message
+        // (and the attributes of the last one).
+        let recorder = trace::current();
+        tokio::spawn(super::trace::within(recorder, async move {
             let mut index = 0u64;
             loop {
                 let wire = match inbound.message().await {
@@ -638,7 +641,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 }
                 index += 1;
             }
-        });
+        }));
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))

@@ -171,6 +171,19 @@ where
     }
 }
 
+/// `future`, polled with `recorder` entered when there is one (tracing on):
+/// work a call hands to a task of its own (a stream's messages) records its
+/// phases into the call's span.
+pub fn within<F: Future>(recorder: Option<Recorder>, future: F) -> impl Future<Output = F::Output> {
+    match recorder {
+        Some(recorder) => Either::Left(Armed {
+            inner: Box::pin(future),
+            recorder,
+        }),
+        None => Either::Right(future),
+    }
+}
+
 /// A future polled with a recorder entered.
 struct Armed<F> {
     inner: Pin<Box<F>>,
