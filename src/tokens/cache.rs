@@ -144,14 +144,7 @@ impl CountCache<u32> {
     /// What [`CountCache::count_at_most`] answers for `text` and `limit`,
     /// when the cache alone can say it, counting nothing.
     pub fn cached_at_most(&self, tokenizer: &Tokenizer, text: &str, limit: u32) -> Option<Option<u32>> {
-        let v = self.get(&key(tokenizer, text.as_bytes()))?;
-        if v & AT_LEAST == 0 {
-            Some(Some(v).filter(|&n| n <= limit))
-        } else if v & !AT_LEAST > limit {
-            Some(None)
-        } else {
-            None
-        }
+        answer(self.get(&key(tokenizer, text.as_bytes()))?, limit)
     }
 
     /// The count of `text` when it is at most `limit`, else `None`, through
@@ -162,16 +155,7 @@ impl CountCache<u32> {
     /// Returns whether nothing was counted (a hit).
     pub fn count_at_most(&self, tokenizer: &Tokenizer, text: &str, limit: u32) -> (Option<u32>, bool) {
         let key = key(tokenizer, text.as_bytes());
-        // What a stored value says against `limit`, when it says enough.
-        let answer = |v: u32| {
-            if v & AT_LEAST == 0 {
-                Some(Some(v).filter(|&n| n <= limit))
-            } else if v & !AT_LEAST > limit {
-                Some(None)
-            } else {
-                None
-            }
-        };
+        let answer = |v: u32| answer(v, limit);
         let count = || match tokenizer.count_at_most(text, limit) {
             Some(n) => n.min(AT_LEAST - 1),
             None => limit.saturating_add(1).min(AT_LEAST - 1) | AT_LEAST,
@@ -199,6 +183,19 @@ impl CountCache<u32> {
         let v = count();
         self.insert(key, v);
         (answer(v).flatten(), false)
+    }
+}
+
+/// What a stored count-cache value says against `limit`, when it says
+/// enough: a count answers (itself, or `None` past the limit); a lower bound
+/// answers `None` only when it is already past the limit.
+fn answer(v: u32, limit: u32) -> Option<Option<u32>> {
+    if v & AT_LEAST == 0 {
+        Some(Some(v).filter(|&n| n <= limit))
+    } else if v & !AT_LEAST > limit {
+        Some(None)
+    } else {
+        None
     }
 }
 
