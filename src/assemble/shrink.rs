@@ -150,7 +150,9 @@ impl Shrink for Shrinker<'_, '_> {
             &run.summary().plain(),
             FormAttr::Compact,
         );
-        let cost = p.count(&unit);
+        // Counted by lines: the summary of the run before this one shares
+        // most of them, and their counts are cached.
+        let cost = p.count_by_parts(&unit);
         if p.cancel.is_cancelled() {
             // The count may be a cancelled 0: remember nothing.
             return None;

@@ -268,3 +268,42 @@ fn role_tokens_equal_counting_the_role_name() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A text's additive parts count, added up, what the reference counts
+    /// for the whole text, and put together are the text; an estimate
+    /// keeps its text whole.
+    #[test]
+    fn additive_parts_add_up_to_the_reference_count(
+        text in prop_oneof![
+            adversarial_text(),
+            "[a-zA-Z0-9/ \\t\\r\\n.,'\\-<>]{0,200}",
+            "(\\PC{0,8}\\n{1,2}[ /\\-a\\u{a0}\\u{85}]?){0,24}",
+        ],
+    ) {
+        for encoding in Encoding::ALL {
+            let tok = Tokenizer::exact(encoding);
+            let parts: Vec<&str> = tok.additive_parts(&text).collect();
+            prop_assert_eq!(parts.concat(), text.as_str());
+            let sum: u32 = parts.iter().map(|p| tok.count(p)).sum();
+            prop_assert_eq!(sum, reference_count(encoding, &text), "{} {:?}", encoding.name(), parts);
+        }
+        let estimate = Tokenizer::estimate(Encoding::O200kBase, 20);
+        prop_assert!(estimate.additive_parts(&text).count() <= 1);
+    }
+}
+
+#[test]
+fn additive_parts_cut_after_a_newline_before_a_word() {
+    let tok = Tokenizer::exact(Encoding::O200kBase);
+    let parts: Vec<&str> = tok
+        .additive_parts("Scope: 4 turns\n- user asked\n  indented\n/path\nend")
+        .collect();
+    assert_eq!(
+        parts,
+        ["Scope: 4 turns\n", "- user asked\n  indented\n/path\n", "end"]
+    );
+    assert_eq!(tok.additive_parts("").count(), 0);
+}
