@@ -72,6 +72,8 @@ EXPECTED_METRICS = {
     "assembler_memory_recall_unavailable_total": "counter",
     "assembler_memory_recalls_in_flight": "gauge",
     "assembler_runtime_alive_tasks": "gauge",
+    "assembler_trace_spans_dropped_total": "counter",
+    "assembler_trace_spans_exported_total": "counter",
     "process_resident_memory_bytes": "gauge",
     "process_cpu_seconds_total": "gauge",
     "process_open_fds": "gauge",
