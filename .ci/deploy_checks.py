@@ -72,11 +72,15 @@ EXPECTED_METRICS = {
     "assembler_memory_recall_unavailable_total": "counter",
     "assembler_memory_recalls_in_flight": "gauge",
     "assembler_runtime_alive_tasks": "gauge",
+    "assembler_trace_spans_dropped_total": "counter",
+    "assembler_trace_spans_exported_total": "counter",
     "process_resident_memory_bytes": "gauge",
     "process_cpu_seconds_total": "gauge",
     "process_open_fds": "gauge",
     "process_threads": "gauge",
 }
+# The reasons of assembler_trace_spans_dropped_total (src/telemetry/metrics.rs TRACE_DROP_REASONS).
+TRACE_DROP_REASONS = ("queue_full", "export_failed", "too_many_phases")
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 SIDECAR = "context-assembler"
 # Where the sidecar keeps its SQLite memory database in a pod: a writable
@@ -745,6 +749,14 @@ def cmd_server(binary, pod_toml, rendered):
                 fail("assembler_memories_deleted_total{cause=\"forget\"} is not 1 after forgetting the one memory")
             if sample(families, "assembler_memories_deleted_total", cause="retention") != 0:
                 fail("assembler_memories_deleted_total{cause=\"retention\"} is not 0 at start")
+        # The pod exports no traces: every span series is there, at zero, for the alert's ratio.
+        spans = {reason: sample(families, "assembler_trace_spans_dropped_total", reason=reason)
+                 for reason in TRACE_DROP_REASONS}
+        spans["exported"] = sample(families, "assembler_trace_spans_exported_total")
+        if any(v != 0 for v in spans.values()):
+            fail(f"the trace span series are not all 0 at start without a collector: {spans}")
+        ok(f"no collector: assembler_trace_spans_dropped_total{{reason}} ({', '.join(TRACE_DROP_REASONS)}) "
+           "and assembler_trace_spans_exported_total exported at 0")
         if sample(families, "assembler_budget_overflow_total", model="gpt-4o") != 1:
             fail("assembler_budget_overflow_total{model=\"gpt-4o\"} is not 1 after one overflow")
         compactions = {outcome: sample(families, "assembler_compactions_total", source="compact", outcome=outcome)

@@ -588,6 +588,29 @@ async fn every_phase_is_timed_and_the_process_is_described() {
     server.stop().await;
 }
 
+/// The trace-span series exist from the first scrape, at zero, also without
+/// a collector: the alert ContextAssemblerTraceSpansDropped and the
+/// dashboard read the same series on every sidecar (deploy/prometheus).
+#[tokio::test]
+async fn trace_span_series_start_at_zero_without_a_collector() {
+    let server = TestServer::start().await;
+    let (_, page) = server.http_get("/metrics").await;
+    // No test of this binary configures a collector: nothing moves them.
+    for reason in ["queue_full", "export_failed", "too_many_phases"] {
+        let dropped = common::present(
+            &page,
+            "assembler_trace_spans_dropped_total",
+            &[("reason", reason)],
+        );
+        assert_eq!(dropped, 0.0, "{reason}");
+    }
+    assert_eq!(
+        common::present(&page, "assembler_trace_spans_exported_total", &[]),
+        0.0
+    );
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_message_that_is_not_protobuf_is_invalid_argument() {
     let server = TestServer::start().await;

@@ -190,6 +190,13 @@ pub const TRACE_DROPPED_QUEUE_FULL: &str = "queue_full";
 pub const TRACE_DROPPED_EXPORT_FAILED: &str = "export_failed";
 /// Drop reason: a request recorded more phases than a span may hold.
 pub const TRACE_DROPPED_TOO_MANY_PHASES: &str = "too_many_phases";
+/// Every drop reason, each started at zero by [`initialize`] whether or not
+/// tracing is configured.
+pub const TRACE_DROP_REASONS: [&str; 3] = [
+    TRACE_DROPPED_QUEUE_FULL,
+    TRACE_DROPPED_EXPORT_FAILED,
+    TRACE_DROPPED_TOO_MANY_PHASES,
+];
 
 /// Reload result: the file did not validate; the old configuration stays.
 pub const RELOAD_REFUSED: &str = "refused";
@@ -508,17 +515,15 @@ pub fn initialize(labels: &Labels) {
     for cause in [DELETED_RETENTION, DELETED_FORGET, DELETED_STORE_FULL] {
         counter!(MEMORIES_DELETED_TOTAL, "cause" => cause).increment(0);
     }
-    for reason in [
-        TRACE_DROPPED_QUEUE_FULL,
-        TRACE_DROPPED_EXPORT_FAILED,
-        TRACE_DROPPED_TOO_MANY_PHASES,
-    ] {
+    // Also with tracing off: zeros let the alert and the dashboard read the
+    // same series on every sidecar.
+    for reason in TRACE_DROP_REASONS {
         counter!(TRACE_SPANS_DROPPED_TOTAL, "reason" => reason).increment(0);
     }
     counter!(TRACE_SPANS_EXPORTED_TOTAL).increment(0);
 }
 
-/// Counts spans dropped for `reason` (one of the `TRACE_DROPPED_*`).
+/// Counts spans dropped for `reason` (one of [`TRACE_DROP_REASONS`]).
 pub fn trace_spans_dropped(reason: &'static str, spans: usize) {
     counter!(TRACE_SPANS_DROPPED_TOTAL, "reason" => reason).increment(spans as u64);
 }
