@@ -243,9 +243,9 @@ fn fixed_seams_split_as_the_regex() {
     }
 }
 
-/// 1 MiB of one character (or one short unit) splits into pieces that
-/// are the text again, as the regex splits it, in about linear time (the
-/// regex's own split is the yardstick: no more than 20 times slower).
+/// 1 MiB of one character (or one short unit) splits into non-empty pieces
+/// that are the text again, as the regex splits it (a scan that rereads
+/// what it has read, quadratic, would not finish here).
 #[test]
 fn degenerate_megabytes_split_into_themselves() {
     for unit in [
