@@ -3,11 +3,12 @@
 //!
 //! Counting uses `bpe-openai`'s encoder rather than `tiktoken-rs`, after
 //! [`pretok`]'s hand-written pre-tokenizer (bpe-openai's regex split, without
-//! the regex engine): the same vocabularies and pieces, identical counts (proved against tiktoken-rs in the
-//! tests), linear time on pathological input (tiktoken-rs panics on 1 MB of
-//! spaces with o200k and is super-linear on long runs), and faster on prose
-//! and code. Content is always ordinary text: special-token text such as
-//! `<|endoftext|>` is counted as the characters it is.
+//! the regex engine): the same vocabularies and pieces, identical counts
+//! (proved against tiktoken-rs in the tests), linear time on pathological
+//! input (tiktoken-rs panics on 1 MB of spaces with o200k and is
+//! super-linear on long runs), and faster on prose and code. Content is
+//! always ordinary text: special-token text such as `<|endoftext|>` is
+//! counted as the characters it is.
 
 use std::fmt;
 use std::sync::OnceLock;

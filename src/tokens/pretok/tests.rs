@@ -89,6 +89,18 @@ fn every_code_point_has_the_regex_classes() {
     assert_eq!(checked, 0x110000 - 0x800);
 }
 
+/// Counting splits the text as given: bpe-openai's `normalize` (which its
+/// own split follows) leaves both encodings' text alone, even text that NFC
+/// would change.
+#[test]
+fn the_encodings_do_not_normalize() {
+    for encoding in Encoding::ALL {
+        for text in ["e\u{301}", "\u{212b}", "\u{1100}\u{1161}", "Å"] {
+            assert_eq!(regex(encoding).normalize(text).as_str(), text, "{encoding:?}");
+        }
+    }
+}
+
 /// Both splitters on one text: the same pieces, in order.
 fn assert_same_pieces(text: &str) {
     for encoding in Encoding::ALL {
