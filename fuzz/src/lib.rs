@@ -15,6 +15,7 @@ pub mod compact_input;
 pub mod convert_check;
 pub mod memory_parse;
 pub mod paths;
+pub mod pretok_check;
 pub mod seeds;
 pub mod text;
 

@@ -5,6 +5,7 @@
 //! - [`tokenizer`]: exact BPE for public encodings, or an estimate with a
 //!   safety margin.
 //! - [`models`]: the model table a model name resolves against.
+//! - [`pretok`]: the cl100k and o200k pre-tokenizers, by hand.
 //! - [`cache`]: token counts keyed by blake3(tokenizer, bytes), shared by
 //!   every room that counts.
 //! - [`chat`]: the chat formula (what a message and a reply cost besides
@@ -13,6 +14,7 @@
 pub mod cache;
 pub mod chat;
 pub mod models;
+pub mod pretok;
 pub mod tokenizer;
 
 pub use cache::{CountCache, MemoCache, Weigh};

@@ -1,18 +1,21 @@
 //! Token counting: exact BPE for public OpenAI encodings, or an estimate with a
 //! safety margin for models whose tokenizer is not public.
 //!
-//! Counting uses `bpe-openai` rather than `tiktoken-rs`: the same vocabularies
-//! and pre-tokenization, identical counts (proved against tiktoken-rs in the
-//! tests), linear time on pathological input (tiktoken-rs panics on 1 MB of
-//! spaces with o200k and is super-linear on long runs), and faster on prose
-//! and code. Content is always ordinary text: special-token text such as
-//! `<|endoftext|>` is counted as the characters it is.
+//! Counting uses `bpe-openai`'s encoder rather than `tiktoken-rs`, after
+//! [`pretok`]'s hand-written pre-tokenizer (bpe-openai's regex split, without
+//! the regex engine): the same vocabularies and pieces, identical counts
+//! (proved against tiktoken-rs in the tests), linear time on pathological
+//! input (tiktoken-rs panics on 1 MB of spaces with o200k and is
+//! super-linear on long runs), and faster on prose and code. Content is
+//! always ordinary text: special-token text such as `<|endoftext|>` is
+//! counted as the characters it is.
 
 use std::fmt;
 use std::sync::OnceLock;
 
 use rustc_hash::FxHashSet;
 
+use super::pretok;
 use crate::vocab::{Role, saturating_u32};
 
 /// A public BPE encoding.
@@ -48,6 +51,18 @@ impl Encoding {
         }
     }
 
+    /// The pre-tokenizer's pieces of `text`: [`pretok`]'s hand-written
+    /// scan, the same pieces as bpe-openai's regex (which stays the
+    /// fallback should the class tables not build). The OpenAI encodings do
+    /// not normalize (bpe-openai's nfc is off for both, and its `normalize`
+    /// then returns the text as it is), so the text is split as given.
+    fn pieces(self, text: &str) -> Pieces<'_, impl Iterator<Item = &str>> {
+        match pretok::split(self, text) {
+            Some(pieces) => Pieces::Scan(pieces),
+            None => Pieces::Regex(self.bpe().split(text)),
+        }
+    }
+
     /// Loads the vocabulary now rather than on the first request.
     pub fn warm(self) {
         let _ = self.role_tokens();
@@ -79,8 +94,7 @@ impl Encoding {
     fn count(self, text: &str) -> usize {
         let tok = self.bpe();
         let singles = self.singles();
-        let text = tok.normalize(text);
-        tok.split(text.as_str())
+        self.pieces(text)
             .map(|piece| {
                 let bytes = piece.as_bytes();
                 if singles.contains(bytes) {
@@ -96,10 +110,8 @@ impl Encoding {
     /// at the first piece that goes past the limit (the single-token fast
     /// path included), so the work is bounded by what fits.
     fn count_till_limit(self, text: &str, limit: usize) -> Option<usize> {
-        let tok = self.bpe();
         let singles = self.singles();
-        let text = tok.normalize(text);
-        tok.split(text.as_str()).try_fold(0usize, |used, piece| {
+        self.pieces(text).try_fold(0usize, |used, piece| {
             let room = limit.checked_sub(used)?;
             Some(used + self.piece_within(singles, piece, room)?)
         })
@@ -126,9 +138,8 @@ impl Encoding {
     /// looks one character ahead): an estimate for where to look first,
     /// never an answer.
     fn prefixes_within(self, text: &str, ends: &[usize], base: usize, limit: usize) -> usize {
-        // The OpenAI encodings do not normalize (nfc off): the pieces are
-        // slices of `text` itself, and their offsets are offsets into it.
-        let tok = self.bpe();
+        // The pieces are slices of `text` itself, and their offsets are
+        // offsets into it.
         let singles = self.singles();
         // A piece's count, or `room + 1` once it is past `room`.
         let piece_count = |piece: &str, room: usize| {
@@ -137,7 +148,7 @@ impl Encoding {
         };
         let mut counted = base;
         let mut next = 0;
-        for piece in tok.split(text) {
+        for piece in self.pieces(text) {
             let start = piece.as_ptr() as usize - text.as_ptr() as usize;
             let end = start + piece.len();
             while next < ends.len() && ends[next] <= end {
@@ -182,7 +193,25 @@ impl Encoding {
             Encoding::Cl100kBase => &CL100K,
             Encoding::O200kBase => &O200K,
         };
-        *cell.get_or_init(|| Role::ALL.map(|r| saturating_u32(self.bpe().count(r.as_str()))))
+        *cell.get_or_init(|| Role::ALL.map(|r| saturating_u32(self.count(r.as_str()))))
+    }
+}
+
+/// Pieces from the hand-written pre-tokenizer, or from the regex.
+enum Pieces<'a, R> {
+    Scan(pretok::Pieces<'a>),
+    Regex(R),
+}
+
+impl<'a, R: Iterator<Item = &'a str>> Iterator for Pieces<'a, R> {
+    type Item = &'a str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        match self {
+            Pieces::Scan(pieces) => pieces.next(),
+            Pieces::Regex(pieces) => pieces.next(),
+        }
     }
 }
 

@@ -1,0 +1,433 @@
+//! The cl100k_base and o200k_base pre-tokenizers, written out by hand: the
+//! same pieces as the reference regexes (tiktoken's, as bpe-openai runs
+//! them), found by one scan over the text with a byte-table fast path for
+//! ASCII instead of a regex engine.
+//!
+//! The regexes are alternations tried in order at each position (the first
+//! alternative that matches wins, its quantifiers greedy with backtracking);
+//! each alternative is a function below that returns where that
+//! alternative's match ends, written from the regex's backtracking order:
+//!
+//! - cl100k: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//!   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+//! - o200k: `[^\r\n\p{L}\p{N}]?[U]*[W]+C?|[^\r\n\p{L}\p{N}]?[U]+[W]*C?|
+//!   \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+` with
+//!   `U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`, `W = [\p{Ll}\p{Lm}\p{Lo}\p{M}]`
+//!   and `C` cl100k's first alternative.
+//!
+//! The character classes come from `regex-syntax` itself (the crate both
+//! regex engines use), so they are the regexes' tables to the code point;
+//! `every_code_point_has_the_regex_classes` checks each class on every
+//! scalar value. The pieces equal bpe-openai's and the counts tiktoken-rs's
+//! (`pieces_equal_bpe_openai_*`, the fuzz target `pretok`). Every scan is
+//! linear: a character is read at most a few times (an alternative that
+//! fails reads a run that the next piece then covers).
+
+use std::sync::OnceLock;
+
+use rustc_hash::FxHashMap;
+
+use super::tokenizer::Encoding;
+
+/// `\p{L}`.
+const LETTER: u8 = 1;
+/// `\p{N}`.
+const NUMBER: u8 = 2;
+/// `\s` (Unicode White_Space).
+const SPACE: u8 = 4;
+/// o200k's `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
+const UPPER: u8 = 8;
+/// o200k's `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
+const LOWER: u8 = 16;
+/// `[^\r\n\p{L}\p{N}]`: what may stand before a word.
+const PREFIX: u8 = 32;
+/// `[^\s\p{L}\p{N}]`: punctuation and symbols.
+const PUNCT: u8 = 64;
+/// `[\r\n]`.
+const NEWLINE: u8 = 128;
+
+/// Each class bit and the regex class it stands for.
+pub(crate) const CLASSES: [(u8, &str); 8] = [
+    (LETTER, r"\p{L}"),
+    (NUMBER, r"\p{N}"),
+    (SPACE, r"\s"),
+    (UPPER, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
+    (LOWER, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+    (PREFIX, r"[^\r\n\p{L}\p{N}]"),
+    (PUNCT, r"[^\s\p{L}\p{N}]"),
+    (NEWLINE, r"[\r\n]"),
+];
+
+/// Code points per block of the two-level table.
+const BLOCK: usize = 256;
+
+/// The class bits of every code point: a table for ASCII, and for the rest
+/// an index of deduplicated blocks (about a hundred distinct blocks).
+pub(crate) struct Classes {
+    ascii: [u8; 128],
+    index: Vec<u16>,
+    blocks: Vec<u8>,
+}
+
+impl Classes {
+    /// The tables, built once from `regex-syntax`; `None` only if a class
+    /// failed to parse (never: the patterns are constants, and a test
+    /// builds them).
+    pub(crate) fn get() -> Option<&'static Classes> {
+        static TABLES: OnceLock<Option<Classes>> = OnceLock::new();
+        TABLES.get_or_init(Classes::build).as_ref()
+    }
+
+    fn build() -> Option<Classes> {
+        let mut flat = vec![0u8; char::MAX as usize + 1];
+        for (bit, pattern) in CLASSES {
+            for (lo, hi) in class_ranges(pattern)? {
+                flat.get_mut(lo as usize..=hi as usize)?
+                    .iter_mut()
+                    .for_each(|f| *f |= bit);
+            }
+        }
+        let mut ascii = [0u8; 128];
+        ascii.copy_from_slice(flat.get(..128)?);
+        let mut seen: FxHashMap<&[u8], u16> = FxHashMap::default();
+        let mut blocks = Vec::new();
+        let mut index = Vec::with_capacity(flat.len() / BLOCK);
+        for chunk in flat.chunks(BLOCK) {
+            let next = u16::try_from(seen.len()).ok()?;
+            let id = *seen.entry(chunk).or_insert_with(|| {
+                blocks.extend_from_slice(chunk);
+                next
+            });
+            index.push(id);
+        }
+        Some(Classes { ascii, index, blocks })
+    }
+
+    /// The class bits of a code point.
+    #[inline]
+    pub(crate) fn of(&self, cp: u32) -> u8 {
+        let cp = cp as usize;
+        match self.index.get(cp / BLOCK) {
+            Some(&block) => self
+                .blocks
+                .get(usize::from(block) * BLOCK + cp % BLOCK)
+                .copied()
+                .unwrap_or(0),
+            None => 0,
+        }
+    }
+}
+
+/// The ranges of a regex character class, as `regex-syntax` parses it.
+pub(crate) fn class_ranges(pattern: &str) -> Option<Vec<(u32, u32)>> {
+    use regex_syntax::hir::{Class, HirKind};
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    match hir.kind() {
+        HirKind::Class(Class::Unicode(class)) => Some(
+            class
+                .ranges()
+                .iter()
+                .map(|r| (u32::from(r.start()), u32::from(r.end())))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// One character: its class bits, its length in bytes and its code point;
+/// past the end, no class, length 0.
+#[derive(Clone, Copy)]
+struct Ch {
+    flags: u8,
+    len: usize,
+    cp: u32,
+}
+
+const END: Ch = Ch {
+    flags: 0,
+    len: 0,
+    cp: u32::MAX,
+};
+
+/// The pieces of a text, in order; their concatenation is the text.
+pub struct Pieces<'a> {
+    text: &'a str,
+    pos: usize,
+    classes: &'static Classes,
+    o200k: bool,
+}
+
+/// The pre-tokenizer's pieces of `text` for `encoding` (the same as
+/// bpe-openai's `split` and tiktoken's regex), or `None` if the class
+/// tables could not be built (never; see [`Classes::get`]).
+pub fn split(encoding: Encoding, text: &str) -> Option<Pieces<'_>> {
+    Some(Pieces {
+        text,
+        pos: 0,
+        classes: Classes::get()?,
+        o200k: encoding == Encoding::O200kBase,
+    })
+}
+
+impl<'a> Iterator for Pieces<'a> {
+    type Item = &'a str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        let start = self.pos;
+        if start >= self.text.len() {
+            return None;
+        }
+        let end = if self.o200k {
+            self.o200k_end(start)
+        } else {
+            self.cl100k_end(start)
+        };
+        // Every alternative takes at least one character; the guard keeps a
+        // broken invariant from looping (the rest becomes one piece).
+        let end = if end > start { end } else { self.text.len() };
+        self.pos = end;
+        match self.text.get(start..end) {
+            Some(piece) => Some(piece),
+            None => {
+                self.pos = self.text.len();
+                self.text.get(start..)
+            }
+        }
+    }
+}
+
+impl Pieces<'_> {
+    /// The character at byte `pos` (a character boundary), or [`END`].
+    #[inline(always)]
+    fn at(&self, pos: usize) -> Ch {
+        let bytes = self.text.as_bytes();
+        let Some(&b0) = bytes.get(pos) else {
+            return END;
+        };
+        if b0 < 0x80 {
+            return Ch {
+                flags: self.classes.ascii.get(usize::from(b0)).copied().unwrap_or(0),
+                len: 1,
+                cp: u32::from(b0),
+            };
+        }
+        let byte = |i: usize| u32::from(bytes.get(pos + i).copied().unwrap_or(0) & 0x3f);
+        let (cp, len) = if b0 < 0xe0 {
+            ((u32::from(b0 & 0x1f) << 6) | byte(1), 2)
+        } else if b0 < 0xf0 {
+            ((u32::from(b0 & 0x0f) << 12) | (byte(1) << 6) | byte(2), 3)
+        } else {
+            (
+                (u32::from(b0 & 0x07) << 18) | (byte(1) << 12) | (byte(2) << 6) | byte(3),
+                4,
+            )
+        };
+        Ch {
+            flags: self.classes.of(cp),
+            len,
+            cp,
+        }
+    }
+
+    /// Past the run of characters with any of `mask`'s bits from `pos`.
+    #[inline(always)]
+    fn run(&self, mut pos: usize, mask: u8) -> usize {
+        let bytes = self.text.as_bytes();
+        loop {
+            // ASCII without decoding.
+            match bytes.get(pos) {
+                Some(&b) if b < 0x80 => {
+                    if self.classes.ascii.get(usize::from(b)).copied().unwrap_or(0) & mask == 0 {
+                        return pos;
+                    }
+                    pos += 1;
+                }
+                Some(_) => {
+                    let c = self.at(pos);
+                    if c.flags & mask == 0 {
+                        return pos;
+                    }
+                    pos += c.len;
+                }
+                None => return pos,
+            }
+        }
+    }
+
+    /// `\p{N}{1,3}` at `pos`, whose character is a number.
+    fn digits(&self, mut pos: usize) -> usize {
+        for _ in 0..3 {
+            let c = self.at(pos);
+            if c.flags & NUMBER == 0 {
+                break;
+            }
+            pos += c.len;
+        }
+        pos
+    }
+
+    /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at `pos`: where it ends, if it matches.
+    fn contraction(&self, pos: usize) -> Option<usize> {
+        if self.text.as_bytes().get(pos) != Some(&b'\'') {
+            return None;
+        }
+        let c1 = self.at(pos + 1);
+        let after = pos + 1 + c1.len;
+        match fold(c1.cp) {
+            Some(b's' | b't' | b'm' | b'd') => Some(after),
+            Some(second @ (b'r' | b'v' | b'l')) => {
+                let c2 = self.at(after);
+                let third = if second == b'l' { b'l' } else { b'e' };
+                (fold(c2.cp) == Some(third)).then_some(after + c2.len)
+            }
+            _ => None,
+        }
+    }
+
+    /// `\s*[\r\n]+|\s+(?!\S)|\s+` at `pos`, whose character is whitespace:
+    /// through the last newline of the run if it holds one, else the run
+    /// less its last character when a non-space follows (and the run is
+    /// longer than one), else the run.
+    fn whitespace(&self, pos: usize) -> usize {
+        let mut q = pos;
+        let mut last = pos;
+        let mut after_newline = None;
+        loop {
+            let c = self.at(q);
+            if c.flags & SPACE == 0 {
+                break;
+            }
+            if c.flags & NEWLINE != 0 {
+                after_newline = Some(q + c.len);
+            }
+            last = q;
+            q += c.len;
+        }
+        match after_newline {
+            Some(end) => end,
+            None if q >= self.text.len() || last == pos => q,
+            None => last,
+        }
+    }
+
+    /// ` ?[^\s\p{L}\p{N}]+` then `[\r\n]*` (cl100k) or `[\r\n/]*` (o200k)
+    /// at `pos`, if it matches.
+    fn punctuation(&self, pos: usize, c0: Ch, tail: u8) -> Option<usize> {
+        let from = if c0.flags & PUNCT != 0 {
+            pos + c0.len
+        } else if c0.cp == u32::from(b' ') && self.at(pos + 1).flags & PUNCT != 0 {
+            pos + 1
+        } else {
+            return None;
+        };
+        let mut end = self.run(from, PUNCT);
+        loop {
+            match self.text.as_bytes().get(end) {
+                Some(b'\r' | b'\n') => end += 1,
+                Some(&b) if b == tail => end += 1,
+                _ => return Some(end),
+            }
+        }
+    }
+
+    fn cl100k_end(&self, pos: usize) -> usize {
+        if let Some(end) = self.contraction(pos) {
+            return end;
+        }
+        let c0 = self.at(pos);
+        // [^\r\n\p{L}\p{N}]?\p{L}+
+        if c0.flags & LETTER != 0 {
+            return self.run(pos + c0.len, LETTER);
+        }
+        if c0.flags & PREFIX != 0 {
+            let c1 = self.at(pos + c0.len);
+            if c1.flags & LETTER != 0 {
+                return self.run(pos + c0.len + c1.len, LETTER);
+            }
+        }
+        if c0.flags & NUMBER != 0 {
+            return self.digits(pos);
+        }
+        // No tail: `\r` and `\n` are matched by the loop itself.
+        if let Some(end) = self.punctuation(pos, c0, b'\n') {
+            return end;
+        }
+        self.whitespace(pos)
+    }
+
+    fn o200k_end(&self, pos: usize) -> usize {
+        let c0 = self.at(pos);
+        if let Some(end) = self.o200k_word(pos, c0) {
+            return end;
+        }
+        if c0.flags & NUMBER != 0 {
+            return self.digits(pos);
+        }
+        if let Some(end) = self.punctuation(pos, c0, b'/') {
+            return end;
+        }
+        self.whitespace(pos)
+    }
+
+    /// o200k's two word alternatives, `P?U*W+C?` then `P?U+W*C?` (`P` the
+    /// prefix class), each trying the prefix taken before the prefix left.
+    fn o200k_word(&self, pos: usize, c0: Ch) -> Option<usize> {
+        let word = UPPER | LOWER;
+        let after_prefix = if c0.flags & PREFIX != 0 && self.at(pos + c0.len).flags & word != 0 {
+            Some(pos + c0.len)
+        } else {
+            None
+        };
+        if after_prefix.is_none() && c0.flags & word == 0 {
+            return None;
+        }
+        let starts = [after_prefix, Some(pos)];
+        // U*W+: the longest U* after which a W stands, then W+ greedy.
+        for start in starts.into_iter().flatten() {
+            let mut q = start;
+            let mut last_lower = None;
+            loop {
+                let c = self.at(q);
+                if c.flags & LOWER != 0 {
+                    last_lower = Some(q);
+                }
+                if c.flags & UPPER == 0 {
+                    break;
+                }
+                q += c.len;
+            }
+            if let Some(w) = last_lower {
+                return Some(self.with_contraction(self.run(w, LOWER)));
+            }
+        }
+        // U+W*: both greedy.
+        for start in starts.into_iter().flatten() {
+            if self.at(start).flags & UPPER != 0 {
+                let upper = self.run(start, UPPER);
+                return Some(self.with_contraction(self.run(upper, LOWER)));
+            }
+        }
+        None
+    }
+
+    /// `C?` at `pos`.
+    fn with_contraction(&self, pos: usize) -> usize {
+        self.contraction(pos).unwrap_or(pos)
+    }
+}
+
+/// The ASCII lower-case letter a code point matches case-insensitively, for
+/// the letters of the contractions (`ſ`, U+017F, folds to `s`).
+fn fold(cp: u32) -> Option<u8> {
+    match cp {
+        0x17f => Some(b's'),
+        _ => u8::try_from(cp)
+            .ok()
+            .filter(u8::is_ascii_alphabetic)
+            .map(|b| b.to_ascii_lowercase()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,380 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::tokens::tokenizer::tests::adversarial_text;
+
+fn regex(encoding: Encoding) -> &'static bpe_openai::Tokenizer {
+    match encoding {
+        Encoding::Cl100kBase => bpe_openai::cl100k_base(),
+        Encoding::O200kBase => bpe_openai::o200k_base(),
+    }
+}
+
+fn ours(encoding: Encoding, text: &str) -> Vec<&str> {
+    match split(encoding, text) {
+        Some(pieces) => pieces.collect(),
+        None => panic!("the class tables did not build"),
+    }
+}
+
+fn theirs(encoding: Encoding, text: &str) -> Vec<&str> {
+    regex(encoding).split(text).collect()
+}
+
+fn reference_count(encoding: Encoding, text: &str) -> usize {
+    let bpe = match encoding {
+        Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+        Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
+    };
+    bpe.encode_ordinary(text).len()
+}
+
+/// Every scalar value: the decoder reads it back whole, and its class bits
+/// are its membership in each class as regex-syntax parses the class (the
+/// ranges both regex engines compile); the contraction letters fold as
+/// `(?i:x)` does.
+#[test]
+fn every_code_point_has_the_regex_classes() {
+    let classes = Classes::get().unwrap_or_else(|| panic!("tables"));
+    let ranges: Vec<(u8, Vec<(u32, u32)>)> = CLASSES
+        .iter()
+        .map(|&(bit, pattern)| (bit, class_ranges(pattern).unwrap_or_else(|| panic!("{pattern}"))))
+        .collect();
+    let folds: Vec<(u8, Vec<(u32, u32)>)> = b"stmdrvle"
+        .iter()
+        .map(|&x| {
+            let pattern = format!("(?i:{})", x as char);
+            (x, class_ranges(&pattern).unwrap_or_else(|| panic!("{pattern}")))
+        })
+        .collect();
+    let within = |ranges: &[(u32, u32)], cp: u32| {
+        ranges
+            .binary_search_by(|&(lo, hi)| {
+                if hi < cp {
+                    std::cmp::Ordering::Less
+                } else if lo > cp {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            })
+            .is_ok()
+    };
+    let mut buf = [0u8; 4];
+    let mut checked = 0u32;
+    for c in (0..=char::MAX as u32).filter_map(char::from_u32) {
+        let cp = u32::from(c);
+        let text: &str = c.encode_utf8(&mut buf);
+        let pieces = Pieces {
+            text,
+            pos: 0,
+            classes,
+            o200k: false,
+        };
+        let read = pieces.at(0);
+        assert_eq!((read.cp, read.len), (cp, c.len_utf8()), "{cp:#x}");
+        for (bit, ranges) in &ranges {
+            assert_eq!(read.flags & bit != 0, within(ranges, cp), "{cp:#x} class {bit}");
+        }
+        for (x, ranges) in &folds {
+            assert_eq!(
+                fold(cp) == Some(*x),
+                within(ranges, cp),
+                "{cp:#x} (?i:{})",
+                *x as char
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 0x110000 - 0x800);
+}
+
+/// Counting splits the text as given: bpe-openai's `normalize` (which its
+/// own split follows) leaves both encodings' text alone, even text that NFC
+/// would change.
+#[test]
+fn the_encodings_do_not_normalize() {
+    for encoding in Encoding::ALL {
+        for text in ["e\u{301}", "\u{212b}", "\u{1100}\u{1161}", "Å"] {
+            assert_eq!(regex(encoding).normalize(text).as_str(), text, "{encoding:?}");
+        }
+    }
+}
+
+/// Both splitters on one text: the same pieces, in order.
+fn assert_same_pieces(text: &str) {
+    for encoding in Encoding::ALL {
+        assert_eq!(
+            ours(encoding, text),
+            theirs(encoding, text),
+            "{encoding:?} {text:?}"
+        );
+    }
+}
+
+/// One text at each seam between the alternatives, both encodings.
+#[test]
+fn fixed_seams_split_as_the_regex() {
+    let cases = [
+        "",
+        "a",
+        "'s",
+        "'S",
+        "'Ll",
+        "'lL",
+        "'re",
+        "'RE",
+        "'ve",
+        "'m",
+        "'d",
+        "'t",
+        "'ſ",
+        "'x",
+        "''s",
+        "it's",
+        "IT'S",
+        "they'll",
+        "We'VE",
+        "don't'",
+        "'",
+        "''",
+        "'\u{301}",
+        "a'sb",
+        "A'sB",
+        "x'llama",
+        " 's",
+        "\t's",
+        "hello world",
+        "  hello",
+        "   hello",
+        "\thello",
+        "\u{a0}hello",
+        "\u{3000}hello",
+        "\r\nhello",
+        "\rhello",
+        "\nhello",
+        ".hello",
+        "'hello",
+        "\u{301}hello",
+        "😀hello",
+        "123",
+        "1234",
+        "12345",
+        "a123",
+        "123a",
+        "١٢٣٤",
+        "½¼",
+        " 1",
+        "  1",
+        "x  1",
+        " !",
+        "  !",
+        "!!!",
+        " !!!\n\n",
+        " !\r\n/",
+        "}\n/",
+        "}\n//\n/a",
+        "/ /",
+        " /",
+        "//",
+        "a//b",
+        " \n",
+        "  \n  ",
+        "\n \n ",
+        "\n  x",
+        " \r\n x",
+        "\r\n\r\n",
+        "   ",
+        "   x",
+        " x",
+        "\t\tx",
+        "\x0b\x0cx",
+        "\u{85}x",
+        "\u{85}\u{85}x",
+        "\u{2028}",
+        "\u{2028}\u{2029}a",
+        "\u{a0}\u{a0}",
+        "\u{1680}\u{2000}\u{200a}\u{202f}\u{205f}\u{3000}.",
+        "a\u{301}",
+        "A\u{301}b",
+        "\u{301}",
+        "\u{301}\u{301}",
+        " \u{301}",
+        "\u{903}x",
+        "ǅ",
+        "ǅa",
+        "aǅ",
+        "Aǅb",
+        "ʰ",
+        "ʰa",
+        "Aʰ",
+        "中",
+        "中文",
+        "A中b",
+        "HTTPServer",
+        "HTTPServer's",
+        "ABC'S",
+        "abcDEF",
+        "DEFabc",
+        "ÀÉÎ",
+        "é",
+        "e\u{301}",
+        "Ωmega",
+        "ΩMEGA's",
+        "ß",
+        "ẞ",
+        "AB\u{301}CD",
+        "AB\u{301}CDe",
+        "\u{301}AB",
+        "\u{301}ABc",
+        ".\u{301}AB",
+        ". \u{301}",
+        "!\u{301}!",
+        "a\u{301}\u{302}\u{323}",
+        "\u{200d}",
+        "\u{1f468}\u{200d}\u{1f469}",
+        "1\u{fe0f}\u{20e3}",
+        "fn main() {\n    x\n}\n",
+        "<|endoftext|>",
+        "a\r",
+        "a\r\r\n\n",
+        "  \t\u{b}\u{c}",
+        "x \u{a0}y",
+        "Ǆǅǆ",
+        "ǅǅa",
+    ];
+    for text in cases {
+        assert_same_pieces(text);
+        for encoding in Encoding::ALL {
+            let count: usize = ours(encoding, text)
+                .iter()
+                .map(|p| regex(encoding).bpe.count(p.as_bytes()))
+                .sum();
+            assert_eq!(count, reference_count(encoding, text), "{encoding:?} {text:?}");
+        }
+    }
+}
+
+/// 1 MiB of one character (or one short unit) splits into non-empty pieces
+/// that are the text again, as the regex splits it (a scan that rereads
+/// what it has read, quadratic, would not finish here).
+#[test]
+fn degenerate_megabytes_split_into_themselves() {
+    for unit in [
+        "a", "A", " ", "'", "1", "\u{301}", "\r\n", "\n", "\t", "'s", "A\u{301}", "中", ".", "/", " \n",
+        "\u{a0}", "\u{3000}", "a ", "A'", "\u{301}A",
+    ] {
+        let text = unit.repeat((1 << 20) / unit.len());
+        for encoding in Encoding::ALL {
+            let pieces = ours(encoding, &text);
+            assert_eq!(pieces.concat(), text, "{encoding:?} {unit:?}");
+            assert!(pieces.iter().all(|p| !p.is_empty()), "{encoding:?} {unit:?}");
+            assert_eq!(pieces, theirs(encoding, &text), "{encoding:?} {unit:?}");
+        }
+    }
+}
+
+/// The tricky alphabet: letters of every class the regexes tell apart,
+/// contractions in mixed case, every kind of whitespace, digits, `/`,
+/// punctuation, combining marks, emoji; runs of whitespace kept short so
+/// that tiktoken-rs does not hit its backtrack limit.
+fn tricky_text() -> impl Strategy<Value = String> {
+    let atoms = prop::sample::select(vec![
+        "a",
+        "b",
+        "s",
+        "Z",
+        "S",
+        "L",
+        "'",
+        "'s",
+        "'S",
+        "'t",
+        "'T",
+        "'re",
+        "'rE",
+        "'Ve",
+        "'m",
+        "'M",
+        "'ll",
+        "'lL",
+        "'LL",
+        "'d",
+        "'D",
+        "'ſ",
+        "0",
+        "7",
+        "123",
+        " ",
+        "\t",
+        "\r",
+        "\n",
+        "\x0b",
+        "\x0c",
+        "\u{85}",
+        "\u{a0}",
+        "\u{2028}",
+        "\u{3000}",
+        "/",
+        ".",
+        ",",
+        "!",
+        "-",
+        "(",
+        "\"",
+        "\u{1c5}",
+        "\u{1c4}",
+        "\u{1c6}",
+        "\u{2b0}",
+        "\u{4e2d}",
+        "\u{301}",
+        "\u{903}",
+        "\u{1f600}",
+        "\u{ff21}",
+        "\u{3b1}",
+        "\u{391}",
+        "\u{660}",
+        "\u{bd}",
+        "\u{200d}",
+    ]);
+    let atom = prop_oneof![12 => atoms.prop_map(str::to_owned), 1 => any::<char>().prop_map(String::from)];
+    prop::collection::vec(atom, 0..48).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn pieces_equal_bpe_openai_and_counts_tiktoken_on_the_tricky_alphabet(text in tricky_text()) {
+        for encoding in Encoding::ALL {
+            let pieces = ours(encoding, &text);
+            prop_assert_eq!(&pieces, &theirs(encoding, &text), "{:?} {:?}", encoding, text);
+            let count: usize = pieces.iter().map(|p| regex(encoding).bpe.count(p.as_bytes())).sum();
+            prop_assert_eq!(count, reference_count(encoding, &text), "{:?} {:?}", encoding, text);
+        }
+    }
+
+    #[test]
+    fn pieces_equal_bpe_openai_on_arbitrary_unicode(text in "\\PC{0,200}", any_text in any::<String>()) {
+        for text in [&text, &any_text] {
+            for encoding in Encoding::ALL {
+                prop_assert_eq!(ours(encoding, text), theirs(encoding, text), "{:?} {:?}", encoding, text);
+            }
+        }
+    }
+
+    /// The house's adversarial text, and long runs of whitespace (past
+    /// tiktoken-rs's backtrack limit: bpe-openai is the reference there).
+    #[test]
+    fn pieces_equal_bpe_openai_on_long_runs(
+        text in adversarial_text(),
+        runs in prop::collection::vec((prop::sample::select(vec![" ", "\t", "\n", "\r\n", " \n", "\u{a0}", "\u{3000}", "'s", "1", "\u{301}", "A"]), 0usize..300), 0..4),
+    ) {
+        let mut text = text;
+        for (unit, n) in runs {
+            text.push_str(&unit.repeat(n));
+            text.push('x');
+        }
+        assert_same_pieces(&text);
+    }
+}
