@@ -58,6 +58,13 @@ pub(crate) const CLASSES: [(u8, &str); 8] = [
     (NEWLINE, r"[\r\n]"),
 ];
 
+#[cfg(test)]
+thread_local! {
+    /// Characters the scans read on this thread (a test bounds it by the
+    /// bytes split: the linear worst case, counted rather than timed).
+    static READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Code points per block of the two-level table.
 const BLOCK: usize = 256;
 
@@ -201,6 +208,8 @@ impl Pieces<'_> {
     /// The character at byte `pos` (a character boundary), or [`END`].
     #[inline(always)]
     fn at(&self, pos: usize) -> Ch {
+        #[cfg(test)]
+        READS.with(|n| n.set(n.get() + 1));
         let bytes = self.text.as_bytes();
         let Some(&b0) = bytes.get(pos) else {
             return END;
@@ -238,6 +247,8 @@ impl Pieces<'_> {
             // ASCII without decoding.
             match bytes.get(pos) {
                 Some(&b) if b < 0x80 => {
+                    #[cfg(test)]
+                    READS.with(|n| n.set(n.get() + 1));
                     if self.classes.ascii.get(usize::from(b)).copied().unwrap_or(0) & mask == 0 {
                         return pos;
                     }

@@ -274,6 +274,49 @@ fn degenerate_megabytes_split_into_themselves() {
     }
 }
 
+/// Characters read while splitting `text` with both encodings.
+fn reads(text: &str) -> usize {
+    let before = READS.with(std::cell::Cell::get);
+    for encoding in Encoding::ALL {
+        assert_eq!(ours(encoding, text).concat(), text);
+    }
+    READS.with(std::cell::Cell::get) - before
+}
+
+/// The scans read each byte a few times at most, on every degenerate
+/// input and its mixes (a scan that rereads a run per piece, quadratic,
+/// reads thousands per byte here), so the work is linear, counted rather
+/// than timed; 8 times the text costs 8 times the reads.
+#[test]
+fn every_scan_reads_each_byte_a_bounded_number_of_times() {
+    for unit in [
+        "a", "A", " ", "'", "1", "\u{301}", "\r\n", "\n", "\t", "'s", "A\u{301}", "中", ".", "/", " \n",
+        "\u{a0}", "\u{3000}", "a ", "A'", "\u{301}A", "  a", " .", ".\n/", "'l", "'L", "a'", "Aa", "aA",
+        " \u{301}", "\u{2b0}", "\u{1c5}", "1 ", ". ", "\r", " \r", "  \n ",
+    ] {
+        let n = 4096 / unit.len();
+        let small = reads(&unit.repeat(n));
+        let large = reads(&unit.repeat(8 * n));
+        let bytes = unit.len() * n;
+        assert!(
+            small <= 8 * bytes,
+            "{unit:?}: {small} reads for {bytes} bytes, both encodings"
+        );
+        assert!(
+            large <= 8 * small + 64,
+            "{unit:?}: {small} reads at n, {large} at 8n"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_text_is_read_a_bounded_number_of_times(text in prop_oneof![tricky_text(), "\\PC{0,300}"]) {
+        let n = reads(&text);
+        prop_assert!(n <= 8 * text.len() + 8, "{} reads for {} bytes: {:?}", n, text.len(), text);
+    }
+}
+
 /// The tricky alphabet: letters of every class the regexes tell apart,
 /// contractions in mixed case, every kind of whitespace, digits, `/`,
 /// punctuation, combining marks, emoji; runs of whitespace kept short so
