@@ -102,13 +102,6 @@ impl<'a> Measurement<'a> {
     }
 }
 
-#[cfg(test)]
-thread_local! {
-    /// Bytes [`Pipeline::count_by_parts`] counted on this thread, missing
-    /// the cache (a test reads it).
-    pub(super) static PARTS_COUNTED_BYTES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
 impl<'a> Pipeline<'a> {
     /// A run of `req` (valid: `spec`, `policy`, `budget` and canonical
     /// `tools` resolved) whose first phase began at `started`.
@@ -171,16 +164,7 @@ impl<'a> Pipeline<'a> {
     pub(super) fn count_by_parts(&self, text: &str) -> u32 {
         self.tok
             .additive_parts(text)
-            .map(|part| {
-                #[cfg(test)]
-                let misses = self.misses.get();
-                let n = self.count(part);
-                #[cfg(test)]
-                if self.misses.get() > misses {
-                    PARTS_COUNTED_BYTES.with(|b| b.set(b.get() + part.len()));
-                }
-                n
-            })
+            .map(|part| self.count(part))
             .fold(0, u32::saturating_add)
     }
 

@@ -61,8 +61,6 @@ impl Weigh for TurnMemo {
 thread_local! {
     /// Turn messages summarized on this thread (a test reads it).
     pub(super) static SUMMARIZED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Bytes of the turn summary units made on this thread (a test reads it).
-    pub(super) static SUMMARY_BYTES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The id of the summary unit of compacted turns.
@@ -155,8 +153,6 @@ impl Shrink for Shrinker<'_, '_> {
         // Counted by lines: the summary of the run before this one shares
         // most of them, and their counts are cached.
         let cost = p.count_by_parts(&unit);
-        #[cfg(test)]
-        SUMMARY_BYTES.with(|b| b.set(b.get() + unit.len()));
         if p.cancel.is_cancelled() {
             // The count may be a cancelled 0: remember nothing.
             return None;

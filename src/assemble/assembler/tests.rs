@@ -508,8 +508,7 @@ proptest! {
 /// request (and at every eviction step). Counted, not timed.
 #[test]
 fn a_session_summarizes_each_turn_about_once() {
-    use super::super::pipeline::PARTS_COUNTED_BYTES;
-    use super::super::shrink::{SUMMARIZED, SUMMARY_BYTES};
+    use super::super::shrink::SUMMARIZED;
     use crate::workload::sessions::{Sessions, Turns};
     let shape = Sessions {
         sessions: 1,
@@ -535,20 +534,7 @@ fn a_session_summarizes_each_turn_about_once() {
         }
         SUMMARIZED.with(std::cell::Cell::get) - before
     };
-    let made = SUMMARY_BYTES.with(std::cell::Cell::get);
-    let counted = PARTS_COUNTED_BYTES.with(std::cell::Cell::get);
-    let extended = summarized(false);
-    // The summaries the session made are counted by the lines they
-    // changed: most of each was counted before.
-    let made = SUMMARY_BYTES.with(std::cell::Cell::get) - made;
-    let counted = PARTS_COUNTED_BYTES.with(std::cell::Cell::get) - counted;
-    let scratch = summarized(true);
-    // 33,413 of 66,849 bytes when written: each step slides the
-    // timeline by a few lines; the rest is counted already.
-    assert!(
-        counted * 3 <= made * 2,
-        "{counted} of the summaries' {made} bytes counted"
-    );
+    let (extended, scratch) = (summarized(false), summarized(true));
     assert!(extended > 0, "no turn was summarized");
     assert!(
         extended <= turns,
