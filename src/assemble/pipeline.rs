@@ -158,16 +158,6 @@ impl<'a> Pipeline<'a> {
         n
     }
 
-    /// [`Pipeline::count`] by the tokenizer's additive parts, each through
-    /// the segment cache: a text that changed by a few lines since it was
-    /// last counted costs those lines.
-    pub(super) fn count_by_parts(&self, text: &str) -> u32 {
-        self.tok
-            .additive_parts(text)
-            .map(|part| self.count(part))
-            .fold(0, u32::saturating_add)
-    }
-
     /// [`Pipeline::count`] when at most `limit`, else `None` (counting
     /// stops past the limit; the cache remembers the bound). Once the
     /// request is cancelled, counts nothing and returns `None`.

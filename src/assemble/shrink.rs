@@ -150,9 +150,7 @@ impl Shrink for Shrinker<'_, '_> {
             &run.summary().plain(),
             FormAttr::Compact,
         );
-        // Counted by lines: the summary of the run before this one shares
-        // most of them, and their counts are cached.
-        let cost = p.count_by_parts(&unit);
+        let cost = p.count(&unit);
         if p.cancel.is_cancelled() {
             // The count may be a cancelled 0: remember nothing.
             return None;

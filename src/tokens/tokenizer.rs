@@ -308,47 +308,6 @@ impl Tokenizer {
         false
     }
 
-    /// `text` cut into parts whose counts add up to its count, so that a
-    /// text that grows or changes by lines (a running summary) is counted
-    /// by the lines it changed, the others hitting a cache. A part ends
-    /// after each newline that a character other than whitespace and `/`
-    /// follows. No cl100k or o200k pre-tokenizer piece holds such a newline
-    /// and the character after it: letter pieces never hold `\r` or `\n`,
-    /// digit pieces hold digits, a punctuation piece may end in newlines
-    /// (o200k: and `/`) but nothing follows them in it, and whitespace
-    /// pieces hold whitespace. Nothing looks behind, and the one look-ahead,
-    /// `\s+(?!\S)`, is never chosen at the end of a part: a whitespace run
-    /// ending in a newline is `\s*[\r\n]+`, earlier in the alternation,
-    /// whatever follows. So the pieces of the whole are the pieces of its
-    /// parts. An estimate rounds each count up: its text is one part.
-    pub fn additive_parts<'t>(&self, text: &'t str) -> impl Iterator<Item = &'t str> + 't {
-        let exact = self.is_exact();
-        let mut rest = Some(text);
-        std::iter::from_fn(move || {
-            let t = rest?;
-            let bytes = t.as_bytes();
-            let cut = exact
-                .then(|| {
-                    newlines(bytes).find(|&i| {
-                        // Only ASCII is looked at: a non-ASCII character
-                        // may be Unicode whitespace, so it is never a seam.
-                        bytes
-                            .get(i + 1)
-                            .is_some_and(|&c| c.is_ascii_graphic() && c != b'/')
-                    })
-                })
-                .flatten();
-            match cut {
-                Some(i) => {
-                    let (part, after) = t.split_at(i + 1);
-                    rest = Some(after);
-                    Some(part)
-                }
-                None => rest.take().filter(|t| !t.is_empty()),
-            }
-        })
-    }
-
     /// How many of the ascending byte offsets `ends` into `text` probably
     /// leave a prefix that, with `extra` (a text counted beside it), counts
     /// at most `limit`: one pass that stops past the limit, so bounded by
@@ -395,14 +354,6 @@ impl Tokenizer {
         };
         saturating_u32(counted)
     }
-}
-
-/// The offsets of `\n` in `bytes`, in order.
-fn newlines(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    bytes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &b)| (b == b'\n').then_some(i))
 }
 
 impl fmt::Display for Tokenizer {
