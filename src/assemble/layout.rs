@@ -51,7 +51,7 @@ fn unit_text<'p>(p: Measurement<'p>, bi: usize, ui: usize, form: Form) -> Cow<'p
         Form::Truncated { bytes } => {
             render::unit(kind, item, &item.content[..bytes], FormAttr::Truncated).into()
         }
-        Form::Full | Form::Dropped(_) => p.blocks[bi].rendered[ui].as_str().into(),
+        Form::Full | Form::Dropped(_) => p.blocks[bi].unit(kind, item, ui).into(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! units, measure every unit, allocate the budget, then hand plain values to
 //! layout, hints and the report.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::time::{Duration, Instant};
 
 use tracing::debug;
@@ -43,8 +43,17 @@ pub(super) struct Measured {
     pub filtered: Vec<usize>,
     /// The block's units, in order.
     pub units: Vec<Unit>,
-    /// Full-form text of each candidate (context kinds only).
-    pub rendered: Vec<String>,
+    /// Full-form text of each candidate (context kinds only), rendered
+    /// when first needed: a unit offered room it cannot fit (proved from
+    /// its content) is never copied.
+    rendered: Vec<OnceCell<String>>,
+}
+
+impl Measured {
+    /// The full-form unit of candidate `ci`, `item`, of a block of `kind`.
+    pub fn unit(&self, kind: BlockKind, item: &Item, ci: usize) -> &str {
+        self.rendered[ci].get_or_init(|| render::unit(kind, item, &item.content, FormAttr::Full))
+    }
 }
 
 /// What a successful run produces before texts are moved out of the request.
@@ -165,11 +174,7 @@ impl<'a> Pipeline<'a> {
         if self.cancel.is_cancelled() {
             return None;
         }
-        // Far more bytes than the limit: a scan of its words may prove it
-        // cannot fit, before hashing it for the cache (an item offered the
-        // little room left costs what the room holds, not what it offers).
-        let long = usize::try_from(limit).is_ok_and(|l| l < text.len() / 4);
-        if long && self.tok.surely_over(text, limit) {
+        if self.surely_over(text, limit) {
             return None;
         }
         if self.warm_only {
@@ -180,6 +185,17 @@ impl<'a> Pipeline<'a> {
         let tally = if hit { &self.hits } else { &self.misses };
         tally.set(tally.get() + 1);
         n
+    }
+
+    /// Whether `text` (or any text holding its whitespace-separated runs,
+    /// such as the unit rendered around it) surely counts more than
+    /// `limit`. Tried only for far more bytes than the limit: a scan of its
+    /// words may prove it cannot fit before it is rendered or hashed for
+    /// the cache (an item offered the little room left costs what the room
+    /// holds, not what it offers).
+    pub(super) fn surely_over(&self, text: &str, limit: u32) -> bool {
+        let long = usize::try_from(limit).is_ok_and(|l| l < text.len() / 4);
+        long && self.tok.surely_over(text, limit)
     }
 
     /// A warm try's lookup: a hit is tallied; a miss abandons the try.
@@ -407,22 +423,7 @@ impl<'a> Pipeline<'a> {
             let rendered = if block.kind.is_turns() {
                 Vec::new()
             } else {
-                // Once cancelled, nothing more is rendered (nor counted: the
-                // run is abandoned after measuring).
-                candidates
-                    .iter()
-                    .map(|&i| {
-                        if self.cancel.is_cancelled() {
-                            return String::new();
-                        }
-                        render::unit(
-                            block.kind,
-                            &block.items[i],
-                            &block.items[i].content,
-                            FormAttr::Full,
-                        )
-                    })
-                    .collect()
+                candidates.iter().map(|_| OnceCell::new()).collect()
             };
             let units = if block.kind.is_turns() {
                 Vec::new()
@@ -465,7 +466,7 @@ impl<'a> Pipeline<'a> {
                             })
                             .fold(0, u32::saturating_add)
                     } else {
-                        self.count(&m.rendered[ui])
+                        self.count(m.unit(block.kind, self.item(bi, ui), ui))
                     };
                     let first = self.item(u.members[0].0, u.members[0].1);
                     UnitPlan {

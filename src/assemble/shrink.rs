@@ -69,9 +69,18 @@ pub const TURN_SUMMARY_ID: &str = "compacted-turns";
 const TURN_SUMMARY_SOURCE: &str = "context-assembler";
 
 impl Shrink for Shrinker<'_, '_> {
+    /// The unit's runs are its content's runs and the wrapper's (`\n`
+    /// before and after the content; escaping writes no whitespace), so a
+    /// content that surely counts more than `limit` proves the unit does,
+    /// before it is rendered.
     fn measure(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
+        let item = self.p.item(block, unit);
+        if self.p.surely_over(&item.content, limit) {
+            return None;
+        }
+        let kind = self.p.req.blocks[block].kind;
         self.p
-            .count_at_most(&self.p.measured[block].rendered[unit], limit)
+            .count_at_most(self.p.measured[block].unit(kind, item, unit), limit)
     }
 
     /// The summary unit of the turns' items (the Compact RPC's summary), as
@@ -170,6 +179,9 @@ impl Shrink for Shrinker<'_, '_> {
     fn compact_cost(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
         let item = self.p.item(block, unit);
         let text = item.compact_form.as_deref().unwrap_or_default();
+        if self.p.surely_over(text, limit) {
+            return None;
+        }
         self.p.count_at_most(
             &render::unit(self.p.req.blocks[block].kind, item, text, FormAttr::Compact),
             limit,

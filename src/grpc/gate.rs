@@ -446,6 +446,10 @@ impl Meter {
             None => None,
         };
         let whole = FRAME_HEADER_BYTES + bytes as usize;
+        // Room for the whole message at once (at most the limit, and held
+        // from the upload budget above): growing the buffer frame by frame
+        // copied a large message's received bytes again at every doubling.
+        self.buf.reserve(whole.saturating_sub(self.buf.len()));
         let upload = async {
             while self.buf.len() < whole {
                 if !self.fill().await? {

@@ -120,6 +120,16 @@ fn value_at(b: &[u8], at: usize) -> Option<(Volatile, usize)> {
     None
 }
 
+/// Whether a volatile value may start `word` (a whole run of word
+/// characters, `next` the byte after it): every kind but a UUID starts with
+/// a digit or holds one in its first word, and a UUID's first word is 8 hex
+/// digits before a `-`. Most words of prose are neither, and skip
+/// [`value_at`].
+fn may_start_value(word: &[u8], next: Option<u8>) -> bool {
+    word.iter().any(u8::is_ascii_digit)
+        || (word.len() == 8 && next == Some(b'-') && word.iter().all(u8::is_ascii_hexdigit))
+}
+
 /// The volatile values in `text`: a bit per [`Volatile::ALL`] kind found,
 /// and the first finding with its byte offset.
 pub fn scan(text: &str) -> (u8, Option<(Volatile, usize)>) {
@@ -128,7 +138,13 @@ pub fn scan(text: &str) -> (u8, Option<(Volatile, usize)>) {
     let mut i = 0;
     while i < b.len() {
         if word_char(b[i]) && (i == 0 || !word_char(b[i - 1])) {
-            if let Some((kind, len)) = value_at(b, i) {
+            let end = b[i..]
+                .iter()
+                .position(|&c| !word_char(c))
+                .map_or(b.len(), |n| i + n);
+            if may_start_value(&b[i..end], b.get(end).copied())
+                && let Some((kind, len)) = value_at(b, i)
+            {
                 let bit = Volatile::ALL.iter().position(|&k| k == kind).unwrap_or(0);
                 kinds |= 1 << bit;
                 first.get_or_insert((kind, i));
@@ -136,9 +152,7 @@ pub fn scan(text: &str) -> (u8, Option<(Volatile, usize)>) {
                 continue;
             }
             // Skip the rest of this word.
-            while i < b.len() && word_char(b[i]) {
-                i += 1;
-            }
+            i = end;
             continue;
         }
         i += 1;
@@ -169,6 +183,10 @@ mod tests {
             Some(Volatile::Uuid)
         );
         assert_eq!(
+            first("request deadbeef-7a3d-4c2b-9f10-2e6d8a7b5c4d here"),
+            Some(Volatile::Uuid)
+        );
+        assert_eq!(
             first("trace=4bf92f3577b34da6a3ce929d0e0e4736"),
             Some(Volatile::HexId)
         );
@@ -192,7 +210,59 @@ mod tests {
         }
     }
 
+    /// The scan before words that cannot start a value were skipped:
+    /// [`value_at`] at every word start.
+    fn scan_every_word(text: &str) -> (u8, Option<(Volatile, usize)>) {
+        let b = text.as_bytes();
+        let (mut kinds, mut first) = (0u8, None);
+        let mut i = 0;
+        while i < b.len() {
+            if word_char(b[i]) && (i == 0 || !word_char(b[i - 1])) {
+                if let Some((kind, len)) = value_at(b, i) {
+                    let bit = Volatile::ALL.iter().position(|&k| k == kind).unwrap_or(0);
+                    kinds |= 1 << bit;
+                    first.get_or_insert((kind, i));
+                    i += len;
+                    continue;
+                }
+                while i < b.len() && word_char(b[i]) {
+                    i += 1;
+                }
+                continue;
+            }
+            i += 1;
+        }
+        (kinds, first)
+    }
+
+    /// Pieces that make and almost make every kind, glued at random.
+    fn near_values() -> impl Strategy<Value = String> {
+        let atom = prop_oneof![
+            Just("2026-11-22".to_owned()),
+            Just("1999/01/31".to_owned()),
+            Just("T03:05:43".to_owned()),
+            Just(" 23:59:60".to_owned()),
+            Just("1795312543".to_owned()),
+            Just("1795312543123".to_owned()),
+            Just("deadbeef-".to_owned()),
+            Just("9b2c4f1e-7a3d-4c2b-9f10-2e6d8a7b5c4d".to_owned()),
+            Just("4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
+            "[a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            Just("abcdefabcdefabcdef".to_owned()),
+            "[0-9a-fA-FT:/_ .-]{1,12}",
+            "[a-z]{1,9}",
+        ];
+        proptest::collection::vec(atom, 0..12).prop_map(|v| v.concat())
+    }
+
     proptest! {
+        /// Skipping words that cannot start a value finds what looking at
+        /// every word found (kinds, first kind and offset).
+        #[test]
+        fn skipping_words_finds_the_same_values(text in prop_oneof![near_values(), "\\PC{0,120}"]) {
+            prop_assert_eq!(scan(&text), scan_every_word(&text), "{:?}", text);
+        }
+
         /// Never panics, and finds nothing in text without digits.
         #[test]
         fn total_and_quiet_on_letters(text in "\\PC{0,200}", letters in "[a-zA-Z .,:/-]{0,200}") {

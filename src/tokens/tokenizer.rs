@@ -293,19 +293,7 @@ impl Tokenizer {
     /// separates runs here: other whitespace joins two runs into one, which
     /// keeps the bound a bound.
     pub fn surely_over(&self, text: &str, limit: u32) -> bool {
-        let mut runs = 0u32;
-        let mut in_run = false;
-        for &b in text.as_bytes() {
-            let space = matches!(b, b'\t'..=b'\r' | b' ');
-            if !space && !in_run {
-                if runs == limit {
-                    return true;
-                }
-                runs += 1;
-            }
-            in_run = !space;
-        }
-        false
+        runs_past(text.as_bytes(), limit)
     }
 
     /// How many of the ascending byte offsets `ends` into `text` probably
@@ -366,6 +354,32 @@ impl fmt::Display for Tokenizer {
             write!(f, "estimate({},+{}%)", self.encoding.name(), self.margin_percent)
         }
     }
+}
+
+/// Whether `bytes` holds more than `limit` runs of non-whitespace (ASCII
+/// whitespace separates them), reading 64 bytes at a time and stopping in
+/// the block where the count passes the limit: a mask of the block's
+/// non-whitespace bytes, whose run starts are the bits set without one set
+/// below them (the block before's last byte carried in).
+fn runs_past(bytes: &[u8], limit: u32) -> bool {
+    const BLOCK: usize = 64;
+    let mut runs = 0u64;
+    // Whether the byte before the block is not whitespace.
+    let mut carry = 0u64;
+    for block in bytes.chunks(BLOCK) {
+        let mut word = 0u64;
+        for (i, &b) in block.iter().enumerate() {
+            let space = b == b' ' || b.wrapping_sub(b'\t') < 5;
+            word |= u64::from(!space) << i;
+        }
+        let starts = word & !((word << 1) | carry);
+        runs += u64::from(starts.count_ones());
+        if runs > u64::from(limit) {
+            return true;
+        }
+        carry = (word >> (block.len() - 1)) & 1;
+    }
+    false
 }
 
 #[cfg(test)]

@@ -53,6 +53,24 @@ proptest! {
         }
     }
 
+    /// The proof that a unit cannot fit may be made on its content alone,
+    /// before rendering it: whatever the content, id and source, a limit
+    /// the content's runs pass, the unit's pass too.
+    #[test]
+    fn a_content_surely_over_a_limit_is_a_unit_surely_over_it(
+        kind in kind_strategy(),
+        id in adversarial_text(),
+        form in form_strategy(),
+        content in prop_oneof![adversarial_text(), "[a< \t\n\r/d]{0,120}"],
+        limit in 0u32..40,
+    ) {
+        let t = Tokenizer::exact(Encoding::O200kBase);
+        let u = unit(kind, &item(&id, &id, false), &content, form);
+        if t.surely_over(&content, limit) {
+            prop_assert!(t.surely_over(&u, limit), "{:?} at {}", content, limit);
+        }
+    }
+
     /// Whatever the content, the unit has exactly one opening and one closing
     /// wrapper tag of any of our names, at its two ends.
     #[test]

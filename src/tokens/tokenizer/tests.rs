@@ -189,6 +189,27 @@ proptest! {
         }
     }
 
+    /// The block-wise scan answers as a byte-by-byte count of runs would,
+    /// at every limit around the count, across block seams.
+    #[test]
+    fn the_block_scan_counts_runs_as_a_byte_loop(
+        text in prop_oneof!["[a \t\n\x0b\x0c\r\u{a0}\u{1c}\u{1f}]{0,300}", "\\PC{0,300}"],
+        pad in 0usize..64,
+        slack in -2i64..2,
+    ) {
+        let text = format!("{}{text}", "x ".repeat(pad));
+        let mut runs = 0i64;
+        let mut in_run = false;
+        for &b in text.as_bytes() {
+            let space = matches!(b, b'\t'..=b'\r' | b' ');
+            runs += i64::from(!space && !in_run);
+            in_run = !space;
+        }
+        let limit = u32::try_from((runs + slack).max(0)).unwrap_or(0);
+        let tok = Tokenizer::exact(Encoding::O200kBase);
+        prop_assert_eq!(tok.surely_over(&text, limit), runs > i64::from(limit), "{:?} at {}", text, limit);
+    }
+
     /// No text holds more bytes than its count allows: the bound truncation
     /// uses to stop looking.
     #[test]
