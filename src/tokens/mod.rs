@@ -6,6 +6,7 @@
 //!   safety margin.
 //! - [`models`]: the model table a model name resolves against.
 //! - [`pretok`]: the cl100k and o200k pre-tokenizers, by hand.
+//! - [`singles`]: whether a piece is itself one token, in one probe.
 //! - [`cache`]: token counts keyed by blake3(tokenizer, bytes), shared by
 //!   every room that counts.
 //! - [`chat`]: the chat formula (what a message and a reply cost besides
@@ -15,6 +16,7 @@ pub mod cache;
 pub mod chat;
 pub mod models;
 pub mod pretok;
+pub mod singles;
 pub mod tokenizer;
 
 pub use cache::{CountCache, MemoCache, Weigh};

@@ -13,9 +13,8 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use rustc_hash::FxHashSet;
-
 use super::pretok;
+use super::singles::Singles;
 use crate::vocab::{Role, saturating_u32};
 
 /// A public BPE encoding.
@@ -69,21 +68,22 @@ impl Encoding {
         let _ = self.singles();
     }
 
+    /// The bytes of every token of the vocabulary, in id order.
+    pub(crate) fn tokens(self) -> impl Iterator<Item = &'static [u8]> {
+        let bpe = &self.bpe().bpe;
+        (0..bpe.num_tokens()).map(|id| bpe.token_bytes(saturating_u32(id)))
+    }
+
     /// The bytes of every token of the vocabulary, for the single-token
     /// fast path of [`Encoding::count`].
-    fn singles(self) -> &'static FxHashSet<&'static [u8]> {
-        static CL100K: OnceLock<FxHashSet<&'static [u8]>> = OnceLock::new();
-        static O200K: OnceLock<FxHashSet<&'static [u8]>> = OnceLock::new();
+    pub(crate) fn singles(self) -> &'static Singles {
+        static CL100K: OnceLock<Singles> = OnceLock::new();
+        static O200K: OnceLock<Singles> = OnceLock::new();
         let cell = match self {
             Encoding::Cl100kBase => &CL100K,
             Encoding::O200kBase => &O200K,
         };
-        cell.get_or_init(|| {
-            let bpe = &self.bpe().bpe;
-            (0..bpe.num_tokens())
-                .map(|id| bpe.token_bytes(saturating_u32(id)))
-                .collect()
-        })
+        cell.get_or_init(|| Singles::new(self.tokens()))
     }
 
     /// Tokens of `text` as ordinary text: the pre-tokenizer's pieces, each
@@ -120,7 +120,7 @@ impl Encoding {
     /// One pre-tokenizer piece's count when it is at most `room`, else
     /// `None`, stopping past `room` (a long piece, a megabyte of blank lines,
     /// costs what fits, not what it holds); a piece that is a token is one.
-    fn piece_within(self, singles: &FxHashSet<&'static [u8]>, piece: &str, room: usize) -> Option<usize> {
+    fn piece_within(self, singles: &Singles, piece: &str, room: usize) -> Option<usize> {
         if singles.contains(piece.as_bytes()) {
             Some(1).filter(|_| room > 0)
         } else {
@@ -182,7 +182,7 @@ impl Encoding {
             Encoding::Cl100kBase => &CL100K,
             Encoding::O200kBase => &O200K,
         };
-        *cell.get_or_init(|| self.singles().iter().map(|t| t.len()).max().unwrap_or(1).max(1))
+        *cell.get_or_init(|| self.singles().longest().max(1))
     }
 
     /// Tokens of each role name, in [`Role::ALL`] order, counted once.
