@@ -49,7 +49,7 @@ fn hex_run(b: &[u8], at: usize, n: usize) -> bool {
         .is_some_and(|s| s.iter().all(u8::is_ascii_hexdigit))
 }
 
-fn word_char(c: u8) -> bool {
+const fn word_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
 }
 
@@ -120,42 +120,73 @@ fn value_at(b: &[u8], at: usize) -> Option<(Volatile, usize)> {
     None
 }
 
-/// Whether a volatile value may start `word` (a whole run of word
-/// characters, `next` the byte after it): every kind but a UUID starts with
-/// a digit or holds one in its first word, and a UUID's first word is 8 hex
-/// digits before a `-`. Most words of prose are neither, and skip
-/// [`value_at`].
-fn may_start_value(word: &[u8], next: Option<u8>) -> bool {
-    word.iter().any(u8::is_ascii_digit)
-        || (word.len() == 8 && next == Some(b'-') && word.iter().all(u8::is_ascii_hexdigit))
-}
+/// A word character (ASCII letter, digit or `_`).
+const WORD: u8 = 1;
+/// An ASCII digit.
+const DIGIT: u8 = 2;
+/// A word character that is not a hex digit.
+const NOT_HEX: u8 = 4;
+
+/// Each byte's classes, for the scan's inner loops.
+static CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if word_char(c) {
+            table[b] = WORD;
+            if c.is_ascii_digit() {
+                table[b] |= DIGIT;
+            }
+            if !c.is_ascii_hexdigit() {
+                table[b] |= NOT_HEX;
+            }
+        }
+        b += 1;
+    }
+    table
+};
 
 /// The volatile values in `text`: a bit per [`Volatile::ALL`] kind found,
 /// and the first finding with its byte offset.
+///
+/// [`value_at`] is tried at every word start that may begin a value: a
+/// word holding a digit (every kind but a UUID starts with a digit or holds
+/// one in its first word), or 8 hex digits before a `-` (a UUID's first
+/// group). Most words of prose are neither and cost one table lookup per
+/// byte. A value found is skipped whole, and so is the rest of a word it
+/// ends inside.
 pub fn scan(text: &str) -> (u8, Option<(Volatile, usize)>) {
     let b = text.as_bytes();
+    let class = |i: usize| CLASS[usize::from(b[i])];
     let (mut kinds, mut first) = (0u8, None);
     let mut i = 0;
     while i < b.len() {
-        if word_char(b[i]) && (i == 0 || !word_char(b[i - 1])) {
-            let end = b[i..]
-                .iter()
-                .position(|&c| !word_char(c))
-                .map_or(b.len(), |n| i + n);
-            if may_start_value(&b[i..end], b.get(end).copied())
-                && let Some((kind, len)) = value_at(b, i)
-            {
-                let bit = Volatile::ALL.iter().position(|&k| k == kind).unwrap_or(0);
-                kinds |= 1 << bit;
-                first.get_or_insert((kind, i));
-                i += len;
-                continue;
-            }
-            // Skip the rest of this word.
-            i = end;
-            continue;
+        while i < b.len() && class(i) & WORD == 0 {
+            i += 1;
         }
-        i += 1;
+        let start = i;
+        let mut seen = 0u8;
+        while i < b.len() && class(i) & WORD != 0 {
+            seen |= class(i);
+            i += 1;
+        }
+        if start == i {
+            break;
+        }
+        let uuid_head = i - start == 8 && seen & NOT_HEX == 0 && b.get(i) == Some(&b'-');
+        if (seen & DIGIT != 0 || uuid_head)
+            && let Some((kind, len)) = value_at(b, start)
+        {
+            let bit = Volatile::ALL.iter().position(|&k| k == kind).unwrap_or(0);
+            kinds |= 1 << bit;
+            first.get_or_insert((kind, start));
+            i = start + len;
+            // A value that ends inside a word: the rest of it starts none.
+            while i > 0 && i < b.len() && class(i) & WORD != 0 && class(i - 1) & WORD != 0 {
+                i += 1;
+            }
+        }
     }
     (kinds, first)
 }
@@ -256,6 +287,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
         /// Skipping words that cannot start a value finds what looking at
         /// every word found (kinds, first kind and offset).
         #[test]
