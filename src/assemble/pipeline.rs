@@ -465,6 +465,10 @@ impl<'a> Pipeline<'a> {
                                 self.message_cost(it.role.unwrap_or(Role::User), self.count(&it.content))
                             })
                             .fold(0, u32::saturating_add)
+                    } else if self.cancel.is_cancelled() {
+                        // Nothing more is rendered or counted: the run is
+                        // abandoned after measuring.
+                        0
                     } else {
                         self.count(m.unit(block.kind, self.item(bi, ui), ui))
                     };
