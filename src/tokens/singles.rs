@@ -142,11 +142,6 @@ impl Singles {
         }
         longest.min(self.slots.len())
     }
-
-    /// Heap bytes held (the long tokens' bytes are the vocabulary's).
-    pub fn heap_bytes(&self) -> usize {
-        self.slots.len() * size_of::<u128>() + self.long.capacity() * (size_of::<&[u8]>() + 1)
-    }
 }
 
 #[cfg(test)]
