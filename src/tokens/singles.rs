@@ -131,17 +131,6 @@ impl Singles {
         let short = self.slots.iter().map(|&s| (s >> 120) as usize).max().unwrap_or(0);
         self.long.iter().map(|t| t.len()).max().unwrap_or(0).max(short)
     }
-
-    /// The longest run of occupied slots: what bounds a lookup's probes.
-    pub fn longest_probe(&self) -> usize {
-        let (mut longest, mut run) = (0, 0);
-        // Twice round, so a run that wraps is measured whole.
-        for &s in self.slots.iter().chain(self.slots.iter()) {
-            run = if s == 0 { 0 } else { run + 1 };
-            longest = longest.max(run);
-        }
-        longest.min(self.slots.len())
-    }
 }
 
 #[cfg(test)]
