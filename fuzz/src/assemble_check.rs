@@ -87,7 +87,7 @@ pub fn assemble_and_check(asm: &Assembler, req: &AssembleRequest) {
             assert_eq!(a.decisions, b.decisions, "warm decisions differ");
             assert_eq!(a.usage, b.usage, "warm usage differs");
             // (`prefix_cache_hit` is not asserted: once the shared caches
-            // are full, moka's admission policy may refuse a new prefix.)
+            // are full, eviction may take a new prefix before the second run.)
             // The wire form of the answer survives encoding.
             let wire = pb::AssembleResponse::from(a.clone());
             let bytes = wire.encode_to_vec();

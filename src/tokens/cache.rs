@@ -1,31 +1,34 @@
-//! Token-count caches keyed by blake3(tokenizer id, bytes), bounded by weight.
+//! Token-count caches keyed by blake3(tokenizer id, bytes), bounded in bytes.
 //! The tokenizer id is the hash key (see [`Tokenizer::hasher`]), so one pass
 //! over the bytes makes the cache key.
 //!
-//! Values are plain `u32` counts, so a lookup copies four bytes; the key is a
-//! 32-byte digest, so memory per entry is constant and the bound in MiB holds.
+//! Counts live in a purpose-built table ([`clock`]): a few dozen bytes per
+//! entry, CLOCK eviction, single flight. Turn summaries ([`MemoCache`]) are
+//! values of any size, weighed one by one, and stay in moka.
 
 use moka::sync::Cache;
 
 use super::tokenizer::Tokenizer;
 
-/// The caches' table hasher: foldhash, seeded at random per process. The
-/// keys are blake3 digests already, so the table needs only a cheap mix
+pub mod clock;
+
+use clock::Clock;
+
+/// The memo cache's table hasher: foldhash, seeded at random per process.
+/// The keys are blake3 digests already, so the table needs only a cheap mix
 /// that a caller cannot aim at one bucket; moka's default (SipHash-1-3)
 /// cost 8% of a cold request's CPU hashing 32-byte keys.
 type Hasher = foldhash::fast::RandomState;
 
 /// A cache key: blake3 of the counted bytes, keyed by the tokenizer id.
-pub type Key = [u8; 32];
+pub type Key = clock::Key;
 
-/// Bytes one entry costs in memory: the 32-byte key and the value plus moka's
-/// bookkeeping (its hash-table bucket, the entry's `Arc`, the access-order
-/// deque node and the frequency sketch). Measured, not guessed: filling a
-/// cache with a million keys grows the resident set by 357 bytes per entry
-/// held (`tests/cache_memory.rs` checks it stays within this weight), so the
-/// configured MiB bounds real memory. (128, the first guess, let a 64 MiB
-/// cache take 178 MiB.)
-pub const ENTRY_WEIGHT_BYTES: u32 = 384;
+/// Bytes a [`MemoCache`] entry costs beyond its value's heap: the 32-byte key
+/// and the `Arc` plus moka's bookkeeping (its hash-table bucket, the entry's
+/// `Arc`, the access-order deque node and the frequency sketch). Measured,
+/// not guessed: filling a moka cache of counts with a million keys grew the
+/// resident set by 357 bytes per entry held.
+const MEMO_ENTRY_BYTES: u32 = 384;
 
 /// The key of `bytes` counted with `tokenizer`.
 pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
@@ -36,28 +39,29 @@ pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
 
 /// A bounded map from content digest to token count (or, for static
 /// prefixes, to a small `Copy` record of facts about it).
-#[derive(Clone)]
 pub struct CountCache<V = u32> {
-    inner: Cache<Key, V, Hasher>,
+    inner: Clock<V>,
 }
 
-impl<V: Copy + Send + Sync + 'static> std::fmt::Debug for CountCache<V> {
+impl<V: Copy> std::fmt::Debug for CountCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CountCache")
-            .field("entries", &self.inner.entry_count())
+            .field("entries", &self.inner.held())
             .finish()
     }
 }
 
-impl<V: Copy + Send + Sync + 'static> CountCache<V> {
-    /// A cache holding at most about `max_bytes` of entries. Lookups are not
+impl<V: Copy> CountCache<V> {
+    /// Bytes one entry costs: its key, value and reference bit, and its
+    /// share of the index. `tests/cache_memory.rs` checks the resident set
+    /// grows by no more than this per entry held.
+    pub const ENTRY_BYTES: u32 = clock::entry_bytes::<V>();
+
+    /// A cache whose entries take at most `max_bytes`. Lookups are not
     /// counted here: callers tally them per request and record once.
     pub fn new(max_bytes: u64) -> Self {
         CountCache {
-            inner: Cache::builder()
-                .max_capacity(max_bytes)
-                .weigher(|_: &Key, _: &V| ENTRY_WEIGHT_BYTES)
-                .build_with_hasher(Hasher::default()),
+            inner: Clock::new(max_bytes),
         }
     }
 
@@ -74,30 +78,29 @@ impl<V: Copy + Send + Sync + 'static> CountCache<V> {
     /// The value under `key`, made by `init` on a miss (single flight: of
     /// callers that miss the same key at once, one runs `init` and the
     /// others wait for its value and see a hit); an `Err` from `init` is
-    /// returned and nothing is cached. Returns the value and whether it was
-    /// a hit.
-    pub fn get_or_try_count<E: Send + Sync + 'static>(
-        &self,
-        key: Key,
-        init: impl FnOnce() -> Result<V, E>,
-    ) -> Result<(V, bool), std::sync::Arc<E>> {
+    /// returned and nothing is cached (a waiter then tries itself). Returns
+    /// the value and whether it was a hit.
+    pub fn get_or_try_count<E>(&self, key: Key, init: impl FnOnce() -> Result<V, E>) -> Result<(V, bool), E> {
         if let Some(v) = self.get(&key) {
             return Ok((v, true));
         }
-        let entry = self.inner.entry(key).or_try_insert_with(init)?;
-        Ok((entry.value().to_owned(), !entry.is_fresh()))
+        let (v, made) = self.inner.get_or_try_insert_with(key, init)?;
+        Ok((v, !made))
     }
 
-    /// Entries currently held (approximate until pending work runs).
+    /// Entries currently held.
     pub fn entry_count(&self) -> u64 {
-        self.inner.run_pending_tasks();
-        self.inner.entry_count()
+        self.inner.held()
     }
 
-    /// The weight held, in bytes (after pending work runs).
+    /// The bytes held: entries held times [`CountCache::ENTRY_BYTES`].
     pub fn weighted_bytes(&self) -> u64 {
-        self.inner.run_pending_tasks();
-        self.inner.weighted_size()
+        self.inner.held() * u64::from(Self::ENTRY_BYTES)
+    }
+
+    /// Entries the cache can hold.
+    pub fn capacity(&self) -> u64 {
+        self.inner.capacity()
     }
 }
 
@@ -123,15 +126,14 @@ impl CountCache<u32> {
             self.insert(key, n);
             return (n, false);
         }
-        let entry = self.inner.entry(key).or_insert_with(|| exact(tokenizer));
-        let n = entry.value().to_owned();
+        let (n, made) = self.inner.get_or_insert_with(key, || exact(tokenizer));
         if n & AT_LEAST != 0 {
             // A lower bound was stored between the lookup and the entry.
             let n = exact(tokenizer);
             self.insert(key, n);
             return (n, false);
         }
-        (n, !entry.is_fresh())
+        (n, !made)
     }
 
     /// The count of `text` when the cache holds it (a lower bound is not a
@@ -166,11 +168,9 @@ impl CountCache<u32> {
                 // Single flight, as for full counts: of identical requests
                 // that miss at once, one counts and the others answer from
                 // its value.
-                let entry = self.inner.entry(key).or_insert_with(count);
-                let fresh = entry.is_fresh();
-                let v = entry.into_value();
+                let (v, made) = self.inner.get_or_insert_with(key, count);
                 if let Some(known) = answer(v) {
-                    return (known, !fresh);
+                    return (known, !made);
                 }
                 v
             }
@@ -237,7 +237,7 @@ impl<V: Weigh + Send + Sync + 'static> MemoCache<V> {
                 .weigher(|_: &Key, v: &std::sync::Arc<V>| {
                     u32::try_from(v.heap_bytes())
                         .unwrap_or(u32::MAX)
-                        .saturating_add(ENTRY_WEIGHT_BYTES)
+                        .saturating_add(MEMO_ENTRY_BYTES)
                 })
                 .build_with_hasher(Hasher::default()),
         }
@@ -354,7 +354,7 @@ mod tests {
 
     #[test]
     fn weight_bound_holds() {
-        let cache = CountCache::new(u64::from(ENTRY_WEIGHT_BYTES) * 10);
+        let cache = CountCache::new(u64::from(CountCache::<u32>::ENTRY_BYTES) * 10);
         let t = Tokenizer::exact(Encoding::O200kBase);
         for i in 0..1000 {
             cache.insert(CountCache::key(&t, format!("{i}").as_bytes()), i);
