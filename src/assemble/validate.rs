@@ -1,6 +1,6 @@
 //! Request validation: every bad field is reported at once, by its proto path.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::policy::{Catalog, Policy};
@@ -112,11 +112,13 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
         ));
     }
 
-    let mut names = HashSet::new();
+    let mut names = HashSet::with_capacity_and_hasher(req.blocks.len(), Hasher::default());
     // Tool calls made anywhere in the conversation (its turns may span
     // blocks): providers refuse a call id made twice, and a result could not
     // say which call it answers.
-    let mut calls: std::collections::HashMap<&str, (usize, usize)> = std::collections::HashMap::new();
+    let mut calls: HashMap<&str, (usize, usize), Hasher> = HashMap::default();
+    // One set of item ids, emptied per block, its room kept.
+    let mut ids = HashSet::with_hasher(Hasher::default());
     for (bi, b) in req.blocks.iter().enumerate() {
         let at = |f: &str| format!("blocks[{bi}].{f}");
         unique(&mut v, &mut names, &b.name, || at("name"), "duplicate block name");
@@ -131,7 +133,8 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
                 ));
             }
         }
-        let mut ids = HashSet::new();
+        ids.clear();
+        ids.reserve(b.items.len());
         for (ii, item) in b.items.iter().enumerate() {
             let at = |f: &str| format!("blocks[{bi}].items[{ii}].{f}");
             unique(
@@ -216,7 +219,7 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
 /// in `seen` (`duplicate`); remembers it otherwise.
 fn unique<'r>(
     v: &mut Vec<FieldViolation>,
-    seen: &mut HashSet<&'r str>,
+    seen: &mut HashSet<&'r str, Hasher>,
     value: &'r str,
     field: impl FnOnce() -> String,
     duplicate: &str,
@@ -227,6 +230,11 @@ fn unique<'r>(
         v.push(FieldViolation::new(field(), duplicate));
     }
 }
+
+/// The hasher of the sets of names and ids: foldhash seeded at random per
+/// process (a caller who cannot predict the seed cannot aim ids at one
+/// bucket), a fraction of SipHash's cost per short key.
+type Hasher = foldhash::fast::RandomState;
 
 #[cfg(test)]
 mod tests;
