@@ -43,6 +43,13 @@ const MAX_SHARDS: usize = 64;
 /// Fewest entries a shard holds when the table has more than one shard.
 const MIN_SHARD_ENTRIES: usize = 1024;
 
+/// Most entries a shard holds: its slot count (5/3 of it, plus one) stays
+/// below 2^32, so a slot's low half holds a position plus one and the home
+/// computation does not overflow. (64 shards of it would be about 2^38
+/// entries, far past any configured cache.)
+const MAX_SHARD_ENTRIES: usize = (u32::MAX as usize / SLOTS_PER_ENTRY.0) * SLOTS_PER_ENTRY.1 - 1;
+const _: () = assert!(MAX_SHARD_ENTRIES * SLOTS_PER_ENTRY.0 / SLOTS_PER_ENTRY.1 < u32::MAX as usize);
+
 /// Bytes one entry of a table holding `V` costs: the entry and its share of
 /// the index (5/3 of an 8-byte slot, rounded up).
 pub const fn entry_bytes<V>() -> u32 {
@@ -103,9 +110,16 @@ impl<V: Copy> Clock<V> {
         while shards > 1 && entries / shards < MIN_SHARD_ENTRIES {
             shards /= 2;
         }
-        let capacity = entries / shards;
+        Self::sized(shards, entries / shards)
+    }
+
+    /// A table of `shards` shards (a power of two) of `capacity` entries
+    /// each. A shard holds at most [`MAX_SHARD_ENTRIES`], so its positions
+    /// and slot count fit the slots' 32-bit halves.
+    fn sized(shards: usize, capacity: usize) -> Self {
+        let capacity = capacity.min(MAX_SHARD_ENTRIES);
         Clock {
-            shards: (0..shards)
+            shards: (0..shards.max(1).next_power_of_two())
                 .map(|_| Padded(Mutex::new(Shard::new(capacity))))
                 .collect(),
             hasher: foldhash::fast::RandomState::default(),
@@ -238,7 +252,12 @@ impl<V: Copy> Drop for Maker<'_, V> {
     fn drop(&mut self) {
         {
             let mut shard = self.table.shard(self.hash);
-            if let Landing::Value(v) = self.landing {
+            // A value stored under the key while this one was made (an
+            // exact count over a bound being made) is kept: every value of
+            // a key is true of its text, and the later one knows no less.
+            if let Landing::Value(v) = self.landing
+                && shard.find(self.hash, &self.key).is_none()
+            {
                 shard.insert(self.hash, self.key, v, &self.table.hasher);
             }
             shard.flights.retain(|(_, f)| !Arc::ptr_eq(f, &self.flight));

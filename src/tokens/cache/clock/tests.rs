@@ -61,17 +61,25 @@ proptest! {
     /// Against a map that forgets nothing: the table answers a key's last
     /// value or nothing, never another value; it holds at most its
     /// capacity, and the index stays whole through evictions that shift
-    /// probe runs (small tables wrap and collide all the time).
+    /// probe runs (small tables wrap and collide all the time). With one
+    /// shard and with four.
     #[test]
-    fn the_table_answers_the_last_value_or_nothing(capacity in 0..40u32, ops in ops()) {
-        let t = table(capacity);
+    fn the_table_answers_the_last_value_or_nothing(
+        shards in prop_oneof![Just(1usize), Just(4)],
+        per_shard in 0..40u32,
+        ops in ops(),
+    ) {
+        let t = Clock::<u32>::sized(shards, per_shard as usize);
+        prop_assert_eq!(t.shards.len(), shards);
+        let capacity = per_shard * shards as u32;
+        prop_assert_eq!(t.capacity(), u64::from(capacity));
         let mut model: HashMap<u32, u32> = HashMap::new();
         for op in ops {
             match op {
                 Op::Insert(k, v) => {
                     t.insert(key(k), v);
                     model.insert(k, v);
-                    if capacity > 0 {
+                    if per_shard > 0 {
                         prop_assert_eq!(t.get(&key(k)), Some(v), "just inserted");
                     }
                 }
@@ -187,9 +195,11 @@ fn concurrent_misses_of_one_key_make_it_once() {
     assert!(lock(&t.shards[0].0).flights.is_empty());
 }
 
-/// Runs `fail` as the maker of key 1 once another caller waits on its
-/// flight, and returns what that waiter got.
-fn waiter_after(fail: impl FnOnce() -> Result<u32, ()> + Send) -> (u32, bool) {
+/// Runs `fail` as the maker of key 1 once three other callers wait on its
+/// flight, and returns what they got: one of them makes the value, once,
+/// and the others see it.
+fn waiters_after(fail: impl FnOnce() -> Result<u32, ()> + Send) -> Vec<(u32, bool)> {
+    const WAITERS: usize = 3;
     let t = table(16);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     // Until the flight's Arc has `n` holders (the list, the maker, each
@@ -206,35 +216,61 @@ fn waiter_after(fail: impl FnOnce() -> Result<u32, ()> + Send) -> (u32, bool) {
         std::thread::yield_now();
     };
     let joined = AtomicBool::new(false);
-    let (got, waiter) = std::thread::scope(|s| {
+    let makes = AtomicUsize::new(0);
+    let (got, mut waiters) = std::thread::scope(|s| {
         let maker = s.spawn(|| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 t.get_or_try_insert_with(key(1), || {
-                    until(3);
+                    until(2 + WAITERS);
                     joined.store(true, Ordering::SeqCst);
                     fail()
                 })
             }))
         });
-        let waiter = s.spawn(|| {
-            until(2);
-            t.get_or_insert_with(key(1), || 11)
-        });
-        (maker.join().unwrap(), waiter.join().unwrap())
+        let waiters: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                s.spawn(|| {
+                    until(2);
+                    t.get_or_insert_with(key(1), || {
+                        makes.fetch_add(1, Ordering::SeqCst);
+                        11
+                    })
+                })
+            })
+            .collect();
+        let waiters: Vec<(u32, bool)> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+        (maker.join().unwrap(), waiters)
     });
-    assert!(joined.load(Ordering::SeqCst), "the waiter joined the flight");
+    assert!(joined.load(Ordering::SeqCst), "the waiters joined the flight");
     assert!(!matches!(got, Ok(Ok(_))), "the maker failed");
-    assert_eq!(t.get(&key(1)), Some(waiter.0));
+    assert_eq!(makes.load(Ordering::SeqCst), 1, "one waiter makes the value");
+    assert_eq!(t.get(&key(1)), Some(11));
     assert!(lock(&t.shards[0].0).flights.is_empty());
-    waiter
+    waiters.sort_unstable();
+    waiters
 }
 
 #[test]
 fn a_failed_maker_stores_nothing_and_a_waiter_makes_the_value() {
-    assert_eq!(waiter_after(|| Err(())), (11, true));
+    assert_eq!(waiters_after(|| Err(())), [(11, false), (11, false), (11, true)]);
 }
 
 #[test]
 fn a_panicking_maker_does_not_strand_its_waiters() {
-    assert_eq!(waiter_after(|| panic!("the maker panics")), (11, true));
+    assert_eq!(
+        waiters_after(|| panic!("the maker panics")),
+        [(11, false), (11, false), (11, true)]
+    );
+}
+
+#[test]
+fn a_value_stored_while_one_is_made_is_kept() {
+    let t = table(4);
+    let made = t.get_or_insert_with(key(1), || {
+        t.insert(key(1), 5);
+        7
+    });
+    assert_eq!(made, (7, true));
+    assert_eq!(t.get(&key(1)), Some(5));
+    check_index(&t);
 }
