@@ -440,8 +440,22 @@ impl State {
             return;
         }
         let ceiling = b.max_tokens.map_or(u64::MAX, u64::from);
-        if let Some(whole) = self.whole(bi, &valid, b.slot, ceiling, shrink) {
-            for (&ui, cost) in valid.iter().zip(whole) {
+        // The order the block is filled in when it does not fit whole:
+        // turns newest first, a summary's units as given, ranked blocks by
+        // score. Trying the whole block measures units in this order too,
+        // so what it counts before it finds the block too large is what the
+        // fill keeps first, not units the fill then drops unread.
+        let order: Vec<usize> = match b.kind {
+            BlockKind::RecentTurns | BlockKind::History => valid.iter().rev().copied().collect(),
+            BlockKind::Summary => valid.clone(),
+            BlockKind::Evidence | BlockKind::Memory | BlockKind::State => {
+                let mut ranked = valid.clone();
+                ranked.sort_by(|&x, &y| b.units[y].score.total_cmp(&b.units[x].score).then(x.cmp(&y)));
+                ranked
+            }
+        };
+        if let Some(whole) = self.whole(bi, &order, b.slot, ceiling, shrink) {
+            for (&ui, cost) in order.iter().zip(whole) {
                 self.keep(bi, ui, b.slot, Form::Full, cost);
             }
             return;
@@ -452,7 +466,7 @@ impl State {
         match b.kind {
             BlockKind::RecentTurns | BlockKind::History => {
                 let mut stopped = false;
-                for &ui in valid.iter().rev() {
+                for &ui in &order {
                     let cost = b.units[ui].full;
                     if stopped {
                         self.forms[bi][ui] = Form::Dropped(DropReason::OlderThanCut);
@@ -465,19 +479,8 @@ impl State {
                     }
                 }
             }
-            BlockKind::Summary => {
-                for &ui in &valid {
-                    let form = self.shrink_one(bi, ui, b, kept, ceiling, shrink);
-                    if let Some((form, cost)) = form {
-                        self.keep(bi, ui, b.slot, form, cost);
-                        kept += u64::from(cost);
-                    }
-                }
-            }
-            BlockKind::Evidence | BlockKind::Memory | BlockKind::State => {
-                let mut ranked = valid.clone();
-                ranked.sort_by(|&x, &y| b.units[y].score.total_cmp(&b.units[x].score).then(x.cmp(&y)));
-                for ui in ranked {
+            BlockKind::Summary | BlockKind::Evidence | BlockKind::Memory | BlockKind::State => {
+                for &ui in &order {
                     let form = self.shrink_one(bi, ui, b, kept, ceiling, shrink);
                     if let Some((form, cost)) = form {
                         self.keep(bi, ui, b.slot, form, cost);
@@ -682,11 +685,11 @@ impl State {
         }
     }
 
-    /// The full cost of each of `valid` (units of block `bi`) when all of
-    /// them fit together in the room and under `ceiling`. Lazy units are
-    /// measured in order, each against the whole room (the most the block
-    /// can offer any of them, so none is measured twice), until their sum
-    /// passes what the block may take.
+    /// The full cost of each of `valid` (units of block `bi`, in the order
+    /// the block is filled) when all of them fit together in the room and
+    /// under `ceiling`. Lazy units are measured in that order, each against
+    /// the whole room (the most the block can offer any of them, so none is
+    /// measured twice), until their sum passes what the block may take.
     fn whole(
         &mut self,
         bi: usize,

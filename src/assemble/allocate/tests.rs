@@ -419,6 +419,33 @@ fn lazy_units_that_cannot_fit_are_counted_only_as_far_as_the_room() {
 }
 
 #[test]
+fn trying_a_block_whole_counts_first_what_the_fill_keeps_first() {
+    // Room for the two best units only. Trying the block whole measures in
+    // the fill's order (by score), so it stops after the first 60 that
+    // passes the room; the fill then looks at the other 60s only as far
+    // as the room left (none). In index order it counted the two 60s the
+    // fill drops before anything the fill keeps.
+    let blocks = [evidence(&[(60, 0.1), (60, 0.2), (60, 0.3), (30, 0.9), (30, 0.8)])];
+    let lazy = lazily(&blocks);
+    let mut metered = Metered {
+        inner: Synthetic(&blocks, true),
+        looked_at: 0,
+    };
+    let a = allocate(&lazy, 0, [OVERHEAD; 2], 4 + 60, Window::OFF, &mut metered).unwrap();
+    assert_eq!(
+        a.forms[0],
+        vec![
+            Form::Dropped(DropReason::NoRoom),
+            Form::Dropped(DropReason::NoRoom),
+            Form::Dropped(DropReason::NoRoom),
+            Form::Full,
+            Form::Full
+        ]
+    );
+    assert!(metered.looked_at <= 30 + 30 + 60 + 2, "{}", metered.looked_at);
+}
+
+#[test]
 fn lowest_scored_evidence_goes_first() {
     let blocks = [evidence(&[(40, 0.1), (40, 0.9), (40, 0.5)])];
     let a = run(&blocks, 0, 4 + 80).unwrap();
