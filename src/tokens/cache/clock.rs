@@ -295,8 +295,9 @@ impl<V: Copy> Shard<V> {
     fn find(&self, hash: u64, key: &Key) -> Option<(usize, usize)> {
         let tag = (hash >> 32) as u32;
         let mut s = self.home(tag);
-        // Terminates: the slots are never all full (capacity < slots).
-        loop {
+        // An empty slot ends the run (capacity < slots, so one is always
+        // there); the bound only keeps a broken index from looping.
+        for _ in 0..self.slots.len() {
             let slot = *self.slots.get(s)?;
             if slot == 0 {
                 return None;
@@ -309,6 +310,7 @@ impl<V: Copy> Shard<V> {
             }
             s = self.next(s);
         }
+        None
     }
 
     fn get(&mut self, hash: u64, key: &Key) -> Option<V> {
@@ -359,12 +361,16 @@ impl<V: Copy> Shard<V> {
         };
         let tag = (hash >> 32) as u32;
         let mut s = self.home(tag);
-        while self.slots.get(s).is_some_and(|&slot| slot != 0) {
+        for _ in 0..self.slots.len() {
+            if let Some(slot) = self.slots.get_mut(s)
+                && *slot == 0
+            {
+                // i < capacity <= MAX_SHARD_ENTRIES, so i + 1 is never 0
+                // and fits the low half.
+                *slot = (u64::from(tag) << 32) | (i as u64 + 1);
+                return;
+            }
             s = self.next(s);
-        }
-        if let Some(slot) = self.slots.get_mut(s) {
-            // i < capacity < 2^32 - 1, so i + 1 is never 0 and fits.
-            *slot = (u64::from(tag) << 32) | (i as u64 + 1);
         }
     }
 
@@ -390,7 +396,7 @@ impl<V: Copy> Shard<V> {
     /// entry stays reachable from its home without tombstones.
     fn remove_slot(&mut self, mut hole: usize) {
         let mut j = hole;
-        loop {
+        for _ in 0..self.slots.len() {
             j = self.next(j);
             let Some(&slot) = self.slots.get(j) else {
                 return;

@@ -274,3 +274,38 @@ fn a_value_stored_while_one_is_made_is_kept() {
     assert_eq!(t.get(&key(1)), Some(5));
     check_index(&t);
 }
+
+#[test]
+fn threads_racing_on_a_small_table_never_see_another_keys_value() {
+    // Values carry their key: whatever the interleaving, a key answers
+    // only values stored under it, and the index is whole at the end.
+    let t = Clock::<u32>::sized(2, 48);
+    std::thread::scope(|s| {
+        for thread in 0..4u32 {
+            let t = &t;
+            s.spawn(move || {
+                let mut x = 0x9E37_79B9u32.wrapping_mul(thread + 1);
+                for n in 0..20_000u32 {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    let k = x % 200;
+                    let v = (k << 16) | (thread << 12) | (n & 0xfff);
+                    let got = match x % 3 {
+                        0 => {
+                            t.insert(key(k), v);
+                            None
+                        }
+                        1 => t.get(&key(k)),
+                        _ => Some(t.get_or_insert_with(key(k), || v).0),
+                    };
+                    if let Some(got) = got {
+                        assert_eq!(got >> 16, k, "key {k} answered {got:#x}");
+                    }
+                }
+            });
+        }
+    });
+    assert!(t.held() <= t.capacity());
+    check_index(&t);
+}
