@@ -81,9 +81,6 @@ impl<V: Copy> CountCache<V> {
     /// returned and nothing is cached (a waiter then tries itself). Returns
     /// the value and whether it was a hit.
     pub fn get_or_try_count<E>(&self, key: Key, init: impl FnOnce() -> Result<V, E>) -> Result<(V, bool), E> {
-        if let Some(v) = self.get(&key) {
-            return Ok((v, true));
-        }
         let (v, made) = self.inner.get_or_try_insert_with(key, init)?;
         Ok((v, !made))
     }
@@ -117,18 +114,9 @@ impl CountCache<u32> {
     pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
         let key = key(tokenizer, text.as_bytes());
         let exact = |tokenizer: &Tokenizer| tokenizer.count(text).min(AT_LEAST - 1);
-        if let Some(n) = self.get(&key) {
-            if n & AT_LEAST == 0 {
-                return (n, true);
-            }
-            // Only a lower bound is known: count, and keep the count.
-            let n = exact(tokenizer);
-            self.insert(key, n);
-            return (n, false);
-        }
         let (n, made) = self.inner.get_or_insert_with(key, || exact(tokenizer));
         if n & AT_LEAST != 0 {
-            // A lower bound was stored between the lookup and the entry.
+            // Only a lower bound is known: count, and keep the count.
             let n = exact(tokenizer);
             self.insert(key, n);
             return (n, false);
@@ -162,21 +150,11 @@ impl CountCache<u32> {
             Some(n) => n.min(AT_LEAST - 1),
             None => limit.saturating_add(1).min(AT_LEAST - 1) | AT_LEAST,
         };
-        let stored = match self.get(&key) {
-            Some(v) => v,
-            None => {
-                // Single flight, as for full counts: of identical requests
-                // that miss at once, one counts and the others answer from
-                // its value.
-                let (v, made) = self.inner.get_or_insert_with(key, count);
-                if let Some(known) = answer(v) {
-                    return (known, !made);
-                }
-                v
-            }
-        };
+        // Single flight, as for full counts: of identical requests that
+        // miss at once, one counts and the others answer from its value.
+        let (stored, made) = self.inner.get_or_insert_with(key, count);
         if let Some(known) = answer(stored) {
-            return (known, true);
+            return (known, !made);
         }
         // A bound below this limit (an earlier request offered less room):
         // count again against this one.

@@ -318,6 +318,18 @@ impl Shrink for Metered<'_> {
     }
 }
 
+/// Allocates `blocks` made lazy within `budget`, metered: the allocation
+/// and the tokens measuring looked at.
+fn metered(blocks: &[BlockPlan], budget: u32) -> (Allocation, u64) {
+    let lazy = lazily(blocks);
+    let mut metered = Metered {
+        inner: Synthetic(blocks, true),
+        looked_at: 0,
+    };
+    let a = allocate(&lazy, 0, [OVERHEAD; 2], budget, Window::OFF, &mut metered).unwrap();
+    (a, metered.looked_at)
+}
+
 /// Counts every form to its end, whatever the limit (what the allocator
 /// did before it measured against the room): answers past the limit are
 /// left to the allocator's own checks.
@@ -392,12 +404,7 @@ fn lazy_units_that_cannot_fit_are_counted_only_as_far_as_the_room() {
         (400, 0.6),
         (40, 0.5),
     ])];
-    let lazy = lazily(&blocks);
-    let mut metered = Metered {
-        inner: Synthetic(&blocks, true),
-        looked_at: 0,
-    };
-    let a = allocate(&lazy, 0, [OVERHEAD; 2], 4 + 120, Window::OFF, &mut metered).unwrap();
+    let (a, looked_at) = metered(&blocks, 4 + 120);
     assert_eq!(
         a.forms[0],
         vec![
@@ -415,7 +422,7 @@ fn lazy_units_that_cannot_fit_are_counted_only_as_far_as_the_room() {
         "{:?}",
         a.fulls[0]
     );
-    assert!(metered.looked_at <= 40 + 40 + 3 * 121, "{}", metered.looked_at);
+    assert!(looked_at <= 40 + 40 + 3 * 121, "{looked_at}");
 }
 
 #[test]
@@ -426,12 +433,7 @@ fn trying_a_block_whole_counts_first_what_the_fill_keeps_first() {
     // as the room left (none). In index order it counted the two 60s the
     // fill drops before anything the fill keeps.
     let blocks = [evidence(&[(60, 0.1), (60, 0.2), (60, 0.3), (30, 0.9), (30, 0.8)])];
-    let lazy = lazily(&blocks);
-    let mut metered = Metered {
-        inner: Synthetic(&blocks, true),
-        looked_at: 0,
-    };
-    let a = allocate(&lazy, 0, [OVERHEAD; 2], 4 + 60, Window::OFF, &mut metered).unwrap();
+    let (a, looked_at) = metered(&blocks, 4 + 60);
     assert_eq!(
         a.forms[0],
         vec![
@@ -442,7 +444,7 @@ fn trying_a_block_whole_counts_first_what_the_fill_keeps_first() {
             Form::Full
         ]
     );
-    assert!(metered.looked_at <= 30 + 30 + 60 + 2, "{}", metered.looked_at);
+    assert!(looked_at <= 30 + 30 + 60 + 2, "{looked_at}");
 }
 
 #[test]

@@ -204,11 +204,7 @@ impl<V: Copy> Clock<V> {
     fn shard(&self, hash: u64) -> MutexGuard<'_, Shard<V>> {
         // The shard count is a power of two at most 64: the mask keeps the
         // position in range, and the cast from u64 keeps the low bits.
-        let i = (hash as usize) & (self.shards.len() - 1);
-        match self.shards.get(i) {
-            Some(shard) => lock(&shard.0),
-            None => unreachable_shard(),
-        }
+        lock(&self.shards[(hash as usize) & (self.shards.len() - 1)].0)
     }
 }
 
@@ -217,11 +213,6 @@ impl<V: Copy> Clock<V> {
 /// still consistent.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-#[cold]
-fn unreachable_shard() -> ! {
-    unreachable!("a shard index is masked by the shard count, a power of two")
 }
 
 impl<V: Copy> Flight<V> {
