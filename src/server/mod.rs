@@ -50,6 +50,16 @@ pub use signals::{Hangups, reload, shutdown_signal};
 /// stalled stream can leave unread, per stream and per connection.
 const HTTP2_STREAM_WINDOW_BYTES: u32 = 4 << 20;
 const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 8 << 20;
+/// The largest HTTP/2 frame a client may send. hyper reads a connection one
+/// frame at a time, into a buffer the size the frame announces; at the
+/// protocol's 16 KiB a 1 MB request took about 64 reads and as many wakeups.
+/// At 64 KiB a 32k-token request offering 8x its budget costs about 9% less
+/// server CPU (BENCHMARKS.md section 16). A connection that stalls inside a
+/// frame holds that buffer until the keep-alive closes it (its ping goes
+/// unanswered: 40 s at most), so this and `max_connections` bound what
+/// stalled connections can pin: about 97 KB each, measured, against 48 KB
+/// at 16 KiB (`tests/connection_memory.rs`).
+const HTTP2_MAX_FRAME_BYTES: u32 = 64 << 10;
 /// Concurrent streams per connection. Admission bounds the work; this bounds
 /// the per-connection bookkeeping.
 const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 256;
@@ -264,6 +274,7 @@ impl Bound {
             .timer(TokioTimer::new())
             .initial_stream_window_size(HTTP2_STREAM_WINDOW_BYTES)
             .initial_connection_window_size(HTTP2_CONNECTION_WINDOW_BYTES)
+            .max_frame_size(HTTP2_MAX_FRAME_BYTES)
             .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS)
             .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS)
             .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
