@@ -33,9 +33,12 @@ pub struct Assembler {
     pub(super) segments: CountCache,
     /// What is known of each static prefix, by tokenizer, hash and salt.
     pub(super) prefixes: CountCache<PrefixFacts>,
-    /// Turn summary units, their counts and running summaries, by the turns
-    /// they summarize.
+    /// Turn summaries kept (their counts and running summaries), by the
+    /// turns they summarize.
     pub(super) summaries: MemoCache<TurnMemo>,
+    /// The count of every turn summary tried (each eviction step's), by
+    /// the same keys.
+    pub(super) summary_costs: CountCache,
     families: FamilyTracker,
     feedback: Feedback,
 }
@@ -62,17 +65,19 @@ pub struct TokenCount {
 
 impl Assembler {
     /// An assembler over `catalog` whose caches hold about `cache_bytes`
-    /// (5/8 for segments and items, 1/8 for prefixes, 1/4 for turn
-    /// summaries). A summary hit saves summarizing every turn it covers and
-    /// counting the result; at 1/16 the replay's summaries missed at the
-    /// default 64 MiB while the segment cache held everything with room to
-    /// spare (warm 4k: allocate 81 against 20 µs per request).
+    /// (19/32 for segments and items, 1/8 for prefixes, 1/4 for the turn
+    /// summaries kept, 1/32 for the counts of those tried). A summary hit
+    /// saves summarizing every turn it covers and counting the result; at
+    /// 1/16 the replay's summaries missed at the default 64 MiB while the
+    /// segment cache held everything with room to spare (warm 4k: allocate
+    /// 81 against 20 µs per request).
     pub fn new(catalog: Catalog, cache_bytes: u64) -> Self {
         Assembler {
             catalog: RwLock::new(Arc::new(catalog)),
-            segments: CountCache::new(cache_bytes / 16 * 10),
+            segments: CountCache::new(cache_bytes / 32 * 19),
             prefixes: CountCache::new(cache_bytes / 8),
             summaries: MemoCache::new(cache_bytes / 4),
+            summary_costs: CountCache::new(cache_bytes / 32),
             families: FamilyTracker::default(),
             feedback: Feedback::default(),
         }

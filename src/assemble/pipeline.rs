@@ -277,7 +277,7 @@ impl<'a> Pipeline<'a> {
                 }
             })?;
 
-        let turn_summary = shrinker.turn_summary.take().filter(|_| alloc.summary.is_some());
+        let turn_summary = alloc.summary.as_ref().and_then(|_| shrinker.kept_summary());
         self.check_cancelled()?;
         self.end_phase(metrics::PHASE_ALLOCATE);
         if let Some(s) = &alloc.summary {

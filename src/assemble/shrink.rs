@@ -17,43 +17,162 @@ use crate::vocab::{Meter, Role};
 /// not fit, on demand.
 pub(super) struct Shrinker<'p, 'a> {
     p: &'p Pipeline<'a>,
-    /// The last turn summary unit rendered (the one kept, if any).
-    pub(super) turn_summary: Option<String>,
     /// The turn units the last summary covered, oldest first, and the key of
     /// each prefix of them (`keys[i]` covers `units[..=i]`).
     units: Vec<(usize, usize)>,
     keys: Vec<cache::Key>,
-    /// The last summary made or found, and how many of `units` it covers.
-    last: Option<(usize, Arc<TurnMemo>)>,
+    /// How many of `units` the last summary asked for covers: the summary
+    /// kept, when the allocator keeps one (it stops at the first that fits).
+    asked: Option<usize>,
+    /// The last summary made or found whole.
+    last: Option<Last>,
+}
+
+/// A summary made or found whole during this request.
+struct Last {
+    /// How many of the units it covers.
+    covered: usize,
+    memo: Arc<TurnMemo>,
+    /// Whether it is in the memo cache already.
+    remembered: bool,
+    /// Its unit, when rendered (made here, not found).
+    unit: Option<String>,
 }
 
 impl<'p, 'a> Shrinker<'p, 'a> {
     pub(super) fn new(p: &'p Pipeline<'a>) -> Self {
         Shrinker {
             p,
-            turn_summary: None,
             units: Vec::new(),
             keys: Vec::new(),
+            asked: None,
             last: None,
         }
     }
+
+    /// The unit of the turn summary the allocator kept (call it only when
+    /// it kept one: the last asked for). Only the kept summary is remembered
+    /// whole (a session's next request extends it, a replay finds it); the
+    /// eviction steps before it are remembered by their cost alone. A kept
+    /// summary known only by its cost is made now, the same bytes as ever.
+    /// `None` only once the request is cancelled (it is, if anything else
+    /// fails).
+    pub(super) fn kept_summary(&mut self) -> Option<String> {
+        let unit = self.asked.and_then(|n| {
+            #[cfg(test)]
+            if self.last.as_ref().is_none_or(|l| l.covered != n) {
+                MADE_WHEN_KEPT.with(|m| m.set(m.get() + 1));
+            }
+            self.make(n)?;
+            let key = *self.keys.get(n.checked_sub(1)?)?;
+            let last = self.last.as_mut()?;
+            if !last.remembered {
+                self.p.asm.summaries.insert(key, last.memo.clone());
+                last.remembered = true;
+            }
+            Some(last.unit.take().unwrap_or_else(|| last.memo.unit()))
+        });
+        if unit.is_none() {
+            self.p.cancel.cancel();
+        }
+        unit
+    }
+
+    /// Makes the summary of the first `n` units into [`Self::last`], unless
+    /// it is there: extending the longest run summarized before (a memo
+    /// found in the cache, or this request's last), so the cost follows the
+    /// new turns. A warm try makes nothing: it is abandoned here.
+    fn make(&mut self, n: usize) -> Option<()> {
+        if self.last.as_ref().is_some_and(|l| l.covered == n) {
+            return Some(());
+        }
+        let p = self.p;
+        if p.warm_only {
+            p.cancel.cancel();
+            return None;
+        }
+        let floor = self.last.as_ref().map_or(0, |l| l.covered);
+        let found = (floor + 1..n).rev().find_map(|i| {
+            p.asm.summaries.get(&self.keys[i - 1]).map(|memo| Last {
+                covered: i,
+                memo,
+                remembered: true,
+                unit: None,
+            })
+        });
+        if found.is_some() {
+            self.last = found;
+        }
+        let fresh = Running::default();
+        let (from, run, trusted) = match &self.last {
+            Some(l) => (l.covered, &l.memo.run, l.memo.trusted),
+            None => (0, &fresh, true),
+        };
+        let new: Vec<&Item> = self.units[from..n]
+            .iter()
+            .flat_map(|&(b, u)| &p.measured[b].units[u].members)
+            .map(|&(mb, mc)| p.item(mb, mc))
+            .collect();
+        let msgs: Vec<Msg> = new.iter().map(|item| turn_message(item)).collect();
+        #[cfg(test)]
+        SUMMARIZED.with(|n| n.set(n.get() + msgs.len()));
+        let run = run.extended(&msgs, p.cancel).ok()?;
+        // The summary clips the turns verbatim: it is only as trusted as the
+        // least trusted turn it covers.
+        let trusted = trusted && new.iter().all(|item| vouched_for(item));
+        let mut memo = TurnMemo {
+            run,
+            trusted,
+            cost: 0,
+        };
+        let unit = memo.unit();
+        memo.cost = p.count(&unit);
+        if p.cancel.is_cancelled() {
+            // The count may be a cancelled 0: remember nothing.
+            return None;
+        }
+        self.last = Some(Last {
+            covered: n,
+            memo: Arc::new(memo),
+            remembered: false,
+            unit: Some(unit),
+        });
+        Some(())
+    }
 }
 
-/// The summary of a run of turns, remembered under the key of the run: the
-/// rendered unit and its count, and the running summary a longer run (the
-/// session's next request, or the next eviction step) extends.
+/// The summary of a run of turns, remembered under the key of the run: its
+/// count, and the running summary a longer run (the session's next request,
+/// or the next eviction step) extends. Its unit is rendered from it.
 #[derive(Debug)]
 pub struct TurnMemo {
     run: Running,
     /// Whether every turn covered is vouched for.
     trusted: bool,
-    unit: String,
     cost: u32,
+}
+
+impl TurnMemo {
+    /// The summary unit: `<summary id="compacted-turns">`, compact form.
+    fn unit(&self) -> String {
+        let item = Item {
+            id: TURN_SUMMARY_ID.to_owned(),
+            source: TURN_SUMMARY_SOURCE.to_owned(),
+            trusted: self.trusted,
+            ..Item::default()
+        };
+        render::unit(
+            BlockKind::Summary,
+            &item,
+            &self.run.summary().plain(),
+            FormAttr::Compact,
+        )
+    }
 }
 
 impl Weigh for TurnMemo {
     fn heap_bytes(&self) -> usize {
-        self.unit.len() + self.run.weight()
+        self.run.weight()
     }
 }
 
@@ -61,6 +180,8 @@ impl Weigh for TurnMemo {
 thread_local! {
     /// Turn messages summarized on this thread (a test reads it).
     pub(super) static SUMMARIZED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Kept summaries made when kept, known until then by their count alone.
+    pub(super) static MADE_WHEN_KEPT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The id of the summary unit of compacted turns.
@@ -89,19 +210,14 @@ impl Shrink for Shrinker<'_, '_> {
     /// at their end (the eviction steps here; a session's next request), so
     /// the longest run of them already summarized is extended by the rest:
     /// the cost follows the new turns, with the bytes of a summary made from
-    /// scratch.
+    /// scratch. Each step's cost is remembered (a replay takes the same
+    /// steps for a lookup each); the summary kept, whole, by
+    /// [`Shrinker::kept_summary`].
     fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
         if !self.p.policy.compact_turns || self.p.cancel.is_cancelled() {
             return None;
         }
         let p = self.p;
-        let members = |units: &[(usize, usize)]| {
-            units
-                .iter()
-                .flat_map(|&(b, u)| &p.measured[b].units[u].members)
-                .map(|&(mb, mc)| p.item(mb, mc))
-                .collect::<Vec<&Item>>()
-        };
         // The keys of every prefix: the last call's, when these units extend
         // its units, and one more per new unit.
         if !units.starts_with(&self.units) {
@@ -111,68 +227,33 @@ impl Shrink for Shrinker<'_, '_> {
         }
         for &unit in &units[self.units.len()..] {
             let before = self.keys.last().copied().unwrap_or_default();
-            self.keys
-                .push(turn_summary_key(p.tok, &before, &members(&[unit])));
+            let items: Vec<&Item> = p.measured[unit.0].units[unit.1]
+                .members
+                .iter()
+                .map(|&(mb, mc)| p.item(mb, mc))
+                .collect();
+            self.keys.push(turn_summary_key(p.tok, &before, &items));
             self.units.push(unit);
         }
         let n = units.len();
         let key = *self.keys.get(n.checked_sub(1)?)?;
+        self.asked = Some(n);
         if let Some(memo) = p.asm.summaries.get(&key) {
-            self.turn_summary = Some(memo.unit.clone());
             let cost = memo.cost;
-            self.last = Some((n, memo));
+            self.last = Some(Last {
+                covered: n,
+                memo,
+                remembered: true,
+                unit: None,
+            });
             return Some(cost);
         }
-        if p.warm_only {
-            // A warm try summarizes nothing: it is abandoned here.
-            p.cancel.cancel();
-            return None;
+        if let Some(cost) = p.asm.summary_costs.get(&key) {
+            return Some(cost);
         }
-        // The longest run summarized before: found in the cache (a request
-        // before this one), or this request's last.
-        let floor = self.last.as_ref().map_or(0, |(covered, _)| *covered);
-        let found = (floor + 1..n)
-            .rev()
-            .find_map(|i| p.asm.summaries.get(&self.keys[i - 1]).map(|m| (i, m)));
-        let fresh = Running::default();
-        let (from, run, trusted) = match found.as_ref().or(self.last.as_ref()) {
-            Some((i, memo)) => (*i, &memo.run, memo.trusted),
-            None => (0, &fresh, true),
-        };
-        let new = members(&units[from..]);
-        let msgs: Vec<Msg> = new.iter().map(|item| turn_message(item)).collect();
-        #[cfg(test)]
-        SUMMARIZED.with(|n| n.set(n.get() + msgs.len()));
-        let run = run.extended(&msgs, p.cancel).ok()?;
-        // The summary clips the turns verbatim: it is only as trusted as the
-        // least trusted turn it covers.
-        let trusted = trusted && new.iter().all(|item| vouched_for(item));
-        let item = Item {
-            id: TURN_SUMMARY_ID.to_owned(),
-            source: TURN_SUMMARY_SOURCE.to_owned(),
-            trusted,
-            ..Item::default()
-        };
-        let unit = render::unit(
-            BlockKind::Summary,
-            &item,
-            &run.summary().plain(),
-            FormAttr::Compact,
-        );
-        let cost = p.count(&unit);
-        if p.cancel.is_cancelled() {
-            // The count may be a cancelled 0: remember nothing.
-            return None;
-        }
-        let memo = Arc::new(TurnMemo {
-            run,
-            trusted,
-            unit,
-            cost,
-        });
-        p.asm.summaries.insert(key, memo.clone());
-        self.turn_summary = Some(memo.unit.clone());
-        self.last = Some((n, memo));
+        self.make(n)?;
+        let cost = self.last.as_ref()?.memo.cost;
+        p.asm.summary_costs.insert(key, cost);
         Some(cost)
     }
 

@@ -546,6 +546,47 @@ fn a_session_summarizes_each_turn_about_once() {
     );
 }
 
+/// Only the turn summary kept is remembered whole; each eviction step
+/// before it, by its count alone. A replay summarizes nothing; the same
+/// turns under other budgets keep other steps (one known only by its count
+/// is made when kept) and answer byte for byte as a fresh assembler does.
+#[test]
+fn summaries_tried_are_remembered_by_count_and_the_one_kept_whole() {
+    use super::super::shrink::{MADE_WHEN_KEPT, SUMMARIZED};
+    let get = |c: &'static std::thread::LocalKey<std::cell::Cell<usize>>| c.with(std::cell::Cell::get);
+    let req = long_conversation();
+    let a = asm();
+    let whole = a.assemble(req.clone()).unwrap().usage.budget;
+    let made_before = get(&MADE_WHEN_KEPT);
+    let mut kept = std::collections::BTreeSet::new();
+    for budget in [
+        whole,
+        whole - 900,
+        whole + 600,
+        whole - 300,
+        whole + 1_200,
+        whole - 1_500,
+    ] {
+        let mut r = req.clone();
+        r.max_input_tokens = Some(budget);
+        let unhit = |mut a: crate::prompt::response::Assembly| {
+            a.cache.prefix_cache_hit = false;
+            a
+        };
+        let out = unhit(a.assemble(r.clone()).unwrap());
+        assert_eq!(out, unhit(asm().assemble(r.clone()).unwrap()), "budget {budget}");
+        kept.insert(out.decisions[0].summarized_item_ids.len());
+        let summarized = get(&SUMMARIZED);
+        assert_eq!(unhit(a.assemble(r).unwrap()), out, "budget {budget}, replayed");
+        assert_eq!(get(&SUMMARIZED), summarized, "a replay summarized turns");
+    }
+    assert!(kept.len() >= 3, "too few different summaries kept: {kept:?}");
+    assert!(
+        get(&MADE_WHEN_KEPT) > made_before,
+        "no summary known by its count alone was kept"
+    );
+}
+
 /// A request assembled once is answered by a warm try, which counts
 /// nothing; one with a new turn is handed back, and a fresh assembler's
 /// try of anything comes back too.
