@@ -105,7 +105,9 @@ async fn stall(addr: SocketAddr) -> (TcpStream, u32) {
         .await
         .unwrap();
     s.write_all(&headers).await.unwrap();
-    // A gRPC message of 1 MiB begins; its first frame never ends.
+    // A gRPC message of 1 MiB begins; its first frame never ends. (A
+    // 64 KiB frame is one byte over the connection's first window, before
+    // the server's WINDOW_UPDATE is read: finished, it could be refused.)
     let mut data = frame_header(max_frame, DATA, 0, 1).to_vec();
     data.push(0);
     data.extend_from_slice(&(1u32 << 20).to_be_bytes());
@@ -114,19 +116,28 @@ async fn stall(addr: SocketAddr) -> (TcpStream, u32) {
     (s, max_frame)
 }
 
-/// Bytes waiting in the receive queues of the server's established IPv4
-/// sockets on `port` (what it has not yet read).
+/// Bytes not yet read by the server on `port`: in the send queues of the
+/// clients' established IPv4 sockets to it, and in the receive queues of its
+/// own (one snapshot of /proc/net/tcp).
 fn unread(port: u16) -> u64 {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let port_of = |addr: &str| u16::from_str_radix(addr.rsplit(':').next()?, 16).ok();
     table
         .lines()
         .skip(1)
         .filter_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
-            let local_port = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
+            let (local, remote) = (port_of(f.get(1)?)?, port_of(f.get(2)?)?);
             let established = *f.get(3)? == "01";
-            let rx = u64::from_str_radix(f.get(4)?.split(':').nth(1)?, 16).ok()?;
-            (local_port == port && established).then_some(rx)
+            let (tx, rx) = f.get(4)?.split_once(':')?;
+            let queued = if local == port {
+                u64::from_str_radix(rx, 16).ok()?
+            } else if remote == port {
+                u64::from_str_radix(tx, 16).ok()?
+            } else {
+                return None;
+            };
+            established.then_some(queued)
         })
         .sum()
 }
@@ -172,6 +183,8 @@ async fn stalled_connections_hold_at_most_a_frame_buffer_each() {
         held.push(stall(server.grpc).await);
     }
     let max_frame = held[0].1;
+    // README's figures are for the frames the server accepts today.
+    assert_eq!(max_frame, 64 << 10, "the largest frame the server accepts");
     // The server has read every byte sent when its receive queues are empty.
     let deadline = Instant::now() + Duration::from_secs(60);
     while unread(server.grpc.port()) > 0 {
@@ -179,6 +192,12 @@ async fn stalled_connections_hold_at_most_a_frame_buffer_each() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let grown = resident(&server).saturating_sub(before);
+    // Every stalled connection still open (a keep-alive ping, unanswered,
+    // closes them from 30 s on): the measure holds all of them.
+    assert!(
+        server.open_fds() >= n,
+        "the server closed stalled connections before they were measured"
+    );
     let per_connection = grown / n as u64;
     eprintln!(
         "{n} connections stalled inside {max_frame}-byte frames: resident +{grown} bytes, {per_connection} per connection"

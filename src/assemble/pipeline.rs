@@ -277,7 +277,7 @@ impl<'a> Pipeline<'a> {
                 }
             })?;
 
-        let turn_summary = alloc.summary.as_ref().and_then(|_| shrinker.kept_summary());
+        let turn_summary = alloc.summary.as_ref().and_then(|s| shrinker.kept_summary(s));
         self.check_cancelled()?;
         self.end_phase(metrics::PHASE_ALLOCATE);
         if let Some(s) = &alloc.summary {

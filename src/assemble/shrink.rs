@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::allocate::Shrink;
+use super::allocate::{Shrink, TurnSummary};
 use super::pipeline::Pipeline;
 use super::render::{self, FormAttr};
 use crate::compact::summary::Running;
@@ -57,7 +57,10 @@ impl<'p, 'a> Shrinker<'p, 'a> {
     /// summary known only by its cost is made now, the same bytes as ever.
     /// `None` only once the request is cancelled (it is, if anything else
     /// fails).
-    pub(super) fn kept_summary(&mut self) -> Option<String> {
+    pub(super) fn kept_summary(&mut self, kept: &TurnSummary) -> Option<String> {
+        // The allocator keeps the last summary it asked for, at the cost it
+        // was told: the prompt's total is exact only while that holds.
+        debug_assert_eq!(self.asked, Some(kept.units.len()));
         let unit = self.asked.and_then(|n| {
             #[cfg(test)]
             if self.last.as_ref().is_none_or(|l| l.covered != n) {
@@ -66,6 +69,10 @@ impl<'p, 'a> Shrinker<'p, 'a> {
             self.make(n)?;
             let key = *self.keys.get(n.checked_sub(1)?)?;
             let last = self.last.as_mut()?;
+            debug_assert_eq!(
+                last.memo.cost, kept.cost,
+                "a summary's count and its bytes differ"
+            );
             if !last.remembered {
                 self.p.asm.summaries.insert(key, last.memo.clone());
                 last.remembered = true;
@@ -126,11 +133,9 @@ impl<'p, 'a> Shrinker<'p, 'a> {
             cost: 0,
         };
         let unit = memo.unit();
-        memo.cost = p.count(&unit);
-        if p.cancel.is_cancelled() {
-            // The count may be a cancelled 0: remember nothing.
-            return None;
-        }
+        // Counted apart from the segment cache: the count table (and the
+        // memo, once kept) remember it under the turns' key.
+        memo.cost = p.tok.count(&unit);
         self.last = Some(Last {
             covered: n,
             memo: Arc::new(memo),

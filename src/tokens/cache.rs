@@ -189,10 +189,10 @@ pub trait Weigh {
 }
 
 /// A bounded map from a digest of everything a value was made from to the
-/// value (keyed by tokenizer, like the counts): the turn summaries of
-/// Assemble, so a warm request whose dropped turns are the same as before
-/// gets the same unit and count for a hash and a lookup, and a session's
-/// next request extends the summary it left. Bounded by the values' heap
+/// value (keyed by tokenizer, like the counts): the turn summaries Assemble
+/// keeps, so a warm request whose dropped turns are the same as before gets
+/// the same summary and count for a hash and a lookup, and a session's next
+/// request extends the summary it left. Bounded by the values' heap
 /// bytes plus a fixed cost per entry.
 pub struct MemoCache<V> {
     inner: Cache<Key, std::sync::Arc<V>, Hasher>,

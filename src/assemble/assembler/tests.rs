@@ -556,17 +556,18 @@ fn summaries_tried_are_remembered_by_count_and_the_one_kept_whole() {
     let get = |c: &'static std::thread::LocalKey<std::cell::Cell<usize>>| c.with(std::cell::Cell::get);
     let req = long_conversation();
     let a = asm();
-    let whole = a.assemble(req.clone()).unwrap().usage.budget;
+    let first = a.assemble(req.clone()).unwrap().usage.budget;
     let made_before = get(&MADE_WHEN_KEPT);
     let mut kept = std::collections::BTreeSet::new();
-    for budget in [
-        whole,
-        whole - 900,
-        whole + 600,
-        whole - 300,
-        whole + 1_200,
-        whole - 1_500,
-    ] {
+    let budgets = [
+        first,
+        first - 900,
+        first + 600,
+        first - 300,
+        first + 1_200,
+        first - 1_500,
+    ];
+    for budget in budgets {
         let mut r = req.clone();
         r.max_input_tokens = Some(budget);
         let unhit = |mut a: crate::prompt::response::Assembly| {
@@ -584,6 +585,46 @@ fn summaries_tried_are_remembered_by_count_and_the_one_kept_whole() {
     assert!(
         get(&MADE_WHEN_KEPT) > made_before,
         "no summary known by its count alone was kept"
+    );
+    // A warm try under budgets never seen makes no summary: it answers from
+    // what is remembered, or hands the request back.
+    let catalog = a.catalog();
+    for budget in (1..=12).map(|i| first - 1_800 + 300 * i) {
+        let mut r = req.clone();
+        r.max_input_tokens = Some(budget);
+        let summarized = get(&SUMMARIZED);
+        let _ = a.assemble_warm(&catalog, r);
+        assert_eq!(
+            get(&SUMMARIZED),
+            summarized,
+            "a warm try summarized turns at {budget}"
+        );
+    }
+    // A session seen every other request: each request's first summary
+    // covers more than the one kept before it, which it finds and extends,
+    // so no turn is summarized twice.
+    use crate::workload::sessions::{Sessions, Turns};
+    let shape = Sessions {
+        sessions: 1,
+        requests: 48,
+        budget: 1_500,
+        system_chars: 1_000,
+        turns: Turns::Chat,
+        policy: "",
+        seed: 7,
+    };
+    let requests = shape.requests().remove(0);
+    let b = asm();
+    let summarized = get(&SUMMARIZED);
+    for r in requests.iter().step_by(2) {
+        b.assemble(r.clone()).unwrap();
+    }
+    let turns = requests.last().map_or(0, |r| r.blocks[0].items.len());
+    let again = get(&SUMMARIZED) - summarized;
+    assert!(again > 0, "no turn was summarized");
+    assert!(
+        again <= turns,
+        "{again} turn messages summarized for {turns} turns"
     );
 }
 
