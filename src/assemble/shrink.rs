@@ -115,11 +115,7 @@ impl<'p, 'a> Shrinker<'p, 'a> {
             Some(l) => (l.covered, &l.memo.run, l.memo.trusted),
             None => (0, &fresh, true),
         };
-        let new: Vec<&Item> = self.units[from..n]
-            .iter()
-            .flat_map(|&(b, u)| &p.measured[b].units[u].members)
-            .map(|&(mb, mc)| p.item(mb, mc))
-            .collect();
+        let new = members(p, &self.units[from..n]);
         let msgs: Vec<Msg> = new.iter().map(|item| turn_message(item)).collect();
         #[cfg(test)]
         SUMMARIZED.with(|n| n.set(n.get() + msgs.len()));
@@ -144,6 +140,15 @@ impl<'p, 'a> Shrinker<'p, 'a> {
         });
         Some(())
     }
+}
+
+/// The items of turn units, (block, unit), in order.
+fn members<'p>(p: &'p Pipeline<'_>, units: &[(usize, usize)]) -> Vec<&'p Item> {
+    units
+        .iter()
+        .flat_map(|&(b, u)| &p.measured[b].units[u].members)
+        .map(|&(mb, mc)| p.item(mb, mc))
+        .collect()
 }
 
 /// The summary of a run of turns, remembered under the key of the run: its
@@ -232,12 +237,8 @@ impl Shrink for Shrinker<'_, '_> {
         }
         for &unit in &units[self.units.len()..] {
             let before = self.keys.last().copied().unwrap_or_default();
-            let items: Vec<&Item> = p.measured[unit.0].units[unit.1]
-                .members
-                .iter()
-                .map(|&(mb, mc)| p.item(mb, mc))
-                .collect();
-            self.keys.push(turn_summary_key(p.tok, &before, &items));
+            self.keys
+                .push(turn_summary_key(p.tok, &before, &members(p, &[unit])));
             self.units.push(unit);
         }
         let n = units.len();

@@ -502,13 +502,9 @@ proptest! {
     }
 }
 
-/// A session's turn summaries cost the turns newly covered: over a whole
-/// session, each turn is summarized about once, where summarizing every
-/// request from scratch goes over every covered turn again at every
-/// request (and at every eviction step). Counted, not timed.
-#[test]
-fn a_session_summarizes_each_turn_about_once() {
-    use super::super::shrink::SUMMARIZED;
+/// The requests of one chat-like session of 48 requests at a 1,500-token
+/// budget, each one exchange longer than the one before.
+fn chat_session() -> Vec<AssembleRequest> {
     use crate::workload::sessions::{Sessions, Turns};
     let shape = Sessions {
         sessions: 1,
@@ -519,7 +515,17 @@ fn a_session_summarizes_each_turn_about_once() {
         policy: "",
         seed: 7,
     };
-    let requests = shape.requests().remove(0);
+    shape.requests().remove(0)
+}
+
+/// A session's turn summaries cost the turns newly covered: over a whole
+/// session, each turn is summarized about once, where summarizing every
+/// request from scratch goes over every covered turn again at every
+/// request (and at every eviction step). Counted, not timed.
+#[test]
+fn a_session_summarizes_each_turn_about_once() {
+    use super::super::shrink::SUMMARIZED;
+    let requests = chat_session();
     let turns = requests.last().map_or(0, |r| r.blocks[0].items.len());
     let summarized = |fresh: bool| {
         let session = asm();
@@ -603,17 +609,7 @@ fn summaries_tried_are_remembered_by_count_and_the_one_kept_whole() {
     // A session seen every other request: each request's first summary
     // covers more than the one kept before it, which it finds and extends,
     // so no turn is summarized twice.
-    use crate::workload::sessions::{Sessions, Turns};
-    let shape = Sessions {
-        sessions: 1,
-        requests: 48,
-        budget: 1_500,
-        system_chars: 1_000,
-        turns: Turns::Chat,
-        policy: "",
-        seed: 7,
-    };
-    let requests = shape.requests().remove(0);
+    let requests = chat_session();
     let b = asm();
     let summarized = get(&SUMMARIZED);
     for r in requests.iter().step_by(2) {
