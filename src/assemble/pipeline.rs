@@ -22,7 +22,7 @@ use crate::prompt_cache::hints;
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::chat::{REPLY_PRIMING_TOKENS, message_tokens};
-use crate::tokens::{ModelSpec, Tokenizer};
+use crate::tokens::{ModelSpec, Tokenizer, cache};
 use crate::vocab::{Cancel, Role, Warning, WarningRef, codes, saturating_u32};
 
 /// One unit of a block: a context item, or a turn with its tool results. A
@@ -47,12 +47,24 @@ pub(super) struct Measured {
     /// when first needed: a unit offered room it cannot fit (proved from
     /// its content) is never copied.
     rendered: Vec<OnceCell<String>>,
+    /// Count-cache key of each candidate's content (turn kinds only), hashed
+    /// once: its count and the summary keys of the runs covering it use it.
+    content_keys: Vec<OnceCell<cache::Key>>,
 }
 
 impl Measured {
     /// The full-form unit of candidate `ci`, `item`, of a block of `kind`.
     pub fn unit(&self, kind: BlockKind, item: &Item, ci: usize) -> &str {
         self.rendered[ci].get_or_init(|| render::unit(kind, item, &item.content, FormAttr::Full))
+    }
+}
+
+/// One empty cell per candidate, or none when `used` is false.
+fn cells<T>(candidates: &[usize], used: bool) -> Vec<OnceCell<T>> {
+    if used {
+        candidates.iter().map(|_| OnceCell::new()).collect()
+    } else {
+        Vec::new()
     }
 }
 
@@ -157,11 +169,19 @@ impl<'a> Pipeline<'a> {
         if self.cancel.is_cancelled() {
             return 0;
         }
+        self.count_keyed(cache::key(self.tok, text.as_bytes()), text)
+    }
+
+    /// [`Pipeline::count`] of `text` whose count-cache key is `key`.
+    fn count_keyed(&self, key: cache::Key, text: &str) -> u32 {
+        if self.cancel.is_cancelled() {
+            return 0;
+        }
         if self.warm_only {
-            let n = self.asm.segments.cached(self.tok, text);
+            let n = self.asm.segments.cached_keyed(&key);
             return self.hit_or_missed(n).unwrap_or_default();
         }
-        let (n, hit) = self.asm.segments.count(self.tok, text);
+        let (n, hit) = self.asm.segments.count_keyed(self.tok, key, text);
         let tally = if hit { &self.hits } else { &self.misses };
         tally.set(tally.get() + 1);
         n
@@ -234,6 +254,13 @@ impl<'a> Pipeline<'a> {
     /// The item at candidate `ci` of block `bi`.
     pub(super) fn item(&self, bi: usize, ci: usize) -> &'a Item {
         &self.req.blocks[bi].items[self.measured[bi].candidates[ci]]
+    }
+
+    /// The count-cache key of the content of turn candidate `ci` of block
+    /// `bi`, hashed on first use only.
+    pub(super) fn content_key(&self, bi: usize, ci: usize) -> &cache::Key {
+        self.measured[bi].content_keys[ci]
+            .get_or_init(|| cache::key(self.tok, self.item(bi, ci).content.as_bytes()))
     }
 
     /// Measures, allocates and lays out the request whose static prefix is
@@ -420,11 +447,8 @@ impl<'a> Pipeline<'a> {
                     "items filtered by permission"
                 );
             }
-            let rendered = if block.kind.is_turns() {
-                Vec::new()
-            } else {
-                candidates.iter().map(|_| OnceCell::new()).collect()
-            };
+            let turns = block.kind.is_turns();
+            let (rendered, content_keys) = (cells(&candidates, !turns), cells(&candidates, turns));
             let units = if block.kind.is_turns() {
                 Vec::new()
             } else {
@@ -440,6 +464,7 @@ impl<'a> Pipeline<'a> {
                 filtered,
                 units,
                 rendered,
+                content_keys,
             });
         }
         let chrono = self.group_conversation();
@@ -462,7 +487,12 @@ impl<'a> Pipeline<'a> {
                             .iter()
                             .map(|&(mb, mc)| {
                                 let it = self.item(mb, mc);
-                                self.message_cost(it.role.unwrap_or(Role::User), self.count(&it.content))
+                                let content = if self.cancel.is_cancelled() {
+                                    0
+                                } else {
+                                    self.count_keyed(*self.content_key(mb, mc), &it.content)
+                                };
+                                self.message_cost(it.role.unwrap_or(Role::User), content)
                             })
                             .fold(0, u32::saturating_add)
                     } else if self.cancel.is_cancelled() {

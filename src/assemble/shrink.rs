@@ -10,7 +10,7 @@ use super::render::{self, FormAttr};
 use crate::compact::summary::Running;
 use crate::compact::{Content, Msg};
 use crate::prompt::{BlockKind, Item};
-use crate::tokens::{Tokenizer, Weigh, cache};
+use crate::tokens::{Weigh, cache};
 use crate::vocab::{Meter, Role};
 
 /// Measures compact and truncated forms, and the summary of turns that do
@@ -237,8 +237,7 @@ impl Shrink for Shrinker<'_, '_> {
         }
         for &unit in &units[self.units.len()..] {
             let before = self.keys.last().copied().unwrap_or_default();
-            self.keys
-                .push(turn_summary_key(p.tok, &before, &members(p, &[unit])));
+            self.keys.push(turn_summary_key(p, &before, unit));
             self.units.push(unit);
         }
         let n = units.len();
@@ -381,20 +380,25 @@ fn vouched_for(item: &Item) -> bool {
 }
 
 /// The key of the summary unit of a run of turns whose run without its last
-/// turn has key `before` (zeros for none), the last turn's items being
-/// `items`: every field [`turn_message`] and [`vouched_for`] read,
-/// length-prefixed, keyed by the tokenizer (its count is cached too). A
-/// chain, so every prefix of a run has its key for one pass over the run.
-fn turn_summary_key(tok: &Tokenizer, before: &cache::Key, items: &[&Item]) -> cache::Key {
-    let mut h = tok.hasher();
-    h.update(b"turn-summary/v3");
+/// unit has key `before` (zeros for none), the last unit being `unit`: every
+/// field [`turn_message`] and [`vouched_for`] read, length-prefixed, keyed by
+/// the tokenizer (its count is cached too). A turn's content enters as its
+/// count-cache key (a digest of it), so a request hashes each turn's text
+/// once, for its count and the summaries covering it alike. A chain, so every
+/// prefix of a run has its key for one pass over the run.
+fn turn_summary_key(p: &Pipeline<'_>, before: &cache::Key, unit: (usize, usize)) -> cache::Key {
+    let mut h = p.tok.hasher();
+    h.update(b"turn-summary/v4");
     h.update(before);
     let mut field = |bytes: &[u8]| {
         h.update(&(bytes.len() as u64).to_le_bytes());
         h.update(bytes);
     };
-    field(&(items.len() as u64).to_le_bytes());
-    for item in items {
+    let (b, u) = unit;
+    let members = &p.measured[b].units[u].members;
+    field(&(members.len() as u64).to_le_bytes());
+    for &(mb, mc) in members {
+        let item = p.item(mb, mc);
         field(item.role.map_or("", Role::as_str).as_bytes());
         field(item.id.as_bytes());
         field(item.tool_call_id.as_bytes());
@@ -402,7 +406,7 @@ fn turn_summary_key(tok: &Tokenizer, before: &cache::Key, items: &[&Item]) -> ca
         for id in &item.tool_call_ids {
             field(id.as_bytes());
         }
-        field(item.content.as_bytes());
+        field(p.content_key(mb, mc));
         field(&[u8::from(vouched_for(item))]);
     }
     *h.finalize().as_bytes()

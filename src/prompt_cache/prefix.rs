@@ -4,7 +4,7 @@
 
 use super::volatile::{self, Volatile};
 use crate::prompt::Segment;
-use crate::tokens::{Tokenizer, cache};
+use crate::tokens::{Tokenizer, cache, digest};
 use crate::vocab::{Role, Warning, codes};
 
 /// A static prefix's hash (hex and digest) and content bytes.
@@ -45,7 +45,7 @@ pub const PREFIX_VERSION: &str = "context-assembler/prefix/v1";
 /// each message's role and content, length-framed. Returns (lower-case hex,
 /// digest, content bytes).
 fn prefix_hash(tools: &[String], segments: &[Segment]) -> (String, [u8; 32], u64) {
-    let mut h = blake3::Hasher::new();
+    let mut h = digest::Hasher::new();
     h.update(PREFIX_VERSION.as_bytes());
     let mut bytes = 0u64;
     // Tools come first, as providers place them before the system prompt.

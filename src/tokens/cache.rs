@@ -112,7 +112,13 @@ impl CountCache<u32> {
     /// that miss the same key at once tokenize it once; the others wait for
     /// that count and see a hit (they tokenized nothing).
     pub fn count(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
-        let key = key(tokenizer, text.as_bytes());
+        self.count_keyed(tokenizer, key(tokenizer, text.as_bytes()), text)
+    }
+
+    /// [`CountCache::count`] of `text` whose key ([`key`] of `tokenizer` and
+    /// `text`, nothing else) the caller has: a caller that needs the key for
+    /// more than the count hashes the text once.
+    pub fn count_keyed(&self, tokenizer: &Tokenizer, key: Key, text: &str) -> (u32, bool) {
         let exact = |tokenizer: &Tokenizer| tokenizer.count(text).min(AT_LEAST - 1);
         let (n, made) = self.inner.get_or_insert_with(key, || exact(tokenizer));
         if n & AT_LEAST != 0 {
@@ -127,8 +133,12 @@ impl CountCache<u32> {
     /// The count of `text` when the cache holds it (a lower bound is not a
     /// count), counting nothing.
     pub fn cached(&self, tokenizer: &Tokenizer, text: &str) -> Option<u32> {
-        self.get(&key(tokenizer, text.as_bytes()))
-            .filter(|n| n & AT_LEAST == 0)
+        self.cached_keyed(&key(tokenizer, text.as_bytes()))
+    }
+
+    /// [`CountCache::cached`] by the text's key.
+    pub fn cached_keyed(&self, key: &Key) -> Option<u32> {
+        self.get(key).filter(|n| n & AT_LEAST == 0)
     }
 
     /// What [`CountCache::count_at_most`] answers for `text` and `limit`,

@@ -7,6 +7,7 @@
 //! - [`models`]: the model table a model name resolves against.
 //! - [`pretok`]: the cl100k and o200k pre-tokenizers, by hand.
 //! - [`singles`]: whether a piece is itself one token, in one probe.
+//! - [`digest`]: blake3 digests, with a tally of the bytes hashed.
 //! - [`cache`]: token counts keyed by blake3(tokenizer, bytes), shared by
 //!   every room that counts.
 //! - [`chat`]: the chat formula (what a message and a reply cost besides
@@ -14,6 +15,7 @@
 
 pub mod cache;
 pub mod chat;
+pub mod digest;
 pub mod models;
 pub mod pretok;
 pub mod singles;

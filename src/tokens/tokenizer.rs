@@ -243,8 +243,8 @@ impl Tokenizer {
 
     /// A blake3 hasher keyed by this tokenizer's id: equal bytes counted by
     /// different tokenizers never share a cache key.
-    pub fn hasher(&self) -> blake3::Hasher {
-        blake3::Hasher::new_keyed(&self.cache_key)
+    pub fn hasher(&self) -> super::digest::Hasher {
+        super::digest::Hasher::new_keyed(&self.cache_key)
     }
 
     /// An estimating tokenizer: `ceil(count(base) * (100 + margin) / 100)` per

@@ -1283,3 +1283,50 @@ fn the_prefix_cache_is_partitioned_by_cache_salt() {
     assert!(!salted("").prefix_cache_hit);
     assert!(salted("tenant-b").prefix_cache_hit);
 }
+
+/// A warm request hashes each byte of its text once (issue 20, item 4): the
+/// count lookups and the keys of the turn summaries covering the oldest
+/// turns share one digest per turn. Counted in bytes, not timed: a request
+/// hashes at most its text plus a constant per item (length framing, ids, a
+/// context unit's wrapper) and per request. Hashing the covered turns'
+/// text again for the summary keys, as before, hashed 2.09 times the text
+/// of this session.
+#[test]
+fn a_warm_request_hashes_each_byte_of_its_text_once() {
+    use super::super::shrink::SUMMARIZED;
+    use crate::tokens::digest::hashed_bytes;
+    const PER_ITEM: u64 = 192;
+    const PER_REQUEST: u64 = 1 << 10;
+    let bound = |r: &AssembleRequest| -> u64 {
+        let items = r.blocks.iter().flat_map(|b| &b.items);
+        let text = r.static_segments.iter().map(|s| s.content.len()).sum::<usize>()
+            + items.clone().map(|i| i.content.len()).sum::<usize>()
+            + r.query.len();
+        text as u64 + PER_ITEM * items.count() as u64 + PER_REQUEST
+    };
+    let hashed = |a: &Assembler, r: &AssembleRequest| {
+        let before = hashed_bytes();
+        a.assemble(r.clone()).unwrap();
+        hashed_bytes() - before
+    };
+    let replay = crate::workload::request(crate::workload::Shape::new(4_000, 16), 42);
+    let session = chat_session();
+    for (name, requests) in [("replay", vec![replay]), ("session", session)] {
+        let a = asm();
+        let made = SUMMARIZED.with(std::cell::Cell::get);
+        for r in &requests {
+            a.assemble(r.clone()).unwrap();
+        }
+        if name == "session" {
+            let made = SUMMARIZED.with(std::cell::Cell::get) - made;
+            assert!(made > 0, "the session's later requests summarize turns");
+        }
+        for (i, r) in requests.iter().enumerate() {
+            let (got, most) = (hashed(&a, r), bound(r));
+            assert!(
+                got <= most,
+                "{name} request {i}: hashed {got} bytes, at most {most}"
+            );
+        }
+    }
+}
