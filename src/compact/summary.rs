@@ -504,10 +504,26 @@ fn entry(m: &Msg) -> String {
 }
 
 /// Sentences of `text` naming pending work (case-insensitive whole words).
+/// An ASCII text in which no word occurs at all (most text) has none: one
+/// pass of the automaton over it says so before it is cut into sentences.
 fn pending_sentences(text: &str) -> impl Iterator<Item = &str> {
-    sentences(text)
+    let none = text.is_ascii() && pending_words().is_some_and(|words| !words.is_match(text));
+    sentences(if none { "" } else { text })
         .map(str::trim)
         .filter(|s| !s.is_empty() && names_pending_work(s))
+}
+
+/// [`PENDING_WORDS`] as an ASCII-case-blind automaton. Building from a
+/// handful of short literals cannot fail; were it to, callers take their
+/// copying path.
+fn pending_words() -> Option<&'static AhoCorasick> {
+    static WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(PENDING_WORDS)
+            .ok()
+    });
+    WORDS.as_ref()
 }
 
 /// Whether `sentence` holds one of [`PENDING_WORDS`] as a whole word, in any
@@ -516,15 +532,7 @@ fn pending_sentences(text: &str) -> impl Iterator<Item = &str> {
 /// first, since Unicode lower-casing can turn other letters into ASCII ones
 /// (the Kelvin sign into `k`) and change byte offsets.
 fn names_pending_work(sentence: &str) -> bool {
-    // Building from a handful of short literals cannot fail; were it to, the
-    // copying path below still answers.
-    static WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-        AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(PENDING_WORDS)
-            .ok()
-    });
-    let automaton = WORDS.as_ref().filter(|_| sentence.is_ascii());
+    let automaton = pending_words().filter(|_| sentence.is_ascii());
     let Some(words) = automaton else {
         let lower = sentence.to_lowercase();
         return PENDING_WORDS.iter().any(|w| has_word(&lower, w));

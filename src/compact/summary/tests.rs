@@ -551,6 +551,15 @@ proptest! {
     }
 
     #[test]
+    fn pending_sentences_are_found_as_by_testing_every_sentence(text in word_soup()) {
+        let reference: Vec<&str> = sentences(&text)
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && names_pending_work_reference(s))
+            .collect();
+        prop_assert_eq!(pending_sentences(&text).collect::<Vec<_>>(), reference, "{:?}", text);
+    }
+
+    #[test]
     fn paths_are_found_as_by_testing_every_token(text in word_soup()) {
         prop_assert_eq!(files_in(&text).collect::<Vec<_>>(), files_in_reference(&text));
     }
