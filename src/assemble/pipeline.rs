@@ -267,18 +267,13 @@ impl<'a> Pipeline<'a> {
     /// `prefix`.
     pub(super) fn run(&mut self, prefix: PrefixKey) -> Result<RunOutput, AssembleError> {
         let req = self.req;
-        let (static_tokens, prefix_hit) = self.static_tokens(&prefix);
+        let (static_tokens, tools_tokens, prefix_hit) = self.static_tokens(&prefix);
         let PrefixKey {
             hex: prefix_hash,
             bytes: prefix_bytes,
             ..
         } = prefix;
         let query_tokens = self.message_cost(Role::User, self.count(&req.query));
-        let tools_tokens = self
-            .tools
-            .iter()
-            .map(|t| self.count(t))
-            .fold(0, u32::saturating_add);
         let base = u64::from(static_tokens)
             + u64::from(query_tokens)
             + u64::from(REPLY_PRIMING_TOKENS)
@@ -379,16 +374,16 @@ impl<'a> Pipeline<'a> {
         Ok((plan, usage, cache, hints, decisions, warnings))
     }
 
-    /// Tokens of the static prefix messages and its volatile values: one
-    /// lookup when the prefix is known, else one count and one scan per
-    /// segment and tool (single flight: concurrent requests with a new
-    /// prefix do it once). A cancelled count is not cached. Volatile values
+    /// Tokens of the static prefix messages and of the tools, and the
+    /// prefix's volatile values: one lookup when the prefix is known, else
+    /// one count and one scan per segment and tool (single flight:
+    /// concurrent requests with a new prefix do it once). A cancelled count is not cached. Volatile values
     /// give a warning and are counted in every response that carries them.
     ///
     /// The cache is partitioned by `cache_salt`: a prefix another tenant
     /// (another salt) brought is a miss, so `prefix_cache_hit` never tells
     /// one caller what system prompt another used.
-    fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, bool) {
+    fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, u32, bool) {
         let key = prefix.cache_key(self.tok, &self.req.cache_salt);
         let counted = if self.warm_only {
             let found = self.asm.prefixes.get(&key);
@@ -404,17 +399,27 @@ impl<'a> Pipeline<'a> {
                     .iter()
                     .map(|s| self.message_cost(Role::System, self.count(&s.content)))
                     .fold(0, u32::saturating_add);
+                let tools_tokens = self
+                    .tools
+                    .iter()
+                    .map(|t| self.count(t))
+                    .fold(0, u32::saturating_add);
                 if self.cancel.is_cancelled() {
                     return Err(AssembleError::Cancelled);
                 }
-                Ok(PrefixFacts::scan(tokens, &self.req.static_segments, self.tools))
+                Ok(PrefixFacts::scan(
+                    tokens,
+                    tools_tokens,
+                    &self.req.static_segments,
+                    self.tools,
+                ))
             })
         };
         // Cancelled: the run is abandoned at the next check.
         let (facts, hit) = counted.unwrap_or((PrefixFacts::default(), false));
         self.prefix_lookup = Some((facts, hit));
         self.warnings.extend(facts.warning(&self.req.static_segments));
-        (facts.tokens, hit)
+        (facts.tokens, facts.tools_tokens, hit)
     }
 
     /// Records the time since the last phase ended as `phase`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use moka::sync::Cache;
 
 use crate::telemetry::metrics;
+use crate::tokens::digest;
 
 /// Provider labels; any other name counts as `other`.
 pub const PROVIDERS: [&str; 7] = [
@@ -85,7 +86,7 @@ struct Adapting {
 
 /// The cache key of a request id.
 fn request_key(request_id: &str) -> [u8; 32] {
-    *blake3::hash(request_id.as_bytes()).as_bytes()
+    *digest::hash(request_id.as_bytes()).as_bytes()
 }
 
 /// Recent request counts, by request id.

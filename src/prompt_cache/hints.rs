@@ -3,7 +3,7 @@
 
 use super::prefix::PREFIX_VERSION;
 use crate::prompt::{Breakpoint, BreakpointKind, CacheHints, Segment, SegmentKind};
-use crate::tokens::CacheSettings;
+use crate::tokens::{CacheSettings, digest};
 use crate::vocab::saturating_u32;
 
 /// Header that SGLang's gateway hashes for consistent routing.
@@ -88,7 +88,7 @@ pub fn of(cache: &CacheSettings, p: &Prompt<'_>) -> CacheHints {
     let shard = if cache.key_shards <= 1 || session_id.is_empty() {
         0
     } else {
-        let h = blake3::hash(session_id.as_bytes());
+        let h = digest::hash(session_id.as_bytes());
         let mut first = [0u8; 8];
         first.copy_from_slice(&h.as_bytes()[..8]);
         u64::from_le_bytes(first) % u64::from(cache.key_shards)

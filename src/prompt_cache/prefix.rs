@@ -82,6 +82,9 @@ enum Place {
 pub struct PrefixFacts {
     /// Tokens of the static prefix messages.
     pub tokens: u32,
+    /// Tokens of the tool definitions (which the prefix's key covers), so
+    /// a known prefix's tools are neither hashed again nor looked up.
+    pub tools_tokens: u32,
     /// A bit per [`Volatile::ALL`] kind found.
     volatile: u8,
     /// The first volatile value: where (tools first), and its kind.
@@ -89,11 +92,13 @@ pub struct PrefixFacts {
 }
 
 impl PrefixFacts {
-    /// The facts of a prefix of `tokens` tokens: its volatile values,
-    /// scanned in `tools` then `segments`.
-    pub fn scan(tokens: u32, segments: &[Segment], tools: &[String]) -> Self {
+    /// The facts of a prefix of `tokens` tokens whose tools count
+    /// `tools_tokens`: its volatile values, scanned in `tools` then
+    /// `segments`.
+    pub fn scan(tokens: u32, tools_tokens: u32, segments: &[Segment], tools: &[String]) -> Self {
         let mut facts = PrefixFacts {
             tokens,
+            tools_tokens,
             ..PrefixFacts::default()
         };
         let texts = tools

@@ -118,7 +118,7 @@ impl CountCache<u32> {
     /// [`CountCache::count`] of `text` whose key ([`key`] of `tokenizer` and
     /// `text`, nothing else) the caller has: a caller that needs the key for
     /// more than the count hashes the text once.
-    pub fn count_keyed(&self, tokenizer: &Tokenizer, key: Key, text: &str) -> (u32, bool) {
+    pub(crate) fn count_keyed(&self, tokenizer: &Tokenizer, key: Key, text: &str) -> (u32, bool) {
         let exact = |tokenizer: &Tokenizer| tokenizer.count(text).min(AT_LEAST - 1);
         let (n, made) = self.inner.get_or_insert_with(key, || exact(tokenizer));
         if n & AT_LEAST != 0 {
@@ -137,7 +137,7 @@ impl CountCache<u32> {
     }
 
     /// [`CountCache::cached`] by the text's key.
-    pub fn cached_keyed(&self, key: &Key) -> Option<u32> {
+    pub(crate) fn cached_keyed(&self, key: &Key) -> Option<u32> {
         self.get(key).filter(|n| n & AT_LEAST == 0)
     }
 

@@ -1,8 +1,10 @@
 //! Content digests: blake3, with a tally of the bytes each thread has
 //! hashed. Hashing is a large share of a warm request (a cache lookup costs
-//! one digest of the text it counts), so the rule is that a request's text
-//! is hashed once; the tally lets a test hold the hot path to it by a byte
-//! count, whatever the machine's speed.
+//! one digest of the text it counts), so the rule is that an `Assemble`
+//! request's text is hashed once; every digest on that path (count keys,
+//! prefix keys, turn-summary keys, request and session ids) goes through
+//! here, so a test holds the path to the rule by a byte count, whatever the
+//! machine's speed. (Compaction's seals and markers hash on their own.)
 
 use std::cell::Cell;
 
@@ -13,6 +15,11 @@ thread_local! {
 /// Bytes this thread has hashed through [`Hasher`] since it started.
 pub fn hashed_bytes() -> u64 {
     HASHED.with(Cell::get)
+}
+
+/// The blake3 digest of `bytes`, tallied.
+pub fn hash(bytes: &[u8]) -> blake3::Hash {
+    Hasher::new().update(bytes).finalize()
 }
 
 /// A blake3 hasher whose input is tallied (the tally is one add per

@@ -1286,7 +1286,8 @@ fn the_prefix_cache_is_partitioned_by_cache_salt() {
 
 /// A warm request hashes each byte of its text once (issue 20, item 4): the
 /// count lookups and the keys of the turn summaries covering the oldest
-/// turns share one digest per turn. Counted in bytes, not timed: a request
+/// turns share one digest per turn, and tools are counted with the prefix
+/// whose key covers them. Counted in bytes, not timed: a request
 /// hashes at most its text plus a constant per item (length framing, ids, a
 /// context unit's wrapper) and per request. Hashing the covered turns'
 /// text again for the summary keys, as before, hashed 2.09 times the text
@@ -1300,6 +1301,7 @@ fn a_warm_request_hashes_each_byte_of_its_text_once() {
     let bound = |r: &AssembleRequest| -> u64 {
         let items = r.blocks.iter().flat_map(|b| &b.items);
         let text = r.static_segments.iter().map(|s| s.content.len()).sum::<usize>()
+            + r.tools.iter().map(String::len).sum::<usize>()
             + items.clone().map(|i| i.content.len()).sum::<usize>()
             + r.query.len();
         text as u64 + PER_ITEM * items.count() as u64 + PER_REQUEST
@@ -1309,7 +1311,12 @@ fn a_warm_request_hashes_each_byte_of_its_text_once() {
         a.assemble(r.clone()).unwrap();
         hashed_bytes() - before
     };
-    let replay = crate::workload::request(crate::workload::Shape::new(4_000, 16), 42);
+    let mut replay = crate::workload::request(crate::workload::Shape::new(4_000, 16), 42);
+    // Tools, which the prefix key covers: counted with the prefix, not
+    // hashed again for their counts.
+    let description = crate::workload::prose(&mut crate::workload::Rng::new(3), 6_000);
+    let tool = serde_json::json!({"description": description, "name": "lookup", "parameters": {}});
+    replay.tools = vec![tool.to_string()];
     let session = chat_session();
     for (name, requests) in [("replay", vec![replay]), ("session", session)] {
         let a = asm();
