@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http::HeaderMap;
 use http_body::Frame;
@@ -46,6 +46,10 @@ use super::admission::{Admission, Permit, Refusal, Reserved};
 use super::shape::{Root, Schema};
 use super::status::{refusal_status, shutting_down_status};
 use crate::telemetry::metrics;
+
+mod received;
+
+use received::Received;
 
 /// Length of a gRPC frame header: compression flag and big-endian u32 length.
 const FRAME_HEADER_BYTES: usize = 5;
@@ -486,147 +490,9 @@ impl Meter {
     }
 }
 
-/// Whether `bytes` starts with a whole gRPC message (header and payload).
-fn starts_with_message(bytes: &[u8]) -> bool {
-    match bytes.first_chunk::<FRAME_HEADER_BYTES>() {
-        Some(&[_, a, b, c, d]) => {
-            bytes.len() - FRAME_HEADER_BYTES >= u32::from_be_bytes([a, b, c, d]) as usize
-        }
-        None => false,
-    }
-}
-
-/// Bytes of a body received and not yet passed on. A message that arrives
-/// whole in one frame (the usual case for messages up to the frame size) is
-/// passed on as a slice of that frame, not copied; bytes of a message still
-/// arriving are copied together, so a stalled message never holds the
-/// connection's read buffer, only the bytes it sent.
-#[derive(Default)]
-struct Received {
-    /// The rest of a frame that starts with a whole message (or empty).
-    frame: Bytes,
-    /// Bytes copied together (empty while `frame` is not).
-    joined: BytesMut,
-}
-
-impl Received {
-    /// Adds a frame's data.
-    fn push(&mut self, data: Bytes) {
-        if self.frame.is_empty() && self.joined.is_empty() && starts_with_message(&data) {
-            self.frame = data;
-        } else {
-            self.joined.extend_from_slice(&self.frame);
-            self.frame = Bytes::new();
-            self.joined.extend_from_slice(&data);
-        }
-    }
-
-    /// The bytes received, in order.
-    fn bytes(&self) -> &[u8] {
-        if self.frame.is_empty() {
-            &self.joined
-        } else {
-            &self.frame
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.bytes().len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Room for `whole` bytes, when they are not all here: they will be
-    /// copied together.
-    fn reserve(&mut self, whole: usize) {
-        if self.len() < whole {
-            self.joined.reserve(whole.saturating_sub(self.joined.len()));
-        }
-    }
-
-    /// The first `n` bytes (at most [`Received::len`]), passed on.
-    fn take(&mut self, n: usize) -> Bytes {
-        if self.frame.is_empty() {
-            return self.joined.split_to(n).freeze();
-        }
-        let taken = self.frame.split_to(n);
-        if !starts_with_message(&self.frame) {
-            // The start of a message still arriving: copied (see above).
-            self.joined.extend_from_slice(&self.frame);
-            self.frame = Bytes::new();
-        }
-        taken
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A gRPC message of `n` payload bytes of `fill`.
-    fn message(n: u32, fill: u8) -> Vec<u8> {
-        let mut m = vec![0];
-        m.extend_from_slice(&n.to_be_bytes());
-        m.extend(std::iter::repeat_n(fill, n as usize));
-        m
-    }
-
-    /// Whether `part` lies inside `whole`'s memory (a slice, not a copy).
-    fn within(part: &Bytes, whole: &Bytes) -> bool {
-        let (p, w) = (part.as_ptr() as usize, whole.as_ptr() as usize);
-        p >= w && p + part.len() <= w + whole.len()
-    }
-
-    #[test]
-    fn a_message_whole_in_its_frame_is_passed_on_uncopied() {
-        let (a, b) = (message(300, 1), message(20, 2));
-        let frame = Bytes::from([a.clone(), b.clone()].concat());
-        let mut r = Received::default();
-        r.push(frame.clone());
-        r.reserve(a.len());
-        let first = r.take(a.len());
-        let second = r.take(b.len());
-        assert_eq!((&first[..], &second[..]), (&a[..], &b[..]));
-        assert!(within(&first, &frame) && within(&second, &frame));
-        assert!(
-            r.is_empty() && r.joined.capacity() == 0,
-            "nothing was copied or reserved"
-        );
-    }
-
-    #[test]
-    fn a_message_still_arriving_is_copied_and_never_holds_its_frame() {
-        let (a, b) = (message(300, 1), message(4_000, 2));
-        // The first frame ends inside the second message.
-        let cut = a.len() + 100;
-        let both = [a.clone(), b.clone()].concat();
-        let (one, two) = (
-            Bytes::copy_from_slice(&both[..cut]),
-            Bytes::copy_from_slice(&both[cut..]),
-        );
-        let mut r = Received::default();
-        r.push(one.clone());
-        let first = r.take(a.len());
-        assert!(within(&first, &one));
-        assert!(
-            r.frame.is_empty(),
-            "the partial message was copied out of its frame"
-        );
-        assert_eq!(r.bytes(), &both[a.len()..cut]);
-        r.reserve(b.len());
-        r.push(two.clone());
-        let second = r.take(b.len());
-        assert_eq!(&second[..], &b[..]);
-        assert!(!within(&second, &one) && !within(&second, &two));
-        assert!(r.is_empty());
-        // A header split across frames, too.
-        let mut r = Received::default();
-        r.push(Bytes::copy_from_slice(&a[..3]));
-        r.push(Bytes::copy_from_slice(&a[3..]));
-        assert_eq!(&r.take(a.len())[..], &a[..]);
-    }
 
     #[test]
     fn rpc_labels_are_bounded() {
