@@ -130,13 +130,8 @@ impl CountCache<u32> {
         (n, !made)
     }
 
-    /// The count of `text` when the cache holds it (a lower bound is not a
-    /// count), counting nothing.
-    pub fn cached(&self, tokenizer: &Tokenizer, text: &str) -> Option<u32> {
-        self.cached_keyed(&key(tokenizer, text.as_bytes()))
-    }
-
-    /// [`CountCache::cached`] by the text's key.
+    /// The count of the text whose key is `key` when the cache holds it (a
+    /// lower bound is not a count), counting nothing.
     pub(crate) fn cached_keyed(&self, key: &Key) -> Option<u32> {
         self.get(key).filter(|n| n & AT_LEAST == 0)
     }
