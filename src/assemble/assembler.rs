@@ -20,10 +20,16 @@ use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::models::UNKNOWN_MODEL;
 use crate::tokens::{CountCache, Encoding, MemoCache, ModelSpec, ModelTable, Tokenizer};
-use crate::vocab::Cancel;
+use crate::vocab::{Cancel, saturating_u32};
 
 /// Default weight of the token-count caches.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Allocations of one request under a chat template before its rendered
+/// count is taken as it is (each lowers the budget by the overshoot; the
+/// per-message estimate is off by a few tokens, so one more nearly always
+/// fits).
+const MAX_RENDER_TRIES: u32 = 4;
 
 /// Assembles prompts. Cheap to share: clone the `Arc`.
 #[derive(Debug)]
@@ -136,7 +142,7 @@ impl Assembler {
             .map(|e| {
                 let mut e = (**e).clone();
                 if e.name == name {
-                    e.tokenizer = Tokenizer::estimate(e.tokenizer.encoding(), margin);
+                    e.tokenizer = e.tokenizer.with_margin_percent(margin);
                 }
                 e
             })
@@ -266,12 +272,41 @@ impl Assembler {
             Ok(r) => r,
             Err(e) => return Run::Done(Err(AssembleError::InvalidArgument(e))),
         };
-        let mut pipeline = Pipeline::new(self, &spec, &policy, &req, &tools, budget, cancel, started);
-        pipeline.warm_only = warm_only;
         let key = prefix
             .cloned()
             .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
-        let result = pipeline.run(key.clone());
+        // A template's frames are estimated per message; the rendered count
+        // is exact. A prompt the estimate let past the budget is allocated
+        // again under a budget lowered by what it went over, until it fits.
+        let mut allowed = budget;
+        let mut tries = 0;
+        let (result, pipeline) = loop {
+            let mut pipeline = Pipeline::new(self, &spec, &policy, &req, &tools, allowed, cancel, started);
+            pipeline.warm_only = warm_only;
+            let result = pipeline.run(key.clone());
+            let over = match &result {
+                Ok((_, usage, ..)) => (u64::from(usage.total_tokens) + u64::from(usage.tools_tokens))
+                    .saturating_sub(u64::from(budget.input)),
+                Err(_) => 0,
+            };
+            tries += 1;
+            if over == 0 || (warm_only && cancel.is_cancelled()) {
+                let result = result.map(|mut r| {
+                    r.1.budget = budget.input;
+                    r
+                });
+                break (result, pipeline);
+            }
+            if tries >= MAX_RENDER_TRIES {
+                let overflow = AssembleError::BudgetOverflow {
+                    non_cuttable_tokens: u64::from(budget.input) + over,
+                    budget: budget.input,
+                    model: spec.name.clone(),
+                };
+                break (Err(overflow), pipeline);
+            }
+            allowed.input = allowed.input.saturating_sub(saturating_u32(over));
+        };
         if warm_only && cancel.is_cancelled() {
             drop(pipeline);
             return Run::Missed(req, Some(key));

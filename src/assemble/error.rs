@@ -21,6 +21,17 @@ pub enum AssembleError {
         /// The model table entry.
         model: String,
     },
+    /// The model's chat template refuses the prompt laid out for it (after
+    /// conforming it to what the template was found to need): the prompt is
+    /// not sent, since the engine would refuse it too.
+    #[error("the chat template of model {model} refuses the assembled prompt: {reason}")]
+    TemplateRefused {
+        /// The model table entry.
+        model: String,
+        /// The template's own message (its `raise_exception` text) or the
+        /// engine's description of the failure; never prompt content.
+        reason: String,
+    },
     /// The request was cancelled (deadline or caller gone) before it finished.
     #[error("cancelled before the prompt was assembled")]
     Cancelled,
@@ -33,6 +44,7 @@ impl AssembleError {
         match self {
             AssembleError::InvalidArgument(_) => "INVALID_ARGUMENT",
             AssembleError::BudgetOverflow { .. } => "BUDGET_OVERFLOW",
+            AssembleError::TemplateRefused { .. } => "TEMPLATE_REFUSED",
             AssembleError::Cancelled => "CANCELLED",
         }
     }

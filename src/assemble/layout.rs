@@ -12,7 +12,9 @@
 //! 5. the query, last, as a user message.
 //!
 //! Layout first plans where each text goes, then moves the texts out of the
-//! request, so request bytes are not copied twice.
+//! request, so request bytes are not copied twice. A model whose chat
+//! template refuses this layout (roles that must alternate, no tool role) is
+//! sent it conformed ([`conform`]): consecutive messages of one role joined.
 
 use std::borrow::Cow;
 
@@ -21,6 +23,7 @@ use super::pipeline::Measurement;
 use super::policy::Policy;
 use super::render::{self, FormAttr};
 use crate::prompt::{AssembleRequest, BlockKind, Message};
+use crate::tokens::chat::LayoutRules;
 use crate::vocab::Role;
 
 /// Where a planned message's text comes from.
@@ -34,7 +37,25 @@ pub(super) enum Source {
     Query,
     /// Text rendered by the assembler (summary and context messages).
     Rendered(String),
+    /// Consecutive messages of one role sent as one (a template that
+    /// refuses them apart): their texts joined by [`JOIN`], their tool
+    /// calls together.
+    Joined(Vec<Source>),
 }
+
+impl Source {
+    /// Whether this message is (or holds) a conversation turn.
+    pub(super) fn holds_turn(&self) -> bool {
+        match self {
+            Source::Turn { .. } => true,
+            Source::Joined(parts) => parts.iter().any(Source::holds_turn),
+            _ => false,
+        }
+    }
+}
+
+/// What separates the texts of messages sent as one.
+pub(super) const JOIN: &str = "\n\n";
 
 /// The messages in final order, before texts are moved out of the request.
 pub(super) type Plan = Vec<(Role, Source)>;
@@ -147,22 +168,93 @@ pub(super) fn plan(
     plan
 }
 
+/// Lays `plan` out as a template needs it: tool results as user messages
+/// where the template refuses the tool role, then consecutive messages of
+/// one role as one where it refuses them apart. Returns how many messages
+/// were joined into others (0: the plan is as it was).
+pub(super) fn conform(plan: &mut Plan, rules: LayoutRules) -> usize {
+    if rules.tool_as_user {
+        for (role, _) in plan.iter_mut() {
+            if *role == Role::Tool {
+                *role = Role::User;
+            }
+        }
+    }
+    if !rules.merge_consecutive || plan.windows(2).all(|w| w[0].0 != w[1].0) {
+        return 0;
+    }
+    let before = plan.len();
+    let mut out: Plan = Vec::with_capacity(before);
+    for (role, source) in plan.drain(..) {
+        match out.last_mut() {
+            Some((last, Source::Joined(parts))) if *last == role => parts.push(source),
+            Some((last, prev)) if *last == role => {
+                let first = std::mem::replace(prev, Source::Joined(Vec::new()));
+                *prev = Source::Joined(vec![first, source]);
+            }
+            _ => out.push((role, source)),
+        }
+    }
+    *plan = out;
+    before - plan.len()
+}
+
+/// The text a planned message will carry (joined parts are copied once).
+pub(super) fn text_of<'r>(req: &'r AssembleRequest, source: &'r Source) -> Cow<'r, str> {
+    match source {
+        Source::Static(i) => Cow::Borrowed(&req.static_segments[*i].content),
+        Source::Query => Cow::Borrowed(&req.query),
+        Source::Rendered(text) => Cow::Borrowed(text),
+        Source::Turn { block, item } => Cow::Borrowed(&req.blocks[*block].items[*item].content),
+        Source::Joined(parts) => {
+            let mut out = String::new();
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(JOIN);
+                }
+                out.push_str(&text_of(req, p));
+            }
+            Cow::Owned(out)
+        }
+    }
+}
+
 /// Builds the messages, moving texts out of the request.
 pub(super) fn materialize(plan: Plan, mut req: AssembleRequest) -> Vec<Message> {
     plan.into_iter()
-        .map(|(role, content)| match content {
-            Source::Static(i) => Message::text(role, std::mem::take(&mut req.static_segments[i].content)),
-            Source::Query => Message::text(role, std::mem::take(&mut req.query)),
-            Source::Rendered(text) => Message::text(role, text),
-            Source::Turn { block, item } => {
-                let it = &mut req.blocks[block].items[item];
-                Message {
-                    role,
-                    content: std::mem::take(&mut it.content),
-                    tool_call_ids: std::mem::take(&mut it.tool_call_ids),
-                    tool_call_id: std::mem::take(&mut it.tool_call_id),
+        .map(|(role, content)| take(role, content, &mut req))
+        .collect()
+}
+
+/// The message of `source`, its text moved out of `req`.
+fn take(role: Role, source: Source, req: &mut AssembleRequest) -> Message {
+    match source {
+        Source::Static(i) => Message::text(role, std::mem::take(&mut req.static_segments[i].content)),
+        Source::Query => Message::text(role, std::mem::take(&mut req.query)),
+        Source::Rendered(text) => Message::text(role, text),
+        Source::Turn { block, item } => {
+            let it = &mut req.blocks[block].items[item];
+            Message {
+                role,
+                content: std::mem::take(&mut it.content),
+                tool_call_ids: std::mem::take(&mut it.tool_call_ids),
+                tool_call_id: std::mem::take(&mut it.tool_call_id),
+            }
+        }
+        Source::Joined(parts) => {
+            let mut joined = Message::text(role, String::new());
+            for (i, part) in parts.into_iter().enumerate() {
+                let m = take(role, part, req);
+                if i > 0 {
+                    joined.content.push_str(JOIN);
+                }
+                joined.content.push_str(&m.content);
+                joined.tool_call_ids.extend(m.tool_call_ids);
+                if joined.tool_call_id.is_empty() {
+                    joined.tool_call_id = m.tool_call_id;
                 }
             }
-        })
-        .collect()
+            joined
+        }
+    }
 }

@@ -22,7 +22,7 @@ use crate::prompt_cache::hints;
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::chat::{REPLY_PRIMING_TOKENS, message_tokens};
-use crate::tokens::{ModelSpec, Tokenizer, cache};
+use crate::tokens::{ChatMessage, ModelSpec, Tokenizer, cache};
 use crate::vocab::{Cancel, Role, Warning, WarningRef, codes, saturating_u32};
 
 /// One unit of a block: a context item, or a turn with its tool results. A
@@ -313,10 +313,18 @@ impl<'a> Pipeline<'a> {
             req,
             blocks: &self.measured,
         };
-        let plan = layout::plan(measurement, self.policy, &alloc, turn_summary);
-        let last_turn = plan
-            .iter()
-            .rposition(|(_, c)| matches!(c, layout::Source::Turn { .. }));
+        let mut plan = layout::plan(measurement, self.policy, &alloc, turn_summary);
+        let joined = layout::conform(&mut plan, self.tok.layout_rules());
+        if joined > 0 {
+            self.warnings.push(Warning::new(
+                codes::MESSAGES_JOINED,
+                format!(
+                    "{joined} message(s) joined with the one before them: the chat template of model {} refuses consecutive messages of one role",
+                    self.spec.name
+                ),
+            ));
+        }
+        let last_turn = plan.iter().rposition(|(_, c)| c.holds_turn());
         let stable_tokens = if last_turn.is_some() {
             // The summary message and the turns come right after the static
             // messages (layout's order), the context message after them.
@@ -352,7 +360,11 @@ impl<'a> Pipeline<'a> {
         let mut warnings = std::mem::take(&mut self.warnings);
         let decisions = report::decisions(measurement, &plans, &alloc, &mut warnings);
         // The tools are reserved from the budget but are not messages.
-        let total = saturating_u32(alloc.used.saturating_sub(u64::from(tools_tokens)));
+        let total = match self.rendered_total(&plan)? {
+            // What the engine bills, less the tools' share of it.
+            Some(rendered) => rendered.saturating_sub(tools_tokens),
+            None => saturating_u32(alloc.used.saturating_sub(u64::from(tools_tokens))),
+        };
         let usage = Usage {
             budget: self.budget.input,
             total_tokens: total,
@@ -420,6 +432,48 @@ impl<'a> Pipeline<'a> {
         self.prefix_lookup = Some((facts, hit));
         self.warnings.extend(facts.warning(&self.req.static_segments));
         (facts.tokens, facts.tools_tokens, hit)
+    }
+
+    /// The exact tokens of the prompt `plan` lays out, tools included, for a
+    /// model whose per-message sum is an estimate (a chat template): the
+    /// messages rendered by the template and tokenized whole, counted
+    /// through the segment cache (a repeated prompt is looked up by its
+    /// digest). `None` where the sum is exact.
+    fn rendered_total(&self, plan: &layout::Plan) -> Result<Option<u32>, AssembleError> {
+        if self.tok.hf_model().and_then(|m| m.template()).is_none() {
+            return Ok(None);
+        }
+        let texts: Vec<_> = plan
+            .iter()
+            .map(|(_, source)| layout::text_of(self.req, source))
+            .collect();
+        let messages: Vec<ChatMessage<'_>> = plan
+            .iter()
+            .zip(&texts)
+            .map(|((role, _), text)| ChatMessage {
+                role: role.as_str(),
+                content: text,
+            })
+            .collect();
+        let tools: Vec<serde_json::Value> = self
+            .tools
+            .iter()
+            .filter_map(|t| serde_json::from_str(t).ok())
+            .collect();
+        let tools = (!tools.is_empty()).then_some(tools.as_slice());
+        let rendered = match self.tok.rendered_text(&messages, tools) {
+            None => return Ok(None),
+            Some(Ok(text)) => text,
+            Some(Err(e)) => {
+                return Err(AssembleError::TemplateRefused {
+                    model: self.spec.name.clone(),
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let n = self.count(&rendered);
+        self.check_cancelled()?;
+        Ok(Some(n))
     }
 
     /// Records the time since the last phase ended as `phase`.

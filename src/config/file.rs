@@ -13,6 +13,7 @@ use super::{ConfigError, LogFormat};
 use crate::assemble::{Catalog, Policy};
 use crate::compact::{CompactionSettings, MarkerKey};
 use crate::prompt::BlockKind;
+use crate::tokens::hf::HfModel;
 use crate::tokens::models::CacheSettings;
 use crate::tokens::{Encoding, ModelSpec, ModelTable, Tokenizer};
 use crate::vocab::Role;
@@ -209,8 +210,17 @@ pub struct ModelEntry {
     /// Whether the name matches names that continue it with `-`.
     #[serde(default)]
     pub prefix: bool,
-    /// `cl100k_base` or `o200k_base`.
-    pub encoding: String,
+    /// `cl100k_base` or `o200k_base` (an OpenAI encoding); or set
+    /// `tokenizer_dir` instead.
+    pub encoding: Option<String>,
+    /// A model folder in the Hugging Face layout (`tokenizer.json`, and
+    /// `tokenizer_config.json` with its `chat_template` or a
+    /// `chat_template.jinja`), relative to the config file or absolute:
+    /// counts are that tokenizer's, prompts are rendered by that template.
+    pub tokenizer_dir: Option<PathBuf>,
+    /// For a `tokenizer_dir` without a chat template: tokens each message
+    /// costs besides its content (default 0).
+    pub message_overhead_tokens: Option<u32>,
     /// 0 = exact; otherwise an estimate with this margin.
     #[serde(default)]
     pub estimate_margin_percent: u32,
@@ -285,7 +295,15 @@ impl FileConfig {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new(origin.clone(), format!("cannot read: {e}")))?;
-        FileConfig::parse(&text, &origin)
+        let mut config = FileConfig::parse(&text, &origin)?;
+        // A model folder named relative to the file is found beside it.
+        let base = path.parent().unwrap_or(Path::new(""));
+        for m in config.models.iter_mut().flatten() {
+            if let Some(dir) = m.tokenizer_dir.as_mut().filter(|d| d.is_relative()) {
+                *dir = base.join(&*dir);
+            }
+        }
+        Ok(config)
     }
 
     /// The embedded default, parsed once.
@@ -395,11 +413,35 @@ impl FileConfig {
     }
 }
 
+/// What a model entry counts with.
+enum Counter {
+    Encoding(Encoding),
+    Folder(Arc<HfModel>),
+}
+
+/// Loads the model folder `dir` for the setting `key`, once per table
+/// (`loaded` holds the folders loaded so far, by path).
+fn load_folder(
+    dir: &Path,
+    key: &str,
+    loaded: &mut BTreeMap<PathBuf, Arc<HfModel>>,
+) -> Result<Arc<HfModel>, ConfigError> {
+    if let Some(m) = loaded.get(dir) {
+        return Ok(m.clone());
+    }
+    let model = HfModel::load(dir)
+        .map(Arc::new)
+        .map_err(|e| ConfigError::new(key, e.to_string()))?;
+    loaded.insert(dir.to_owned(), model.clone());
+    Ok(model)
+}
+
 fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
     if entries.is_empty() {
         return Err(ConfigError::new("models", "the model table is empty"));
     }
     let mut specs: Vec<ModelSpec> = Vec::with_capacity(entries.len());
+    let mut loaded = BTreeMap::new();
     for (i, m) in entries.iter().enumerate() {
         let key = |f: &str| format!("models[{i}].{f}");
         if m.name.trim().is_empty() || m.name.len() > 128 {
@@ -411,12 +453,48 @@ fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
                 format!("duplicate model {:?}", m.name),
             ));
         }
-        let encoding = Encoding::from_name(&m.encoding).ok_or_else(|| {
-            ConfigError::new(
-                key("encoding"),
-                format!("{:?} is not cl100k_base or o200k_base", m.encoding),
-            )
-        })?;
+        let counter = match (&m.encoding, &m.tokenizer_dir) {
+            (Some(name), None) => Counter::Encoding(Encoding::from_name(name).ok_or_else(|| {
+                ConfigError::new(
+                    key("encoding"),
+                    format!("{name:?} is not cl100k_base or o200k_base"),
+                )
+            })?),
+            (None, Some(dir)) => {
+                if m.estimate_margin_percent > 0 {
+                    return Err(ConfigError::new(
+                        key("estimate_margin_percent"),
+                        "a model counted with its own tokenizer_dir is exact: no margin",
+                    ));
+                }
+                let model = load_folder(dir, &key("tokenizer_dir"), &mut loaded)?;
+                if model.template().is_some() && m.message_overhead_tokens.is_some() {
+                    return Err(ConfigError::new(
+                        key("message_overhead_tokens"),
+                        "applies to a tokenizer_dir without a chat template (the template frames each message)",
+                    ));
+                }
+                Counter::Folder(model)
+            }
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    key("tokenizer_dir"),
+                    "set encoding or tokenizer_dir, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ConfigError::new(
+                    key("encoding"),
+                    "set encoding (cl100k_base or o200k_base) or tokenizer_dir",
+                ));
+            }
+        };
+        if m.message_overhead_tokens.is_some() && m.tokenizer_dir.is_none() {
+            return Err(ConfigError::new(
+                key("message_overhead_tokens"),
+                "applies to a tokenizer_dir (OpenAI models use their chat formula)",
+            ));
+        }
         if m.estimate_margin_percent > 100 {
             return Err(ConfigError::new(
                 key("estimate_margin_percent"),
@@ -483,10 +561,10 @@ fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
             margin_bounds,
             name: m.name.clone(),
             prefix: m.prefix,
-            tokenizer: if m.estimate_margin_percent == 0 {
-                Tokenizer::exact(encoding)
-            } else {
-                Tokenizer::estimate(encoding, m.estimate_margin_percent)
+            tokenizer: match counter {
+                Counter::Folder(model) => Tokenizer::hf(model, m.message_overhead_tokens.unwrap_or(0)),
+                Counter::Encoding(e) if m.estimate_margin_percent == 0 => Tokenizer::exact(e),
+                Counter::Encoding(e) => Tokenizer::estimate(e, m.estimate_margin_percent),
             },
             context_window: m.context_window,
             output_reserve: m.output_reserve,

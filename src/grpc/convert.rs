@@ -260,12 +260,18 @@ pub fn model_infos(table: &tokens::ModelTable) -> pb::ListModelsResponse {
             .iter()
             .map(|m| pb::ModelInfo {
                 name: m.name.clone(),
-                encoding: m.tokenizer.encoding().name().to_owned(),
+                encoding: m
+                    .tokenizer
+                    .encoding()
+                    .map(|e| e.name().to_owned())
+                    .unwrap_or_default(),
                 context_window: m.context_window,
                 default_output_reserve: m.output_reserve,
                 exact: m.tokenizer.is_exact(),
                 estimate_margin_percent: m.tokenizer.margin_percent(),
                 prefix: m.prefix,
+                tokenizer: m.tokenizer.to_string(),
+                chat_template: m.tokenizer.hf_model().is_some_and(|h| h.template().is_some()),
             })
             .collect(),
     }

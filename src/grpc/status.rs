@@ -14,6 +14,8 @@ use crate::vocab::FieldViolation;
 pub const ERROR_DOMAIN: &str = "context-assembler";
 /// `ErrorInfo.reason` when non-cuttable content exceeds the budget.
 pub const REASON_BUDGET_OVERFLOW: &str = "BUDGET_OVERFLOW";
+/// `ErrorInfo.reason` when the model's chat template refuses the prompt.
+pub const REASON_TEMPLATE_REFUSED: &str = "TEMPLATE_REFUSED";
 /// `ErrorInfo.reason` when the concurrency limit sheds a request.
 pub const REASON_OVERLOADED: &str = "OVERLOADED";
 /// `ErrorInfo.reason` when a request message exceeds the size limit.
@@ -110,6 +112,14 @@ pub fn to_status(err: &AssembleError) -> Status {
                     ("budget".to_owned(), budget.to_string()),
                     ("model".to_owned(), model.clone()),
                 ],
+            );
+            Status::with_error_details(Code::FailedPrecondition, err.to_string(), details)
+        }
+        AssembleError::TemplateRefused { model, .. } => {
+            let details = ErrorDetails::with_error_info(
+                REASON_TEMPLATE_REFUSED,
+                ERROR_DOMAIN,
+                [("model".to_owned(), model.clone())],
             );
             Status::with_error_details(Code::FailedPrecondition, err.to_string(), details)
         }

@@ -105,6 +105,7 @@ impl From<AssembleError> for ApiError {
                 budget,
                 model,
             } => json!({ "nonCuttableTokens": non_cuttable_tokens, "budget": budget, "model": model }),
+            AssembleError::TemplateRefused { model, .. } => json!({ "model": model }),
             AssembleError::Cancelled => json!({}),
         };
         ApiError {

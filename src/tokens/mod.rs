@@ -2,25 +2,34 @@
 //! below every room that counts. It knows models, encodings and counts; it
 //! knows nothing of requests, blocks or gRPC.
 //!
-//! - [`tokenizer`]: exact BPE for public encodings, or an estimate with a
-//!   safety margin.
+//! - [`tokenizer`]: exact BPE for public encodings, a model folder's own
+//!   tokenizer, or an estimate with a safety margin.
+//! - [`hf`]: a model folder in the Hugging Face layout (tokenizer.json and
+//!   chat template), loaded and checked.
+//! - [`template`]: chat templates, executed as `transformers` executes them.
 //! - [`models`]: the model table a model name resolves against.
 //! - [`pretok`]: the cl100k and o200k pre-tokenizers, by hand.
 //! - [`singles`]: whether a piece is itself one token, in one probe.
 //! - [`digest`]: blake3 digests, with a tally of the bytes hashed.
 //! - [`cache`]: token counts keyed by blake3(tokenizer, bytes), shared by
 //!   every room that counts.
+//! - [`tools`]: what OpenAI bills for tool definitions (the cookbook's
+//!   function-calling formula).
 //! - [`chat`]: the chat formula (what a message and a reply cost besides
 //!   their content), written once.
 
 pub mod cache;
 pub mod chat;
 pub mod digest;
+pub mod hf;
 pub mod models;
 pub mod pretok;
 pub mod singles;
+pub mod template;
 pub mod tokenizer;
+pub mod tools;
 
 pub use cache::{CountCache, MemoCache, Weigh};
 pub use models::{CacheSettings, ModelSpec, ModelTable};
+pub use template::ChatMessage;
 pub use tokenizer::{Encoding, Tokenizer};

@@ -94,9 +94,9 @@ impl ModelTable {
     /// The distinct encodings the table uses, for warming at start.
     pub fn encodings(&self) -> Vec<Encoding> {
         let mut out: Vec<Encoding> = Vec::new();
-        for e in &self.entries {
-            if !out.contains(&e.tokenizer.encoding()) {
-                out.push(e.tokenizer.encoding());
+        for e in self.entries.iter().filter_map(|e| e.tokenizer.encoding()) {
+            if !out.contains(&e) {
+                out.push(e);
             }
         }
         out
@@ -160,7 +160,7 @@ mod tests {
             "gpt-35-turbo",
             "gpt-35-turbo-16k",
         ] {
-            let ours = t.resolve(model).map(|s| s.tokenizer.encoding());
+            let ours = t.resolve(model).and_then(|s| s.tokenizer.encoding());
             let theirs = match tiktoken_rs::tokenizer::get_tokenizer(model) {
                 Some(tiktoken_rs::tokenizer::Tokenizer::O200kBase) => Some(Encoding::O200kBase),
                 Some(tiktoken_rs::tokenizer::Tokenizer::Cl100kBase) => Some(Encoding::Cl100kBase),
@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn encodings_follow_the_model_families() {
         let t = crate::config::default_catalog().models;
-        let enc = |m: &str| t.resolve(m).map(|s| s.tokenizer.encoding());
+        let enc = |m: &str| t.resolve(m).and_then(|s| s.tokenizer.encoding());
         assert_eq!(enc("gpt-4o"), Some(Encoding::O200kBase));
         assert_eq!(enc("o3-mini"), Some(Encoding::O200kBase));
         assert_eq!(enc("gpt-3.5-turbo"), Some(Encoding::Cl100kBase));

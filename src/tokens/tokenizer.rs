@@ -11,10 +11,13 @@
 //! counted as the characters it is.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
+use super::chat::{self, Framing};
+use super::hf::HfModel;
 use super::pretok;
 use super::singles::Singles;
+use super::template::{ChatMessage, TemplateError};
 use crate::vocab::{Role, saturating_u32};
 
 /// A public BPE encoding.
@@ -215,29 +218,73 @@ impl<'a, R: Iterator<Item = &'a str>> Iterator for Pieces<'a, R> {
     }
 }
 
+/// What a tokenizer counts with.
+#[derive(Clone)]
+enum Kind {
+    /// A public OpenAI encoding.
+    Bpe(Encoding),
+    /// A model folder's own tokenizer and template, with what its messages
+    /// cost besides their contents.
+    Hf(Arc<HfModel>, Framing),
+}
+
 /// Counts tokens for one model: exactly, or as an estimate.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct Tokenizer {
-    encoding: Encoding,
+    kind: Kind,
     /// 0 = exact; otherwise the percentage added to the base encoding's count.
     margin_percent: u32,
-    /// blake3 of the tokenizer id: the key of this tokenizer's cache hashes.
+    /// blake3 of the tokenizer id (and a folder's files): the key of this
+    /// tokenizer's cache hashes.
     cache_key: [u8; 32],
+}
+
+impl PartialEq for Tokenizer {
+    fn eq(&self, other: &Self) -> bool {
+        self.cache_key == other.cache_key && self.margin_percent == other.margin_percent
+    }
+}
+
+impl Eq for Tokenizer {}
+
+impl std::hash::Hash for Tokenizer {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.cache_key.hash(state);
+        self.margin_percent.hash(state);
+    }
+}
+
+impl fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tokenizer({self})")
+    }
 }
 
 impl Tokenizer {
     /// An exact tokenizer for a public encoding.
     pub fn exact(encoding: Encoding) -> Self {
-        Tokenizer::new(encoding, 0)
+        Tokenizer::new(Kind::Bpe(encoding), 0)
     }
 
-    fn new(encoding: Encoding, margin_percent: u32) -> Self {
+    /// The exact tokenizer of a loaded model folder; messages without a
+    /// chat template cost their content plus `message_overhead` tokens.
+    pub fn hf(model: Arc<HfModel>, message_overhead: u32) -> Self {
+        let framing = chat::Framing::of(&model, message_overhead);
+        Tokenizer::new(Kind::Hf(model, framing), 0)
+    }
+
+    fn new(kind: Kind, margin_percent: u32) -> Self {
         let mut t = Tokenizer {
-            encoding,
+            kind,
             margin_percent,
             cache_key: [0; 32],
         };
-        t.cache_key = *blake3::hash(t.to_string().as_bytes()).as_bytes();
+        let mut h = blake3::Hasher::new();
+        h.update(t.to_string().as_bytes());
+        if let Kind::Hf(model, _) = &t.kind {
+            h.update(model.digest());
+        }
+        t.cache_key = *h.finalize().as_bytes();
         t
     }
 
@@ -250,7 +297,15 @@ impl Tokenizer {
     /// An estimating tokenizer: `ceil(count(base) * (100 + margin) / 100)` per
     /// part. Use for models whose tokenizer is not public; never reports exact.
     pub fn estimate(base: Encoding, margin_percent: u32) -> Self {
-        Tokenizer::new(base, margin_percent.max(1))
+        Tokenizer::new(Kind::Bpe(base), margin_percent.max(1))
+    }
+
+    /// This estimate with another margin (an exact tokenizer stays as it is).
+    pub fn with_margin_percent(&self, margin_percent: u32) -> Self {
+        match &self.kind {
+            Kind::Bpe(e) if !self.is_exact() => Tokenizer::estimate(*e, margin_percent),
+            _ => self.clone(),
+        }
     }
 
     /// Whether counts equal the model's own tokenizer.
@@ -258,9 +313,20 @@ impl Tokenizer {
         self.margin_percent == 0
     }
 
-    /// The base encoding.
-    pub fn encoding(&self) -> Encoding {
-        self.encoding
+    /// The OpenAI encoding counted with, or `None` for a model folder.
+    pub fn encoding(&self) -> Option<Encoding> {
+        match &self.kind {
+            Kind::Bpe(e) => Some(*e),
+            Kind::Hf(..) => None,
+        }
+    }
+
+    /// The model folder counted with, if any.
+    pub fn hf_model(&self) -> Option<&Arc<HfModel>> {
+        match &self.kind {
+            Kind::Bpe(_) => None,
+            Kind::Hf(m, _) => Some(m),
+        }
     }
 
     /// The estimate margin in percent (0 when exact).
@@ -268,18 +334,34 @@ impl Tokenizer {
         self.margin_percent
     }
 
-    /// Counts `text` as ordinary text. Linear in the input on any input.
+    /// Counts `text` as ordinary text (for a model folder: as its tokenizer
+    /// encodes it without added special tokens, so a special token's text
+    /// is that token). Linear in the input on any input.
     pub fn count(&self, text: &str) -> u32 {
-        self.with_margin(self.encoding.count(text) as u64)
+        match &self.kind {
+            Kind::Bpe(e) => self.with_margin(e.count(text) as u64),
+            Kind::Hf(m, _) => m.count(text),
+        }
     }
 
     /// [`Tokenizer::count`] when it is at most `limit`, else `None`; stops
     /// counting once past the limit, so the work is bounded by what fits
-    /// rather than by the length of `text`.
+    /// rather than by the length of `text` (a model folder's tokenizer
+    /// counts the whole text unless its length alone proves it too long).
     pub fn count_at_most(&self, text: &str, limit: u32) -> Option<u32> {
-        // The margin only adds tokens: a base count past `limit` is past it too.
-        let base = self.encoding.count_till_limit(text, limit as usize)?;
-        Some(self.with_margin(base as u64)).filter(|&n| n <= limit)
+        match &self.kind {
+            Kind::Bpe(e) => {
+                // The margin only adds tokens: a base count past `limit` is past it too.
+                let base = e.count_till_limit(text, limit as usize)?;
+                Some(self.with_margin(base as u64)).filter(|&n| n <= limit)
+            }
+            Kind::Hf(m, _) => {
+                if self.surely_over(text, limit) {
+                    return None;
+                }
+                Some(m.count(text)).filter(|&n| n <= limit)
+            }
+        }
     }
 
     /// Whether `text` surely counts more than `limit` tokens, from a scan
@@ -291,9 +373,14 @@ impl Tokenizer {
     /// counts at least one token, so a text counts at least as many tokens
     /// as it has runs (the margin only adds). Only ASCII whitespace
     /// separates runs here: other whitespace joins two runs into one, which
-    /// keeps the bound a bound.
+    /// keeps the bound a bound. A model folder's tokenizer need not cut at
+    /// whitespace (Gemma's merges cross it): there, only the length proves,
+    /// each token covering at most the longest token's bytes.
     pub fn surely_over(&self, text: &str, limit: u32) -> bool {
-        runs_past(text.as_bytes(), limit)
+        match &self.kind {
+            Kind::Bpe(_) => runs_past(text.as_bytes(), limit),
+            Kind::Hf(m, _) => text.len() / m.longest_token() > limit as usize,
+        }
     }
 
     /// How many of the ascending byte offsets `ends` into `text` probably
@@ -303,19 +390,30 @@ impl Tokenizer {
     /// exact, off by a piece near an end); verify with
     /// [`Tokenizer::count_at_most`].
     pub fn prefixes_within(&self, text: &str, ends: &[usize], extra: &str, limit: u32) -> usize {
-        // The margin multiplies the base count: the base limit it allows.
-        let base_limit = if self.margin_percent == 0 {
-            u64::from(limit)
-        } else {
-            u64::from(limit) * 100 / (100 + u64::from(self.margin_percent))
-        };
-        let base = self.encoding.count(extra);
-        self.encoding.prefixes_within(
-            text,
-            ends,
-            base,
-            usize::try_from(base_limit).unwrap_or(usize::MAX),
-        )
+        match &self.kind {
+            Kind::Bpe(e) => {
+                // The margin multiplies the base count: the base limit it allows.
+                let base_limit = if self.margin_percent == 0 {
+                    u64::from(limit)
+                } else {
+                    u64::from(limit) * 100 / (100 + u64::from(self.margin_percent))
+                };
+                let base = e.count(extra);
+                e.prefixes_within(
+                    text,
+                    ends,
+                    base,
+                    usize::try_from(base_limit).unwrap_or(usize::MAX),
+                )
+            }
+            Kind::Hf(m, _) => {
+                let base = m.count(extra);
+                m.prefix_counts(text, ends)
+                    .iter()
+                    .take_while(|&&n| base.saturating_add(n) <= limit)
+                    .count()
+            }
+        }
     }
 
     /// The most bytes a text counting at most `tokens` can hold (the
@@ -323,15 +421,70 @@ impl Tokenizer {
     /// token's bytes. A bound for cutting texts to a limit without looking
     /// past it.
     pub fn most_bytes_within(&self, tokens: u32) -> usize {
+        let longest = match &self.kind {
+            Kind::Bpe(e) => e.longest_token(),
+            Kind::Hf(m, _) => m.longest_token(),
+        };
         usize::try_from(tokens)
             .unwrap_or(usize::MAX)
-            .saturating_mul(self.encoding.longest_token())
+            .saturating_mul(longest)
+    }
+
+    /// Tokens of one message of `role` besides its content: for OpenAI's
+    /// chat formula, the fixed overhead and the role's tokens; for a model
+    /// folder, the frame its template puts around a message of that role
+    /// (measured when the folder was loaded), or the configured overhead
+    /// when it has no template.
+    pub fn frame_tokens(&self, role: Role) -> u32 {
+        match &self.kind {
+            Kind::Bpe(e) => chat::MESSAGE_OVERHEAD_TOKENS
+                .saturating_add(self.with_margin(u64::from(e.role_tokens()[role as usize]))),
+            Kind::Hf(_, f) => f.frames[role as usize],
+        }
+    }
+
+    /// Tokens a prompt costs besides its messages: OpenAI's reply priming,
+    /// or what a template adds once (the generation prompt, a BOS token, a
+    /// default system header).
+    pub fn priming_tokens(&self) -> u32 {
+        match &self.kind {
+            Kind::Bpe(_) => chat::REPLY_PRIMING_TOKENS,
+            Kind::Hf(_, f) => f.priming,
+        }
+    }
+
+    /// How messages must be laid out for this model's template.
+    pub fn layout_rules(&self) -> chat::LayoutRules {
+        match &self.kind {
+            Kind::Bpe(_) => chat::LayoutRules::default(),
+            Kind::Hf(_, f) => f.rules,
+        }
+    }
+
+    /// The text of a prompt of `messages` as the engine will tokenize it,
+    /// where the per-message sum of counts and frames is only an estimate:
+    /// the messages rendered with the model's chat template (and `tools`,
+    /// each a tool definition's JSON value), generation prompt included.
+    /// Its [`Tokenizer::count`] is what the engine bills. `None` where the
+    /// sum is itself exact (OpenAI's formula; a folder without a template).
+    pub fn rendered_text(
+        &self,
+        messages: &[ChatMessage<'_>],
+        tools: Option<&[serde_json::Value]>,
+    ) -> Option<Result<String, TemplateError>> {
+        match &self.kind {
+            Kind::Hf(m, _) => Some(m.template()?.render(messages, tools, true)),
+            Kind::Bpe(_) => None,
+        }
     }
 
     /// Tokens of a role name (as [`Tokenizer::count`] would give, without
     /// running the encoder again).
     pub fn role_tokens(&self, role: Role) -> u32 {
-        self.with_margin(u64::from(self.encoding.role_tokens()[role as usize]))
+        match &self.kind {
+            Kind::Bpe(e) => self.with_margin(u64::from(e.role_tokens()[role as usize])),
+            Kind::Hf(m, _) => m.count(role.as_str()),
+        }
     }
 
     fn with_margin(&self, base: u64) -> u32 {
@@ -345,13 +498,13 @@ impl Tokenizer {
 }
 
 impl fmt::Display for Tokenizer {
-    /// The id used in responses and cache keys: the encoding name, or
-    /// `estimate(<encoding>,+<margin>%)`.
+    /// The id used in responses and cache keys: the encoding name,
+    /// `estimate(<encoding>,+<margin>%)`, or `hf:<folder name>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_exact() {
-            f.write_str(self.encoding.name())
-        } else {
-            write!(f, "estimate({},+{}%)", self.encoding.name(), self.margin_percent)
+        match &self.kind {
+            Kind::Hf(m, _) => write!(f, "hf:{}", m.name()),
+            Kind::Bpe(e) if self.is_exact() => f.write_str(e.name()),
+            Kind::Bpe(e) => write!(f, "estimate({},+{}%)", e.name(), self.margin_percent),
         }
     }
 }

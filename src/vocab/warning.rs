@@ -68,9 +68,16 @@ pub mod codes {
     /// A session's compaction breaker is open: oldest turns are trimmed
     /// instead.
     pub const COMPACTION_BREAKER_OPEN: &str = "COMPACTION_BREAKER_OPEN";
+    /// Consecutive messages of one role were sent as one: the model's chat
+    /// template refuses them apart (roles must alternate).
+    pub const MESSAGES_JOINED: &str = "MESSAGES_JOINED";
+    /// A text spells one of the model's special tokens (`<|im_end|>`,
+    /// `<start_of_turn>`): the engine will read it as that token, a
+    /// prompt-injection risk. Counted as the engine counts it.
+    pub const SPECIAL_TOKEN_TEXT: &str = "SPECIAL_TOKEN_TEXT";
 
     /// Every code above.
-    pub const ALL: [&str; 8] = [
+    pub const ALL: [&str; 10] = [
         VOLATILE_PREFIX,
         RECALL_UNAVAILABLE,
         ORPHAN_TOOL_RESULT,
@@ -79,5 +86,7 @@ pub mod codes {
         CHRONOLOGY_GAP,
         COMPACTION_OVER_TARGET,
         COMPACTION_BREAKER_OPEN,
+        MESSAGES_JOINED,
+        SPECIAL_TOKEN_TEXT,
     ];
 }

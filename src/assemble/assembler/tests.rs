@@ -236,7 +236,7 @@ proptest! {
             }
             (Ok(c), Ok(w)) => {
                 let spec = a.catalog().models.resolve(&req.model).unwrap().clone();
-                let encoding = spec.tokenizer.encoding();
+                let encoding = spec.tokenizer.encoding().unwrap();
                 prop_assert_eq!(recount(encoding, &c.messages), c.usage.total_tokens);
                 prop_assert!(c.usage.total_tokens + c.usage.tools_tokens <= c.usage.budget);
                 // Tools: canonical, in order, and counted exactly.

@@ -1,0 +1,321 @@
+//! A model folder in the Hugging Face layout, the one vLLM, SGLang and TGI
+//! load: `tokenizer.json` (pre-tokenizer, BPE or Unigram model, added and
+//! special tokens) and `tokenizer_config.json` (its `chat_template`, or a
+//! `chat_template.jinja` beside it, and the special tokens a template reads).
+//!
+//! Counting runs Hugging Face's own Rust tokenizer (the `tokenizers` crate,
+//! which `transformers`' fast tokenizers wrap) on the folder's file, so a
+//! count is `len(tokenizer.encode(text, add_special_tokens=False))` of the
+//! reference by construction: text that spells a special token
+//! (`<|im_end|>`) is that token, as the engine will tokenize it. The
+//! reference cross-check (`tests/reference/hf_check.py`) compares both
+//! against Python `transformers` on real vocabularies.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::template::{ChatMessage, ChatTemplate, TemplateError};
+use crate::vocab::saturating_u32;
+
+/// The tokenizer model types counted here (the LLM vocabularies: byte-level
+/// and SentencePiece BPE, SentencePiece Unigram).
+const MODEL_TYPES: [&str; 2] = ["BPE", "Unigram"];
+/// The largest `tokenizer.json` read (Gemma 3's is 33 MB).
+const MAX_TOKENIZER_BYTES: u64 = 256 * 1024 * 1024;
+/// The largest `tokenizer_config.json` or `chat_template.jinja` read.
+const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
+/// The named special tokens `transformers` hands a chat template.
+const SPECIAL_NAMES: [&str; 7] = [
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+];
+
+/// Why a model folder cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A file is missing or unreadable.
+    #[error("cannot read {path}: {reason}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        reason: String,
+    },
+    /// A file is not what the layout says it is.
+    #[error("{path}: {reason}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// How a model folder's tokenizer counts and renders.
+pub struct HfModel {
+    /// The folder's name, shown as `hf:<name>`.
+    name: String,
+    tokenizer: tokenizers::Tokenizer,
+    template: Option<ChatTemplate>,
+    /// blake3 of the folder's files, in a fixed order: the tokenizer's
+    /// identity in cache keys (the same files give the same counts).
+    digest: [u8; 32],
+    /// Bytes of the longest token's text (an upper bound on the input
+    /// bytes one token covers).
+    longest_token: usize,
+    /// The texts of the special added tokens, longest first.
+    specials: Vec<String>,
+    /// Finds them in a text, longest first.
+    finder: aho_corasick::AhoCorasick,
+}
+
+impl std::fmt::Debug for HfModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HfModel")
+            .field("name", &self.name)
+            .field("template", &self.template.is_some())
+            .field("digest", &blake3::Hash::from(self.digest).to_hex().as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+fn read(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
+    let err = |reason: String| LoadError::Read {
+        path: path.to_owned(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(err("not a file".to_owned()));
+    }
+    if meta.len() > max {
+        return Err(err(format!("larger than {max} bytes")));
+    }
+    std::fs::read(path).map_err(|e| err(e.to_string()))
+}
+
+/// A special token as `tokenizer_config.json` writes it: a string, or an
+/// added-token object with its `content`.
+fn token_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(o) => o.get("content")?.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+impl HfModel {
+    /// Loads and checks the folder `dir`: `tokenizer.json` must parse as a
+    /// tokenizer of a supported model type; `tokenizer_config.json` is
+    /// optional, and so is its template (`chat_template.jinja` wins over the
+    /// config's `chat_template`, as in `transformers`); a template must
+    /// compile and render a one-message conversation.
+    pub fn load(dir: &Path) -> Result<Self, LoadError> {
+        let malformed = |path: &Path, reason: String| LoadError::Malformed {
+            path: path.to_owned(),
+            reason,
+        };
+        let meta = std::fs::metadata(dir).map_err(|e| LoadError::Read {
+            path: dir.to_owned(),
+            reason: e.to_string(),
+        })?;
+        if !meta.is_dir() {
+            return Err(LoadError::Read {
+                path: dir.to_owned(),
+                reason: "not a folder".to_owned(),
+            });
+        }
+        let tok_path = dir.join("tokenizer.json");
+        let tok_bytes = read(&tok_path, MAX_TOKENIZER_BYTES)?;
+        let model_type = serde_json::from_slice::<serde_json::Value>(&tok_bytes)
+            .map_err(|e| malformed(&tok_path, format!("not JSON: {e}")))?
+            .pointer("/model/type")
+            .and_then(|t| t.as_str().map(str::to_owned))
+            .ok_or_else(|| malformed(&tok_path, "no model.type".to_owned()))?;
+        if !MODEL_TYPES.contains(&model_type.as_str()) {
+            return Err(malformed(
+                &tok_path,
+                format!("tokenizer model type {model_type:?} is not supported (BPE or Unigram)"),
+            ));
+        }
+        let tokenizer = tokenizers::Tokenizer::from_bytes(&tok_bytes)
+            .map_err(|e| malformed(&tok_path, format!("not a tokenizer: {e}")))?;
+
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"hf-folder/v1\0");
+        hasher.update(&(tok_bytes.len() as u64).to_le_bytes());
+        hasher.update(&tok_bytes);
+        drop(tok_bytes);
+
+        let cfg_path = dir.join("tokenizer_config.json");
+        let config: serde_json::Value = if cfg_path.exists() {
+            let bytes = read(&cfg_path, MAX_CONFIG_BYTES)?;
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
+            serde_json::from_slice(&bytes).map_err(|e| malformed(&cfg_path, format!("not JSON: {e}")))?
+        } else {
+            hasher.update(&u64::MAX.to_le_bytes());
+            serde_json::Value::Null
+        };
+        let jinja_path = dir.join("chat_template.jinja");
+        let source = if jinja_path.exists() {
+            let bytes = read(&jinja_path, MAX_CONFIG_BYTES)?;
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
+            Some(String::from_utf8(bytes).map_err(|_| malformed(&jinja_path, "not UTF-8".to_owned()))?)
+        } else {
+            template_source(&config).map_err(|reason| malformed(&cfg_path, reason))?
+        };
+        let template_path = if jinja_path.exists() {
+            jinja_path
+        } else {
+            cfg_path.clone()
+        };
+        let specials_named: Vec<(String, String)> = SPECIAL_NAMES
+            .iter()
+            .filter_map(|&k| Some((k.to_owned(), token_text(config.get(k)?)?)))
+            .collect();
+        let template = source
+            .map(|s| {
+                let t = ChatTemplate::new(&s, specials_named)?;
+                t.render(
+                    &[ChatMessage {
+                        role: "user",
+                        content: "Hi",
+                    }],
+                    None,
+                    true,
+                )?;
+                Ok::<_, TemplateError>(t)
+            })
+            .transpose()
+            .map_err(|e| malformed(&template_path, format!("chat template: {e}")))?;
+
+        let vocab = tokenizer.get_vocab(true);
+        let longest_token = vocab.keys().map(String::len).max().unwrap_or(1).max(1);
+        let mut specials: Vec<String> = tokenizer
+            .get_added_tokens_decoder()
+            .into_values()
+            .filter(|t| t.special && !t.content.is_empty())
+            .map(|t| t.content)
+            .collect();
+        specials.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        specials.dedup();
+        let finder = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&specials)
+            .map_err(|e| malformed(&tok_path, format!("special tokens: {e}")))?;
+        let name = dir
+            .canonicalize()
+            .ok()
+            .as_deref()
+            .unwrap_or(dir)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".to_owned());
+        Ok(HfModel {
+            name,
+            tokenizer,
+            template,
+            digest: *hasher.finalize().as_bytes(),
+            longest_token,
+            specials,
+            finder,
+        })
+    }
+
+    /// The folder's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// blake3 of the folder's files.
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+
+    /// The chat template, when the folder has one.
+    pub fn template(&self) -> Option<&ChatTemplate> {
+        self.template.as_ref()
+    }
+
+    /// Bytes of the longest token's text.
+    pub fn longest_token(&self) -> usize {
+        self.longest_token
+    }
+
+    /// Tokens of `text`: `encode(text, add_special_tokens=False)`. A text
+    /// the tokenizer refuses (none of the supported types does for valid
+    /// UTF-8) counts its bytes, which is never fewer than its tokens.
+    pub fn count(&self, text: &str) -> u32 {
+        match self.tokenizer.encode_fast(text, false) {
+            Ok(e) => saturating_u32(e.len()),
+            Err(_) => saturating_u32(text.len()),
+        }
+    }
+
+    /// Tokens of each prefix `text[..end]` for the ascending byte offsets
+    /// `ends`: from one encoding, the tokens that end at or before each end
+    /// (a token an end splits is not counted: an estimate, off near an end).
+    pub fn prefix_counts(&self, text: &str, ends: &[usize]) -> Vec<u32> {
+        let Ok(enc) = self.tokenizer.encode(text, false) else {
+            return ends.iter().map(|&e| saturating_u32(e)).collect();
+        };
+        let offsets = enc.get_offsets();
+        let mut out = Vec::with_capacity(ends.len());
+        let mut i = 0;
+        for &end in ends {
+            while i < offsets.len() && offsets[i].1 <= end {
+                i += 1;
+            }
+            out.push(saturating_u32(i));
+        }
+        out
+    }
+
+    /// The special tokens spelled in `text`, each once, longest first.
+    pub fn specials_in<'s>(&'s self, text: &str) -> Vec<&'s str> {
+        let mut found: Vec<usize> = self
+            .finder
+            .find_iter(text)
+            .map(|m| m.pattern().as_usize())
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found.into_iter().map(|i| self.specials[i].as_str()).collect()
+    }
+
+    /// The special tokens' texts, longest first.
+    pub fn specials(&self) -> &[String] {
+        &self.specials
+    }
+}
+
+/// The template source in a `tokenizer_config.json`: its `chat_template`
+/// string, or from a list of named templates the one named `default`.
+fn template_source(config: &serde_json::Value) -> Result<Option<String>, String> {
+    match config.get("chat_template") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(serde_json::Value::Array(list)) => list
+            .iter()
+            .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+            .and_then(|t| t.get("template").and_then(|s| s.as_str()))
+            .map(|s| Some(s.to_owned()))
+            .ok_or_else(|| "chat_template is a list without a \"default\" template".to_owned()),
+        Some(_) => Err("chat_template is neither a string nor a list of templates".to_owned()),
+    }
+}
+
+/// A shared, loaded folder.
+pub type SharedModel = Arc<HfModel>;
+
+#[cfg(test)]
+pub(crate) mod fixture;
+#[cfg(test)]
+mod tests;

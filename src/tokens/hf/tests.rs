@@ -1,0 +1,176 @@
+use super::fixture::{self, ALTERNATING, CHATML};
+use super::*;
+use crate::tokens::chat::{Framing, LayoutRules};
+
+fn folder(template: Option<&str>) -> (tempfile::TempDir, HfModel) {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_folder(dir.path(), template);
+    let model = HfModel::load(dir.path()).unwrap();
+    (dir, model)
+}
+
+/// Counts follow the vocabulary's merges and split pattern (expected
+/// figures worked out by hand from the fixture's merges).
+#[test]
+fn counts_as_the_vocabulary_encodes() {
+    let (_d, m) = folder(None);
+    for (text, n) in [
+        ("", 0),
+        ("hello", 1),
+        (" hello", 1),
+        ("hello world", 2),
+        ("The cat", 3),
+        ("\n", 1),
+        ("\n\n", 1),
+        ("\n\n\n", 1),
+        ("\n\n\n\n", 2),
+        ("    ", 2),
+        ("é", 2),
+    ] {
+        assert_eq!(m.count(text), n, "{text:?}");
+    }
+}
+
+/// A special token's text is that token, as the engine reads it, and is
+/// found in a text.
+#[test]
+fn special_token_text_is_one_token_and_is_found() {
+    let (_d, m) = folder(None);
+    assert_eq!(m.count("<|im_end|>"), 1);
+    assert_eq!(m.count("x<|im_end|>x"), 3);
+    assert_eq!(m.count("<|im_end"), 8);
+    assert_eq!(
+        m.specials_in("a <|im_start|>b<|im_end|><|im_end|>"),
+        vec!["<|im_start|>", "<|im_end|>"]
+    );
+    assert!(m.specials_in("plain <| text").is_empty());
+    assert_eq!(m.specials()[0].len(), "<start_of_turn>".len());
+}
+
+/// Prefix counts from one encoding: the tokens ending at or before each end.
+#[test]
+fn prefix_counts_count_tokens_before_each_end() {
+    let (_d, m) = folder(None);
+    let text = "hello world hello";
+    assert_eq!(m.prefix_counts(text, &[0, 5, 8, 11, 17]), vec![0, 1, 1, 2, 3]);
+}
+
+/// A folder that cannot be used is refused with the file and the reason.
+#[test]
+fn unusable_folders_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    assert!(matches!(HfModel::load(&missing), Err(LoadError::Read { .. })));
+    // A folder without tokenizer.json.
+    assert!(
+        matches!(HfModel::load(dir.path()), Err(LoadError::Read { path, .. }) if path.ends_with("tokenizer.json"))
+    );
+    // A file instead of a folder.
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    assert!(matches!(HfModel::load(&file), Err(LoadError::Read { .. })));
+
+    let tok = dir.path().join("tokenizer.json");
+    std::fs::write(&tok, "{not json").unwrap();
+    let err = HfModel::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("not JSON"), "{err}");
+
+    let mut word_piece: serde_json::Value = serde_json::from_str(&fixture::tokenizer_json()).unwrap();
+    word_piece["model"]["type"] = "WordPiece".into();
+    std::fs::write(&tok, word_piece.to_string()).unwrap();
+    let err = HfModel::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("\"WordPiece\" is not supported"), "{err}");
+
+    let mut broken: serde_json::Value = serde_json::from_str(&fixture::tokenizer_json()).unwrap();
+    broken["model"]["merges"] = serde_json::json!([["no", "such"]]);
+    std::fs::write(&tok, broken.to_string()).unwrap();
+    let err = HfModel::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("not a tokenizer"), "{err}");
+}
+
+/// A template that does not compile, or refuses a one-message
+/// conversation, makes the folder unusable; its config is named.
+#[test]
+fn a_template_must_compile_and_render_one_message() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_folder(dir.path(), Some("{% for m in messages %}"));
+    let err = HfModel::load(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("tokenizer_config.json") && err.contains("chat template"),
+        "{err}"
+    );
+    fixture::write_folder(
+        dir.path(),
+        Some("{{ raise_exception('system message required') }}"),
+    );
+    let err = HfModel::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("system message required"), "{err}");
+}
+
+/// `chat_template.jinja` wins over the config's template (as in
+/// `transformers`), and the folder's digest covers it.
+#[test]
+fn chat_template_jinja_wins_and_is_in_the_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_folder(dir.path(), Some(CHATML));
+    let before = HfModel::load(dir.path()).unwrap();
+    std::fs::write(
+        dir.path().join("chat_template.jinja"),
+        "X{{ messages[0]['content'] }}\n",
+    )
+    .unwrap();
+    let after = HfModel::load(dir.path()).unwrap();
+    let hi = [ChatMessage {
+        role: "user",
+        content: "hi",
+    }];
+    assert_eq!(after.template().unwrap().render(&hi, None, true).unwrap(), "Xhi");
+    assert_ne!(before.digest(), after.digest());
+    assert_eq!(before.digest(), folder(Some(CHATML)).1.digest());
+}
+
+/// A template named in a list of templates is the one named "default".
+#[test]
+fn a_list_of_templates_uses_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_folder(dir.path(), None);
+    let config = serde_json::json!({"chat_template": [
+        {"name": "tool_use", "template": "T"},
+        {"name": "default", "template": "D{{ messages | length }}"}
+    ]});
+    std::fs::write(dir.path().join("tokenizer_config.json"), config.to_string()).unwrap();
+    let m = HfModel::load(dir.path()).unwrap();
+    let hi = [ChatMessage {
+        role: "user",
+        content: "hi",
+    }];
+    assert_eq!(m.template().unwrap().render(&hi, None, true).unwrap(), "D1");
+}
+
+/// Frames measured by running the template: ChatML frames every role with
+/// `<|im_start|>`, its name, a newline, `<|im_end|>` and a newline (5
+/// tokens here, 8 for `tool`, whose name is 4 byte tokens in the fixture),
+/// and primes the reply with 3; Gemma's manner needs roles joined and tool
+/// results sent as user turns.
+#[test]
+fn framing_is_measured_from_the_template() {
+    let (_d, chatml) = folder(Some(CHATML));
+    let f = Framing::of(&chatml, 0);
+    assert_eq!(f.frames, [5, 5, 5, 8]);
+    assert_eq!(f.priming, 3);
+    assert_eq!(f.rules, LayoutRules::default());
+
+    let (_d, alternating) = folder(Some(ALTERNATING));
+    let f = Framing::of(&alternating, 0);
+    assert_eq!(
+        f.rules,
+        LayoutRules {
+            merge_consecutive: true,
+            tool_as_user: true
+        }
+    );
+
+    let (_d, plain) = folder(None);
+    let f = Framing::of(&plain, 4);
+    assert_eq!((f.frames, f.priming), ([4; 4], 0));
+}

@@ -1,0 +1,410 @@
+//! Chat templates: the Jinja program a model folder ships
+//! (`tokenizer_config.json`'s `chat_template`, or `chat_template.jinja`),
+//! executed as Hugging Face `transformers` executes it, never re-written by
+//! hand for one model family.
+//!
+//! The engine is `minijinja` with `minijinja-contrib`'s Python-compatibility
+//! methods (`.strip()`, `.split()`, `.startswith()`, `.items()`, ...), as Rust
+//! servers such as TGI run these templates, set up like `transformers`'
+//! environment: `trim_blocks` and `lstrip_blocks` on, loop controls, a
+//! trailing newline of the template dropped, and its globals
+//! `raise_exception` and `strftime_now`. `tojson` is replaced by one that
+//! writes what Python's `json.dumps(x, ensure_ascii=False)` writes (`", "`
+//! and `": "` separators, non-ASCII kept): minijinja's own escapes `<` and
+//! `'` for HTML and writes compact JSON, which would render tool definitions
+//! with other bytes, and so other tokens, than the engine.
+
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use minijinja::value::{Kwargs, Value};
+use minijinja::{Environment, Error, ErrorKind};
+
+/// The name the template is stored under in its environment.
+const NAME: &str = "chat";
+/// Fuel for one rendering: a template that loops without end (or a
+/// conversation that makes it run very long) fails instead of holding a
+/// worker. Generous: a 1,000-message conversation through Qwen 3's template
+/// uses well under a tenth of it.
+const FUEL: u64 = 50_000_000;
+
+/// One message handed to a template: the fields every chat template reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ChatMessage<'a> {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: &'a str,
+    /// Its text.
+    pub content: &'a str,
+}
+
+/// Why a template could not be compiled or rendered.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct TemplateError(pub String);
+
+impl From<Error> for TemplateError {
+    fn from(e: Error) -> Self {
+        // The template's own `raise_exception` message, or the engine's
+        // description of what failed and where (no prompt content: the
+        // message names template lines, not values).
+        let detail = e.detail().map(str::to_owned);
+        let kind = e.kind();
+        TemplateError(match (kind, detail) {
+            (ErrorKind::InvalidOperation, Some(d)) => d,
+            (_, Some(d)) => format!("{kind}: {d}"),
+            (_, None) => kind.to_string(),
+        })
+    }
+}
+
+/// A compiled chat template, with the special-token names it may read.
+#[derive(Debug)]
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    /// `bos_token`, `eos_token`, ... as the folder's config names them.
+    specials: Vec<(String, String)>,
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; `specials` are the named special tokens
+    /// (`bos_token` and the like) the template may read.
+    pub fn new(source: &str, specials: Vec<(String, String)>) -> Result<Self, TemplateError> {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_keep_trailing_newline(false);
+        env.set_fuel(Some(FUEL));
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_filter("tojson", tojson);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_template_owned(NAME, source.to_owned())?;
+        Ok(ChatTemplate { env, specials })
+    }
+
+    /// Renders `messages` (and `tools`, each a tool definition's JSON value,
+    /// when given), with the generation prompt when `add_generation_prompt`.
+    pub fn render(
+        &self,
+        messages: &[ChatMessage<'_>],
+        tools: Option<&[serde_json::Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TemplateError> {
+        let template = self.env.get_template(NAME)?;
+        let mut ctx: Vec<(&str, Value)> = self
+            .specials
+            .iter()
+            .map(|(k, v)| (k.as_str(), Value::from(v.as_str())))
+            .collect();
+        ctx.push(("messages", Value::from_serialize(messages)));
+        ctx.push(("add_generation_prompt", Value::from(add_generation_prompt)));
+        if let Some(tools) = tools {
+            ctx.push(("tools", Value::from_serialize(tools)));
+        }
+        let ctx: Value = ctx.into_iter().collect();
+        Ok(template.render(ctx)?)
+    }
+}
+
+/// `raise_exception(message)`: the template refuses its input.
+fn raise_exception(message: String) -> Result<Value, Error> {
+    Err(Error::new(ErrorKind::InvalidOperation, message))
+}
+
+/// `strftime_now(format)`: the current UTC date and time, formatted with
+/// the directives chat templates use (`%d %b %Y`, `%B`, `%m`, `%y`, `%H`,
+/// `%M`, `%S`, `%A`, `%a`, `%j`, `%e`, `%%`); another directive is written
+/// as it is.
+fn strftime_now(format: String) -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    strftime(secs, &format)
+}
+
+/// `format` for the UTC time `secs` seconds after the epoch.
+fn strftime(secs: u64, format: &str) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    const DAYS: [&str; 7] = [
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+    ];
+    let days = secs / 86_400;
+    let (year, month, day) = civil_from_days(days);
+    let yday = days - days_from_civil(year, 1, 1) + 1;
+    let weekday = DAYS[(days % 7) as usize];
+    let month_name = MONTHS[(month - 1) as usize];
+    let (h, m, s) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let mut out = String::with_capacity(format.len() + 16);
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let _ = match chars.next() {
+            Some('d') => write!(out, "{day:02}"),
+            Some('e') => write!(out, "{day:>2}"),
+            Some('m') => write!(out, "{month:02}"),
+            Some('Y') => write!(out, "{year}"),
+            Some('y') => write!(out, "{:02}", year % 100),
+            Some('B') => write!(out, "{month_name}"),
+            Some('b') => write!(out, "{}", &month_name[..3]),
+            Some('A') => write!(out, "{weekday}"),
+            Some('a') => write!(out, "{}", &weekday[..3]),
+            Some('j') => write!(out, "{yday:03}"),
+            Some('H') => write!(out, "{h:02}"),
+            Some('M') => write!(out, "{m:02}"),
+            Some('S') => write!(out, "{s:02}"),
+            Some('%') => write!(out, "%"),
+            Some(other) => write!(out, "%{other}"),
+            None => write!(out, "%"),
+        };
+    }
+    out
+}
+
+/// (year, month, day) of the day `days` after 1970-01-01 (proleptic
+/// Gregorian; Howard Hinnant's days-to-civil algorithm).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Days from 1970-01-01 to (year, month, day), for a date on or after it.
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = if month > 2 { month - 3 } else { month + 9 };
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe).saturating_sub(719_468)
+}
+
+/// `tojson`, as `transformers` defines it: Python's
+/// `json.dumps(value, ensure_ascii=False, indent=indent,
+/// separators=separators, sort_keys=sort_keys)`.
+fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let indent: Option<Value> = kwargs.get("indent")?;
+    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
+    let separators: Option<Value> = kwargs.get("separators")?;
+    let _: Option<bool> = kwargs.get("ensure_ascii")?;
+    kwargs.assert_all_used()?;
+    let indent = match indent {
+        None => None,
+        Some(v) if v.is_none() => None,
+        Some(v) => Some(match v.as_str() {
+            Some(s) => s.to_owned(),
+            None => " ".repeat(usize::try_from(i64::try_from(v)?.max(0)).unwrap_or(0)),
+        }),
+    };
+    let (item_sep, key_sep) = match separators {
+        Some(v) if !v.is_none() => {
+            let mut it = v.try_iter()?;
+            let item = it.next().and_then(|s| s.as_str().map(str::to_owned));
+            let key = it.next().and_then(|s| s.as_str().map(str::to_owned));
+            match (item, key) {
+                (Some(i), Some(k)) => (i, k),
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        "tojson: separators must be two strings",
+                    ));
+                }
+            }
+        }
+        // Python's defaults: ", " without an indent, "," with one.
+        _ if indent.is_some() => (",".to_owned(), ": ".to_owned()),
+        _ => (", ".to_owned(), ": ".to_owned()),
+    };
+    let style = JsonStyle {
+        indent: indent.as_deref(),
+        item_sep: &item_sep,
+        key_sep: &key_sep,
+        sort_keys: sort_keys.unwrap_or(false),
+    };
+    let mut out = String::new();
+    style.write(&mut out, value, 0)?;
+    Ok(Value::from_safe_string(out))
+}
+
+/// How Python's `json.dumps` lays out a value.
+struct JsonStyle<'a> {
+    indent: Option<&'a str>,
+    item_sep: &'a str,
+    key_sep: &'a str,
+    sort_keys: bool,
+}
+
+/// Containers nested deeper than this are refused (Python's own limit is
+/// its recursion limit, about 1,000).
+const MAX_JSON_DEPTH: usize = 512;
+
+impl JsonStyle<'_> {
+    fn newline(&self, out: &mut String, depth: usize) {
+        if let Some(ind) = self.indent {
+            out.push('\n');
+            for _ in 0..depth {
+                out.push_str(ind);
+            }
+        }
+    }
+
+    /// Writes `v`, keeping a map's keys in their order unless sorting.
+    fn write(&self, out: &mut String, v: &Value, depth: usize) -> Result<(), Error> {
+        use minijinja::value::ValueKind as K;
+        if depth > MAX_JSON_DEPTH {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "tojson: nested too deeply",
+            ));
+        }
+        match v.kind() {
+            K::Undefined | K::None => out.push_str("null"),
+            K::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
+            K::Number => write_number(out, v),
+            K::String => write_string(out, v.as_str().unwrap_or_default()),
+            K::Seq | K::Iterable => {
+                let items: Vec<Value> = v.try_iter()?.collect();
+                self.write_list(out, &items, depth)?;
+            }
+            K::Map => {
+                let mut entries: Vec<(Value, Value)> = Vec::new();
+                for k in v.try_iter()? {
+                    let item = v.get_item(&k)?;
+                    entries.push((k, item));
+                }
+                if self.sort_keys {
+                    entries.sort_by_key(|e| e.0.to_string());
+                }
+                if entries.is_empty() {
+                    out.push_str("{}");
+                    return Ok(());
+                }
+                out.push('{');
+                for (i, (k, item)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(self.item_sep);
+                    }
+                    self.newline(out, depth + 1);
+                    match k.as_str() {
+                        Some(key) => write_string(out, key),
+                        // Python writes a number or bool key as its text.
+                        None => write_string(out, &k.to_string()),
+                    }
+                    out.push_str(self.key_sep);
+                    self.write(out, item, depth + 1)?;
+                }
+                self.newline(out, depth);
+                out.push('}');
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("tojson: a {} is not JSON", v.kind()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn write_list(&self, out: &mut String, items: &[Value], depth: usize) -> Result<(), Error> {
+        if items.is_empty() {
+            out.push_str("[]");
+            return Ok(());
+        }
+        out.push('[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push_str(self.item_sep);
+            }
+            self.newline(out, depth + 1);
+            self.write(out, item, depth + 1)?;
+        }
+        self.newline(out, depth);
+        out.push(']');
+        Ok(())
+    }
+}
+
+/// A number as Python writes it: integers as they are, floats by their
+/// shortest representation with a `.0` when integral.
+fn write_number(out: &mut String, v: &Value) {
+    if let Ok(i) = i64::try_from(v.clone()) {
+        if !v.is_integer() {
+            // A float with an integral value.
+            if (i as f64).abs() < 1e16 {
+                let _ = write!(out, "{i}.0");
+                return;
+            }
+        } else {
+            let _ = write!(out, "{i}");
+            return;
+        }
+    }
+    if v.is_integer() {
+        let _ = write!(out, "{v}");
+        return;
+    }
+    match f64::try_from(v.clone()) {
+        Ok(f) if f.is_nan() => out.push_str("NaN"),
+        Ok(f) if f.is_infinite() => out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" }),
+        Ok(f) => {
+            let _ = write!(out, "{f}");
+        }
+        Err(_) => {
+            let _ = write!(out, "{v}");
+        }
+    }
+}
+
+/// A string as Python's `json.dumps(..., ensure_ascii=False)` writes it.
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,120 @@
+use super::*;
+
+fn render_with(source: &str, messages: &[ChatMessage<'_>]) -> Result<String, TemplateError> {
+    ChatTemplate::new(source, vec![("bos_token".to_owned(), "<s>".to_owned())])?.render(messages, None, true)
+}
+
+fn one(source: &str) -> Result<String, TemplateError> {
+    render_with(
+        source,
+        &[ChatMessage {
+            role: "user",
+            content: "hi",
+        }],
+    )
+}
+
+/// `tojson` writes what Python's `json.dumps(v, ensure_ascii=False)` writes
+/// (the expected texts are Python's output): spaced separators, non-ASCII
+/// kept, only JSON's escapes, floats with `.0`, key order kept.
+#[test]
+fn tojson_writes_what_python_writes() {
+    let src = r#"{{ {"name": "get_weather", "description": "Wetter für \"Köln\"\n<b>", "parameters": {"type": "object", "properties": {"unit": {"enum": ["c", "f"]}, "n": 1, "x": 1.0, "y": 2.5, "z": none, "t": true}}} | tojson }}"#;
+    assert_eq!(
+        one(src).unwrap(),
+        r#"{"name": "get_weather", "description": "Wetter für \"Köln\"\n<b>", "parameters": {"type": "object", "properties": {"unit": {"enum": ["c", "f"]}, "n": 1, "x": 1.0, "y": 2.5, "z": null, "t": true}}}"#
+    );
+    let indented = r#"{{ {"name": "get_weather", "description": "Wetter für \"Köln\"\n<b>", "parameters": {"type": "object", "properties": {"unit": {"enum": ["c", "f"]}, "n": 1, "x": 1.0, "y": 2.5, "z": none, "t": true}}} | tojson(indent=2, sort_keys=true) }}"#;
+    assert_eq!(
+        one(indented).unwrap(),
+        "{\n  \"description\": \"Wetter für \\\"Köln\\\"\\n<b>\",\n  \"name\": \"get_weather\",\n  \"parameters\": {\n    \"properties\": {\n      \"n\": 1,\n      \"t\": true,\n      \"unit\": {\n        \"enum\": [\n          \"c\",\n          \"f\"\n        ]\n      },\n      \"x\": 1.0,\n      \"y\": 2.5,\n      \"z\": null\n    },\n    \"type\": \"object\"\n  }\n}"
+    );
+    assert_eq!(
+        one(r#"{{ {"a": [1, 2]} | tojson(separators=(",", ":")) }}"#).unwrap(),
+        r#"{"a":[1,2]}"#
+    );
+    assert_eq!(one(r#"{{ "\u0001\t" | tojson }}"#).unwrap(), r#""\u0001\t""#);
+}
+
+/// Blocks on their own lines leave no blank lines or indentation
+/// (`trim_blocks` and `lstrip_blocks`, as `transformers` sets them; the
+/// expected text is Jinja2's output), and the template's final newline is
+/// dropped.
+#[test]
+fn block_lines_are_trimmed_as_in_transformers() {
+    let src = "{% for m in messages %}\n  {% if m.role == 'user' %}\n<u>{{ m.content }}</u>\n  {% else %}\n<a>{{ m.content }}</a>\n  {% endif %}\n{% endfor %}\n";
+    let out = render_with(
+        src,
+        &[
+            ChatMessage {
+                role: "user",
+                content: "hi",
+            },
+            ChatMessage {
+                role: "assistant",
+                content: "yo",
+            },
+        ],
+    )
+    .unwrap();
+    assert_eq!(out, "<u>hi</u>\n<a>yo</a>\n");
+}
+
+/// `raise_exception` refuses the input with the template's own message.
+#[test]
+fn raise_exception_refuses_with_its_message() {
+    let src = "{% if messages[0].role != 'system' %}{{ raise_exception('Conversation roles must alternate') }}{% endif %}";
+    let err = one(src).unwrap_err();
+    assert_eq!(err.0, "Conversation roles must alternate");
+}
+
+/// Python string methods, loop controls, slicing backwards, namespaces and
+/// the special tokens a template reads all work.
+#[test]
+fn python_methods_loop_controls_and_specials() {
+    let src = "{{ bos_token }}{% set ns = namespace(n=0) %}{% for m in messages[::-1] %}{% if loop.index > 1 %}{% break %}{% endif %}{% set ns.n = ns.n + 1 %}[{{ m.content.strip() }}|{{ m.content.startswith(' h') }}|{{ 'a,b'.split(',') | length }}]{% endfor %}{{ ns.n }}";
+    let out = render_with(
+        src,
+        &[
+            ChatMessage {
+                role: "user",
+                content: "first",
+            },
+            ChatMessage {
+                role: "user",
+                content: " hello \n",
+            },
+        ],
+    )
+    .unwrap();
+    assert_eq!(out, "<s>[hello|True|2]1");
+}
+
+/// A template that never ends runs out of fuel instead of holding a worker.
+#[test]
+fn an_endless_template_runs_out_of_fuel() {
+    let src = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+    assert!(one(src).is_err());
+}
+
+/// Python's `strftime` directives (expected texts from Python's
+/// `datetime.utcfromtimestamp(1785024000).strftime`).
+#[test]
+fn strftime_formats_as_python() {
+    assert_eq!(strftime(0, "%d %b %Y"), "01 Jan 1970");
+    assert_eq!(
+        strftime(1_785_024_000, "%d %b %Y|%A %j %B %y %H:%M:%S %e"),
+        "26 Jul 2026|Sunday 207 July 26 00:00:00 26"
+    );
+    assert_eq!(strftime(1_785_024_000 + 3_723, "%H:%M:%S %% %q"), "01:02:03 % %q");
+    for days in [0u64, 59, 60, 365, 10_957, 11_016, 20_000, 100_000] {
+        let (y, m, d) = civil_from_days(days);
+        assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+    }
+}
+
+/// A template that does not compile is an error at construction.
+#[test]
+fn a_broken_template_does_not_compile() {
+    assert!(ChatTemplate::new("{% for m in messages %}", Vec::new()).is_err());
+}

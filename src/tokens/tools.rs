@@ -1,0 +1,1 @@
+//! What OpenAI bills for tool definitions (placeholder; being written).
