@@ -378,4 +378,6 @@ impl Counting for Assembler {
 }
 
 #[cfg(test)]
+mod templates;
+#[cfg(test)]
 mod tests;

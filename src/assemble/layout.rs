@@ -169,15 +169,18 @@ pub(super) fn plan(
 }
 
 /// Lays `plan` out as a template needs it: tool results as user messages
-/// where the template refuses the tool role, then consecutive messages of
-/// one role as one where it refuses them apart. Returns how many messages
+/// where the template refuses the tool role, a system message after the
+/// conversation has begun as a user message where the template takes only
+/// a first one, then consecutive messages of one role as one where it
+/// refuses them apart. Returns how many messages
 /// were joined into others (0: the plan is as it was).
 pub(super) fn conform(plan: &mut Plan, rules: LayoutRules) -> usize {
-    if rules.tool_as_user {
-        for (role, _) in plan.iter_mut() {
-            if *role == Role::Tool {
-                *role = Role::User;
-            }
+    let mut begun = false;
+    for (role, _) in plan.iter_mut() {
+        let later_system = rules.system_only_first && begun && *role == Role::System;
+        begun |= *role != Role::System;
+        if (rules.tool_as_user && *role == Role::Tool) || later_system {
+            *role = Role::User;
         }
     }
     if !rules.merge_consecutive || plan.windows(2).all(|w| w[0].0 != w[1].0) {

@@ -267,7 +267,7 @@ impl<'a> Pipeline<'a> {
     /// `prefix`.
     pub(super) fn run(&mut self, prefix: PrefixKey) -> Result<RunOutput, AssembleError> {
         let req = self.req;
-        let (static_tokens, tools_tokens, prefix_hit) = self.static_tokens(&prefix);
+        let (static_tokens, (tools_tokens, tools_exact), prefix_hit) = self.static_tokens(&prefix);
         let PrefixKey {
             hex: prefix_hash,
             bytes: prefix_bytes,
@@ -375,6 +375,7 @@ impl<'a> Pipeline<'a> {
             output_reserve: self.budget.output_reserve,
             context_window: self.spec.context_window,
             tools_tokens,
+            tools_exact,
         };
         let cache = CacheInfo {
             prefix_hash,
@@ -395,7 +396,7 @@ impl<'a> Pipeline<'a> {
     /// The cache is partitioned by `cache_salt`: a prefix another tenant
     /// (another salt) brought is a miss, so `prefix_cache_hit` never tells
     /// one caller what system prompt another used.
-    fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, u32, bool) {
+    fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, (u32, bool), bool) {
         let key = prefix.cache_key(self.tok, &self.req.cache_salt);
         let counted = if self.warm_only {
             let found = self.asm.prefixes.get(&key);
@@ -411,11 +412,7 @@ impl<'a> Pipeline<'a> {
                     .iter()
                     .map(|s| self.message_cost(Role::System, self.count(&s.content)))
                     .fold(0, u32::saturating_add);
-                let tools_tokens = self
-                    .tools
-                    .iter()
-                    .map(|t| self.count(t))
-                    .fold(0, u32::saturating_add);
+                let tools_tokens = self.tok.tools_tokens(self.tools);
                 if self.cancel.is_cancelled() {
                     return Err(AssembleError::Cancelled);
                 }
@@ -431,7 +428,7 @@ impl<'a> Pipeline<'a> {
         let (facts, hit) = counted.unwrap_or((PrefixFacts::default(), false));
         self.prefix_lookup = Some((facts, hit));
         self.warnings.extend(facts.warning(&self.req.static_segments));
-        (facts.tokens, facts.tools_tokens, hit)
+        (facts.tokens, (facts.tools_tokens, facts.tools_exact), hit)
     }
 
     /// The exact tokens of the prompt `plan` lays out, tools included, for a
@@ -604,7 +601,11 @@ impl<'a> Pipeline<'a> {
             .flat_map(|&b| (0..self.measured[b].candidates.len()).map(move |c| (b, c)))
             .collect();
         let items: Vec<&Item> = turns.iter().map(|&(b, c)| self.item(b, c)).collect();
-        for unit in turns::group(&items) {
+        let mut units = turns::group(&items);
+        if self.tok.layout_rules().user_first {
+            units = turns::exchanges(units, &items);
+        }
+        for unit in units {
             let members: Vec<(usize, usize)> = unit.members.iter().map(|&i| turns[i]).collect();
             if let Some(reason) = unit.invalid {
                 let ids: Vec<&str> = members

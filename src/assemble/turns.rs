@@ -68,6 +68,28 @@ pub fn group(turns: &[&Item]) -> Vec<TurnUnit> {
     units
 }
 
+/// Joins each unit that opens with an assistant turn to the unit before
+/// it, so every unit but a conversation's first starts with a user turn:
+/// for a template that refuses a conversation opening with an assistant
+/// turn, a cut then never keeps a reply without the turn it answers. Units
+/// that can never be sent are left alone (and stop a join across them).
+pub fn exchanges(units: Vec<TurnUnit>, turns: &[&Item]) -> Vec<TurnUnit> {
+    let mut out: Vec<TurnUnit> = Vec::with_capacity(units.len());
+    for unit in units {
+        let opens_with_reply = unit
+            .members
+            .first()
+            .is_some_and(|&i| turns[i].role == Some(Role::Assistant));
+        match out.last_mut() {
+            Some(prev) if opens_with_reply && unit.invalid.is_none() && prev.invalid.is_none() => {
+                prev.members.extend(unit.members);
+            }
+            _ => out.push(unit),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +118,28 @@ mod tests {
         assert_eq!(units.len(), 3);
         assert_eq!(units[1].members, vec![1, 2, 3]);
         assert!(units.iter().all(|u| u.invalid.is_none()));
+    }
+
+    #[test]
+    fn exchanges_keep_replies_with_what_they_answer() {
+        let t = [
+            turn(Role::Assistant, &[], ""),
+            turn(Role::User, &[], ""),
+            turn(Role::Assistant, &["a"], ""),
+            turn(Role::Tool, &[], "a"),
+            turn(Role::Assistant, &[], ""),
+            turn(Role::User, &[], ""),
+            turn(Role::Tool, &[], "x"),
+            turn(Role::Assistant, &[], ""),
+        ];
+        let refs: Vec<&Item> = t.iter().collect();
+        let units = exchanges(group(&refs), &refs);
+        let members: Vec<Vec<usize>> = units.iter().map(|u| u.members.clone()).collect();
+        assert_eq!(
+            members,
+            vec![vec![0], vec![1, 2, 3, 4], vec![5], vec![6], vec![7]]
+        );
+        assert_eq!(units[3].invalid, Some(DropReason::OrphanToolResult));
     }
 
     #[test]

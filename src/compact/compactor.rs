@@ -29,7 +29,6 @@ use super::marker::MarkerKey;
 use super::outcome::{CompactOutcome, Compaction, Provenance, TrimStep};
 use super::summary::Summary;
 use crate::telemetry::metrics;
-use crate::tokens::chat::{MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS};
 use crate::tokens::models::UNKNOWN_MODEL;
 use crate::tokens::{ModelSpec, Tokenizer};
 use crate::vocab::codes::{
@@ -118,7 +117,7 @@ impl Compactor {
             hits,
             blocks(&req.messages) - hits,
         );
-        let before = total(&costs);
+        let before = total(&r.tokenizer, &costs);
         let layout = Layout::of(&req.messages, &r.settings.marker_key);
         let bounds = Boundaries::of(&req.messages, layout.body);
         let mut out = Compaction {
@@ -218,7 +217,7 @@ impl Compactor {
         hits: &mut u64,
         meter: &mut Meter<'_>,
     ) -> Result<u32, CompactError> {
-        let mut n = MESSAGE_OVERHEAD_TOKENS.saturating_add(tok.role_tokens(m.role));
+        let mut n = tok.frame_tokens(m.role);
         for c in &m.content {
             for text in c.counted_texts() {
                 meter.tick(1 + text.len() as u64)?;
@@ -281,7 +280,9 @@ impl Compactor {
         for m in std::iter::once(&continuation).chain(&pinned) {
             added = added.saturating_add(self.cost(&r.tokenizer, m, &mut hits, &mut meter)?);
         }
-        let after = REPLY_PRIMING_TOKENS
+        let after = r
+            .tokenizer
+            .priming_tokens()
             .saturating_add(costs[..head].iter().copied().fold(0, u32::saturating_add))
             .saturating_add(added)
             .saturating_add(costs[cut..].iter().copied().fold(0, u32::saturating_add));
@@ -436,11 +437,11 @@ fn session(req: &CompactRequest) -> SessionKey<'_> {
 }
 
 /// Tokens of a conversation whose messages cost `costs`.
-fn total(costs: &[u32]) -> u32 {
+fn total(tok: &Tokenizer, costs: &[u32]) -> u32 {
     costs
         .iter()
         .copied()
-        .fold(REPLY_PRIMING_TOKENS, u32::saturating_add)
+        .fold(tok.priming_tokens(), u32::saturating_add)
 }
 
 /// Tokens of `messages` under the compaction formula, counted from scratch
@@ -453,13 +454,10 @@ pub fn recount(tok: &Tokenizer, messages: &[Msg]) -> u32 {
                 .iter()
                 .flat_map(Content::counted_texts)
                 .map(|t| tok.count(t))
-                .fold(
-                    MESSAGE_OVERHEAD_TOKENS + tok.role_tokens(m.role),
-                    u32::saturating_add,
-                )
+                .fold(tok.frame_tokens(m.role), u32::saturating_add)
         })
         .collect();
-    total(&costs)
+    total(tok, &costs)
 }
 
 /// Non-empty texts counted over all blocks (cache lookups made).

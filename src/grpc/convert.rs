@@ -199,6 +199,7 @@ impl From<Assembly> for pb::AssembleResponse {
                 output_reserve: a.usage.output_reserve,
                 context_window: a.usage.context_window,
                 tools_tokens: a.usage.tools_tokens,
+                tools_exact: a.usage.tools_exact,
             }),
             cache: Some(pb::CacheInfo {
                 prefix_hash: a.cache.prefix_hash,

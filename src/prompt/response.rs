@@ -47,9 +47,13 @@ pub struct Usage {
     pub output_reserve: u32,
     /// The model's context window.
     pub context_window: u32,
-    /// Tokens of the canonical tool definitions' JSON text, reserved from the
-    /// budget (providers count tools their own way: an estimate).
+    /// Tokens of the tool definitions, reserved from the budget: what the
+    /// provider bills for them when `tools_exact`, else their JSON text's
+    /// count.
     pub tools_tokens: u32,
+    /// Whether `tools_tokens` is what the provider bills (OpenAI's
+    /// function-calling formula; a model folder's chat template).
+    pub tools_exact: bool,
 }
 
 /// Prompt-cache facts about the static prefix.

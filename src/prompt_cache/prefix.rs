@@ -85,6 +85,8 @@ pub struct PrefixFacts {
     /// Tokens of the tool definitions (which the prefix's key covers), so
     /// a known prefix's tools are neither hashed again nor looked up.
     pub tools_tokens: u32,
+    /// Whether `tools_tokens` is what the provider bills.
+    pub tools_exact: bool,
     /// A bit per [`Volatile::ALL`] kind found.
     volatile: u8,
     /// The first volatile value: where (tools first), and its kind.
@@ -93,12 +95,18 @@ pub struct PrefixFacts {
 
 impl PrefixFacts {
     /// The facts of a prefix of `tokens` tokens whose tools count
-    /// `tools_tokens`: its volatile values, scanned in `tools` then
-    /// `segments`.
-    pub fn scan(tokens: u32, tools_tokens: u32, segments: &[Segment], tools: &[String]) -> Self {
+    /// `tools_tokens` (exactly or not, `tools_exact`): its volatile values,
+    /// scanned in `tools` then `segments`.
+    pub fn scan(
+        tokens: u32,
+        (tools_tokens, tools_exact): (u32, bool),
+        segments: &[Segment],
+        tools: &[String],
+    ) -> Self {
         let mut facts = PrefixFacts {
             tokens,
             tools_tokens,
+            tools_exact,
             ..PrefixFacts::default()
         };
         let texts = tools

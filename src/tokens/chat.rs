@@ -46,6 +46,14 @@ pub struct LayoutRules {
     /// The template refuses a `tool` message: tool results are sent as
     /// `user` messages.
     pub tool_as_user: bool,
+    /// The template refuses a `system` message after the conversation has
+    /// begun (Gemma's: only a first system message is folded in): a later
+    /// one is sent as a `user` message.
+    pub system_only_first: bool,
+    /// The template refuses a conversation that opens with an assistant
+    /// turn (Gemma's alternation starts with the user): a reply is kept or
+    /// dropped with the user turn it answers.
+    pub user_first: bool,
 }
 
 /// A template's costs besides contents, and its layout rules.
@@ -96,6 +104,10 @@ impl Framing {
                     .render(&[msg("system", C), msg("system", B), u], None, true)
                     .is_err(),
             tool_as_user: template.render(&[u, a, msg("tool", C)], None, true).is_err(),
+            system_only_first: template
+                .render(&[u, a, msg("system", C), msg("user", C)], None, true)
+                .is_err(),
+            user_first: template.render(&[a, msg("user", C)], None, true).is_err(),
         };
         let tool = if rules.tool_as_user {
             user

@@ -18,6 +18,7 @@ use super::hf::HfModel;
 use super::pretok;
 use super::singles::Singles;
 use super::template::{ChatMessage, TemplateError};
+use super::tools::{ToolsFormula, openai_tools_tokens};
 use crate::vocab::{Role, saturating_u32};
 
 /// A public BPE encoding.
@@ -475,6 +476,49 @@ impl Tokenizer {
         match &self.kind {
             Kind::Hf(m, _) => Some(m.template()?.render(messages, tools, true)),
             Kind::Bpe(_) => None,
+        }
+    }
+
+    /// Tokens the tool definitions `tools` (each a definition's JSON text)
+    /// cost, and whether that is what the provider bills: OpenAI's
+    /// function-calling formula for its encodings; for a model folder with
+    /// a chat template, what rendering them through the template adds to a
+    /// one-message prompt. Otherwise (an estimate, a definition the formula
+    /// cannot price, a template that refuses tools) their JSON texts'
+    /// counts, not exact.
+    pub fn tools_tokens(&self, tools: &[String]) -> (u32, bool) {
+        if tools.is_empty() {
+            return (0, true);
+        }
+        let measured = match &self.kind {
+            Kind::Bpe(e) if self.is_exact() => {
+                let formula = match e {
+                    Encoding::O200kBase => ToolsFormula::O200K,
+                    Encoding::Cl100kBase => ToolsFormula::CL100K,
+                };
+                openai_tools_tokens(formula, tools, |t| e.count(t) as u32)
+            }
+            Kind::Hf(m, _) => m.template().and_then(|t| {
+                let values: Vec<serde_json::Value> = tools
+                    .iter()
+                    .map(|t| serde_json::from_str(t).ok())
+                    .collect::<Option<_>>()?;
+                let probe = [ChatMessage {
+                    role: "user",
+                    content: "Hi",
+                }];
+                let with = t.render(&probe, Some(&values), true).ok()?;
+                let without = t.render(&probe, None, true).ok()?;
+                Some(m.count(&with).saturating_sub(m.count(&without)))
+            }),
+            Kind::Bpe(_) => None,
+        };
+        match measured {
+            Some(n) => (n, true),
+            None => (
+                tools.iter().map(|t| self.count(t)).fold(0, u32::saturating_add),
+                false,
+            ),
         }
     }
 

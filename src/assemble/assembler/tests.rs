@@ -242,8 +242,19 @@ proptest! {
                 // Tools: canonical, in order, and counted exactly.
                 prop_assert_eq!(c.tools.len(), req.tools.len());
                 let bpe = reference(encoding);
-                let tools_tokens: usize = c.tools.iter().map(|t| bpe.encode_ordinary(t).len()).sum();
-                prop_assert_eq!(tools_tokens as u32, c.usage.tools_tokens);
+                // OpenAI's function-calling formula (with tiktoken's counts)
+                // where every definition is a Chat Completions function;
+                // else the JSON texts' counts, reported inexact.
+                let formula = match encoding {
+                    Encoding::O200kBase => crate::tokens::tools::ToolsFormula::O200K,
+                    Encoding::Cl100kBase => crate::tokens::tools::ToolsFormula::CL100K,
+                };
+                let priced = crate::tokens::tools::openai_tools_tokens(formula, &c.tools, |t| bpe.encode_ordinary(t).len() as u32);
+                let json: usize = c.tools.iter().map(|t| bpe.encode_ordinary(t).len()).sum();
+                let exact = spec.tokenizer.is_exact() && priced.is_some();
+                let expected = if exact { priced.unwrap_or_default() } else { json as u32 };
+                prop_assert_eq!(expected, c.usage.tools_tokens);
+                prop_assert_eq!(exact || req.tools.is_empty(), c.usage.tools_exact);
                 let statics = &c.messages[..req.static_segments.len()];
                 prop_assert_eq!(recount(encoding, statics) - 3, c.usage.static_tokens);
                 // Deterministic, and warm equals cold.

@@ -166,7 +166,9 @@ fn framing_is_measured_from_the_template() {
         f.rules,
         LayoutRules {
             merge_consecutive: true,
-            tool_as_user: true
+            tool_as_user: true,
+            system_only_first: true,
+            user_first: true,
         }
     );
 

@@ -1,0 +1,297 @@
+//! Assembly for models counted with their own folder and chat template:
+//! the prompt is billed as the template renders it, never sent in a layout
+//! the template refuses, and kept within the budget even where the
+//! per-message estimate is short.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::assemble::policy::Policy;
+use crate::prompt::{AssembleRequest, Block, BlockKind, Item, Message, Segment, SegmentKind};
+use crate::tokens::hf::HfModel;
+use crate::tokens::hf::fixture::{self, ALTERNATING, CHATML};
+use crate::tokens::{ChatMessage, ModelSpec};
+use crate::vocab::codes;
+use crate::vocab::{Cancel, Role};
+
+/// A template whose fourth and later messages carry a long note: the
+/// probe conversations the frames are measured on are shorter, so the
+/// per-message estimate falls short on longer prompts.
+const LATE_NOTES: &str = "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if loop.index0 > 2 %}note: this turn is late in the conversation and carries a long note. {% endif %}{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// An assembler whose one model, "m", is the fixture folder with
+/// `template`; the context message goes in `context_role`.
+fn assembler(template: &str, context_role: Role) -> (tempfile::TempDir, Assembler, Arc<HfModel>) {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_folder(dir.path(), Some(template));
+    let model = Arc::new(HfModel::load(dir.path()).unwrap());
+    let spec = ModelSpec {
+        name: "m".to_owned(),
+        prefix: false,
+        tokenizer: Tokenizer::hf(model.clone(), 0),
+        context_window: 100_000,
+        output_reserve: 1_000,
+        cache: Default::default(),
+        margin_bounds: None,
+    };
+    let mut policies = BTreeMap::new();
+    policies.insert(
+        "default".to_owned(),
+        Arc::new(Policy {
+            context_role,
+            ..Policy::default()
+        }),
+    );
+    let catalog = Catalog::new(ModelTable::new(vec![spec]), policies);
+    (dir, Assembler::new(catalog, 8 << 20), model)
+}
+
+/// The reference: the messages rendered as ChatML by hand (not through the
+/// template engine) and tokenized whole.
+fn chatml_tokens(model: &HfModel, messages: &[Message]) -> u32 {
+    let mut text = String::new();
+    for m in messages {
+        text.push_str(&format!(
+            "<|im_start|>{}\n{}<|im_end|>\n",
+            m.role.as_str(),
+            m.content
+        ));
+    }
+    text.push_str("<|im_start|>assistant\n");
+    model.count(&text)
+}
+
+/// The messages rendered by the model's own template, tokenized whole.
+fn rendered_tokens(model: &HfModel, messages: &[Message]) -> u32 {
+    let chat: Vec<ChatMessage<'_>> = messages
+        .iter()
+        .map(|m| ChatMessage {
+            role: m.role.as_str(),
+            content: &m.content,
+        })
+        .collect();
+    let text = model.template().unwrap().render(&chat, None, true).unwrap();
+    model.count(&text)
+}
+
+/// Texts whose edges merge with a frame's: leading and trailing newlines
+/// and spaces, words the vocabulary merges, special-token text.
+fn text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(vec![
+            "hello",
+            " hello",
+            " world",
+            "\n",
+            "\n\n",
+            "\n\n\n",
+            "  ",
+            "    ",
+            "The",
+            " the",
+            " cat",
+            ".",
+            ".\n",
+            "é",
+            "日本",
+            "😀",
+            "user",
+            "<|im_end|>",
+            "x",
+        ]),
+        0..12,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+fn turn(id: String, role: Role, content: String) -> Item {
+    Item {
+        id,
+        role: Some(role),
+        content,
+        ..Item::default()
+    }
+}
+
+prop_compose! {
+    fn request()(
+        statics in prop::collection::vec(text(), 0..3),
+        evidence in prop::collection::vec((text(), 0.0f64..1.0), 0..5),
+        turns in prop::collection::vec((text(), text(), any::<bool>()), 0..6),
+        query in text(),
+        budget in 40u32..400,
+    ) -> AssembleRequest {
+        let mut items = Vec::new();
+        for (i, (ask, answer, tool)) in turns.into_iter().enumerate() {
+            items.push(turn(format!("u{i}"), Role::User, ask));
+            if tool {
+                let call = format!("call-{i}");
+                items.push(Item { tool_call_ids: vec![call.clone()], ..turn(format!("a{i}"), Role::Assistant, answer.clone()) });
+                items.push(Item { tool_call_id: call, ..turn(format!("t{i}"), Role::Tool, answer) });
+            } else {
+                items.push(turn(format!("a{i}"), Role::Assistant, answer));
+            }
+        }
+        AssembleRequest {
+            request_id: "r".to_owned(),
+            model: "m".to_owned(),
+            max_input_tokens: Some(budget),
+            static_segments: statics
+                .into_iter()
+                .enumerate()
+                .map(|(i, content)| Segment { id: format!("s{i}"), kind: SegmentKind::System, content })
+                .collect(),
+            blocks: vec![
+                Block::new(
+                    "evidence",
+                    BlockKind::Evidence,
+                    evidence
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (content, score))| Item { id: format!("e{i}"), content, score, ..Item::default() })
+                        .collect(),
+                ),
+                Block::new("recent", BlockKind::RecentTurns, items),
+            ],
+            // A query needs text besides whitespace.
+            query: format!("{query}x"),
+            ..AssembleRequest::default()
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Every prompt is billed as its messages rendered and tokenized whole
+    /// (a from-scratch ChatML rendering here), within the budget. Counting
+    /// each content apart and adding the measured frames fails this: a
+    /// content that opens with newlines merges with its frame's newline.
+    #[test]
+    fn a_template_model_bills_its_rendered_prompt(req in request()) {
+        let (_dir, a, model) = assembler(CHATML, Role::User);
+        match a.assemble(req.clone()) {
+            Ok(out) => {
+                prop_assert_eq!(out.usage.total_tokens, chatml_tokens(&model, &out.messages));
+                prop_assert!(out.usage.total_tokens + out.usage.tools_tokens <= out.usage.budget);
+                prop_assert_eq!(Some(out.usage.budget), req.max_input_tokens);
+                prop_assert!(out.usage.exact);
+                prop_assert!(out.usage.tokenizer.starts_with("hf:"));
+                // Warm equals cold.
+                let warm = a.assemble(req).unwrap();
+                prop_assert_eq!(&warm.messages, &out.messages);
+                prop_assert_eq!(warm.usage, out.usage);
+            }
+            Err(AssembleError::BudgetOverflow { .. }) => {}
+            Err(e) => prop_assert!(false, "{e}"),
+        }
+    }
+
+    /// A template whose roles must alternate is never sent a layout it
+    /// refuses: consecutive roles are joined (and said so), tool results
+    /// go as user turns, and the count is of what is sent.
+    #[test]
+    fn an_alternating_template_is_sent_what_it_accepts(req in request(), system_context in any::<bool>()) {
+        let role = if system_context { Role::System } else { Role::User };
+        let (_dir, a, model) = assembler(ALTERNATING, role);
+        match a.assemble(req) {
+            Ok(out) => {
+                prop_assert_eq!(out.usage.total_tokens, rendered_tokens(&model, &out.messages));
+                prop_assert!(out.usage.total_tokens <= out.usage.budget);
+                prop_assert!(out.messages.iter().all(|m| m.role != Role::Tool));
+                prop_assert!(out.messages.windows(2).all(|w| w[0].role != w[1].role));
+            }
+            Err(AssembleError::BudgetOverflow { .. }) => {}
+            Err(e) => prop_assert!(false, "{e}"),
+        }
+    }
+
+    /// Where the template adds more than its measured frames (notes on late
+    /// messages), the rendered count still decides: the prompt is
+    /// allocated again under a lower budget until it fits.
+    #[test]
+    fn a_budget_the_estimate_passes_is_settled_by_rendering(req in request()) {
+        let (_dir, a, model) = assembler(LATE_NOTES, Role::User);
+        match a.assemble(req) {
+            Ok(out) => {
+                prop_assert_eq!(out.usage.total_tokens, rendered_tokens(&model, &out.messages));
+                prop_assert!(out.usage.total_tokens <= out.usage.budget);
+            }
+            Err(AssembleError::BudgetOverflow { .. }) => {}
+            Err(e) => prop_assert!(false, "{e}"),
+        }
+    }
+}
+
+/// Joining is reported, and the static prefix, the conversation and the
+/// context all reach the model.
+#[test]
+fn joined_messages_are_reported() {
+    let (_dir, a, model) = assembler(ALTERNATING, Role::User);
+    let mut req = AssembleRequest {
+        request_id: "r".to_owned(),
+        model: "m".to_owned(),
+        max_input_tokens: Some(2_000),
+        static_segments: vec![
+            Segment {
+                id: "a".to_owned(),
+                kind: SegmentKind::System,
+                content: "Be brief.".to_owned(),
+            },
+            Segment {
+                id: "b".to_owned(),
+                kind: SegmentKind::System,
+                content: "Be kind.".to_owned(),
+            },
+        ],
+        query: "hello world".to_owned(),
+        ..AssembleRequest::default()
+    };
+    req.blocks.push(Block::new(
+        "evidence",
+        BlockKind::Evidence,
+        vec![Item {
+            id: "e".to_owned(),
+            content: "The cat".to_owned(),
+            score: 1.0,
+            ..Item::default()
+        }],
+    ));
+    let out = a.assemble_cancellable(req, &Cancel::new()).unwrap();
+    let roles: Vec<Role> = out.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::System, Role::User]);
+    assert_eq!(out.messages[0].content, "Be brief.\n\nBe kind.");
+    assert!(out.messages[1].content.starts_with("<document id=\"e\""));
+    assert!(out.messages[1].content.ends_with("\n\nhello world"));
+    assert!(out.warnings.iter().any(|w| w.code == codes::MESSAGES_JOINED));
+    assert_eq!(out.usage.total_tokens, rendered_tokens(&model, &out.messages));
+}
+
+/// A layout the template refuses even after conforming is an error, not a
+/// prompt the engine would reject.
+#[test]
+fn a_template_that_refuses_the_layout_is_an_error() {
+    let refuses_long = "{% if messages | length > 1 %}{{ raise_exception('one message only') }}{% endif %}{{ messages[0]['content'] }}";
+    let (_dir, a, _) = assembler(refuses_long, Role::User);
+    let req = AssembleRequest {
+        request_id: "r".to_owned(),
+        model: "m".to_owned(),
+        max_input_tokens: Some(500),
+        static_segments: vec![Segment {
+            id: "a".to_owned(),
+            kind: SegmentKind::System,
+            content: "Be brief.".to_owned(),
+        }],
+        query: "hello".to_owned(),
+        ..AssembleRequest::default()
+    };
+    match a.assemble(req) {
+        Err(AssembleError::TemplateRefused { model, reason }) => {
+            assert_eq!(model, "m");
+            assert_eq!(reason, "one message only");
+        }
+        other => panic!("{other:?}"),
+    }
+}
