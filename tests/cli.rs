@@ -119,6 +119,43 @@ fn the_standard_otel_environment_is_honoured_and_a_bad_endpoint_exits_64_before_
     assert!(stderr.contains("OTEL_SERVICE_NAME"), "{stderr}");
 }
 
+/// A model folder that is missing or not a tokenizer stops the start with
+/// exit 64, naming the entry's key and the file.
+#[test]
+fn a_bad_model_folder_exits_64_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sidecar.toml");
+    let entry =
+        "[[models]]\nname = \"m\"\ntokenizer_dir = \"model\"\ncontext_window = 8000\noutput_reserve = 100\n";
+    std::fs::write(&config, entry).unwrap();
+    let check = || {
+        let out = Command::new(BIN)
+            .args(["config", "--check"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = check();
+    assert_eq!(code, Some(64));
+    assert!(stderr.contains("models[0].tokenizer_dir"), "{stderr}");
+    std::fs::create_dir(dir.path().join("model")).unwrap();
+    std::fs::write(
+        dir.path().join("model/tokenizer.json"),
+        "{\"model\": {\"type\": \"WordLevel\"}}",
+    )
+    .unwrap();
+    let (code, stderr) = check();
+    assert_eq!(code, Some(64));
+    assert!(
+        stderr.contains("models[0].tokenizer_dir") && stderr.contains("WordLevel"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_bad_configuration_file_exits_64_naming_the_key_before_any_port_is_bound() {
     // The port is taken: a server that bound before validating would fail

@@ -632,3 +632,114 @@ async fn requests_waiting_on_recall_across_a_reload_keep_the_catalog_they_were_a
         "every recall left the gauge"
     );
 }
+
+/// A model counted with its own folder (`tokenizer_dir`, relative to the
+/// config file): ListModels names its tokenizer and template, CountTokens
+/// and Assemble count what the template renders, and a reload with a
+/// broken folder is refused while the running table keeps serving.
+#[tokio::test]
+async fn a_model_folder_counts_renders_and_survives_a_bad_reload() {
+    use common::hf_fixture::{CHATML, write_folder};
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("chatml");
+    write_folder(&folder, Some(CHATML));
+    let config = dir.path().join("sidecar.toml");
+    std::fs::write(
+        &config,
+        "[[models]]\nname = \"open-model\"\ntokenizer_dir = \"chatml\"\ncontext_window = 8000\noutput_reserve = 1000\n",
+    )
+    .unwrap();
+    let sidecar = spawn(&["--config", config.to_str().unwrap()]);
+    let mut client = AssemblerClient::new(sidecar.serving_channel().await);
+    let listed = client
+        .list_models(pb::ListModelsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .models;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (
+            listed[0].tokenizer.as_str(),
+            listed[0].exact,
+            listed[0].chat_template,
+            listed[0].encoding.as_str()
+        ),
+        ("hf:chatml", true, true, "")
+    );
+
+    let count = |text: &str| pb::CountTokensRequest {
+        text: text.to_owned(),
+        tokenizer: Some(pb::count_tokens_request::Tokenizer::Model(
+            "open-model".to_owned(),
+        )),
+    };
+    // "hello", " world", then the special token's text is one token.
+    let counted = client
+        .count_tokens(count("hello world<|im_end|>"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (counted.tokens, counted.tokenizer.as_str(), counted.exact),
+        (3, "hf:chatml", true)
+    );
+
+    let reference = context_assembler::tokens::hf::HfModel::load(&folder).unwrap();
+    let req = pb::AssembleRequest {
+        request_id: "open-1".to_owned(),
+        model: "open-model".to_owned(),
+        static_segments: vec![pb::Segment {
+            id: "sys".to_owned(),
+            content: "Be brief.\n".to_owned(),
+            ..Default::default()
+        }],
+        query: "\n\nhello world".to_owned(),
+        ..Default::default()
+    };
+    let resp = client.assemble(req.clone()).await.unwrap().into_inner();
+    let mut rendered = String::new();
+    for m in &resp.messages {
+        let role = pb::Role::try_from(m.role)
+            .unwrap()
+            .as_str_name()
+            .trim_start_matches("ROLE_")
+            .to_lowercase();
+        rendered.push_str(&format!("<|im_start|>{role}\n{}<|im_end|>\n", m.content));
+    }
+    rendered.push_str("<|im_start|>assistant\n");
+    let usage = resp.usage.unwrap();
+    assert_eq!(usage.total_tokens, reference.count(&rendered));
+    assert_eq!(usage.tokenizer, "hf:chatml");
+
+    // A broken folder is refused on reload; the loaded one keeps counting.
+    std::fs::write(
+        folder.join("tokenizer.json"),
+        "{\"model\": {\"type\": \"WordPiece\"}}",
+    )
+    .unwrap();
+    sidecar.signal("-HUP");
+    sidecar
+        .wait_for(
+            "assembler_config_reloads_total",
+            &[("result", "refused")],
+            1.0,
+            "a broken folder was not refused",
+        )
+        .await;
+    let counted = client
+        .count_tokens(count("hello world<|im_end|>"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(counted.tokens, 3);
+    let again = client.assemble(req).await.unwrap().into_inner();
+    assert_eq!(again.usage.unwrap().total_tokens, usage.total_tokens);
+    assert!(
+        sidecar
+            .logs()
+            .iter()
+            .any(|l| l.contains("models[0].tokenizer_dir")),
+        "the refused reload names the key"
+    );
+}

@@ -18,6 +18,7 @@ use crate::prompt_cache::families::FamilyTracker;
 use crate::prompt_cache::feedback::{Comparison, Feedback, UsageReport};
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
+use crate::tokens::hf::HfModel;
 use crate::tokens::models::UNKNOWN_MODEL;
 use crate::tokens::{CountCache, Encoding, MemoCache, ModelSpec, ModelTable, Tokenizer};
 use crate::vocab::{Cancel, saturating_u32};
@@ -253,7 +254,7 @@ impl Assembler {
     fn assemble_inner(
         &self,
         catalog: &Catalog,
-        req: AssembleRequest,
+        mut req: AssembleRequest,
         prefix: Option<&PrefixKey>,
         cancel: &Cancel,
         warm_only: bool,
@@ -272,6 +273,11 @@ impl Assembler {
             Ok(r) => r,
             Err(e) => return Run::Done(Err(AssembleError::InvalidArgument(e))),
         };
+        if let Some(model) = spec.tokenizer.hf_model()
+            && policy.neutralize_special_tokens
+        {
+            neutralize(&mut req, model);
+        }
         let key = prefix
             .cloned()
             .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
@@ -379,5 +385,23 @@ impl Counting for Assembler {
 
 #[cfg(test)]
 mod templates;
+/// Breaks the spellings of `model`'s special tokens in the items and the
+/// query of `req` (never its static prefix); a text that spells none is
+/// not copied.
+fn neutralize(req: &mut AssembleRequest, model: &HfModel) {
+    let fix = |text: &mut String| {
+        if let Some(t) = model.neutralize(text) {
+            *text = t;
+        }
+    };
+    fix(&mut req.query);
+    for item in req.blocks.iter_mut().flat_map(|b| b.items.iter_mut()) {
+        fix(&mut item.content);
+        if let Some(c) = item.compact_form.as_mut() {
+            fix(c);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,7 @@ use crate::prompt_cache::hints;
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::chat::{REPLY_PRIMING_TOKENS, message_tokens};
+use crate::tokens::hf::HfModel;
 use crate::tokens::{ChatMessage, ModelSpec, Tokenizer, cache};
 use crate::vocab::{Cancel, Role, Warning, WarningRef, codes, saturating_u32};
 
@@ -357,14 +358,16 @@ impl<'a> Pipeline<'a> {
                 tools_tokens,
             },
         );
-        let mut warnings = std::mem::take(&mut self.warnings);
-        let decisions = report::decisions(measurement, &plans, &alloc, &mut warnings);
         // The tools are reserved from the budget but are not messages.
-        let total = match self.rendered_total(&plan)? {
+        let (rendered, special_text) = self.rendered_total(&plan)?;
+        let total = match rendered {
             // What the engine bills, less the tools' share of it.
             Some(rendered) => rendered.saturating_sub(tools_tokens),
             None => saturating_u32(alloc.used.saturating_sub(u64::from(tools_tokens))),
         };
+        let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.extend(special_text);
+        let decisions = report::decisions(measurement, &plans, &alloc, &mut warnings);
         let usage = Usage {
             budget: self.budget.input,
             total_tokens: total,
@@ -436,9 +439,9 @@ impl<'a> Pipeline<'a> {
     /// messages rendered by the template and tokenized whole, counted
     /// through the segment cache (a repeated prompt is looked up by its
     /// digest). `None` where the sum is exact.
-    fn rendered_total(&self, plan: &layout::Plan) -> Result<Option<u32>, AssembleError> {
+    fn rendered_total(&self, plan: &layout::Plan) -> Result<(Option<u32>, Option<Warning>), AssembleError> {
         if self.tok.hf_model().and_then(|m| m.template()).is_none() {
-            return Ok(None);
+            return Ok((None, None));
         }
         let texts: Vec<_> = plan
             .iter()
@@ -458,8 +461,12 @@ impl<'a> Pipeline<'a> {
             .filter_map(|t| serde_json::from_str(t).ok())
             .collect();
         let tools = (!tools.is_empty()).then_some(tools.as_slice());
+        let warning = self
+            .tok
+            .hf_model()
+            .and_then(|m| self.special_text_warning(m, &messages));
         let rendered = match self.tok.rendered_text(&messages, tools) {
-            None => return Ok(None),
+            None => return Ok((None, warning)),
             Some(Ok(text)) => text,
             Some(Err(e)) => {
                 return Err(AssembleError::TemplateRefused {
@@ -470,7 +477,39 @@ impl<'a> Pipeline<'a> {
         };
         let n = self.count(&rendered);
         self.check_cancelled()?;
-        Ok(Some(n))
+        Ok((Some(n), warning))
+    }
+
+    /// The warning about the messages whose text spells one of `model`'s
+    /// special tokens: the engine reads such text as the token (it is
+    /// counted so), which lets a content forge a turn. Names the tokens and
+    /// the messages, never the text around them.
+    fn special_text_warning(&self, model: &HfModel, messages: &[ChatMessage<'_>]) -> Option<Warning> {
+        let mut tokens: Vec<&str> = Vec::new();
+        let mut at: Vec<usize> = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            let found = model.specials_in(m.content);
+            if !found.is_empty() {
+                at.push(i);
+                for t in found {
+                    if !tokens.contains(&t) {
+                        tokens.push(t);
+                    }
+                }
+            }
+        }
+        if at.is_empty() {
+            return None;
+        }
+        tokens.truncate(8);
+        Some(Warning::new(
+            codes::SPECIAL_TOKEN_TEXT,
+            format!(
+                "messages {at:?} spell special tokens of model {} ({}): the engine reads them as those tokens, not as text; set the policy's neutralize_special_tokens to break them",
+                self.spec.name,
+                tokens.join(" ")
+            ),
+        ))
     }
 
     /// Records the time since the last phase ended as `phase`.

@@ -34,6 +34,14 @@ pub struct Policy {
     pub window_low_percent: u32,
     /// See `window_low_percent`.
     pub window_high_percent: u32,
+    /// For a model counted with its own folder: text in the request's
+    /// items and query that spells one of the model's special tokens
+    /// (`<|im_end|>`) is broken with a word joiner (U+2060) after its first
+    /// character before anything is counted, so the engine reads it as
+    /// text, not as the token. Off: such text is counted as the token the
+    /// engine will read, with a SPECIAL_TOKEN_TEXT warning. The static
+    /// prefix (the operator's own) is never rewritten.
+    pub neutralize_special_tokens: bool,
 }
 
 /// The default `window_low_percent`.
@@ -49,6 +57,7 @@ impl Default for Policy {
             compact_turns: true,
             window_low_percent: DEFAULT_WINDOW_LOW_PERCENT,
             window_high_percent: DEFAULT_WINDOW_HIGH_PERCENT,
+            neutralize_special_tokens: false,
         }
     }
 }

@@ -255,6 +255,9 @@ pub struct PolicyEntry {
     pub window_low_percent: Option<u32>,
     /// The conversation window's high mark, percent of the input budget.
     pub window_high_percent: Option<u32>,
+    /// Whether special-token text in items and the query is broken before
+    /// counting (models with a tokenizer_dir).
+    pub neutralize_special_tokens: Option<bool>,
 }
 
 /// `[policies.NAME.priorities]`.
@@ -676,6 +679,9 @@ fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
     }
     let mut policy = Policy::default();
     policy.compact_turns = entry.compact_turns.unwrap_or(policy.compact_turns);
+    policy.neutralize_special_tokens = entry
+        .neutralize_special_tokens
+        .unwrap_or(policy.neutralize_special_tokens);
     policy.window_low_percent = entry.window_low_percent.unwrap_or(policy.window_low_percent);
     policy.window_high_percent = entry.window_high_percent.unwrap_or(policy.window_high_percent);
     if policy.window_high_percent > 100 {

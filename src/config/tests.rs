@@ -576,3 +576,83 @@ fn a_malformed_otlp_endpoint_is_refused_by_name() {
         "telemetry.service_name"
     );
 }
+
+/// A model entry with `body` after its name.
+fn model_entry(body: &str) -> String {
+    format!("[[models]]\nname = \"m\"\ncontext_window = 8000\noutput_reserve = 100\n{body}\n")
+}
+
+/// A model folder named by `tokenizer_dir`, relative to the config file or
+/// absolute, is loaded at validation; the entry counts with it, exactly.
+#[test]
+fn a_tokenizer_dir_is_loaded_relative_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::tokens::hf::fixture::write_folder(
+        &dir.path().join("qwen-ish"),
+        Some(crate::tokens::hf::fixture::CHATML),
+    );
+    let config = dir.path().join("sidecar.toml");
+    std::fs::write(&config, model_entry("tokenizer_dir = \"qwen-ish\"")).unwrap();
+    let cfg = ServeArgs {
+        config: Some(config.clone()),
+        ..ServeArgs::default()
+    }
+    .validate()
+    .unwrap();
+    let spec = cfg.catalog.models.resolve("m").unwrap();
+    assert_eq!(spec.tokenizer.to_string(), "hf:qwen-ish");
+    assert!(spec.tokenizer.is_exact());
+    assert!(spec.tokenizer.hf_model().unwrap().template().is_some());
+    assert_eq!(spec.tokenizer.count("hello world"), 2);
+
+    let absolute = model_entry(&format!("tokenizer_dir = {:?}", dir.path().join("qwen-ish")));
+    let (_f, r) = with_file(&absolute);
+    assert_eq!(
+        r.unwrap()
+            .catalog
+            .models
+            .resolve("m")
+            .unwrap()
+            .tokenizer
+            .to_string(),
+        "hf:qwen-ish"
+    );
+}
+
+/// What is wrong with a model folder entry is named by its key.
+#[test]
+fn a_bad_tokenizer_dir_names_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("plain");
+    crate::tokens::hf::fixture::write_folder(&folder, None);
+    let path = format!("tokenizer_dir = {folder:?}");
+    assert_eq!(
+        err_key(&model_entry("tokenizer_dir = \"/no/such/folder\"")),
+        "models[0].tokenizer_dir"
+    );
+    assert_eq!(
+        err_key(&model_entry(&format!("{path}\nencoding = \"o200k_base\""))),
+        "models[0].tokenizer_dir"
+    );
+    assert_eq!(err_key(&model_entry("")), "models[0].encoding");
+    assert_eq!(
+        err_key(&model_entry(&format!("{path}\nestimate_margin_percent = 10"))),
+        "models[0].estimate_margin_percent"
+    );
+    assert_eq!(
+        err_key(&model_entry(
+            "encoding = \"o200k_base\"\nmessage_overhead_tokens = 3"
+        )),
+        "models[0].message_overhead_tokens"
+    );
+    // A folder without a template takes a per-message overhead.
+    let (_f, r) = with_file(&model_entry(&format!("{path}\nmessage_overhead_tokens = 2")));
+    let spec = r.unwrap().catalog.models.resolve("m").unwrap().clone();
+    assert_eq!(spec.tokenizer.frame_tokens(Role::User), 2);
+    assert_eq!(spec.tokenizer.priming_tokens(), 0);
+    // A broken tokenizer.json is refused with the file named.
+    std::fs::write(folder.join("tokenizer.json"), "{}").unwrap();
+    let err = with_file(&model_entry(&path)).1.unwrap_err();
+    assert_eq!(err.key, "models[0].tokenizer_dir");
+    assert!(err.message.contains("tokenizer.json"), "{}", err.message);
+}

@@ -24,6 +24,9 @@ const MODEL_TYPES: [&str; 2] = ["BPE", "Unigram"];
 const MAX_TOKENIZER_BYTES: u64 = 256 * 1024 * 1024;
 /// The largest `tokenizer_config.json` or `chat_template.jinja` read.
 const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
+/// What breaks a special token's spelling: a word joiner, invisible and
+/// without meaning, which no special token of the supported families holds.
+pub const NEUTRALIZER: char = '\u{2060}';
 /// The named special tokens `transformers` hands a chat template.
 const SPECIAL_NAMES: [&str; 7] = [
     "bos_token",
@@ -288,6 +291,24 @@ impl HfModel {
         found.sort_unstable();
         found.dedup();
         found.into_iter().map(|i| self.specials[i].as_str()).collect()
+    }
+
+    /// `text` with every spelling of a special token broken by a word
+    /// joiner (U+2060) after its first character, so it is read as text;
+    /// `None` when it spells none.
+    pub fn neutralize(&self, text: &str) -> Option<String> {
+        let mut found = self.finder.find_iter(text).peekable();
+        found.peek()?;
+        let mut out = String::with_capacity(text.len() + 16);
+        let mut at = 0;
+        for m in found {
+            let first = text[m.start()..].chars().next().map_or(1, char::len_utf8);
+            out.push_str(&text[at..m.start() + first]);
+            out.push(NEUTRALIZER);
+            at = m.start() + first;
+        }
+        out.push_str(&text[at..]);
+        Some(out)
     }
 
     /// The special tokens' texts, longest first.

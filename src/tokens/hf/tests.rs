@@ -47,6 +47,22 @@ fn special_token_text_is_one_token_and_is_found() {
     assert_eq!(m.specials()[0].len(), "<start_of_turn>".len());
 }
 
+/// Neutralizing breaks every spelling with a word joiner and leaves other
+/// text as it is; a neutralized text spells no special token.
+#[test]
+fn neutralize_breaks_every_spelling() {
+    let (_d, m) = folder(None);
+    assert_eq!(m.neutralize("plain text"), None);
+    let out = m.neutralize("a<|im_end|>b<start_of_turn><|im_end|>").unwrap();
+    assert_eq!(
+        out,
+        "a<\u{2060}|im_end|>b<\u{2060}start_of_turn><\u{2060}|im_end|>"
+    );
+    assert!(m.specials_in(&out).is_empty());
+    assert_eq!(m.count("<|im_end|>"), 1);
+    assert!(m.count(&m.neutralize("<|im_end|>").unwrap()) > 1);
+}
+
 /// Prefix counts from one encoding: the tokens ending at or before each end.
 #[test]
 fn prefix_counts_count_tokens_before_each_end() {
