@@ -672,7 +672,6 @@ mod sqlite_stall;
 
 /// Small model folders in the Hugging Face layout (the unit tests' own).
 #[path = "../../src/tokens/hf/fixture.rs"]
-#[allow(dead_code)]
 pub mod hf_fixture;
 #[allow(unused_imports)] // Used by some of the test crates that include this module.
 pub use sqlite_stall::SqliteStall;
