@@ -128,6 +128,7 @@ pub(super) fn models(state: &Preview) -> Value {
                 "prefix": m.prefix,
                 "tokenizer": m.tokenizer.to_string(),
                 "exact": m.tokenizer.is_exact(),
+                "chatTemplate": m.tokenizer.hf_model().is_some_and(|h| h.template().is_some()),
                 "contextWindow": m.context_window,
                 "outputReserve": m.output_reserve,
             })

@@ -63,7 +63,10 @@ async function init() {
     const model = $("model");
     model.append(new Option("(the request's model)", ""));
     for (const m of models.models) {
-      model.append(new Option(`${m.name}${m.prefix ? "-*" : ""} (${m.tokenizer}, ${m.contextWindow})`, m.name));
+      const how = [m.tokenizer, m.exact ? "exact" : "estimated", m.chatTemplate ? "chat template" : null, m.contextWindow]
+        .filter((x) => x !== null)
+        .join(", ");
+      model.append(new Option(`${m.name}${m.prefix ? "-*" : ""} (${how})`, m.name));
     }
     const policy = $("policy");
     policy.append(new Option("(the request's policy)", ""));
