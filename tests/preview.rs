@@ -141,7 +141,10 @@ async fn models_and_examples_are_listed_by_name() {
         .find(|m| m["name"] == "gpt-4o")
         .unwrap();
     assert_eq!(gpt["tokenizer"], "o200k_base");
-    assert_eq!((gpt["exact"].as_bool(), gpt["chatTemplate"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(
+        (gpt["exact"].as_bool(), gpt["chatTemplate"].as_bool()),
+        (Some(true), Some(false))
+    );
     assert!(gpt["contextWindow"].as_u64().unwrap() > 0);
     assert!(models["policies"].as_array().unwrap().contains(&json!("default")));
 

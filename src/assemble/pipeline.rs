@@ -79,6 +79,13 @@ type RunOutput = (
     Vec<Warning>,
 );
 
+/// A prompt as its chat template renders it: the messages' tokens, and what
+/// the tools add to them.
+struct Rendered {
+    messages: u32,
+    tools: u32,
+}
+
 /// Per-request state.
 pub(super) struct Pipeline<'a> {
     pub(super) asm: &'a Assembler,
@@ -360,10 +367,13 @@ impl<'a> Pipeline<'a> {
         );
         // The tools are reserved from the budget but are not messages.
         let (rendered, special_text) = self.rendered_total(&plan)?;
-        let total = match rendered {
-            // What the engine bills, less the tools' share of it.
-            Some(rendered) => rendered.saturating_sub(tools_tokens),
-            None => saturating_u32(alloc.used.saturating_sub(u64::from(tools_tokens))),
+        let (total, tools_tokens) = match rendered {
+            // What the engine bills: the messages, and what the tools add.
+            Some(r) => (r.messages, r.tools),
+            None => (
+                saturating_u32(alloc.used.saturating_sub(u64::from(tools_tokens))),
+                tools_tokens,
+            ),
         };
         let mut warnings = std::mem::take(&mut self.warnings);
         warnings.extend(special_text);
@@ -434,15 +444,21 @@ impl<'a> Pipeline<'a> {
         (facts.tokens, (facts.tools_tokens, facts.tools_exact), hit)
     }
 
-    /// The exact tokens of the prompt `plan` lays out, tools included, for a
-    /// model whose per-message sum is an estimate (a chat template): the
-    /// messages rendered by the template and tokenized whole, counted
-    /// through the segment cache (a repeated prompt is looked up by its
-    /// digest). `None` where the sum is exact.
-    fn rendered_total(&self, plan: &layout::Plan) -> Result<(Option<u32>, Option<Warning>), AssembleError> {
-        if self.tok.hf_model().and_then(|m| m.template()).is_none() {
+    /// The exact tokens of the prompt `plan` lays out, for a model whose
+    /// per-message sum is an estimate (a chat template): the messages
+    /// rendered by the template and tokenized whole, counted through the
+    /// segment cache (a repeated prompt is looked up by its digest). With
+    /// tools, also their share: what rendering them with these messages
+    /// adds (a template may place them with the first system message, so
+    /// the share depends on the messages). `None` where the sum is exact.
+    /// Also the warning about special-token text, if any.
+    fn rendered_total(
+        &self,
+        plan: &layout::Plan,
+    ) -> Result<(Option<Rendered>, Option<Warning>), AssembleError> {
+        let Some(model) = self.tok.hf_model().filter(|m| m.template().is_some()) else {
             return Ok((None, None));
-        }
+        };
         let texts: Vec<_> = plan
             .iter()
             .map(|(_, source)| layout::text_of(self.req, source))
@@ -455,29 +471,37 @@ impl<'a> Pipeline<'a> {
                 content: text,
             })
             .collect();
+        let warning = self.special_text_warning(model, &messages);
         let tools: Vec<serde_json::Value> = self
             .tools
             .iter()
             .filter_map(|t| serde_json::from_str(t).ok())
             .collect();
-        let tools = (!tools.is_empty()).then_some(tools.as_slice());
-        let warning = self
-            .tok
-            .hf_model()
-            .and_then(|m| self.special_text_warning(m, &messages));
-        let rendered = match self.tok.rendered_text(&messages, tools) {
-            None => return Ok((None, warning)),
-            Some(Ok(text)) => text,
-            Some(Err(e)) => {
-                return Err(AssembleError::TemplateRefused {
+        let count = |tools: Option<&[serde_json::Value]>| -> Result<u32, AssembleError> {
+            match self.tok.rendered_text(&messages, tools) {
+                Some(Ok(text)) => Ok(self.count(&text)),
+                Some(Err(e)) => Err(AssembleError::TemplateRefused {
                     model: self.spec.name.clone(),
                     reason: e.to_string(),
-                });
+                }),
+                // A template was found above.
+                None => Ok(0),
             }
         };
-        let n = self.count(&rendered);
+        let messages_tokens = count(None)?;
+        let tools_tokens = if tools.is_empty() {
+            0
+        } else {
+            count(Some(&tools))?.saturating_sub(messages_tokens)
+        };
         self.check_cancelled()?;
-        Ok((Some(n), warning))
+        Ok((
+            Some(Rendered {
+                messages: messages_tokens,
+                tools: tools_tokens,
+            }),
+            warning,
+        ))
     }
 
     /// The warning about the messages whose text spells one of `model`'s

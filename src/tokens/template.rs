@@ -74,8 +74,9 @@ impl ChatTemplate {
         env.set_lstrip_blocks(true);
         env.set_keep_trailing_newline(false);
         env.set_fuel(Some(FUEL));
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(python_method);
         env.add_filter("tojson", tojson);
+        env.add_filter("trim", trim);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_template_owned(NAME, source.to_owned())?;
@@ -104,6 +105,59 @@ impl ChatTemplate {
         let ctx: Value = ctx.into_iter().collect();
         Ok(template.render(ctx)?)
     }
+}
+
+/// Whether Python's `str.isspace()` holds for `c`: Unicode whitespace, and
+/// the four separators U+001C to U+001F, which Rust's `char::is_whitespace`
+/// leaves out (and which `str.strip()` strips).
+fn python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Python's `str.strip`, `lstrip` or `rstrip` of `s`: of `chars` when
+/// given, else of Python's whitespace.
+fn python_strip<'s>(s: &'s str, chars: Option<&str>, left: bool, right: bool) -> &'s str {
+    let strip = |c: char| match chars {
+        Some(set) => set.contains(c),
+        None => python_space(c),
+    };
+    let s = if left { s.trim_start_matches(strip) } else { s };
+    if right { s.trim_end_matches(strip) } else { s }
+}
+
+/// Jinja2's `trim` filter: Python's `str.strip(chars)`.
+fn trim(value: String, chars: Option<String>) -> String {
+    python_strip(&value, chars.as_deref(), true, true).to_owned()
+}
+
+/// Python's methods on values: `strip`, `lstrip` and `rstrip` of a string
+/// strip Python's whitespace (minijinja-contrib's strip Rust's, which
+/// keeps U+001C to U+001F); everything else is minijinja-contrib's.
+fn python_method(
+    state: &minijinja::State<'_, '_>,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
+    let sides = match method {
+        "strip" => Some((true, true)),
+        "lstrip" => Some((true, false)),
+        "rstrip" => Some((false, true)),
+        _ => None,
+    };
+    if let (Some((left, right)), Some(s)) = (sides, value.as_str()) {
+        let chars =
+            match args {
+                [] => None,
+                [c] if c.is_none() => None,
+                [c] => Some(c.as_str().ok_or_else(|| {
+                    Error::new(ErrorKind::InvalidOperation, "strip: chars must be a string")
+                })?),
+                _ => return Err(Error::from(ErrorKind::TooManyArguments)),
+            };
+        return Ok(Value::from(python_strip(s, chars, left, right)));
+    }
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
 }
 
 /// `raise_exception(message)`: the template refuses its input.

@@ -118,3 +118,18 @@ fn strftime_formats_as_python() {
 fn a_broken_template_does_not_compile() {
     assert!(ChatTemplate::new("{% for m in messages %}", Vec::new()).is_err());
 }
+
+/// `trim` and `.strip()` strip what Python strips: its whitespace holds
+/// U+001C to U+001F besides Unicode's (the expected texts are Python's
+/// `str.strip` output); with characters given, only those.
+#[test]
+fn strip_and_trim_strip_pythons_whitespace() {
+    let hi = |content| {
+        render_with("[{{ messages[0]['content'] | trim }}|{{ messages[0]['content'].strip() }}|{{ messages[0]['content'].lstrip() }}|{{ messages[0]['content'].rstrip('\\x1f') }}|{{ 'xxaxx'.strip('x') }}]", &[ChatMessage { role: "user", content }]).unwrap()
+    };
+    assert_eq!(
+        hi("\u{1f} hi\u{a0}\u{1c}\n"),
+        "[hi|hi|hi\u{a0}\u{1c}\n|\u{1f} hi\u{a0}\u{1c}\n|a]"
+    );
+    assert_eq!(hi("hi\u{1f}"), "[hi|hi|hi\u{1f}|hi|a]");
+}
