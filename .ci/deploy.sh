@@ -97,9 +97,10 @@ checks custom deploy/prometheus/context-assembler.rules.yaml "$out/custom.yaml" 
 checks manifests "$out/rendered.yaml" deploy/kubernetes/base/context-assembler.toml
 
 # Renders an overlay of the base using component $1, validates it, and checks
-# it hangs together (with the remaining arguments for `checks manifests`).
+# it hangs together (with the remaining arguments for `checks manifests`, and
+# $pod_toml, if set, as the config file the component puts in the ConfigMap).
 component() {
-  local name=$1; shift
+  local name=$1 toml=${pod_toml:-deploy/kubernetes/base/context-assembler.toml}; shift
   step "component $name (an overlay of the base using it)"
   local overlay=$out/$name
   mkdir -p "$overlay"
@@ -109,11 +110,19 @@ component() {
   "$venv/bin/kubectl" kustomize "$overlay" > "$out/$name.yaml"
   checks split "$out/$name.yaml" "$out/$name-core.yaml" /dev/null
   "$venv/bin/kubernetes-validate" --strict --quiet "${k8s_flags[@]}" "$out/$name-core.yaml"
-  checks manifests "$out/$name.yaml" deploy/kubernetes/base/context-assembler.toml "$@"
+  checks manifests "$out/$name.yaml" "$toml" "$@"
 }
 component in-place-reload context-assembler
 echo "  ok: the ConfigMap keeps the fixed name context-assembler"
 component postgres-memory "" postgres
+# model-folder carries the whole config file (kustomize cannot edit TOML, and
+# [[models]] replaces the whole table): the base's file, then its entry.
+base_toml=deploy/kubernetes/base/context-assembler.toml
+mf_toml=deploy/kubernetes/components/model-folder/context-assembler.toml
+cmp -s -n "$(wc -c < "$base_toml")" "$base_toml" "$mf_toml" \
+  || { echo "deploy: $mf_toml does not begin with $base_toml (deploy/README.md, Model folders)" >&2; exit 1; }
+pod_toml=$mf_toml component model-folder
+echo "  ok: $mf_toml begins with $base_toml byte for byte"
 
 step "alert rules and dashboard"
 "$promtool" check rules deploy/prometheus/context-assembler.rules.yaml | sed 's/^/  /'

@@ -290,6 +290,19 @@ def cmd_manifests(rendered, pod_toml, configmap_name=None, memory_store=None):
         fail(f"the ConfigMap is named {configmap['metadata']['name']}, not {configmap_name}")
     ok(f"--config {config_path} is {pod_toml}, mounted read-only from ConfigMap {configmap['metadata']['name']}")
 
+    # A model folder (relative to the config file) must be on a read-only mount.
+    for i, model in enumerate(conf.get("models", [])):
+        if "tokenizer_dir" not in model:
+            continue
+        folder = os.path.normpath(os.path.join(os.path.dirname(config_path), model["tokenizer_dir"]))
+        folder_mount = next((m for m in sidecar.get("volumeMounts", [])
+                             if (folder + "/").startswith(m["mountPath"].rstrip("/") + "/")), None)
+        if folder_mount is None or not folder_mount.get("readOnly"):
+            fail(f"models[{i}].tokenizer_dir {folder} is not inside a read-only volume mount")
+        kind = next((k for k in volumes[folder_mount["name"]] if k != "name"), "?")
+        ok(f"models[{i}].tokenizer_dir {folder} is on the read-only {kind} volume {folder_mount['name']} at "
+           f"{folder_mount['mountPath']}")
+
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if grace <= drain:
         fail(f"terminationGracePeriodSeconds {grace} must exceed drain_secs {drain}")

@@ -1,4 +1,5 @@
-//! Hot-path benchmarks by size: counting (ours vs tiktoken-rs), cache
+//! Hot-path benchmarks by size: counting (ours vs tiktoken-rs, and with a
+//! model folder ours vs Hugging Face's tokenizers), cache
 //! lookups, whole assemblies warm and cold at 10/100/1000 items and
 //! 1k/8k/32k tokens, including the wire decode/encode a server does, and
 //! conversation compaction at 50/200/1000 messages.
@@ -29,6 +30,50 @@ fn inputs() -> Vec<(&'static str, String)> {
         ("spaces", " ".repeat(mb)),
         ("one_letter", "a".repeat(mb)),
     ]
+}
+
+/// Counting with a model folder's own vocabulary, 1 MB inputs, side by side:
+/// ours (the fast count where the folder's tokenizer is one it reproduces)
+/// against Hugging Face's `tokenizers` crate on the same folder, checked to
+/// give the same count first. The folders are the ones `.ci/hf_vocab.sh`
+/// fetches, found in `CONTEXT_ASSEMBLER_HF_VOCAB` (default target/hf-vocab);
+/// without them the group has nothing to measure and says so.
+fn counting_model_folders(c: &mut Criterion) {
+    let root = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/hf-vocab"));
+    let mut g = c.benchmark_group("count_1mb_hf");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1));
+    for family in ["llama3_1", "qwen3", "gemma3"] {
+        let dir = root.join(family);
+        if !dir.join("tokenizer.json").exists() {
+            eprintln!("count_1mb_hf: no {} (run .ci/hf_vocab.sh)", dir.display());
+            continue;
+        }
+        let model = context_assembler::tokens::hf::HfModel::load(&dir).unwrap();
+        for (name, text) in inputs()
+            .into_iter()
+            .filter(|(n, _)| ["prose", "code"].contains(n))
+        {
+            assert_eq!(
+                model.count(&text),
+                model.reference_count(&text),
+                "{family} {name}"
+            );
+            g.throughput(Throughput::Bytes(text.len() as u64));
+            g.bench_with_input(BenchmarkId::new(format!("ours/{family}"), name), &text, |b, t| {
+                b.iter(|| model.count(black_box(t)))
+            });
+            g.bench_with_input(
+                BenchmarkId::new(format!("hf_tokenizers/{family}"), name),
+                &text,
+                |b, t| b.iter(|| model.reference_count(black_box(t))),
+            );
+        }
+    }
+    g.finish();
 }
 
 /// Cold counting throughput, 1 MB inputs: ours (bpe-openai with a single-token
@@ -328,6 +373,7 @@ fn compaction(c: &mut Criterion) {
 criterion_group!(
     benches,
     counting,
+    counting_model_folders,
     cache_lookup,
     count_table,
     assemble_by_tokens,

@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use self::fast::FastCount;
 use super::template::{ChatMessage, ChatTemplate, TemplateError};
 use crate::vocab::saturating_u32;
 
@@ -75,6 +76,8 @@ pub struct HfModel {
     specials: Vec<String>,
     /// Finds them in a text, longest first.
     finder: aho_corasick::AhoCorasick,
+    /// The fast count, for a tokenizer it reproduces ([`fast`]).
+    fast: Option<FastCount>,
 }
 
 impl std::fmt::Debug for HfModel {
@@ -135,8 +138,9 @@ impl HfModel {
         }
         let tok_path = dir.join("tokenizer.json");
         let tok_bytes = read(&tok_path, MAX_TOKENIZER_BYTES)?;
-        let model_type = serde_json::from_slice::<serde_json::Value>(&tok_bytes)
-            .map_err(|e| malformed(&tok_path, format!("not JSON: {e}")))?
+        let tok_json = serde_json::from_slice::<serde_json::Value>(&tok_bytes)
+            .map_err(|e| malformed(&tok_path, format!("not JSON: {e}")))?;
+        let model_type = tok_json
             .pointer("/model/type")
             .and_then(|t| t.as_str().map(str::to_owned))
             .ok_or_else(|| malformed(&tok_path, "no model.type".to_owned()))?;
@@ -148,6 +152,14 @@ impl HfModel {
         }
         let tokenizer = tokenizers::Tokenizer::from_bytes(&tok_bytes)
             .map_err(|e| malformed(&tok_path, format!("not a tokenizer: {e}")))?;
+        // The fast count, once it agrees with the reference on awkward texts.
+        let fast = FastCount::of(&tok_json).filter(|f| {
+            fast::SAMPLES.iter().all(|t| {
+                let reference = tokenizer.encode_fast(*t, false).map(|e| e.len()).ok();
+                f.count(t) == reference
+            })
+        });
+        drop(tok_json);
 
         let mut hasher = blake3::Hasher::new();
         hasher.update(b"hf-folder/v1\0");
@@ -229,7 +241,13 @@ impl HfModel {
             longest_token,
             specials,
             finder,
+            fast,
         })
+    }
+
+    /// Whether counts take the fast path ([`fast`]).
+    pub fn counts_fast(&self) -> bool {
+        self.fast.is_some()
     }
 
     /// The folder's name.
@@ -256,6 +274,15 @@ impl HfModel {
     /// the tokenizer refuses (none of the supported types does for valid
     /// UTF-8) counts its bytes, which is never fewer than its tokens.
     pub fn count(&self, text: &str) -> u32 {
+        if let Some(n) = self.fast.as_ref().and_then(|f| f.count(text)) {
+            return saturating_u32(n);
+        }
+        self.reference_count(text)
+    }
+
+    /// [`HfModel::count`] by Hugging Face's tokenizer itself (the
+    /// reference the fast count is checked and benchmarked against).
+    pub fn reference_count(&self, text: &str) -> u32 {
         match self.tokenizer.encode_fast(text, false) {
             Ok(e) => saturating_u32(e.len()),
             Err(_) => saturating_u32(text.len()),
@@ -336,6 +363,7 @@ fn template_source(config: &serde_json::Value) -> Result<Option<String>, String>
 /// A shared, loaded folder.
 pub type SharedModel = Arc<HfModel>;
 
+mod fast;
 #[cfg(test)]
 pub(crate) mod fixture;
 #[cfg(test)]

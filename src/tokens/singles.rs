@@ -24,7 +24,7 @@ pub struct Singles {
     /// `64 - log2(slots.len())`: a hash's top bits pick the first slot.
     shift: u32,
     /// Tokens longer than [`INLINE`] bytes.
-    long: FxHashSet<&'static [u8]>,
+    long: FxHashSet<Box<[u8]>>,
 }
 
 /// `bytes` (1 to [`INLINE`] of them) and their length in the last byte,
@@ -75,7 +75,7 @@ fn start(key: u128, shift: u32) -> usize {
 
 impl Singles {
     /// The set of `tokens`.
-    pub fn new(tokens: impl IntoIterator<Item = &'static [u8]>) -> Singles {
+    pub fn new<'t>(tokens: impl IntoIterator<Item = &'t [u8]>) -> Singles {
         let mut short = Vec::new();
         let mut long = FxHashSet::default();
         for t in tokens {
@@ -83,7 +83,7 @@ impl Singles {
                 0 => {}
                 1..=INLINE => short.push(pack(t)),
                 _ => {
-                    long.insert(t);
+                    long.insert(Box::from(t));
                 }
             }
         }

@@ -192,3 +192,100 @@ fn framing_is_measured_from_the_template() {
     let f = Framing::of(&plain, 4);
     assert_eq!((f.frames, f.priming), ([4; 4], 0));
 }
+
+/// The real folders `.ci/hf_vocab.sh` fetched, when
+/// `CONTEXT_ASSEMBLER_HF_VOCAB` names where (CI sets it; elsewhere these
+/// tests have nothing to load and say so).
+fn real_folder(family: &str) -> Option<HfModel> {
+    let root = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB")?;
+    let dir = std::path::Path::new(&root).join(family);
+    Some(HfModel::load(&dir).unwrap_or_else(|e| panic!("{family}: {e}")))
+}
+
+/// The fixture's vocabulary merges a piece that is itself a token
+/// (`ignore_merges` is off): the one-probe shortcut would be wrong there, so
+/// it is not counted fast, and counts stay the reference's.
+#[test]
+fn a_vocabulary_that_merges_its_own_tokens_is_not_counted_fast() {
+    let (_d, m) = folder(None);
+    assert!(!m.counts_fast());
+    assert_eq!(m.count("    "), m.reference_count("    "));
+}
+
+/// The fixture with `ignore_merges` on, as Llama 3's.
+fn ignoring_merges() -> (tempfile::TempDir, HfModel) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&fixture::tokenizer_json()).unwrap();
+    json["model"]["ignore_merges"] = true.into();
+    std::fs::write(dir.path().join("tokenizer.json"), json.to_string()).unwrap();
+    let m = HfModel::load(dir.path()).unwrap();
+    (dir, m)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 1024, ..Default::default() })]
+
+    /// With `ignore_merges` the fixture is counted fast, and every count is
+    /// the reference's: added tokens cut first, cl100k's pieces, a piece
+    /// that is a token one, any other merged by the merge list.
+    #[test]
+    fn the_fast_count_is_the_references(
+        text in proptest::prop_oneof![
+            crate::tokens::tokenizer::tests::adversarial_text(),
+            "[ \\t\\n\\r\\u{a0}hel owrdTca.<|>_mise]{0,200}",
+        ],
+        special in proptest::sample::select(vec!["", "<|im_end|>", "<start_of_turn>", "<|im_start|>"]),
+    ) {
+        let m = &IGNORING.1;
+        proptest::prop_assert!(m.counts_fast());
+        let text = format!("{text}{special}{text}");
+        proptest::prop_assert_eq!(m.count(&text), m.reference_count(&text));
+    }
+}
+
+static IGNORING: std::sync::LazyLock<(tempfile::TempDir, HfModel)> =
+    std::sync::LazyLock::new(ignoring_merges);
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+    /// Llama 3.1's folder is counted fast, with the reference's count on
+    /// every text (adversarial Unicode, whitespace runs, special-token text).
+    #[test]
+    fn llama_3_is_counted_fast_and_exactly(
+        text in proptest::prop_oneof![
+            crate::tokens::tokenizer::tests::adversarial_text(),
+            "\\PC{0,300}",
+            "[ \\t\\n\\r\\u{a0}\\u{3000}a-z0-9'.,!<|>_]{0,300}",
+        ],
+        special in proptest::sample::select(vec!["", "<|eot_id|>", "<|begin_of_text|>", "<|start_header_id|>"]),
+    ) {
+        let Some(m) = LLAMA.as_ref() else {
+            eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
+            return Ok(());
+        };
+        proptest::prop_assert!(m.counts_fast());
+        let text = format!("{text}{special}{text}");
+        proptest::prop_assert_eq!(m.count(&text), m.reference_count(&text));
+    }
+}
+
+static LLAMA: std::sync::LazyLock<Option<HfModel>> = std::sync::LazyLock::new(|| real_folder("llama3_1"));
+
+/// Which real folders are counted fast: Llama 3.1 (cl100k's split, merges in
+/// rank order); the others have their own split patterns or none.
+#[test]
+fn the_real_folders_that_are_counted_fast() {
+    for (family, fast) in [
+        ("llama3_1", true),
+        ("qwen3", false),
+        ("deepseek_v3", false),
+        ("gemma3", false),
+    ] {
+        let Some(m) = real_folder(family) else {
+            eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
+            return;
+        };
+        assert_eq!(m.counts_fast(), fast, "{family}");
+    }
+}

@@ -1,0 +1,276 @@
+//! The fast count of a model folder whose tokenizer is, piece for piece, one
+//! this crate already counts fast: a byte-level BPE whose pre-tokenizer is
+//! exactly cl100k's split pattern and whose merges are not needed for a
+//! piece that is a token (Llama 3's `tokenizer.json`: OpenAI's pattern,
+//! byte-level symbols, `ignore_merges`). Such a text is cut at its added
+//! tokens (each one token, as Hugging Face's added vocabulary cuts them
+//! first), the rest by [`pretok`]'s hand-written cl100k split; a piece that
+//! is itself a token counts one ([`Singles`], one probe), any other is
+//! merged by the folder's merge list, lowest rank first and leftmost on a
+//! tie, which is Hugging Face's BPE without dropout. (Llama 3's vocabulary
+//! is not rank-consistent the way tiktoken's are: some of its tokens are
+//! not what BPE by token rank makes of their own bytes, so an encoder by
+//! rank, such as the one under bpe-openai, cannot stand in for the merge
+//! list.)
+//!
+//! Recognised only when the file says so (see [`FastCount::of`]), and then
+//! trusted only after it agrees with Hugging Face's tokenizer on a sample of
+//! awkward texts at load; otherwise the reference counts. The reference
+//! cross-check against `transformers` (`tests/reference/hf_check.py`) runs
+//! Llama 3.1's real folder through this path.
+
+use std::collections::HashMap;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+
+use crate::tokens::Encoding;
+use crate::tokens::pretok;
+use crate::tokens::singles::Singles;
+
+/// The split pattern of cl100k_base (and of Llama 3), as `tokenizer.json`
+/// writes it.
+const CL100K_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Texts the fast count must count as the reference does before it is
+/// used: whitespace runs, digits, contractions, CJK, emoji, code, special
+/// token text, combining marks.
+pub(super) const SAMPLES: [&str; 16] = [
+    "",
+    "Hello, world! It's a test: don't panic.",
+    "    indented\n\n\n\tcode();  \r\n  ",
+    "1234567890 3.14159 1,000,000",
+    "日本語のテキストと中文。한국어",
+    "emoji 😀🎉👍🏽 and é (e\u{301}) and ﬁ",
+    "fn main() {\n    let x = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n",
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
+    "          many spaces           ",
+    "\n\n\n\n\n\n\n\n",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "THE QUICK BROWN FOX'S JUMP'LL'VE'D",
+    "<document id=\"x\">\ntext\n</document>\n",
+    "\u{a0}\u{3000}\u{2028}mixed\u{85}spaces",
+    "https://example.com/path?q=1&r=2#frag",
+    "Ω≈ç√∫˜µ≤≥÷ ∑œ∑´®†¥¨ˆøπ“‘",
+];
+
+/// The fast count of one recognised folder.
+pub(super) struct FastCount {
+    /// Every token's bytes, for the single-token probe.
+    singles: Singles,
+    /// The token id of each byte's symbol.
+    byte_ids: [u32; 256],
+    /// (left id, right id) to (merge rank, merged id).
+    merges: FxHashMap<(u32, u32), (u32, u32)>,
+    /// The added tokens' texts, found leftmost-longest.
+    added: Option<AhoCorasick>,
+}
+
+impl std::fmt::Debug for FastCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastCount").finish_non_exhaustive()
+    }
+}
+
+/// GPT-2's byte-level map, inverted: the byte each printable symbol stands
+/// for.
+fn symbol_bytes() -> std::collections::HashMap<char, u8> {
+    let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+    let mut out = std::collections::HashMap::with_capacity(256);
+    let mut next = 256u32;
+    for b in 0..=255u8 {
+        let c = if printable(b) {
+            char::from(b)
+        } else {
+            let c = char::from_u32(next).unwrap_or('\0');
+            next += 1;
+            c
+        };
+        out.insert(c, b);
+    }
+    out
+}
+
+impl FastCount {
+    /// The fast count of the tokenizer `json` describes, when it is one
+    /// this module reproduces: no normalizer; a pre-tokenizer that is
+    /// cl100k's pattern split (isolated) then byte-level symbols without
+    /// their own regex; a BPE model without dropout, byte fallback or
+    /// subword affixes, with `ignore_merges`, whose tokens are byte-level
+    /// symbols (every byte's among them) and whose merges make tokens;
+    /// added tokens that strip nothing around them. `None` otherwise.
+    pub(super) fn of(json: &Value) -> Option<FastCount> {
+        let empty_normalizer = match json.get("normalizer") {
+            None | Some(Value::Null) => true,
+            Some(n) => n.get("type")?.as_str()? == "Sequence" && n.get("normalizers")?.as_array()?.is_empty(),
+        };
+        if !empty_normalizer {
+            return None;
+        }
+        let pre = json.get("pre_tokenizer")?;
+        let steps = match pre.get("type")?.as_str()? {
+            "Sequence" => pre.get("pretokenizers")?.as_array()?.as_slice(),
+            _ => return None,
+        };
+        let [split, byte_level] = steps else {
+            return None;
+        };
+        let split_ok = split.get("type")?.as_str()? == "Split"
+            && split.pointer("/pattern/Regex")?.as_str()? == CL100K_PATTERN
+            && split.get("behavior")?.as_str()? == "Isolated"
+            && !split.get("invert")?.as_bool()?;
+        let byte_level_ok = byte_level.get("type")?.as_str()? == "ByteLevel"
+            && !byte_level.get("use_regex")?.as_bool()?
+            && !byte_level
+                .get("add_prefix_space")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+        if !split_ok || !byte_level_ok {
+            return None;
+        }
+        let model = json.get("model")?;
+        let unset = |k: &str| match model.get(k) {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Bool(b)) => !b,
+            _ => false,
+        };
+        if model.get("type")?.as_str()? != "BPE"
+            || ![
+                "dropout",
+                "byte_fallback",
+                "continuing_subword_prefix",
+                "end_of_word_suffix",
+            ]
+            .into_iter()
+            .all(unset)
+        {
+            return None;
+        }
+        // Without `ignore_merges`, a piece that is a token could still be
+        // merged into others; the one-probe shortcut needs it set.
+        if !model
+            .get("ignore_merges")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            return None;
+        }
+        let map = symbol_bytes();
+        let vocab = model.get("vocab")?.as_object()?;
+        let mut tokens: Vec<Vec<u8>> = Vec::with_capacity(vocab.len());
+        let mut ids: HashMap<&str, u32> = HashMap::with_capacity(vocab.len());
+        let mut byte_ids = [u32::MAX; 256];
+        for (text, id) in vocab {
+            let id = u32::try_from(id.as_u64()?).ok()?;
+            let bytes: Vec<u8> = text
+                .chars()
+                .map(|c| map.get(&c).copied())
+                .collect::<Option<_>>()?;
+            if let [b] = bytes.as_slice() {
+                byte_ids[usize::from(*b)] = id;
+            }
+            ids.insert(text.as_str(), id);
+            tokens.push(bytes);
+        }
+        if byte_ids.contains(&u32::MAX) {
+            return None;
+        }
+        let list = model.get("merges")?.as_array()?;
+        let mut merges = FxHashMap::default();
+        merges.reserve(list.len());
+        for (rank, merge) in list.iter().enumerate() {
+            let (left, right) = match merge {
+                Value::String(s) => s.split_once(' ')?,
+                Value::Array(pair) => (pair.first()?.as_str()?, pair.get(1)?.as_str()?),
+                _ => return None,
+            };
+            let merged = ids.get(format!("{left}{right}").as_str())?;
+            let key = (*ids.get(left)?, *ids.get(right)?);
+            // The first (lowest-ranked) merge of a pair is the one applied.
+            merges.entry(key).or_insert((u32::try_from(rank).ok()?, *merged));
+        }
+        let mut added_texts = Vec::new();
+        for t in json.get("added_tokens")?.as_array()? {
+            let strips = ["lstrip", "rstrip", "single_word"]
+                .into_iter()
+                .any(|k| t.get(k).and_then(Value::as_bool).unwrap_or(false));
+            if strips {
+                return None;
+            }
+            added_texts.push(t.get("content")?.as_str()?.to_owned());
+        }
+        let added = if added_texts.is_empty() {
+            None
+        } else {
+            Some(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(&added_texts)
+                    .ok()?,
+            )
+        };
+        // The split tables must build (they always do for this crate's
+        // Unicode tables; if not, the reference counts).
+        pretok::split(Encoding::Cl100kBase, "")?;
+        let singles = Singles::new(tokens.iter().map(Vec::as_slice));
+        Some(FastCount {
+            singles,
+            byte_ids,
+            merges,
+            added,
+        })
+    }
+
+    /// Tokens the merge list makes of `piece` (not itself a token): its
+    /// bytes' symbols, merged lowest rank first, leftmost on a tie.
+    fn merged(&self, piece: &[u8]) -> usize {
+        let mut symbols: Vec<u32> = piece.iter().map(|&b| self.byte_ids[usize::from(b)]).collect();
+        loop {
+            let best = symbols
+                .windows(2)
+                .enumerate()
+                .filter_map(|(i, w)| self.merges.get(&(w[0], w[1])).map(|&(rank, id)| (rank, i, id)))
+                .min_by_key(|&(rank, i, _)| (rank, i));
+            let Some((_, i, id)) = best else {
+                return symbols.len();
+            };
+            symbols[i] = id;
+            symbols.remove(i + 1);
+        }
+    }
+
+    /// Tokens of `text`, as the reference encodes it without added special
+    /// tokens (`None` only if the split tables are gone, which they never
+    /// are once built).
+    pub(super) fn count(&self, text: &str) -> Option<usize> {
+        let Some(added) = &self.added else {
+            return self.count_plain(text);
+        };
+        let mut n = 0;
+        let mut at = 0;
+        for m in added.find_iter(text) {
+            n += self.count_plain(&text[at..m.start()])? + 1;
+            at = m.end();
+        }
+        Some(n + self.count_plain(&text[at..])?)
+    }
+
+    /// Tokens of a text holding no added token.
+    fn count_plain(&self, text: &str) -> Option<usize> {
+        let pieces = pretok::split(Encoding::Cl100kBase, text)?;
+        Some(
+            pieces
+                .map(|piece| {
+                    let bytes = piece.as_bytes();
+                    if self.singles.contains(bytes) {
+                        1
+                    } else {
+                        self.merged(bytes)
+                    }
+                })
+                .sum(),
+        )
+    }
+}
