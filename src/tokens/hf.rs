@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use self::fast::FastCount;
+use self::pieces::PieceCount;
 use super::template::{ChatMessage, ChatTemplate, TemplateError};
 use crate::vocab::saturating_u32;
 
@@ -76,8 +77,8 @@ pub struct HfModel {
     specials: Vec<String>,
     /// Finds them in a text, longest first.
     finder: aho_corasick::AhoCorasick,
-    /// The fast count, for a tokenizer it reproduces ([`fast`]).
-    fast: Option<FastCount>,
+    /// The fast count, for a tokenizer it reproduces ([`fast`], [`pieces`]).
+    fast: Option<Fast>,
 }
 
 impl std::fmt::Debug for HfModel {
@@ -153,7 +154,7 @@ impl HfModel {
         let tokenizer = tokenizers::Tokenizer::from_bytes(&tok_bytes)
             .map_err(|e| malformed(&tok_path, format!("not a tokenizer: {e}")))?;
         // The fast count, once it agrees with the reference on awkward texts.
-        let fast = FastCount::of(&tok_json).filter(|f| {
+        let fast = Fast::of(&tok_json).filter(|f| {
             fast::SAMPLES.iter().all(|t| {
                 let reference = tokenizer.encode_fast(*t, false).map(|e| e.len()).ok();
                 f.count(t) == reference
@@ -360,11 +361,36 @@ fn template_source(config: &serde_json::Value) -> Result<Option<String>, String>
     }
 }
 
+/// A fast count of one of the kinds recognised.
+#[derive(Debug)]
+enum Fast {
+    /// Byte-level BPE with cl100k's split (Llama 3).
+    ByteLevel(FastCount),
+    /// SentencePiece-style BPE (Gemma 3).
+    Pieces(PieceCount),
+}
+
+impl Fast {
+    fn of(json: &serde_json::Value) -> Option<Fast> {
+        FastCount::of(json)
+            .map(Fast::ByteLevel)
+            .or_else(|| PieceCount::of(json).map(Fast::Pieces))
+    }
+
+    fn count(&self, text: &str) -> Option<usize> {
+        match self {
+            Fast::ByteLevel(f) => f.count(text),
+            Fast::Pieces(p) => Some(p.count(text)),
+        }
+    }
+}
+
 /// A shared, loaded folder.
 pub type SharedModel = Arc<HfModel>;
 
 mod fast;
 #[cfg(test)]
 pub(crate) mod fixture;
+mod pieces;
 #[cfg(test)]
 mod tests;

@@ -92,6 +92,73 @@ fn symbol_bytes() -> std::collections::HashMap<char, u8> {
     out
 }
 
+/// The merge list of a BPE `model` as (left id, right id) to (rank, merged
+/// id), with the ids of `ids`; the first (lowest-ranked) merge of a pair is
+/// the one that applies. `None` if a merge names an unknown token.
+pub(super) fn merge_table(
+    model: &Value,
+    ids: &HashMap<&str, u32>,
+) -> Option<FxHashMap<(u32, u32), (u32, u32)>> {
+    let list = model.get("merges")?.as_array()?;
+    let mut merges = FxHashMap::default();
+    merges.reserve(list.len());
+    for (rank, merge) in list.iter().enumerate() {
+        let (left, right) = match merge {
+            Value::String(s) => s.split_once(' ')?,
+            Value::Array(pair) => (pair.first()?.as_str()?, pair.get(1)?.as_str()?),
+            _ => return None,
+        };
+        let merged = ids.get(format!("{left}{right}").as_str())?;
+        let key = (*ids.get(left)?, *ids.get(right)?);
+        merges.entry(key).or_insert((u32::try_from(rank).ok()?, *merged));
+    }
+    Some(merges)
+}
+
+/// The added tokens of `json` found leftmost-longest in raw text, as
+/// Hugging Face's added vocabulary cuts them before anything else (`None`
+/// inside when there are none). `None` when one strips text around it, or
+/// (unless `normalized_ok`) is matched on normalized text.
+pub(super) fn added_finder(json: &Value, normalized_ok: bool) -> Option<Option<AhoCorasick>> {
+    let mut texts = Vec::new();
+    for t in json.get("added_tokens")?.as_array()? {
+        let flag = |k: &str| t.get(k).and_then(Value::as_bool).unwrap_or(false);
+        if flag("lstrip")
+            || flag("rstrip")
+            || flag("single_word")
+            || (!normalized_ok && flag("normalized") && !flag("special"))
+        {
+            return None;
+        }
+        texts.push(t.get("content")?.as_str()?.to_owned());
+    }
+    if texts.is_empty() {
+        return Some(None);
+    }
+    let finder = AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostLongest)
+        .build(&texts)
+        .ok()?;
+    Some(Some(finder))
+}
+
+/// Merges `symbols` by `merges`, lowest rank first and leftmost on a tie
+/// (Hugging Face's BPE without dropout), and returns how many are left.
+pub(super) fn merge(symbols: &mut Vec<u32>, merges: &FxHashMap<(u32, u32), (u32, u32)>) -> usize {
+    loop {
+        let best = symbols
+            .windows(2)
+            .enumerate()
+            .filter_map(|(i, w)| merges.get(&(w[0], w[1])).map(|&(rank, id)| (rank, i, id)))
+            .min_by_key(|&(rank, i, _)| (rank, i));
+        let Some((_, i, id)) = best else {
+            return symbols.len();
+        };
+        symbols[i] = id;
+        symbols.remove(i + 1);
+    }
+}
+
 impl FastCount {
     /// The fast count of the tokenizer `json` describes, when it is one
     /// this module reproduces: no normalizer; a pre-tokenizer that is
@@ -177,40 +244,8 @@ impl FastCount {
         if byte_ids.contains(&u32::MAX) {
             return None;
         }
-        let list = model.get("merges")?.as_array()?;
-        let mut merges = FxHashMap::default();
-        merges.reserve(list.len());
-        for (rank, merge) in list.iter().enumerate() {
-            let (left, right) = match merge {
-                Value::String(s) => s.split_once(' ')?,
-                Value::Array(pair) => (pair.first()?.as_str()?, pair.get(1)?.as_str()?),
-                _ => return None,
-            };
-            let merged = ids.get(format!("{left}{right}").as_str())?;
-            let key = (*ids.get(left)?, *ids.get(right)?);
-            // The first (lowest-ranked) merge of a pair is the one applied.
-            merges.entry(key).or_insert((u32::try_from(rank).ok()?, *merged));
-        }
-        let mut added_texts = Vec::new();
-        for t in json.get("added_tokens")?.as_array()? {
-            let strips = ["lstrip", "rstrip", "single_word"]
-                .into_iter()
-                .any(|k| t.get(k).and_then(Value::as_bool).unwrap_or(false));
-            if strips {
-                return None;
-            }
-            added_texts.push(t.get("content")?.as_str()?.to_owned());
-        }
-        let added = if added_texts.is_empty() {
-            None
-        } else {
-            Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(&added_texts)
-                    .ok()?,
-            )
-        };
+        let merges = merge_table(model, &ids)?;
+        let added = added_finder(json, true)?;
         // The split tables must build (they always do for this crate's
         // Unicode tables; if not, the reference counts).
         pretok::split(Encoding::Cl100kBase, "")?;
@@ -227,18 +262,7 @@ impl FastCount {
     /// bytes' symbols, merged lowest rank first, leftmost on a tie.
     fn merged(&self, piece: &[u8]) -> usize {
         let mut symbols: Vec<u32> = piece.iter().map(|&b| self.byte_ids[usize::from(b)]).collect();
-        loop {
-            let best = symbols
-                .windows(2)
-                .enumerate()
-                .filter_map(|(i, w)| self.merges.get(&(w[0], w[1])).map(|&(rank, id)| (rank, i, id)))
-                .min_by_key(|&(rank, i, _)| (rank, i));
-            let Some((_, i, id)) = best else {
-                return symbols.len();
-            };
-            symbols[i] = id;
-            symbols.remove(i + 1);
-        }
+        merge(&mut symbols, &self.merges)
     }
 
     /// Tokens of `text`, as the reference encodes it without added special

@@ -1,6 +1,7 @@
 use super::fixture::{self, ALTERNATING, CHATML};
 use super::*;
 use crate::tokens::chat::{Framing, LayoutRules};
+use proptest::strategy::Strategy as _;
 
 fn folder(template: Option<&str>) -> (tempfile::TempDir, HfModel) {
     let dir = tempfile::tempdir().unwrap();
@@ -271,16 +272,43 @@ proptest::proptest! {
 }
 
 static LLAMA: std::sync::LazyLock<Option<HfModel>> = std::sync::LazyLock::new(|| real_folder("llama3_1"));
+static GEMMA: std::sync::LazyLock<Option<HfModel>> = std::sync::LazyLock::new(|| real_folder("gemma3"));
 
-/// Which real folders are counted fast: Llama 3.1 (cl100k's split, merges in
-/// rank order); the others have their own split patterns or none.
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+    /// Gemma 3's folder is counted fast (cut where no token crosses, each
+    /// cut merged alone), with the reference's count on every text.
+    #[test]
+    fn gemma_3_is_counted_fast_and_exactly(
+        text in proptest::prop_oneof![
+            crate::tokens::tokenizer::tests::adversarial_text(),
+            "\\PC{0,300}",
+            "[ \\t\\n\\r\\u{a0}\\u{2581}a-z0-9'.,!<|>/_]{0,300}",
+            proptest::sample::select(vec!["a > </b>", "x>  </y", "<p> </p>", " >\n</ "]).prop_map(str::to_owned),
+        ],
+        special in proptest::sample::select(vec!["", "<start_of_turn>", "<end_of_turn>", "<unused3>", "<bos>"]),
+    ) {
+        let Some(m) = GEMMA.as_ref() else {
+            eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
+            return Ok(());
+        };
+        proptest::prop_assert!(m.counts_fast());
+        let text = format!("{text}{special}{text}");
+        proptest::prop_assert_eq!(m.count(&text), m.reference_count(&text));
+    }
+}
+
+/// Which real folders are counted fast: Llama 3.1 (cl100k's split,
+/// `ignore_merges`) and Gemma 3 (SentencePiece-style BPE); Qwen 3 and
+/// DeepSeek V3 have split patterns of their own.
 #[test]
 fn the_real_folders_that_are_counted_fast() {
     for (family, fast) in [
         ("llama3_1", true),
         ("qwen3", false),
         ("deepseek_v3", false),
-        ("gemma3", false),
+        ("gemma3", true),
     ] {
         let Some(m) = real_folder(family) else {
             eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
