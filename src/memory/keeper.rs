@@ -706,16 +706,7 @@ pub fn items(ranked: &[Ranked]) -> Vec<Item> {
 
 /// `YYYY-MM-DD` (UTC) of a time in ms since the Unix epoch.
 pub fn date(ms: i64) -> String {
-    // Days to civil date (Howard Hinnant's algorithm).
-    let z = ms.div_euclid(86_400_000) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::vocab::date::civil_from_days(ms.div_euclid(86_400_000));
     format!("{year:04}-{month:02}-{day:02}")
 }
 

@@ -236,19 +236,10 @@ fn strftime(secs: u64, format: &str) -> String {
     out
 }
 
-/// (year, month, day) of the day `days` after 1970-01-01 (proleptic
-/// Gregorian; Howard Hinnant's days-to-civil algorithm).
+/// (year, month, day) of the day `days` after 1970-01-01.
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+    let (y, m, d) = crate::vocab::date::civil_from_days(i64::try_from(days).unwrap_or(i64::MAX / 2));
+    (u64::try_from(y).unwrap_or(0), u64::from(m), u64::from(d))
 }
 
 /// Days from 1970-01-01 to (year, month, day), for a date on or after it.

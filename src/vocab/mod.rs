@@ -8,8 +8,10 @@
 //! - [`Cancel`], [`Meter`], [`Cancelled`]: how long loops stop once a
 //!   request's deadline passes or its caller goes away.
 //! - [`escape`]: how text is kept from closing or forging our wrappers.
+//! - [`date`]: calendar dates from day counts.
 
 pub mod cancel;
+pub mod date;
 pub mod escape;
 mod role;
 pub mod violation;
