@@ -144,7 +144,19 @@ pub(super) fn added_finder(json: &Value, normalized_ok: bool) -> Option<Option<A
 
 /// Merges `symbols` by `merges`, lowest rank first and leftmost on a tie
 /// (Hugging Face's BPE without dropout), and returns how many are left.
+/// Short runs scan their pairs; a long one (a megabyte of one letter is one
+/// piece) keeps its pairs in a heap, so a run of `k` symbols costs
+/// `k log k`, never `k²`.
 pub(super) fn merge(symbols: &mut Vec<u32>, merges: &FxHashMap<(u32, u32), (u32, u32)>) -> usize {
+    if symbols.len() > SHORT_RUN {
+        merge_long(symbols, merges)
+    } else {
+        merge_scan(symbols, merges)
+    }
+}
+
+/// [`merge`] of a short run: each step scans the pairs for the lowest.
+fn merge_scan(symbols: &mut Vec<u32>, merges: &FxHashMap<(u32, u32), (u32, u32)>) -> usize {
     loop {
         let best = symbols
             .windows(2)
@@ -157,6 +169,56 @@ pub(super) fn merge(symbols: &mut Vec<u32>, merges: &FxHashMap<(u32, u32), (u32,
         symbols[i] = id;
         symbols.remove(i + 1);
     }
+}
+
+/// Runs longer than this are merged through a heap.
+const SHORT_RUN: usize = 48;
+
+/// [`merge`] of a long run: the symbols as a linked list in place, the
+/// candidate pairs in a heap by (rank, position of the left symbol); a
+/// popped pair that no longer stands (a side merged away, or the pair
+/// changed) is skipped. Positions keep their order, so the leftmost pair of
+/// a rank pops first, as the scan would choose it.
+fn merge_long(symbols: &mut [u32], merges: &FxHashMap<(u32, u32), (u32, u32)>) -> usize {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    const END: usize = usize::MAX;
+    let n = symbols.len();
+    let mut next: Vec<usize> = (1..=n).map(|i| if i == n { END } else { i }).collect();
+    let mut prev: Vec<usize> = (0..n).map(|i| i.checked_sub(1).unwrap_or(END)).collect();
+    let mut alive = vec![true; n];
+    let mut left = n;
+    let mut heap = BinaryHeap::new();
+    let pair = |symbols: &[u32], i: usize, j: usize| merges.get(&(symbols[i], symbols[j])).copied();
+    for i in 0..n.saturating_sub(1) {
+        if let Some((rank, id)) = pair(symbols, i, i + 1) {
+            heap.push(Reverse((rank, i, id)));
+        }
+    }
+    while let Some(Reverse((rank, i, id))) = heap.pop() {
+        let j = next[i];
+        if !alive[i] || j == END || pair(symbols, i, j) != Some((rank, id)) {
+            continue;
+        }
+        symbols[i] = id;
+        alive[j] = false;
+        next[i] = next[j];
+        if next[j] != END {
+            prev[next[j]] = i;
+        }
+        left -= 1;
+        if prev[i] != END {
+            if let Some((r, m)) = pair(symbols, prev[i], i) {
+                heap.push(Reverse((r, prev[i], m)));
+            }
+        }
+        if next[i] != END {
+            if let Some((r, m)) = pair(symbols, i, next[i]) {
+                heap.push(Reverse((r, i, m)));
+            }
+        }
+    }
+    left
 }
 
 impl FastCount {
@@ -296,5 +358,48 @@ impl FastCount {
                 })
                 .sum(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The heap merges a run exactly as the scan does: same merges,
+        /// same order, same count, on random merge tables over a small
+        /// alphabet (many ties and chains).
+        #[test]
+        fn the_heap_merges_as_the_scan_does(
+            run in prop::collection::vec(0u32..4, 0..300),
+            table in prop::collection::vec((0u32..12, 0u32..12, 0u32..40, 0u32..12), 0..60),
+        ) {
+            let mut merges = FxHashMap::default();
+            for (a, b, rank, id) in table {
+                merges.entry((a, b)).or_insert((rank, id));
+            }
+            let (mut scanned, mut heaped) = (run.clone(), run);
+            let n = merge_scan(&mut scanned, &merges);
+            let m = merge_long(&mut heaped, &merges);
+            prop_assert_eq!(n, m);
+        }
+    }
+
+    /// A megabyte of one letter is one piece: merged through the heap it
+    /// ends (the scan would take about 10^12 steps), with the count the
+    /// doubling merges give.
+    #[test]
+    fn a_long_run_costs_k_log_k() {
+        // "aa" -> 1, "11" -> 2, "22" -> 3, ...: doubling tokens.
+        let mut merges = FxHashMap::default();
+        for (rank, id) in (0u32..20).zip(1u32..) {
+            merges.insert((id - 1, id - 1), (rank, id));
+        }
+        let mut run = vec![0u32; 1 << 20];
+        assert_eq!(merge(&mut run, &merges), 1);
+        let mut run = vec![0u32; (1 << 20) + 1];
+        assert_eq!(merge(&mut run, &merges), 2);
     }
 }
