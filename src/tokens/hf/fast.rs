@@ -207,15 +207,15 @@ fn merge_long(symbols: &mut [u32], merges: &FxHashMap<(u32, u32), (u32, u32)>) -
             prev[next[j]] = i;
         }
         left -= 1;
-        if prev[i] != END {
-            if let Some((r, m)) = pair(symbols, prev[i], i) {
-                heap.push(Reverse((r, prev[i], m)));
-            }
+        if prev[i] != END
+            && let Some((r, m)) = pair(symbols, prev[i], i)
+        {
+            heap.push(Reverse((r, prev[i], m)));
         }
-        if next[i] != END {
-            if let Some((r, m)) = pair(symbols, i, next[i]) {
-                heap.push(Reverse((r, i, m)));
-            }
+        if next[i] != END
+            && let Some((r, m)) = pair(symbols, i, next[i])
+        {
+            heap.push(Reverse((r, i, m)));
         }
     }
     left
