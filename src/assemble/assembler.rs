@@ -26,11 +26,11 @@ use crate::vocab::{Cancel, saturating_u32};
 /// Default weight of the token-count caches.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Allocations of one request under a chat template before its rendered
-/// count is taken as it is (each lowers the budget by the overshoot; the
-/// per-message estimate is off by a few tokens, so one more nearly always
-/// fits).
-const MAX_RENDER_TRIES: u32 = 4;
+/// Allocations of one request under a chat template before it is refused
+/// as over its budget: the first, one lowered by the overshoot (the
+/// per-message estimate is off by a few tokens, so it nearly always fits),
+/// then a search between budgets that refused and budgets that went over.
+const MAX_RENDER_TRIES: u32 = 8;
 
 /// Assembles prompts. Cheap to share: clone the `Arc`.
 #[derive(Debug)]
@@ -283,35 +283,71 @@ impl Assembler {
             .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
         // A template's frames are estimated per message; the rendered count
         // is exact. A prompt the estimate let past the budget is allocated
-        // again under a budget lowered by what it went over, until it fits.
+        // again under a lower budget: first lowered by the overshoot, then,
+        // once a lowered budget leaves no room for what cannot be cut (the
+        // overshoot may have been in messages that a cut drops), halfway
+        // between the highest budget that refused and the lowest that went
+        // over. The answer always names the request's budget, and the first
+        // try's prefix lookup (later tries find the prefix it cached).
         let mut allowed = budget;
         let mut tries = 0;
+        let mut first_hit = None;
+        // Budgets at or above `over_at` render over; at or below `refused_at`
+        // leave no room.
+        let mut over_at = u32::MAX;
+        let mut refused_at: Option<u32> = None;
+        let mut least_over = u64::MAX;
         let (result, pipeline) = loop {
             let mut pipeline = Pipeline::new(self, &spec, &policy, &req, &tools, allowed, cancel, started);
             pipeline.warm_only = warm_only;
             let result = pipeline.run(key.clone());
-            let over = match &result {
-                Ok((_, usage, ..)) => (u64::from(usage.total_tokens) + u64::from(usage.tools_tokens))
-                    .saturating_sub(u64::from(budget.input)),
-                Err(_) => 0,
-            };
             tries += 1;
-            if over == 0 || (warm_only && cancel.is_cancelled()) {
-                let result = result.map(|mut r| {
-                    r.1.budget = budget.input;
-                    r
-                });
+            if warm_only && cancel.is_cancelled() {
                 break (result, pipeline);
             }
-            if tries >= MAX_RENDER_TRIES {
+            let rendered = match &result {
+                Ok((_, usage, cache, ..)) => {
+                    first_hit.get_or_insert(cache.prefix_cache_hit);
+                    Some(u64::from(usage.total_tokens) + u64::from(usage.tools_tokens))
+                }
+                Err(_) => None,
+            };
+            let next = match (rendered, &result) {
+                (Some(n), _) if n <= u64::from(budget.input) => {
+                    let result = result.map(|mut r| {
+                        r.1.budget = budget.input;
+                        r.2.prefix_cache_hit = first_hit.unwrap_or(r.2.prefix_cache_hit);
+                        r
+                    });
+                    break (result, pipeline);
+                }
+                (Some(n), _) => {
+                    over_at = allowed.input;
+                    least_over = least_over.min(n);
+                    match refused_at {
+                        None => allowed
+                            .input
+                            .saturating_sub(saturating_u32(n - u64::from(budget.input))),
+                        Some(r) => r + (over_at - r) / 2,
+                    }
+                }
+                // A lowered budget that leaves no room: search above it.
+                (None, Err(AssembleError::BudgetOverflow { .. })) if tries > 1 => {
+                    refused_at = Some(allowed.input);
+                    allowed.input + (over_at - allowed.input) / 2
+                }
+                (None, _) => break (result, pipeline),
+            };
+            let exhausted = refused_at.is_some_and(|r| next <= r) || next >= over_at;
+            if tries >= MAX_RENDER_TRIES || exhausted {
                 let overflow = AssembleError::BudgetOverflow {
-                    non_cuttable_tokens: u64::from(budget.input) + over,
+                    non_cuttable_tokens: least_over,
                     budget: budget.input,
                     model: spec.name.clone(),
                 };
                 break (Err(overflow), pipeline);
             }
-            allowed.input = allowed.input.saturating_sub(saturating_u32(over));
+            allowed.input = next;
         };
         if warm_only && cancel.is_cancelled() {
             drop(pipeline);

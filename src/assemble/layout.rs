@@ -183,15 +183,17 @@ pub(super) fn conform(plan: &mut Plan, rules: LayoutRules) -> usize {
             *role = Role::User;
         }
     }
-    if !rules.merge_consecutive || plan.windows(2).all(|w| w[0].0 != w[1].0) {
+    if !rules.merge_consecutive || plan.windows(2).all(|w| w[0].0 != w[1].0 || w[0].0 == Role::Tool) {
         return 0;
     }
     let before = plan.len();
     let mut out: Plan = Vec::with_capacity(before);
     for (role, source) in plan.drain(..) {
+        // Tool results stay apart: each answers its own call.
+        let joins = |last: &Role| *last == role && role != Role::Tool;
         match out.last_mut() {
-            Some((last, Source::Joined(parts))) if *last == role => parts.push(source),
-            Some((last, prev)) if *last == role => {
+            Some((last, Source::Joined(parts))) if joins(last) => parts.push(source),
+            Some((last, prev)) if joins(last) => {
                 let first = std::mem::replace(prev, Source::Joined(Vec::new()));
                 *prev = Source::Joined(vec![first, source]);
             }

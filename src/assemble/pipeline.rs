@@ -21,7 +21,7 @@ use crate::prompt::{AssembleRequest, BlockDecision, BlockKind, CacheHints, Cache
 use crate::prompt_cache::hints;
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
-use crate::tokens::chat::{REPLY_PRIMING_TOKENS, message_tokens};
+use crate::tokens::chat::message_tokens;
 use crate::tokens::hf::HfModel;
 use crate::tokens::{ChatMessage, ModelSpec, Tokenizer, cache};
 use crate::vocab::{Cancel, Role, Warning, WarningRef, codes, saturating_u32};
@@ -284,7 +284,7 @@ impl<'a> Pipeline<'a> {
         let query_tokens = self.message_cost(Role::User, self.count(&req.query));
         let base = u64::from(static_tokens)
             + u64::from(query_tokens)
-            + u64::from(REPLY_PRIMING_TOKENS)
+            + u64::from(self.tok.priming_tokens())
             + u64::from(tools_tokens);
 
         let plans = self.measure();

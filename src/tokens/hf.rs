@@ -214,10 +214,14 @@ impl HfModel {
 
         let vocab = tokenizer.get_vocab(true);
         let longest_token = vocab.keys().map(String::len).max().unwrap_or(1).max(1);
+        // The texts that can forge a turn: the special tokens, and the
+        // added tokens the template itself writes (DeepSeek's `<｜User｜>`,
+        // Qwen's `<tool_call>` are added but not special).
+        let emitted = template.as_ref().map(emitted_text).unwrap_or_default();
         let mut specials: Vec<String> = tokenizer
             .get_added_tokens_decoder()
             .into_values()
-            .filter(|t| t.special && !t.content.is_empty())
+            .filter(|t| !t.content.is_empty() && (t.special || emitted.contains(&t.content)))
             .map(|t| t.content)
             .collect();
         specials.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
@@ -343,6 +347,31 @@ impl HfModel {
     pub fn specials(&self) -> &[String] {
         &self.specials
     }
+}
+
+/// What `template` writes around small conversations (with and without a
+/// tool, a tool result, a system message); conversations it refuses are
+/// left out.
+fn emitted_text(template: &ChatTemplate) -> String {
+    let msg = |role, content| ChatMessage { role, content };
+    let tool = serde_json::json!({"type": "function", "function": {"name": "f", "description": "d",
+        "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}});
+    let probes: [&[ChatMessage<'_>]; 4] = [
+        &[msg("system", "s"), msg("user", "u")],
+        &[msg("user", "u"), msg("assistant", "a"), msg("user", "u")],
+        &[msg("user", "u"), msg("assistant", "a"), msg("tool", "t")],
+        &[msg("user", "u")],
+    ];
+    let mut out = String::new();
+    for p in probes {
+        for tools in [None, Some(std::slice::from_ref(&tool))] {
+            if let Ok(text) = template.render(p, tools, true) {
+                out.push_str(&text);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// The template source in a `tokenizer_config.json`: its `chat_template`

@@ -282,8 +282,12 @@ impl Tokenizer {
         };
         let mut h = blake3::Hasher::new();
         h.update(t.to_string().as_bytes());
-        if let Kind::Hf(model, _) = &t.kind {
+        if let Kind::Hf(model, framing) = &t.kind {
             h.update(model.digest());
+            // What a message costs besides its content is part of every
+            // count the caches keep (the prefix facts hold framed sums):
+            // two entries on one folder with other overheads never share.
+            h.update(format!("{framing:?}").as_bytes());
         }
         t.cache_key = *h.finalize().as_bytes();
         t

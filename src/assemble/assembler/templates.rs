@@ -375,3 +375,86 @@ fn neutralized_special_token_text_is_read_as_text() {
         .unwrap();
     assert!(warning.message.contains("messages [0]"), "{}", warning.message);
 }
+
+/// A folder without a template bills each message as its content plus the
+/// entry's overhead and nothing else (no reply priming): the total is that
+/// sum exactly.
+#[test]
+fn a_folder_without_a_template_bills_contents_and_overheads() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_folder(dir.path(), None);
+    let model = Arc::new(HfModel::load(dir.path()).unwrap());
+    let spec = ModelSpec {
+        name: "m".to_owned(),
+        prefix: false,
+        tokenizer: Tokenizer::hf(model.clone(), 2),
+        context_window: 100_000,
+        output_reserve: 1_000,
+        cache: Default::default(),
+        margin_bounds: None,
+    };
+    let a = Assembler::new(
+        Catalog::new(ModelTable::new(vec![spec]), BTreeMap::new()),
+        8 << 20,
+    );
+    let out = a.assemble(asking("hello world")).unwrap();
+    let sum: u32 = out.messages.iter().map(|m| model.count(&m.content) + 2).sum();
+    assert_eq!(out.usage.total_tokens, sum);
+    // Another overhead on the same folder is another tokenizer: its counts
+    // never come from the first one's cache entries.
+    assert_ne!(Tokenizer::hf(model.clone(), 2), Tokenizer::hf(model, 3));
+}
+
+/// An overshoot in messages a cut drops does not refuse a prompt whose
+/// uncuttable part fits: the lowered budget that leaves no room is searched
+/// above, and the answer names the request's budget.
+#[test]
+fn an_overshoot_in_cuttable_messages_does_not_refuse_the_prompt() {
+    let (_dir, a, model) = assembler(LATE_NOTES, Role::User);
+    let mut fitted = 0;
+    for budget in (60..200).step_by(7) {
+        let mut req = asking("hello world");
+        req.max_input_tokens = Some(budget);
+        req.static_segments = (0..3)
+            .map(|i| Segment {
+                id: format!("s{i}"),
+                kind: SegmentKind::System,
+                content: "Be brief and kind.".to_owned(),
+            })
+            .collect();
+        req.blocks[0].items = (0..3)
+            .map(|i| Item {
+                id: format!("e{i}"),
+                content: "The cat is here. ".repeat(4),
+                score: 1.0,
+                ..Item::default()
+            })
+            .collect();
+        // What can never be cut: the static messages and the query.
+        let floor = rendered_tokens(
+            &model,
+            &[
+                Message::text(Role::System, "Be brief and kind.".to_owned()),
+                Message::text(Role::System, "Be brief and kind.".to_owned()),
+                Message::text(Role::System, "Be brief and kind.".to_owned()),
+                Message::text(Role::User, "hello world".to_owned()),
+            ],
+        );
+        match a.assemble(req) {
+            Ok(out) => {
+                assert!(out.usage.total_tokens <= budget, "{budget}");
+                assert_eq!(out.usage.budget, budget);
+                fitted += 1;
+            }
+            Err(AssembleError::BudgetOverflow { budget: reported, .. }) => {
+                assert_eq!(reported, budget);
+                assert!(
+                    floor > budget,
+                    "refused at {budget} though the uncuttable part renders {floor}"
+                );
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(fitted > 10);
+}

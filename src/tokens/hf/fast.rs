@@ -182,38 +182,47 @@ const SHORT_RUN: usize = 48;
 fn merge_long(symbols: &mut [u32], merges: &FxHashMap<(u32, u32), (u32, u32)>) -> usize {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
-    const END: usize = usize::MAX;
-    let n = symbols.len();
-    let mut next: Vec<usize> = (1..=n).map(|i| if i == n { END } else { i }).collect();
-    let mut prev: Vec<usize> = (0..n).map(|i| i.checked_sub(1).unwrap_or(END)).collect();
-    let mut alive = vec![true; n];
-    let mut left = n;
+    // Positions as u32 (a run is at most a request's 4 MiB): the links and
+    // the heap's entries take 12 bytes per symbol, not 24.
+    const END: u32 = u32::MAX;
+    let Ok(n) = u32::try_from(symbols.len()) else {
+        return merge_scan(&mut symbols.to_vec(), merges);
+    };
+    let at = |i: u32| i as usize;
+    let mut next: Vec<u32> = (1..=n).map(|i| if i == n { END } else { i }).collect();
+    let mut prev: Vec<u32> = (0..n).map(|i| i.checked_sub(1).unwrap_or(END)).collect();
+    let mut left = symbols.len();
     let mut heap = BinaryHeap::new();
-    let pair = |symbols: &[u32], i: usize, j: usize| merges.get(&(symbols[i], symbols[j])).copied();
+    let pair = |symbols: &[u32], i: u32, j: u32| merges.get(&(symbols[at(i)], symbols[at(j)])).copied();
     for i in 0..n.saturating_sub(1) {
         if let Some((rank, id)) = pair(symbols, i, i + 1) {
             heap.push(Reverse((rank, i, id)));
         }
     }
     while let Some(Reverse((rank, i, id))) = heap.pop() {
-        let j = next[i];
-        if !alive[i] || j == END || pair(symbols, i, j) != Some((rank, id)) {
+        let j = next[at(i)];
+        // A merged-away symbol's next is END, so a stale entry for it stops
+        // here, as does one whose pair has changed.
+        if j == END || pair(symbols, i, j) != Some((rank, id)) {
             continue;
         }
-        symbols[i] = id;
-        alive[j] = false;
-        next[i] = next[j];
-        if next[j] != END {
-            prev[next[j]] = i;
+        symbols[at(i)] = id;
+        let after = next[at(j)];
+        next[at(i)] = after;
+        next[at(j)] = END;
+        prev[at(j)] = END;
+        if after != END {
+            prev[at(after)] = i;
         }
         left -= 1;
-        if prev[i] != END
-            && let Some((r, m)) = pair(symbols, prev[i], i)
+        let before = prev[at(i)];
+        if before != END
+            && let Some((r, m)) = pair(symbols, before, i)
         {
-            heap.push(Reverse((r, prev[i], m)));
+            heap.push(Reverse((r, before, m)));
         }
-        if next[i] != END
-            && let Some((r, m)) = pair(symbols, i, next[i])
+        if after != END
+            && let Some((r, m)) = pair(symbols, i, after)
         {
             heap.push(Reverse((r, i, m)));
         }

@@ -317,3 +317,23 @@ fn the_real_folders_that_are_counted_fast() {
         assert_eq!(m.counts_fast(), fast, "{family}");
     }
 }
+
+/// An added token the template writes can forge a turn even when it is not
+/// marked special (DeepSeek's `<｜User｜>`): it is found like a special one;
+/// one the template never writes, and that is not special, is text.
+#[test]
+fn added_tokens_the_template_writes_are_found() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_folder(dir.path(), Some(CHATML));
+    let mut json: serde_json::Value = serde_json::from_str(&fixture::tokenizer_json()).unwrap();
+    for t in json["added_tokens"].as_array_mut().unwrap() {
+        if t["content"] == "<|im_end|>" || t["content"] == "<bos>" {
+            t["special"] = false.into();
+        }
+    }
+    std::fs::write(dir.path().join("tokenizer.json"), json.to_string()).unwrap();
+    let m = HfModel::load(dir.path()).unwrap();
+    assert_eq!(m.specials_in("a<|im_end|>b<bos>"), vec!["<|im_end|>"]);
+    // Both are still one token each, as the engine reads them.
+    assert_eq!(m.count("<|im_end|><bos>"), 2);
+}
