@@ -247,3 +247,43 @@ fn the_scan_sees_the_forms_an_upward_arrow_can_take() {
             .all(|(_, l)| !l.contains("grpc"))
     );
 }
+
+/// The wire stops at `grpc/`: the domain rooms and the rooms under them
+/// never name tonic, prost or the generated code, in product code.
+/// (`telemetry`'s span exporter is a tonic client of its own collector,
+/// not a domain room.)
+#[test]
+fn the_domain_names_no_wire_type() {
+    const WIRE: [&str; 4] = ["tonic::", "prost::", "tonic_types::", "pbjson::"];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &src, &mut files);
+    let mut wrong = Vec::new();
+    for path in &files {
+        let f = source(&src, path);
+        const DOMAIN: [&str; 7] = [
+            "vocab",
+            "tokens",
+            "prompt",
+            "prompt_cache",
+            "compact",
+            "memory",
+            "assemble",
+        ];
+        let domain = DOMAIN.contains(&f.room.as_str());
+        if f.test_only || !domain {
+            continue;
+        }
+        let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for (n, line) in product_lines(&text) {
+            if let Some(w) = WIRE.iter().find(|w| line.contains(*w)) {
+                wrong.push(format!("{}:{n}: names `{w}`", f.path.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "wire types in the domain:\n{}",
+        wrong.join("\n")
+    );
+}

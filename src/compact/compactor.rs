@@ -132,7 +132,8 @@ impl Compactor {
             target_tokens: r.target,
             preserve_recent: r.preserve,
             tokenizer: r.tokenizer.to_string(),
-            exact: r.tokenizer.is_exact(),
+            // Under a chat template the frames are estimates.
+            exact: r.tokenizer.sums_exactly(),
             provenance: None,
             summary_index: None,
             trim_steps: Vec::new(),

@@ -10,7 +10,7 @@
 //! template may frame the first message, or a message after another of the
 //! same role, differently, and tokens can merge across a frame's edge. The
 //! exact count of such a prompt is its rendering, tokenized whole
-//! ([`crate::tokens::Tokenizer::rendered_count`]); the assembler settles on
+//! ([`crate::tokens::Tokenizer::rendered_text`], counted); the assembler settles on
 //! it.
 
 use super::hf::HfModel;

@@ -318,6 +318,15 @@ impl Tokenizer {
         self.margin_percent == 0
     }
 
+    /// Whether a prompt's cost is exactly the sum of its contents' counts
+    /// and [`Tokenizer::frame_tokens`] plus [`Tokenizer::priming_tokens`]
+    /// (OpenAI's formula; a folder without a template). Under a chat
+    /// template the frames are estimates and only the rendering is exact
+    /// ([`Tokenizer::rendered_text`]).
+    pub fn sums_exactly(&self) -> bool {
+        self.is_exact() && self.hf_model().and_then(|m| m.template()).is_none()
+    }
+
     /// The OpenAI encoding counted with, or `None` for a model folder.
     pub fn encoding(&self) -> Option<Encoding> {
         match &self.kind {

@@ -198,7 +198,14 @@ fn framing_is_measured_from_the_template() {
 /// `CONTEXT_ASSEMBLER_HF_VOCAB` names where (CI sets it; elsewhere these
 /// tests have nothing to load and say so).
 fn real_folder(family: &str) -> Option<HfModel> {
-    let root = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB")?;
+    let Some(root) = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB") else {
+        // CI fetches the folders: there, a missing one is a failure.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs without CONTEXT_ASSEMBLER_HF_VOCAB"
+        );
+        return None;
+    };
     let dir = std::path::Path::new(&root).join(family);
     Some(HfModel::load(&dir).unwrap_or_else(|e| panic!("{family}: {e}")))
 }
