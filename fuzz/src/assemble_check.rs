@@ -127,6 +127,9 @@ pub fn assemble_and_check(asm: &Assembler, req: &AssembleRequest) {
             least_budget_works(asm, req, spec, *non_cuttable_tokens);
         }
         Err(AssembleError::Cancelled) => panic!("cancelled without a cancel"),
+        // The fuzzed catalog's models count by OpenAI's formula: no template
+        // runs, so none can refuse.
+        Err(AssembleError::TemplateRefused { .. }) => panic!("a template refused a model without one"),
     }
 }
 
