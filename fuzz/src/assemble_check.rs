@@ -45,11 +45,10 @@ fn always_present(req: &AssembleRequest, tok: &Tokenizer) -> u64 {
         .iter()
         .map(|s| u64::from(message_tokens(tok, Role::System, &s.content)))
         .sum();
-    let tools: u64 = context_assembler::prompt_cache::tools::canonicalize(&req.tools)
-        .unwrap_or_default()
-        .iter()
-        .map(|t| u64::from(tok.count(t)))
-        .sum();
+    // What the provider bills for the tools: OpenAI's function formula where
+    // every definition is a function it can price, else their JSON texts.
+    let canonical = context_assembler::prompt_cache::tools::canonicalize(&req.tools).unwrap_or_default();
+    let tools = u64::from(tok.tools_tokens(&canonical).0);
     statics + u64::from(message_tokens(tok, Role::User, &req.query)) + u64::from(REPLY_PRIMING_TOKENS) + tools
 }
 
@@ -199,10 +198,11 @@ pub fn check_assembly(req: &AssembleRequest, spec: &ModelSpec, policy: &Policy, 
     assert_eq!(a.cache.prefix_message_count as usize, n_static);
     assert!(u64::from(u.total_tokens) + u64::from(u.tools_tokens) >= always_present(req, tok));
 
-    // Tools: canonical, in order, counted exactly.
+    // Tools: canonical, in order, counted as the provider bills them.
     assert_eq!(a.tools.len(), req.tools.len());
-    let tools: u64 = a.tools.iter().map(|t| u64::from(tok.count(t))).sum();
-    assert_eq!(tools, u64::from(u.tools_tokens), "tools tokens");
+    let (tools, exact) = tok.tools_tokens(&a.tools);
+    assert_eq!(tools, u.tools_tokens, "tools tokens");
+    assert_eq!(exact, u.tools_exact, "tools exactness");
 
     // The static prefix first and verbatim; the query last.
     for (m, s) in statics.iter().zip(&req.static_segments) {
