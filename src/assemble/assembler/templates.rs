@@ -35,13 +35,24 @@ fn assembler(template: &str, context_role: Role) -> (tempfile::TempDir, Assemble
 
 /// [`assembler`] under `policy`.
 fn assembler_with(template: &str, policy: Policy) -> (tempfile::TempDir, Assembler, Arc<HfModel>) {
+    folder_assembler(Some(template), 0, policy)
+}
+
+/// An assembler whose one model, "m", is the fixture folder with
+/// `template` (or none, each message then costing `overhead` besides its
+/// content), under `policy`.
+fn folder_assembler(
+    template: Option<&str>,
+    overhead: u32,
+    policy: Policy,
+) -> (tempfile::TempDir, Assembler, Arc<HfModel>) {
     let dir = tempfile::tempdir().unwrap();
-    fixture::write_folder(dir.path(), Some(template));
+    fixture::write_folder(dir.path(), template);
     let model = Arc::new(HfModel::load(dir.path()).unwrap());
     let spec = ModelSpec {
         name: "m".to_owned(),
         prefix: false,
-        tokenizer: Tokenizer::hf(model.clone(), 0),
+        tokenizer: Tokenizer::hf(model.clone(), overhead),
         context_window: 100_000,
         output_reserve: 1_000,
         cache: Default::default(),
@@ -381,22 +392,7 @@ fn neutralized_special_token_text_is_read_as_text() {
 /// sum exactly.
 #[test]
 fn a_folder_without_a_template_bills_contents_and_overheads() {
-    let dir = tempfile::tempdir().unwrap();
-    fixture::write_folder(dir.path(), None);
-    let model = Arc::new(HfModel::load(dir.path()).unwrap());
-    let spec = ModelSpec {
-        name: "m".to_owned(),
-        prefix: false,
-        tokenizer: Tokenizer::hf(model.clone(), 2),
-        context_window: 100_000,
-        output_reserve: 1_000,
-        cache: Default::default(),
-        margin_bounds: None,
-    };
-    let a = Assembler::new(
-        Catalog::new(ModelTable::new(vec![spec]), BTreeMap::new()),
-        8 << 20,
-    );
+    let (_dir, a, model) = folder_assembler(None, 2, Policy::default());
     let out = a.assemble(asking("hello world")).unwrap();
     let sum: u32 = out.messages.iter().map(|m| model.count(&m.content) + 2).sum();
     assert_eq!(out.usage.total_tokens, sum);
