@@ -22,7 +22,7 @@ use crate::prompt_cache::hints;
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::chat::message_tokens;
-use crate::tokens::hf::HfModel;
+use crate::tokens::hf::{HfModel, Piece};
 use crate::tokens::{ChatMessage, ModelSpec, Tokenizer, cache};
 use crate::vocab::{Cancel, Role, Warning, WarningRef, codes, saturating_u32};
 
@@ -170,6 +170,34 @@ impl<'a> Pipeline<'a> {
         message_tokens(self.tok, role, content)
     }
 
+    /// Tokens of a `role` message holding `text` (opening the prompt when
+    /// `first`; `key` is the count-cache key of `text`, when the caller has
+    /// it). Where the template sets the content in a piece of its own
+    /// ([`crate::tokens::chat::Glue`]) that piece is counted, seam and all,
+    /// through the cache (the rendering's piece is the same bytes, so the
+    /// final count finds it there); else the content, plus the role's frame.
+    fn message_count(&self, role: Role, first: bool, text: &str, key: Option<&cache::Key>) -> u32 {
+        if self.cancel.is_cancelled() {
+            return 0;
+        }
+        let piece = match self.tok.glue(role, first) {
+            Some(g) if !g.is_identity() => {
+                let mut h = self.tok.hasher();
+                g.hash_piece(&mut h, text);
+                let key = *h.finalize().as_bytes();
+                match self.asm.segments.cached_keyed(&key) {
+                    Some(n) => self.hit_or_missed(Some(n)).unwrap_or_default(),
+                    None => self.count_keyed(key, &g.piece(text)),
+                }
+            }
+            _ => match key {
+                Some(k) => self.count_keyed(*k, text),
+                None => self.count(text),
+            },
+        };
+        self.tok.glued_message_tokens(role, first, piece)
+    }
+
     /// Counts through the segment cache, tallying hits and misses. Once the
     /// request is cancelled, counts nothing and returns 0 (the run is
     /// abandoned before any result is used).
@@ -281,7 +309,7 @@ impl<'a> Pipeline<'a> {
             bytes: prefix_bytes,
             ..
         } = prefix;
-        let query_tokens = self.message_cost(Role::User, self.count(&req.query));
+        let query_tokens = self.message_count(Role::User, false, &req.query, None);
         let base = u64::from(static_tokens)
             + u64::from(query_tokens)
             + u64::from(self.tok.priming_tokens())
@@ -423,7 +451,8 @@ impl<'a> Pipeline<'a> {
                     .req
                     .static_segments
                     .iter()
-                    .map(|s| self.message_cost(Role::System, self.count(&s.content)))
+                    .enumerate()
+                    .map(|(i, s)| self.message_count(Role::System, i == 0, &s.content, None))
                     .fold(0, u32::saturating_add);
                 let tools_tokens = self.tok.tools_tokens(self.tools);
                 if self.cancel.is_cancelled() {
@@ -479,7 +508,7 @@ impl<'a> Pipeline<'a> {
             .collect();
         let count = |tools: Option<&[serde_json::Value]>| -> Result<u32, AssembleError> {
             match self.tok.rendered_text(&messages, tools) {
-                Some(Ok(text)) => Ok(self.count(&text)),
+                Some(Ok(text)) => Ok(self.count_rendered(model, &text)),
                 Some(Err(e)) => Err(AssembleError::TemplateRefused {
                     model: self.spec.name.clone(),
                     reason: e.to_string(),
@@ -502,6 +531,25 @@ impl<'a> Pipeline<'a> {
             }),
             warning,
         ))
+    }
+
+    /// Tokens of the rendering `text` of a prompt: piece by piece where
+    /// `model`'s added tokens cut it ([`crate::tokens::hf::Piece`]: the sum
+    /// is the whole's count, exactly), each piece through the segment cache,
+    /// so a prompt that shares messages with an earlier one counts only its
+    /// new pieces; else whole.
+    fn count_rendered(&self, model: &HfModel, text: &str) -> u32 {
+        let mut n = 0u32;
+        let cut = model.split(text, |p| {
+            n = n.saturating_add(match p {
+                Piece::Added => 1,
+                Piece::Text(t) => self.count(t),
+            });
+        });
+        match cut {
+            Some(()) => n,
+            None => self.count(text),
+        }
     }
 
     /// The warning about the messages whose text spells one of `model`'s
@@ -606,12 +654,11 @@ impl<'a> Pipeline<'a> {
                             .iter()
                             .map(|&(mb, mc)| {
                                 let it = self.item(mb, mc);
-                                let content = if self.cancel.is_cancelled() {
-                                    0
-                                } else {
-                                    self.count_keyed(*self.content_key(mb, mc), &it.content)
-                                };
-                                self.message_cost(it.role.unwrap_or(Role::User), content)
+                                if self.cancel.is_cancelled() {
+                                    return 0;
+                                }
+                                let role = it.role.unwrap_or(Role::User);
+                                self.message_count(role, false, &it.content, Some(self.content_key(mb, mc)))
                             })
                             .fold(0, u32::saturating_add)
                     } else if self.cancel.is_cancelled() {

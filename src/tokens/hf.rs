@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use self::fast::FastCount;
 use self::pieces::PieceCount;
+pub use self::split::Piece;
+use self::split::Splitter;
 use super::template::{ChatMessage, ChatTemplate, TemplateError};
 use crate::vocab::saturating_u32;
 
@@ -79,6 +81,8 @@ pub struct HfModel {
     finder: aho_corasick::AhoCorasick,
     /// The fast count, for a tokenizer it reproduces ([`fast`], [`pieces`]).
     fast: Option<Fast>,
+    /// Where the added vocabulary cuts a text ([`split`]).
+    splitter: Option<Splitter>,
 }
 
 impl std::fmt::Debug for HfModel {
@@ -160,6 +164,7 @@ impl HfModel {
                 f.count(t) == reference
             })
         });
+        let splitter = Splitter::of(&tok_json);
         drop(tok_json);
 
         let mut hasher = blake3::Hasher::new();
@@ -247,6 +252,7 @@ impl HfModel {
             specials,
             finder,
             fast,
+            splitter,
         })
     }
 
@@ -292,6 +298,16 @@ impl HfModel {
             Ok(e) => saturating_u32(e.len()),
             Err(_) => saturating_u32(text.len()),
         }
+    }
+
+    /// Calls `f` with each piece of `text` cut where the tokenizer cuts it
+    /// first, at its added tokens ([`split`]): the count of `text` is the
+    /// number of [`Piece::Added`] plus the count of each [`Piece::Text`].
+    /// `None` (and no call) for a vocabulary whose added tokens strip their
+    /// neighbours.
+    pub fn split<'t>(&self, text: &'t str, f: impl FnMut(Piece<'t>)) -> Option<()> {
+        self.splitter.as_ref()?.for_each(text, f);
+        Some(())
     }
 
     /// Tokens of each prefix `text[..end]` for the ascending byte offsets
@@ -421,5 +437,6 @@ mod fast;
 #[cfg(test)]
 pub(crate) mod fixture;
 mod pieces;
+mod split;
 #[cfg(test)]
 mod tests;

@@ -125,6 +125,12 @@ fn python_strip<'s>(s: &'s str, chars: Option<&str>, left: bool, right: bool) ->
     if right { s.trim_end_matches(strip) } else { s }
 }
 
+/// Python's `str.strip()` of `s`: what a template's `| trim` leaves of a
+/// content.
+pub fn py_strip(s: &str) -> &str {
+    python_strip(s, None, true, true)
+}
+
 /// Jinja2's `trim` filter: Python's `str.strip(chars)`.
 fn trim(value: String, chars: Option<String>) -> String {
     python_strip(&value, chars.as_deref(), true, true).to_owned()

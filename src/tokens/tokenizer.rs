@@ -226,7 +226,7 @@ enum Kind {
     Bpe(Encoding),
     /// A model folder's own tokenizer and template, with what its messages
     /// cost besides their contents.
-    Hf(Arc<HfModel>, Framing),
+    Hf(Arc<HfModel>, Arc<Framing>),
 }
 
 /// Counts tokens for one model: exactly, or as an estimate.
@@ -271,7 +271,7 @@ impl Tokenizer {
     /// chat template cost their content plus `message_overhead` tokens.
     pub fn hf(model: Arc<HfModel>, message_overhead: u32) -> Self {
         let framing = chat::Framing::of(&model, message_overhead);
-        Tokenizer::new(Kind::Hf(model, framing), 0)
+        Tokenizer::new(Kind::Hf(model, Arc::new(framing)), 0)
     }
 
     fn new(kind: Kind, margin_percent: u32) -> Self {
@@ -454,6 +454,33 @@ impl Tokenizer {
             Kind::Bpe(e) => chat::MESSAGE_OVERHEAD_TOKENS
                 .saturating_add(self.with_margin(u64::from(e.role_tokens()[role as usize]))),
             Kind::Hf(_, f) => f.frames[role as usize],
+        }
+    }
+
+    /// How a `role` message's content is joined into the piece of the
+    /// rendering that holds it (opening the prompt when `first`), for a
+    /// model folder whose template sets it in a piece of its own: the
+    /// message then costs [`Tokenizer::rest_tokens`] plus the count of
+    /// [`chat::Glue::piece`], exactly (see [`chat::Glue`]). `None` for
+    /// OpenAI's formula, a folder without a template, or a role the
+    /// template frames otherwise.
+    pub fn glue(&self, role: Role, first: bool) -> Option<&chat::Glue> {
+        match &self.kind {
+            Kind::Hf(_, f) => f.glue(role, first),
+            Kind::Bpe(_) => None,
+        }
+    }
+
+    /// Tokens of a `role` message (opening the prompt when `first`) whose
+    /// content's piece ([`Tokenizer::glue`]) counts `piece`: the piece and
+    /// the frame outside it. Where the role has no glue, `piece` is the
+    /// content's count and the frame is [`Tokenizer::frame_tokens`].
+    pub fn glued_message_tokens(&self, role: Role, first: bool, piece: u32) -> u32 {
+        match &self.kind {
+            Kind::Hf(_, f) if f.glue(role, first).is_some() => {
+                u32::try_from((f.rest(role, first) + i64::from(piece)).max(0)).unwrap_or(u32::MAX)
+            }
+            _ => piece.saturating_add(self.frame_tokens(role)),
         }
     }
 

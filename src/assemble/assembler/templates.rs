@@ -79,6 +79,17 @@ fn chatml_tokens(model: &HfModel, messages: &[Message]) -> u32 {
     model.count(&text)
 }
 
+/// Tokens of one message rendered as ChatML by hand, alone: what it adds
+/// to a prompt (it ends with a newline after `<|im_end|>`, which no piece
+/// of the next message's text can join).
+fn chatml_message_tokens(model: &HfModel, m: &Message) -> u32 {
+    model.count(&format!(
+        "<|im_start|>{}\n{}<|im_end|>\n",
+        m.role.as_str(),
+        m.content
+    ))
+}
+
 /// The messages rendered by the model's own template, tokenized whole.
 fn rendered_tokens(model: &HfModel, messages: &[Message]) -> u32 {
     let chat: Vec<ChatMessage<'_>> = messages
@@ -195,6 +206,14 @@ proptest! {
                 prop_assert_eq!(Some(out.usage.budget), req.max_input_tokens);
                 prop_assert!(out.usage.exact);
                 prop_assert!(out.usage.tokenizer.starts_with("hf:"));
+                // Each part is measured exactly, seam and all, before any
+                // rendering: the static prefix, and the turns kept.
+                let statics = out.cache.prefix_message_count as usize;
+                let exact = |ms: &[Message]| ms.iter().map(|m| chatml_message_tokens(&model, m)).sum::<u32>();
+                prop_assert_eq!(out.usage.static_tokens, exact(&out.messages[..statics]));
+                let turns = out.decisions.iter().find(|d| d.kind == BlockKind::RecentTurns).unwrap();
+                let kept = turns.kept_item_ids.len();
+                prop_assert_eq!(turns.tokens_kept, exact(&out.messages[statics..statics + kept]));
                 // Warm equals cold.
                 let warm = a.assemble(req).unwrap();
                 prop_assert_eq!(&warm.messages, &out.messages);

@@ -1,6 +1,8 @@
 use super::fixture::{self, ALTERNATING, CHATML};
 use super::*;
+use crate::tokens::Tokenizer;
 use crate::tokens::chat::{Framing, LayoutRules};
+use crate::vocab::Role;
 use proptest::strategy::Strategy as _;
 
 fn folder(template: Option<&str>) -> (tempfile::TempDir, HfModel) {
@@ -343,4 +345,168 @@ fn added_tokens_the_template_writes_are_found() {
     assert_eq!(m.specials_in("a<|im_end|>b<bos>"), vec!["<|im_end|>"]);
     // Both are still one token each, as the engine reads them.
     assert_eq!(m.count("<|im_end|><bos>"), 2);
+}
+
+/// A template in Llama 3's manner: the content stripped, after a blank line
+/// that merges with a content's own leading newlines.
+const TRIMMED: &str = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n\n{{ m['content'] | trim }}<|im_end|>{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n\n{% endif %}";
+
+/// The per-message formula: the priming, and for each message the frame
+/// outside its piece plus the count of the piece (seam and all); `None`
+/// when a message's role has no glue there.
+fn formula(tok: &Tokenizer, msgs: &[(Role, String)]) -> Option<u32> {
+    let mut n = tok.priming_tokens();
+    for (i, (role, content)) in msgs.iter().enumerate() {
+        let glue = tok.glue(*role, i == 0)?;
+        n += tok.glued_message_tokens(*role, i == 0, tok.count(&glue.piece(content)));
+    }
+    Some(n)
+}
+
+/// The same without the seam: each content counted alone, plus its frame.
+fn seamless(tok: &Tokenizer, msgs: &[(Role, String)]) -> u32 {
+    msgs.iter()
+        .map(|(role, c)| tok.frame_tokens(*role) + tok.count(c))
+        .sum::<u32>()
+        + tok.priming_tokens()
+}
+
+fn rendered(model: &HfModel, msgs: &[(Role, String)]) -> u32 {
+    let chat: Vec<ChatMessage<'_>> = msgs
+        .iter()
+        .map(|(r, c)| ChatMessage {
+            role: r.as_str(),
+            content: c,
+        })
+        .collect();
+    model.count(&model.template().unwrap().render(&chat, None, true).unwrap())
+}
+
+/// The glue is read off the template: ChatML writes the content whole after
+/// `role\n`; the Llama-like template strips it after `role\n\n`; Gemma's
+/// manner folds the system prompt into the first user turn, so a system
+/// message has no piece of its own.
+#[test]
+fn the_glue_is_read_off_the_template() {
+    let (_d, m) = folder(Some(CHATML));
+    let tok = Tokenizer::hf(Arc::new(m), 0);
+    let g = tok.glue(Role::User, false).unwrap();
+    assert_eq!((g.head.as_str(), g.tail.as_str(), g.trim), ("user\n", "", false));
+    assert_eq!(tok.glue(Role::Tool, false).unwrap().head, "tool\n");
+    // `<|im_start|>`, `<|im_end|>` and the newline after it.
+    assert_eq!(tok.glued_message_tokens(Role::User, false, 0), 3);
+
+    let (_d, m) = folder(Some(TRIMMED));
+    let tok = Tokenizer::hf(Arc::new(m), 0);
+    let g = tok.glue(Role::Assistant, false).unwrap();
+    assert_eq!((g.head.as_str(), g.trim), ("assistant\n\n", true));
+
+    let (_d, m) = folder(Some(ALTERNATING));
+    let tok = Tokenizer::hf(Arc::new(m), 0);
+    assert!(tok.glue(Role::System, true).is_none());
+    assert_eq!(tok.glue(Role::User, true).unwrap().head, "user\n");
+    assert!(tok.glue(Role::User, true).unwrap().trim);
+}
+
+/// A content that opens with newlines merges with the newline its frame
+/// ends with: counted alone it misses that, counted in its piece it does
+/// not.
+#[test]
+fn a_seam_is_counted_in_the_piece() {
+    let (_d, m) = folder(Some(CHATML));
+    let m = Arc::new(m);
+    let tok = Tokenizer::hf(m.clone(), 0);
+    let msgs = [(Role::User, "\n\nhello".to_owned())];
+    assert_eq!(formula(&tok, &msgs), Some(rendered(&m, &msgs)));
+    assert_ne!(
+        seamless(&tok, &msgs),
+        rendered(&m, &msgs),
+        "the seam matters here"
+    );
+}
+
+fn conversation() -> impl proptest::strategy::Strategy<Value = Vec<(Role, String)>> {
+    let text = proptest::collection::vec(
+        proptest::sample::select(vec![
+            "hello", " hello", "\n", "\n\n", "\n\n\n", "  ", "    ", " the", ".\n", "é", "日本", "😀", "x",
+            "\t",
+        ]),
+        0..10,
+    )
+    .prop_map(|p| p.concat());
+    (
+        proptest::option::of(text.clone()),
+        proptest::collection::vec((text.clone(), text.clone(), proptest::bool::ANY), 0..5),
+        text,
+    )
+        .prop_map(|(system, turns, last)| {
+            let mut msgs = Vec::new();
+            if let Some(s) = system {
+                msgs.push((Role::System, s));
+            }
+            for (ask, answer, tool) in turns {
+                msgs.push((Role::User, ask));
+                msgs.push((Role::Assistant, answer.clone()));
+                if tool {
+                    msgs.push((Role::Tool, answer));
+                }
+            }
+            msgs.push((Role::User, last));
+            msgs
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+    /// The sum is exact: the priming plus each message's frame and piece
+    /// equals the whole rendering's count, for contents that open and close
+    /// with whitespace and newlines, under a template that writes them
+    /// whole and one that strips them.
+    #[test]
+    fn the_per_message_sum_is_the_rendered_count(msgs in conversation()) {
+        for template in [CHATML, TRIMMED] {
+            let (_d, m) = folder(Some(template));
+            let m = Arc::new(m);
+            let tok = Tokenizer::hf(m.clone(), 0);
+            proptest::prop_assert_eq!(formula(&tok, &msgs), Some(rendered(&m, &msgs)));
+        }
+    }
+}
+
+/// The sum is exact on the real templates too, wherever a role has glue:
+/// every role of Qwen 3, Llama 3.1 and DeepSeek V3 (the first system
+/// message of Llama 3.1 holds the dated header it is written with), and
+/// Gemma 3's user and model turns.
+#[test]
+fn the_per_message_sum_is_the_rendered_count_on_real_templates() {
+    let contents = [
+        "Hello there.",
+        "\n\nleading newlines",
+        "trailing newlines\n\n",
+        "  spaces around  ",
+        "日本語のテキスト。\n",
+        "😀 emoji\u{301}",
+        "\tcode() {\n    return 1;\n}\n",
+        "",
+    ];
+    for family in ["qwen3", "llama3_1", "deepseek_v3", "gemma3"] {
+        let Some(m) = real_folder(family) else { return };
+        let m = Arc::new(m);
+        let tok = Tokenizer::hf(m.clone(), 0);
+        let roles: &[Role] = if family == "gemma3" {
+            &[Role::User, Role::Assistant, Role::User]
+        } else {
+            &[Role::System, Role::User, Role::Assistant, Role::User]
+        };
+        for shift in 0..contents.len() {
+            let msgs: Vec<(Role, String)> = roles
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| (r, contents[(i + shift) % contents.len()].to_owned()))
+                .collect();
+            let sum = formula(&tok, &msgs).unwrap_or_else(|| panic!("{family}: a role without glue"));
+            assert_eq!(sum, rendered(&m, &msgs), "{family}: {msgs:?}");
+        }
+    }
 }
