@@ -76,6 +76,81 @@ fn counting_model_folders(c: &mut Criterion) {
     g.finish();
 }
 
+/// The exact count of a long conversation rendered by a model's template
+/// (60 turns, about 130 KB), where each request adds a turn the cache has not
+/// seen, side by side: the rendering tokenized whole (what every request
+/// paid before), and counted piece by piece where the added tokens cut it,
+/// each piece through the count cache (the earlier turns are hits), with the
+/// rendering itself measured alone. Folders as for `count_1mb_hf`.
+fn rendered_count_model_folders(c: &mut Criterion) {
+    use context_assembler::tokens::ChatMessage;
+    use context_assembler::tokens::hf::{HfModel, Piece};
+    let root = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/hf-vocab"));
+    let mut g = c.benchmark_group("rendered_count_hf");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1));
+    let mut rng = Rng::new(11);
+    let turns: Vec<String> = (0..60).map(|_| workload::prose(&mut rng, 2200)).collect();
+    for family in ["llama3_1", "qwen3", "gemma3", "deepseek_v3"] {
+        let dir = root.join(family);
+        if !dir.join("tokenizer.json").exists() {
+            eprintln!("rendered_count_hf: no {} (run .ci/hf_vocab.sh)", dir.display());
+            continue;
+        }
+        let model = Arc::new(HfModel::load(&dir).unwrap());
+        let tok = Tokenizer::hf(model.clone(), 0);
+        let template = model.template().unwrap();
+        let next = std::cell::Cell::new(0u64);
+        // The conversation with a last user turn no request sent before.
+        let render = || {
+            next.set(next.get() + 1);
+            let last = format!("And what about case {}?", next.get());
+            let mut msgs: Vec<ChatMessage<'_>> = turns
+                .iter()
+                .enumerate()
+                .map(|(i, t)| ChatMessage {
+                    role: if i % 2 == 0 { "user" } else { "assistant" },
+                    content: t,
+                })
+                .collect();
+            msgs.push(ChatMessage {
+                role: "user",
+                content: &last,
+            });
+            template.render(&msgs, None, true).unwrap()
+        };
+        let cache = CountCache::new(CACHE_BYTES);
+        let by_pieces = |text: &str| {
+            let mut n = 0;
+            model
+                .split(text, |p| {
+                    n += match p {
+                        Piece::Added => 1,
+                        Piece::Text(t) => cache.count(&tok, t).0,
+                    }
+                })
+                .unwrap();
+            n
+        };
+        let sample = render();
+        assert_eq!(by_pieces(&sample), model.count(&sample), "{family}");
+        g.throughput(Throughput::Bytes(sample.len() as u64));
+        g.bench_function(BenchmarkId::new("render", family), |b| {
+            b.iter(|| black_box(render()))
+        });
+        g.bench_function(BenchmarkId::new("whole", family), |b| {
+            b.iter(|| model.count(&render()))
+        });
+        g.bench_function(BenchmarkId::new("pieces", family), |b| {
+            b.iter(|| by_pieces(&render()))
+        });
+    }
+    g.finish();
+}
+
 /// Cold counting throughput, 1 MB inputs: ours (bpe-openai with a single-token
 /// fast path), bpe-openai alone, and tiktoken-rs.
 /// tiktoken-rs is skipped where it panics (o200k on long whitespace runs).
@@ -374,6 +449,7 @@ criterion_group!(
     benches,
     counting,
     counting_model_folders,
+    rendered_count_model_folders,
     cache_lookup,
     count_table,
     assemble_by_tokens,

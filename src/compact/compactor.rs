@@ -106,16 +106,16 @@ impl Compactor {
         now: Instant,
     ) -> Result<Compaction, CompactError> {
         let r = self.resolve(&req)?;
-        let mut hits = 0u64;
+        let mut lookups = Lookups::default();
         let mut costs = Vec::with_capacity(req.messages.len());
         let mut meter = Meter::new(cancel);
-        for m in &req.messages {
-            costs.push(self.cost(&r.tokenizer, m, &mut hits, &mut meter)?);
+        for (i, m) in req.messages.iter().enumerate() {
+            costs.push(self.cost(&r.tokenizer, m, i == 0, &mut lookups, &mut meter)?);
         }
         metrics::cache_lookups(
             metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
-            hits,
-            blocks(&req.messages) - hits,
+            lookups.hits,
+            lookups.made - lookups.hits,
         );
         let before = total(&r.tokenizer, &costs);
         let layout = Layout::of(&req.messages, &r.settings.marker_key);
@@ -208,28 +208,36 @@ impl Compactor {
         })
     }
 
-    /// Tokens of one message under the compaction formula, counting each
-    /// block through the shared count cache. Ticks `meter` per block (a
-    /// message may hold very many), and stops once it is cancelled.
+    /// Tokens of one message (opening the conversation when `first`) under
+    /// the compaction formula ([`message_tokens`]), counting through the
+    /// shared count cache. Ticks `meter` per block (a message may hold very
+    /// many), and stops once it is cancelled.
     fn cost(
         &self,
         tok: &Tokenizer,
         m: &Msg,
-        hits: &mut u64,
+        first: bool,
+        lookups: &mut Lookups,
         meter: &mut Meter<'_>,
     ) -> Result<u32, CompactError> {
-        let mut n = tok.frame_tokens(m.role);
-        for c in &m.content {
-            for text in c.counted_texts() {
-                meter.tick(1 + text.len() as u64)?;
-                if !text.is_empty() {
-                    let (count, hit) = self.counting.count_cached(tok, text);
-                    *hits += u64::from(hit);
-                    n = n.saturating_add(count);
-                }
+        let mut stopped = None;
+        let n = message_tokens(tok, m, first, |text| {
+            if stopped.is_some() {
+                return 0;
             }
+            if let Err(e) = meter.tick(1 + text.len() as u64) {
+                stopped = Some(e);
+                return 0;
+            }
+            let (count, hit) = self.counting.count_cached(tok, text);
+            lookups.made += 1;
+            lookups.hits += u64::from(hit);
+            count
+        });
+        match stopped {
+            Some(e) => Err(e.into()),
+            None => Ok(n),
         }
-        Ok(n)
     }
 
     /// Replaces `messages[body..cut]` with a summary (merged into an earlier
@@ -259,7 +267,7 @@ impl Compactor {
         let Layout { head, earlier, body } = layout;
         let (earlier_index, earlier_summary) = earlier.unzip();
         let summary = Summary::of_until(&req.messages[body..cut], earlier_summary, cancel)?;
-        let mut hits = 0;
+        let mut lookups = Lookups::default();
         let continuation = Msg {
             id: String::new(),
             role: Role::User,
@@ -278,8 +286,9 @@ impl Compactor {
         };
         let mut meter = Meter::new(cancel);
         let mut added = 0u32;
-        for m in std::iter::once(&continuation).chain(&pinned) {
-            added = added.saturating_add(self.cost(&r.tokenizer, m, &mut hits, &mut meter)?);
+        for (i, m) in std::iter::once(&continuation).chain(&pinned).enumerate() {
+            let first = head + i == 0;
+            added = added.saturating_add(self.cost(&r.tokenizer, m, first, &mut lookups, &mut meter)?);
         }
         let after = r
             .tokenizer
@@ -437,6 +446,13 @@ fn session(req: &CompactRequest) -> SessionKey<'_> {
     SessionKey::new(&req.cache_salt, &req.session_id)
 }
 
+/// Count-cache lookups made, and how many hit.
+#[derive(Debug, Default)]
+struct Lookups {
+    made: u64,
+    hits: u64,
+}
+
 /// Tokens of a conversation whose messages cost `costs`.
 fn total(tok: &Tokenizer, costs: &[u32]) -> u32 {
     costs
@@ -445,29 +461,32 @@ fn total(tok: &Tokenizer, costs: &[u32]) -> u32 {
         .fold(tok.priming_tokens(), u32::saturating_add)
 }
 
+/// Tokens of the message `m` (opening the conversation when `first`), each
+/// text counted by `count`: the chat formula's frame plus its blocks' texts;
+/// for a model folder whose template sets a lone text in a piece of its own
+/// ([`Tokenizer::glue`]), the frame outside that piece plus the piece's
+/// count, which is exact where the content meets the frame.
+fn message_tokens(tok: &Tokenizer, m: &Msg, first: bool, mut count: impl FnMut(&str) -> u32) -> u32 {
+    if let ([Content::Text(text)], Some(glue)) = (m.content.as_slice(), tok.glue(m.role, first)) {
+        return tok.glued_message_tokens(m.role, first, count(&glue.piece(text)));
+    }
+    m.content
+        .iter()
+        .flat_map(Content::counted_texts)
+        .filter(|t| !t.is_empty())
+        .map(count)
+        .fold(tok.frame_tokens(m.role), u32::saturating_add)
+}
+
 /// Tokens of `messages` under the compaction formula, counted from scratch
 /// (no cache): what every reported count must equal.
 pub fn recount(tok: &Tokenizer, messages: &[Msg]) -> u32 {
     let costs: Vec<u32> = messages
         .iter()
-        .map(|m| {
-            m.content
-                .iter()
-                .flat_map(Content::counted_texts)
-                .map(|t| tok.count(t))
-                .fold(tok.frame_tokens(m.role), u32::saturating_add)
-        })
+        .enumerate()
+        .map(|(i, m)| message_tokens(tok, m, i == 0, |t| tok.count(t)))
         .collect();
     total(tok, &costs)
-}
-
-/// Non-empty texts counted over all blocks (cache lookups made).
-fn blocks(msgs: &[Msg]) -> u64 {
-    msgs.iter()
-        .flat_map(|m| &m.content)
-        .flat_map(Content::counted_texts)
-        .filter(|t| !t.is_empty())
-        .count() as u64
 }
 
 fn ids(msgs: &[Msg]) -> Vec<String> {

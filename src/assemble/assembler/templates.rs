@@ -473,3 +473,48 @@ fn an_overshoot_in_cuttable_messages_does_not_refuse_the_prompt() {
     }
     assert!(fitted > 10);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// `Compact` counts a template model's text conversation as the engine
+    /// bills it (its ChatML rendering, tokenized whole), before and after a
+    /// summary replaces its older turns, contents meeting their frames in
+    /// newlines included.
+    #[test]
+    fn compact_counts_a_template_conversation_as_rendered(
+        turns in prop::collection::vec((text(), text()), 1..8),
+        system in prop::option::of(text()),
+        trigger in 2u32..200,
+    ) {
+        use crate::compact::{CompactRequest, Compactor, Msg};
+        let (_dir, a, model) = assembler(CHATML, Role::User);
+        let mut messages: Vec<Msg> = system.into_iter().map(|s| Msg::text(Role::System, s)).collect();
+        for (ask, answer) in turns {
+            messages.push(Msg::text(Role::User, ask));
+            messages.push(Msg::text(Role::Assistant, answer));
+        }
+        messages.push(Msg::text(Role::User, "and now?"));
+        let as_sent = |ms: &[Msg]| -> Vec<Message> {
+            ms.iter()
+                .map(|m| Message::text(m.role, m.content.iter().flat_map(|c| c.counted_texts()).collect()))
+                .collect()
+        };
+        let out = Compactor::new(Arc::new(a))
+            .compact(
+                CompactRequest {
+                    request_id: "c".to_owned(),
+                    model: "m".to_owned(),
+                    messages: messages.clone(),
+                    trigger_tokens: Some(trigger),
+                    target_tokens: Some(trigger / 2),
+                    preserve_recent: Some(2),
+                    ..CompactRequest::default()
+                },
+                &Cancel::new(),
+            )
+            .unwrap();
+        prop_assert_eq!(out.tokens_before, chatml_tokens(&model, &as_sent(&messages)));
+        prop_assert_eq!(out.tokens_after, chatml_tokens(&model, &as_sent(&out.messages)));
+    }
+}
