@@ -6,12 +6,16 @@
 //! message plus its role's, 3 to prime the reply). For a model folder the
 //! frames are what its chat template puts around a message of each role,
 //! measured once when the folder is loaded by rendering small conversations
-//! through the template itself ([`Framing::of`]): an estimate, since a
-//! template may frame the first message, or a message after another of the
-//! same role, differently, and tokens can merge across a frame's edge. The
-//! exact count of such a prompt is its rendering, tokenized whole
-//! ([`crate::tokens::Tokenizer::rendered_text`], counted); the assembler settles on
-//! it.
+//! through the template itself ([`Framing::of`]). Tokens can merge where a
+//! frame meets a content (ChatML's `user\n` and a content opening with a
+//! newline make one `\n\n` token), so a content is not counted alone: the
+//! tokenizer cuts a rendering at its added tokens first, and a message costs
+//! the frame outside the piece that holds its content plus that piece's
+//! count ([`Glue`]), exactly. Where a template sets no content in a piece of
+//! its own (Gemma folds the system prompt into the first user turn) the sum
+//! is an estimate; the exact count of a prompt is its rendering, counted
+//! piece by piece ([`crate::tokens::Tokenizer::rendered_text`],
+//! [`crate::tokens::hf::HfModel::split`]), and the assembler settles on it.
 
 use super::hf::{HfModel, Piece};
 use super::template::ChatMessage;

@@ -301,7 +301,7 @@ impl HfModel {
     }
 
     /// Calls `f` with each piece of `text` cut where the tokenizer cuts it
-    /// first, at its added tokens ([`split`]): the count of `text` is the
+    /// first, at its added tokens ([`Piece`]): the count of `text` is the
     /// number of [`Piece::Added`] plus the count of each [`Piece::Text`].
     /// `None` (and no call) for a vocabulary whose added tokens strip their
     /// neighbours.

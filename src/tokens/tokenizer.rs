@@ -460,7 +460,7 @@ impl Tokenizer {
     /// How a `role` message's content is joined into the piece of the
     /// rendering that holds it (opening the prompt when `first`), for a
     /// model folder whose template sets it in a piece of its own: the
-    /// message then costs [`Tokenizer::rest_tokens`] plus the count of
+    /// message then costs [`Tokenizer::glued_message_tokens`] of the count of
     /// [`chat::Glue::piece`], exactly (see [`chat::Glue`]). `None` for
     /// OpenAI's formula, a folder without a template, or a role the
     /// template frames otherwise.
