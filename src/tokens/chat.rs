@@ -281,9 +281,10 @@ fn measure(model: &HfModel, cost: impl Fn(&str, bool, &str) -> i64) -> ([[i64; 2
     const B: &str = "Sure, here it is.";
     const C: &str = "Thanks!";
     let msg = |role, content| ChatMessage { role, content };
-    // Tokens of a rendering beyond its contents, or None if refused.
-    let extra = |msgs: &[ChatMessage<'_>]| -> Option<i64> {
-        let text = template.render(msgs, None, true).ok()?;
+    // Tokens of a rendering (with the generation prompt or not) beyond its
+    // contents, or None if refused.
+    let beyond = |msgs: &[ChatMessage<'_>], generate: bool| -> Option<i64> {
+        let text = template.render(msgs, None, generate).ok()?;
         let contents: i64 = msgs
             .iter()
             .enumerate()
@@ -291,6 +292,7 @@ fn measure(model: &HfModel, cost: impl Fn(&str, bool, &str) -> i64) -> ([[i64; 2
             .sum();
         Some(i64::from(model.count(&text)) - contents)
     };
+    let extra = |msgs: &[ChatMessage<'_>]| beyond(msgs, true);
     let (u, a, s, t) = (
         msg("user", A),
         msg("assistant", B),
@@ -312,16 +314,7 @@ fn measure(model: &HfModel, cost: impl Fn(&str, bool, &str) -> i64) -> ([[i64; 2
         // own (a template that writes a last assistant turn otherwise would
         // not also refuse two users).
         None => {
-            let bare = |m: &[ChatMessage<'_>]| {
-                let text = template.render(m, None, false).ok()?;
-                let contents: i64 = m
-                    .iter()
-                    .enumerate()
-                    .map(|(i, m)| cost(m.role, i == 0, m.content))
-                    .sum();
-                Some(i64::from(model.count(&text)) - contents)
-            };
-            let assistant = match (bare(&[u, a]), bare(&[u])) {
+            let assistant = match (beyond(&[u, a], false), beyond(&[u], false)) {
                 (Some(p), Some(o)) => p - o,
                 _ => 0,
             };
