@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The load figures of BENCHMARKS.md: loadgen against a spawned release
+# The load figures of docs/benchmarks/history.md section 1 (the latest run
+# is in BENCHMARKS.md): loadgen against a spawned release
 # sidecar, closed loop, for 1k, 4k, 8k and 32k-token prompts, warm (every
 # distinct request sent once first) and cold (every request unique), then
 # AssembleBatch and AssembleStream at 4k; each run REPEATS times, and the table

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Splits a cold request's server samples into measuring and the allocator's own
-work (BENCHMARKS.md section 17, issue 20's "allocator at most a quarter of
-tokenize" target), from a perf profile with call graphs:
+work (docs/benchmarks/history.md section 17, issue 20's "allocator at most a
+quarter of tokenize" target), from a perf profile with call graphs:
 
     perf record -F 499 --call-graph dwarf,32768 -p <sidecar pid> -o cold.data -- sleep 8
     # meanwhile: loadgen --prompt-tokens 4000 --cold --offer 4 --concurrency 4 --duration 9s

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The recall-latency figures of BENCHMARKS.md ("Recall latency (memory
-# store)"): examples/recall_bench.rs, built in release, for SQLite and
+# The recall-latency figures of docs/benchmarks/history.md ("Recall latency
+# (memory store)"): examples/recall_bench.rs, built in release, for SQLite and
 # PostgreSQL at 10k and 1M stored memories (~1000 per subject). Each case is
 # filled once (its insert throughput is measured then) and measured RUNS
 # times, the later runs reusing the filled store (--reuse); the table at the

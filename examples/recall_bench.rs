@@ -18,7 +18,8 @@
 //!
 //! `--reuse` keeps a store that already holds exactly N memories (a rerun
 //! only measures recalls); otherwise the store is emptied and filled again.
-//! `benches/recall.sh` runs the matrix of BENCHMARKS.md.
+//! `benches/recall.sh` runs the matrix of docs/benchmarks/history.md
+//! ("Recall latency (memory store)").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;

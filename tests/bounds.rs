@@ -6,8 +6,8 @@
 //! (prost builds a whole struct for each); these tests send such messages
 //! at the size limit and hold the process's peak resident set (`VmHWM`,
 //! reset through `/proc/PID/clear_refs` before each shape) to a constant
-//! times the message's size. The figures they print are BENCHMARKS.md's
-//! peak-memory table:
+//! times the message's size. The figures they print are the peak-memory
+//! table of docs/benchmarks/history.md section 7:
 //!
 //! ```sh
 //! cargo test --release --test bounds -- --nocapture --test-threads 1

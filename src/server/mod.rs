@@ -54,11 +54,11 @@ const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 8 << 20;
 /// frame at a time, into a buffer the size the frame announces; at the
 /// protocol's 16 KiB a 1 MB request took about 64 reads and as many wakeups.
 /// At 64 KiB a 32k-token request offering 8x its budget costs about 9% less
-/// server CPU (BENCHMARKS.md section 16). A connection that stalls inside a
-/// frame holds that buffer until the keep-alive closes it (its ping goes
-/// unanswered: 40 s at most), so this and `max_connections` bound what
-/// stalled connections can pin: about 97 KB each, measured, against 48 KB
-/// at 16 KiB (`tests/connection_memory.rs`).
+/// server CPU (docs/benchmarks/history.md section 16). A connection that
+/// stalls inside a frame holds that buffer until the keep-alive closes it
+/// (its ping goes unanswered: 40 s at most), so this and `max_connections`
+/// bound what stalled connections can pin: about 97 KB each, measured,
+/// against 48 KB at 16 KiB (`tests/connection_memory.rs`).
 const HTTP2_MAX_FRAME_BYTES: u32 = 64 << 10;
 /// Concurrent streams per connection. Admission bounds the work; this bounds
 /// the per-connection bookkeeping.
