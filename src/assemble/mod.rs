@@ -11,11 +11,14 @@
 //! - [`render`]: units whose counts add up exactly across seams.
 //! - `layout`: ordering for attention and caches; `report`: the decisions.
 //! - [`batch`]: many requests at once; [`error`]: why a request failed.
+//! - [`flow`]: the one Assemble flow every edge calls (recall, warm try,
+//!   cold run, request metrics).
 
 pub mod allocate;
 pub mod assembler;
 pub mod batch;
 pub mod error;
+pub mod flow;
 mod layout;
 mod pipeline;
 pub mod policy;

@@ -16,6 +16,7 @@ use http::HeaderMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::shape::Measure;
+use crate::assemble::flow::Admit;
 use crate::config::Limits;
 use crate::telemetry::metrics;
 use crate::vocab::saturating_u32;
@@ -149,6 +150,16 @@ pub struct Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         metrics::in_flight(-1.0);
+    }
+}
+
+/// The domain's flow admits through the same slots as every RPC.
+impl Admit for Admission {
+    type Permit = Permit;
+    type Refusal = Refusal;
+
+    fn admit(&self) -> Result<Permit, Refusal> {
+        Admission::admit(self)
     }
 }
 

@@ -16,20 +16,19 @@ use super::auth::{Authority, Denied, Grant, denied_status};
 use super::convert;
 use super::gate::Slot;
 use super::pb;
-use super::status::{code_label, compact_status, invalid_status, memory_status, refusal_status, to_status};
-use crate::assemble::{AssembleError, Assembler, Catalog, Warm, batch};
+use super::status::{
+    code_label, compact_status, flow_status, internal_status, invalid_status, memory_status, refusal_status,
+    to_status,
+};
+use crate::assemble::Assembler;
+use crate::assemble::flow::{self, Answered, Flow, FlowError, Prepared, WARM_TRY_BYTES, now_ms};
 use crate::compact::{self, Compactor};
-use crate::memory::keeper::{self, Placement, RecallFailure, RecallSpec};
-use crate::memory::rank::Ranked;
-use crate::memory::store::StoreError;
-use crate::memory::{Memories, MemoryError, MemorySettings, RetainInput};
+use crate::memory::{Memories, MemorySettings, RetainInput};
 use crate::prompt;
 use crate::prompt_cache;
 use crate::telemetry::metrics;
 use crate::telemetry::trace;
-use crate::vocab::Cancel;
-use crate::vocab::codes::RECALL_UNAVAILABLE;
-use crate::vocab::{self, FieldViolation};
+use crate::vocab::{self, Cancel, FieldViolation};
 
 /// The service over a shared [`Assembler`].
 #[derive(Debug, Clone)]
@@ -38,36 +37,21 @@ pub struct AssemblerService {
     compactor: Compactor,
     admission: Admission,
     memories: Arc<Memories>,
+    flow: Flow,
     authority: Authority,
 }
-
-/// A recall done for a request: where the memories went, their ids, and
-/// whether the store failed to answer (then there are none).
-#[derive(Debug)]
-struct RecallDone {
-    placement: Placement,
-    ids: Vec<crate::memory::MemoryId>,
-    unavailable: bool,
-}
-
-/// The recall done for a request, if it asked for one.
-type Recalled = Option<RecallDone>;
-
-/// A request's recall, checked but not yet run.
-type PendingRecall = Option<(RecallSpec, Placement)>;
-
-/// What the store answered a recall, and how long it took.
-type Fetched = (Result<Vec<Ranked>, MemoryError>, Duration);
 
 impl AssemblerService {
     /// A service over `assembler` (and a compactor sharing its caches and
     /// catalog), admitting requests by `admission`.
     pub fn new(assembler: Arc<Assembler>, admission: Admission) -> Self {
+        let memories = Arc::new(Memories::new(None, MemorySettings::default()));
         AssemblerService {
             compactor: Compactor::new(assembler.clone()),
+            flow: Flow::new(assembler.clone(), memories.clone()),
             assembler,
             admission,
-            memories: Arc::new(Memories::new(None, MemorySettings::default())),
+            memories,
             authority: Authority::default(),
         }
     }
@@ -81,6 +65,7 @@ impl AssemblerService {
     /// The same service with a memory store for Retain, Forget,
     /// ListMemories and recall.
     pub fn with_memories(mut self, memories: Arc<Memories>) -> Self {
+        self.flow = Flow::new(self.assembler.clone(), memories.clone());
         self.memories = memories;
         self
     }
@@ -112,12 +97,9 @@ impl AssemblerService {
     }
 
     /// Converts a wire request and checks the recall it asks for, if any
-    /// (no I/O: the recall runs apart, see [`fetch`] and [`settle`]).
-    /// Returns the time the conversion took.
-    fn prepare(
-        &self,
-        mut wire: pb::AssembleRequest,
-    ) -> Result<(prompt::AssembleRequest, PendingRecall, Duration), Status> {
+    /// (no I/O: the flow runs the recall). Returns the time the conversion
+    /// took.
+    fn prepare(&self, mut wire: pb::AssembleRequest) -> Result<(Prepared, Duration), Status> {
         let converting = Instant::now();
         let recall = wire
             .recall
@@ -126,12 +108,12 @@ impl AssemblerService {
         let req = prompt::AssembleRequest::try_from(wire).map_err(|e| to_status(&e))?;
         let converted = converting.elapsed();
         if let Some((spec, _)) = &recall {
-            let violations = self.memories.check_recall("recall", spec);
+            let violations = self.flow.check_recall(spec);
             if !violations.is_empty() {
                 return Err(invalid_status(&violations));
             }
         }
-        Ok((req, recall, converted))
+        Ok((Prepared { req, recall }, converted))
     }
 
     /// One Assemble: shape, slot, conversion, the domain, metrics.
@@ -157,45 +139,20 @@ impl AssemblerService {
         check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
         let small = prost::Message::encoded_len(&wire) <= WARM_TRY_BYTES;
-        // The catalog in force at admission: a reload while the recall
-        // waits applies to the requests admitted after it.
+        // The catalog in force at admission.
         let catalog = self.assembler.catalog();
-        let (mut req, pending, mut converted) = self.prepare(wire)?;
-        let (recalled, permit) = match pending {
-            None => (None, permit),
-            Some((spec, placement)) => {
-                // The store wait holds a store slot (and the recall timeout),
-                // not a CPU work slot: a slow store cannot starve assembly.
-                drop(permit);
-                let fetched = fetch(self.memories.clone(), spec, req.principal.scopes.clone()).await;
-                trace::phase(trace::PHASE_RECALL, fetched.1);
-                let done = settle(self.memories.settings(), &mut req, placement, fetched)?;
-                (Some(done), self.admission.admit().map_err(|r| refuse(rpc, r))?)
-            }
-        };
-        let assembler = self.assembler.clone();
-        let tried = if small {
-            warm(&assembler, &catalog, req)?
-        } else {
-            Warm::Cold(req, None)
-        };
-        let outcome = match tried {
-            Warm::Done(outcome) => outcome,
-            Warm::Cold(req, key) => {
-                blocking(permit, move |cancel| {
-                    assembler.assemble_cold(&catalog, req, key, cancel)
-                })
-                .await?
-            }
-        };
+        let (prepared, mut converted) = self.prepare(wire)?;
+        let answered = self
+            .flow
+            .one(&self.admission, permit, catalog, prepared, small)
+            .await
+            .map_err(|e| failed(rpc, e))?;
         let converting = Instant::now();
-        let answer = response(record(outcome), recalled);
+        let answer = response(answered);
         converted += converting.elapsed();
         metrics::phase(metrics::PHASE_CONVERT, converted);
-        if let Ok(a) = &answer {
-            traced(a);
-        }
-        answer
+        traced(&answer);
+        Ok(answer)
     }
 }
 
@@ -227,71 +184,19 @@ fn traced(a: &pb::AssembleResponse) {
     }
 }
 
-/// Runs a recall on the store within the recall timeout.
-async fn fetch(memories: Arc<Memories>, spec: RecallSpec, scopes: Vec<String>) -> Fetched {
-    let started = Instant::now();
-    let _waiting = metrics::RecallInFlight::enter();
-    let ranked = memories.recall_within(&spec, &scopes, now_ms()).await;
-    (ranked, started.elapsed())
+/// The wire response of an answered Assemble, with its recall report.
+fn response(answered: Answered) -> pb::AssembleResponse {
+    let mut wire = pb::AssembleResponse::from(answered.assembly);
+    wire.recall = answered.recall.map(Into::into);
+    wire
 }
 
-/// Puts what a recall fetched into the request's MEMORY block. A store that
-/// did not answer leaves the block without memories (`degrade`, reported
-/// as a RECALL_UNAVAILABLE warning) or fails the request (`fail`).
-fn settle(
-    settings: &MemorySettings,
-    req: &mut prompt::AssembleRequest,
-    placement: Placement,
-    (fetched, took): Fetched,
-) -> Result<RecallDone, Status> {
-    let (ranked, unavailable) = match fetched {
-        Ok(ranked) => {
-            metrics::recall(took, ranked.len());
-            (ranked, false)
-        }
-        Err(MemoryError::Store(e)) => {
-            metrics::recall_unavailable();
-            if settings.recall_failure == RecallFailure::Fail {
-                return Err(memory_status(&MemoryError::Store(e)));
-            }
-            warn!(err = %e, "recall unavailable: assembling without memories");
-            (Vec::new(), true)
-        }
-        Err(e) => return Err(memory_status(&e)),
-    };
-    let ids = ranked.iter().map(|r| r.candidate.id.clone()).collect();
-    keeper::attach(req, &placement, keeper::items(&ranked), "recall").map_err(|v| invalid_status(&[v]))?;
-    Ok(RecallDone {
-        placement,
-        ids,
-        unavailable,
-    })
-}
-
-/// The wire response of an assembly, with its recall report.
-fn response(
-    outcome: Result<prompt::Assembly, AssembleError>,
-    recalled: Recalled,
-) -> Result<pb::AssembleResponse, Status> {
-    let mut assembly = outcome.map_err(|e| to_status(&e))?;
-    if recalled.as_ref().is_some_and(|r| r.unavailable) {
-        assembly.warnings.push(vocab::Warning {
-            code: RECALL_UNAVAILABLE,
-            message: "the memory store did not answer the recall in time: no memories recalled".into(),
-            about: Vec::new(),
-        });
+/// The status of a failed flow; a refusal is counted as the RPC's.
+fn failed(rpc: &'static str, err: FlowError<Refusal>) -> Status {
+    match err {
+        FlowError::Refused(r) => refuse(rpc, r),
+        e => flow_status(&e),
     }
-    let report = recalled.map(|r| keeper::report(&assembly, &r.placement, &r.ids));
-    let mut wire = pb::AssembleResponse::from(assembly);
-    wire.recall = report.map(Into::into);
-    Ok(wire)
-}
-
-/// Now, in milliseconds since the Unix epoch.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// An identifier as logged: at most [`LOGGED_ID_CHARS`] characters, so a
@@ -313,26 +218,6 @@ fn check_shape(admission: &Admission, r: &pb::AssembleRequest) -> Result<(), Ref
 
 /// Answers buffered per AssembleStream.
 const STREAM_BUFFER: usize = 16;
-
-/// Records an assembly's metrics (or a budget overflow) and passes it on.
-fn record(outcome: Result<prompt::Assembly, AssembleError>) -> Result<prompt::Assembly, AssembleError> {
-    match &outcome {
-        Ok(a) => {
-            for d in &a.decisions {
-                metrics::block_decision(
-                    d.kind.as_str(),
-                    d.outcome.as_str(),
-                    d.dropped_item_ids.len(),
-                    d.filtered_item_ids.len(),
-                );
-            }
-            metrics::prompt_tokens(a.usage.static_tokens, a.usage.dynamic_tokens);
-        }
-        Err(AssembleError::BudgetOverflow { model, .. }) => metrics::budget_overflow(model.clone()),
-        Err(_) => {}
-    }
-    outcome
-}
 
 /// Counts a refusal and turns it into its status.
 fn refuse(rpc: &'static str, refusal: Refusal) -> Status {
@@ -359,58 +244,14 @@ fn no_claims<T>(_: &Grant, _: &T) -> Result<(), Denied> {
     Ok(())
 }
 
-/// Sets the cancellation flag when dropped: when the gate's deadline drops
-/// the handler, and when the caller goes away.
-struct CancelOnDrop(Cancel);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
-}
-
-/// Requests of at most this many encoded bytes are first tried warm where
-/// they were decoded ([`Assembler::assemble_warm`]: hashing and cache
-/// lookups, no hand-off to the blocking pool, whose wake-ups cost a warm
-/// request more than its assembly). Hashing this much takes tens of
-/// microseconds, so the reactor is never held longer.
-const WARM_TRY_BYTES: usize = 64 * 1024;
-
-/// A warm try on this thread; a panic becomes INTERNAL, as on the pool.
-fn warm(assembler: &Assembler, catalog: &Catalog, req: prompt::AssembleRequest) -> Result<Warm, Status> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        assembler.assemble_warm(catalog, req)
-    }))
-    .map_err(|_| {
-        // Never the panic payload: it may quote request content.
-        warn!(panicked = true, "warm try failed");
-        Status::internal("internal error while assembling")
-    })
-}
-
-/// Runs CPU-bound domain work on the blocking pool, holding `permit` until
-/// the work itself ends. A panic there becomes INTERNAL instead of taking the
-/// connection down.
-pub(crate) async fn blocking<T: Send + 'static>(
+/// [`flow::blocking`] for an RPC's own domain work: a panic is INTERNAL.
+async fn blocking<T: Send + 'static>(
     permit: Permit,
     f: impl FnOnce(&Cancel) -> T + Send + 'static,
 ) -> Result<T, Status> {
-    let cancel = Cancel::new();
-    let _on_drop = CancelOnDrop(cancel.clone());
-    let span = tracing::Span::current();
-    // The request's trace recorder (tracing on), so the domain's phases on
-    // the blocking pool are kept as spans.
-    let recorder = trace::current();
-    let task = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        let _recording = recorder.as_ref().map(trace::Recorder::enter);
-        span.in_scope(|| f(&cancel))
-    });
-    task.await.map_err(|e| {
-        // Never the panic payload: it may quote request content.
-        warn!(panicked = e.is_panic(), "domain task failed");
-        Status::internal("internal error while assembling")
-    })
+    flow::blocking::<_, _, ()>(permit, f)
+        .await
+        .map_err(|_| internal_status("assembling"))
 }
 
 /// Records the RPC's metrics and its span's `code` field.
@@ -466,80 +307,33 @@ impl pb::assembler_server::Assembler for AssemblerService {
             // Shape and conversion per request: one bad request fails alone.
             let mut early: Vec<Option<Status>> = (0..n).map(|_| None).collect();
             let mut prepared = Vec::with_capacity(n);
+            let mut at = Vec::with_capacity(n);
             let mut converted = Duration::ZERO;
             for (i, r) in wire.requests.into_iter().enumerate() {
                 let checked = check_shape(&self.admission, &r).map_err(|x| refuse(RPC, x));
                 match checked.and_then(|()| self.prepare(r)) {
-                    Ok((req, pending, took)) => {
+                    Ok((p, took)) => {
                         converted += took;
-                        prepared.push((i, req, pending));
+                        prepared.push(p);
+                        at.push(i);
                     }
                     Err(status) => early[i] = Some(status),
                 }
             }
-            // The recalls run together, outside the CPU work slot: each
-            // holds a store slot and is bounded by the recall timeout, so a
-            // batch waits on a slow store once, not once per request.
-            let mut fetched: Vec<Option<Fetched>> = (0..prepared.len()).map(|_| None).collect();
-            let permit = if prepared.iter().any(|(_, _, pending)| pending.is_some()) {
-                drop(permit);
-                let mut fetches = tokio::task::JoinSet::new();
-                for (k, (_, req, pending)) in prepared.iter().enumerate() {
-                    if let Some((spec, _)) = pending {
-                        let (memories, spec) = (self.memories.clone(), spec.clone());
-                        let scopes = req.principal.scopes.clone();
-                        fetches.spawn(async move { (k, fetch(memories, spec, scopes).await) });
-                    }
-                }
-                while let Some(joined) = fetches.join_next().await {
-                    if let Ok((k, f)) = joined {
-                        // Ended about now: the recalls of a batch run together.
-                        trace::phase(trace::PHASE_RECALL, f.1);
-                        fetched[k] = Some(f);
-                    }
-                }
-                self.admission.admit().map_err(|r| refuse(RPC, r))?
-            } else {
-                permit
-            };
-            let mut valid: Vec<usize> = Vec::with_capacity(n);
-            let mut requests = Vec::with_capacity(n);
-            let mut recalls = Vec::with_capacity(n);
-            for ((i, mut req, pending), fetched) in prepared.into_iter().zip(fetched) {
-                let recalled = match pending {
-                    None => None,
-                    Some((_, placement)) => {
-                        let fetched = fetched.unwrap_or_else(|| {
-                            let lost = StoreError::Unavailable("recall task failed".into());
-                            (Err(lost.into()), Duration::ZERO)
-                        });
-                        match settle(self.memories.settings(), &mut req, placement, fetched) {
-                            Ok(done) => Some(done),
-                            Err(status) => {
-                                early[i] = Some(status);
-                                continue;
-                            }
-                        }
-                    }
-                };
-                valid.push(i);
-                requests.push(req);
-                recalls.push(recalled);
-            }
-            let assembler = self.assembler.clone();
-            let outcome = blocking(permit, move |cancel| {
-                batch::assemble_batch(&assembler, &catalog, requests, cancel)
-            })
-            .await?;
+            let outcome = self
+                .flow
+                .batch(&self.admission, permit, catalog, prepared)
+                .await
+                .map_err(|e| failed(RPC, e))?;
+            let converting = Instant::now();
             let mut results: Vec<pb::AssembleResult> = early
                 .into_iter()
                 .map(|e| pb::AssembleResult {
                     result: e.map(|s| pb::assemble_result::Result::Error(convert::request_error(&s))),
                 })
                 .collect();
-            let converting = Instant::now();
-            for ((k, r), recalled) in outcome.results.into_iter().enumerate().zip(recalls) {
-                results[valid[k]] = convert::wire_result(response(record(r), recalled));
+            for (k, r) in outcome.results.into_iter().enumerate() {
+                results[at[k]] = convert::wire_result(r.map(response).map_err(|e| failed(RPC, e)));
             }
             converted += converting.elapsed();
             // Per request, as the domain phases are.
@@ -547,7 +341,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
             for _ in 0..n {
                 metrics::phase(metrics::PHASE_CONVERT, per_request);
             }
-            let at = |k: usize| vocab::saturating_u32(valid[k]);
+            let index = |k: usize| vocab::saturating_u32(at[k]);
             Ok(pb::AssembleBatchResponse {
                 results,
                 groups: outcome
@@ -558,13 +352,13 @@ impl pb::assembler_server::Assembler for AssemblerService {
                         tokenizer: g.tokenizer,
                         cache_salt: g.cache_salt,
                         prefix_hash: g.prefix_hash,
-                        members: g.members.iter().map(|&m| at(m)).collect(),
-                        warmup: at(g.warmup),
+                        members: g.members.iter().map(|&m| index(m)).collect(),
+                        warmup: index(g.warmup),
                         shared_prefix_tokens: g.shared_prefix_tokens,
                         tokens_saved: g.tokens_saved,
                     })
                     .collect(),
-                order: outcome.order.into_iter().map(at).collect(),
+                order: outcome.order.into_iter().map(index).collect(),
             })
         })
         .await

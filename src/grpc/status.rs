@@ -5,6 +5,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use super::admission::Refusal;
 use crate::assemble::AssembleError;
+use crate::assemble::flow::FlowError;
 use crate::compact::CompactError;
 use crate::memory::MemoryError;
 use crate::memory::store::StoreError;
@@ -157,6 +158,24 @@ pub fn memory_status(err: &MemoryError) -> Status {
             Status::internal("memory store failed")
         }
     }
+}
+
+/// The status of a failed Assemble flow: each domain error by its own map,
+/// a panic as INTERNAL (never its payload, which may quote content).
+pub fn flow_status(err: &FlowError<Refusal>) -> Status {
+    match err {
+        FlowError::Assemble(e) => to_status(e),
+        FlowError::Memory(e) => memory_status(e),
+        FlowError::Invalid(v) => invalid_status(v),
+        FlowError::Refused(r) => refusal_status(r),
+        FlowError::Panicked => internal_status("assembling"),
+    }
+}
+
+/// INTERNAL for work that panicked or was lost while `doing` it: nothing of
+/// the request (a panic's payload may quote its content).
+pub fn internal_status(doing: &str) -> Status {
+    Status::internal(format!("internal error while {doing}"))
 }
 
 /// The status for a request refused before or instead of being worked on.

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 
 use super::{Preview, view};
 use crate::assemble::AssembleError;
+use crate::assemble::flow;
 use crate::grpc::admission::{Permit, Refusal};
 use crate::grpc::json::{JsonError, request_from_json};
-use crate::grpc::service::blocking;
 use crate::grpc::status::{
     REASON_OVERLOADED, REASON_REQUEST_TOO_LARGE, REASON_TOO_MANY_BLOCKS, REASON_TOO_MANY_ITEMS,
     invalid_message, reported_violations,
@@ -234,7 +234,7 @@ pub(super) async fn assemble(state: Arc<Preview>, permit: Permit, body: &[u8]) -
     // before the request moves into the assembler.
     let outline = view::Outline::of(&request);
     let worker = Arc::clone(&state);
-    let done = blocking(permit, move |cancel| {
+    let done = flow::blocking::<_, _, ()>(permit, move |cancel| {
         let started = Instant::now();
         let assembly = worker.assembler.assemble_cancellable(request, cancel)?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);

@@ -1,0 +1,391 @@
+//! The one Assemble flow every edge calls, for one request or a batch: the
+//! recall (fetched outside the CPU work slot, within the recall timeout,
+//! then settled into the request's MEMORY block), the warm try where the
+//! request was decoded, the cold run on the blocking pool holding the work
+//! slot, the request metrics, and the recall report. Knows nothing of any
+//! wire: an edge converts its request into a [`Prepared`], admits it with
+//! its own [`Admit`], calls [`Flow::one`] or [`Flow::batch`], and converts
+//! the [`Answered`] (or maps the [`FlowError`]) back.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::warn;
+
+use super::batch;
+use super::{AssembleError, Assembler, Catalog, Warm};
+use crate::memory::RecallReport;
+use crate::memory::keeper::{self, Placement, RecallFailure, RecallSpec};
+use crate::memory::rank::Ranked;
+use crate::memory::store::StoreError;
+use crate::memory::{Memories, MemoryError, MemoryId, MemorySettings};
+use crate::prompt::{AssembleRequest, Assembly};
+use crate::prompt_cache::batch::Group;
+use crate::telemetry::{metrics, trace};
+use crate::vocab::codes::RECALL_UNAVAILABLE;
+use crate::vocab::{self, Cancel, FieldViolation};
+
+/// How an edge admits work into the domain: a slot held while CPU work
+/// runs, or the reason there is none.
+pub trait Admit {
+    /// What the slot is; dropping it frees the slot.
+    type Permit: Send + 'static;
+    /// Why a request was refused.
+    type Refusal;
+    /// Takes a slot now, or refuses.
+    fn admit(&self) -> Result<Self::Permit, Self::Refusal>;
+}
+
+/// Why a request of the flow failed.
+#[derive(Debug)]
+pub enum FlowError<R> {
+    /// The assembler refused it.
+    Assemble(AssembleError),
+    /// The memory store failed its recall (the policy fails the request),
+    /// or the recall was refused.
+    Memory(MemoryError),
+    /// Recalled memories could not be placed (a field of the request).
+    Invalid(Vec<FieldViolation>),
+    /// No work slot after the recall.
+    Refused(R),
+    /// The work panicked; the payload is never kept (it may quote content).
+    Panicked,
+}
+
+/// A request ready for the flow: converted, and its recall (if it asks for
+/// one) checked but not run.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The domain request.
+    pub req: AssembleRequest,
+    /// The recall and where its memories go.
+    pub recall: Option<(RecallSpec, Placement)>,
+}
+
+/// An answered request: the assembly, and the recall report when the
+/// request asked for a recall.
+#[derive(Debug)]
+pub struct Answered {
+    /// The assembly.
+    pub assembly: Assembly,
+    /// What was recalled and where it went.
+    pub recall: Option<RecallReport>,
+}
+
+/// A batch's answers, in the order of the requests given, and its groups
+/// and order by indices into them.
+#[derive(Debug)]
+pub struct BatchAnswer<R> {
+    /// One answer per request.
+    pub results: Vec<Result<Answered, FlowError<R>>>,
+    /// Requests grouped by shared prefix.
+    pub groups: Vec<Group>,
+    /// The order to send them in.
+    pub order: Vec<usize>,
+}
+
+/// A recall done for a request: where the memories went, their ids, and
+/// whether the store failed to answer (then there are none).
+#[derive(Debug)]
+struct RecallDone {
+    placement: Placement,
+    ids: Vec<MemoryId>,
+    unavailable: bool,
+}
+
+/// What the store answered a recall, and how long it took.
+type Fetched = (Result<Vec<Ranked>, MemoryError>, Duration);
+
+/// Requests of at most this many encoded bytes are first tried warm where
+/// they were decoded ([`Assembler::assemble_warm`]: hashing and cache
+/// lookups, no hand-off to the blocking pool, whose wake-ups cost a warm
+/// request more than its assembly). Hashing this much takes tens of
+/// microseconds, so the reactor is never held longer.
+pub const WARM_TRY_BYTES: usize = 64 * 1024;
+
+/// The flow over a shared assembler and memory store.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    assembler: Arc<Assembler>,
+    memories: Arc<Memories>,
+}
+
+impl Flow {
+    /// The flow of `assembler`, recalling from `memories`.
+    pub fn new(assembler: Arc<Assembler>, memories: Arc<Memories>) -> Self {
+        Flow { assembler, memories }
+    }
+
+    /// The checks a recall must pass before it runs (field paths under
+    /// `recall`).
+    pub fn check_recall(&self, spec: &RecallSpec) -> Vec<FieldViolation> {
+        self.memories.check_recall("recall", spec)
+    }
+
+    /// One request, admitted with `permit`, under `catalog` (the one in
+    /// force at admission: a reload while the recall waits applies to the
+    /// requests admitted after it). A recall gives the slot back while the
+    /// store answers and takes one again from `admit` after it: a slow
+    /// store cannot starve assembly. A request of at most
+    /// [`WARM_TRY_BYTES`] on the wire (`small`) is tried warm first.
+    pub async fn one<A: Admit>(
+        &self,
+        admit: &A,
+        permit: A::Permit,
+        catalog: Arc<Catalog>,
+        prepared: Prepared,
+        small: bool,
+    ) -> Result<Answered, FlowError<A::Refusal>> {
+        let Prepared { mut req, recall } = prepared;
+        let (recalled, permit) = match recall {
+            None => (None, permit),
+            Some((spec, placement)) => {
+                drop(permit);
+                let fetched = fetch(self.memories.clone(), spec, req.principal.scopes.clone()).await;
+                trace::phase(trace::PHASE_RECALL, fetched.1);
+                let done = settle(self.memories.settings(), &mut req, placement, fetched)?;
+                (Some(done), admit.admit().map_err(FlowError::Refused)?)
+            }
+        };
+        let tried = if small {
+            warm(&self.assembler, &catalog, req)?
+        } else {
+            Warm::Cold(req, None)
+        };
+        let outcome = match tried {
+            Warm::Done(outcome) => outcome,
+            Warm::Cold(req, key) => {
+                let assembler = self.assembler.clone();
+                blocking(permit, move |cancel| {
+                    assembler.assemble_cold(&catalog, req, key, cancel)
+                })
+                .await?
+            }
+        };
+        answer(record(outcome), recalled)
+    }
+
+    /// A batch, admitted with `permit`, under `catalog`. The recalls run
+    /// together, outside the work slot (each holds a store slot and is
+    /// bounded by the recall timeout, so a batch waits on a slow store once,
+    /// not once per request); a request whose recall fails, fails alone.
+    pub async fn batch<A: Admit>(
+        &self,
+        admit: &A,
+        permit: A::Permit,
+        catalog: Arc<Catalog>,
+        prepared: Vec<Prepared>,
+    ) -> Result<BatchAnswer<A::Refusal>, FlowError<A::Refusal>> {
+        let n = prepared.len();
+        let mut fetched: Vec<Option<Fetched>> = (0..n).map(|_| None).collect();
+        let permit = if prepared.iter().any(|p| p.recall.is_some()) {
+            drop(permit);
+            let mut fetches = tokio::task::JoinSet::new();
+            for (k, p) in prepared.iter().enumerate() {
+                if let Some((spec, _)) = &p.recall {
+                    let (memories, spec) = (self.memories.clone(), spec.clone());
+                    let scopes = p.req.principal.scopes.clone();
+                    fetches.spawn(async move { (k, fetch(memories, spec, scopes).await) });
+                }
+            }
+            while let Some(joined) = fetches.join_next().await {
+                if let Ok((k, f)) = joined {
+                    // Ended about now: the recalls of a batch run together.
+                    trace::phase(trace::PHASE_RECALL, f.1);
+                    fetched[k] = Some(f);
+                }
+            }
+            admit.admit().map_err(FlowError::Refused)?
+        } else {
+            permit
+        };
+        let mut results: Vec<Option<Result<Answered, FlowError<A::Refusal>>>> =
+            (0..n).map(|_| None).collect();
+        let mut valid: Vec<usize> = Vec::with_capacity(n);
+        let mut requests = Vec::with_capacity(n);
+        let mut recalls = Vec::with_capacity(n);
+        for ((k, Prepared { mut req, recall }), fetched) in prepared.into_iter().enumerate().zip(fetched) {
+            let recalled = match recall {
+                None => None,
+                Some((_, placement)) => {
+                    let fetched = fetched.unwrap_or_else(|| {
+                        let lost = StoreError::Unavailable("recall task failed".into());
+                        (Err(lost.into()), Duration::ZERO)
+                    });
+                    match settle(self.memories.settings(), &mut req, placement, fetched) {
+                        Ok(done) => Some(done),
+                        Err(e) => {
+                            results[k] = Some(Err(e));
+                            continue;
+                        }
+                    }
+                }
+            };
+            valid.push(k);
+            requests.push(req);
+            recalls.push(recalled);
+        }
+        let assembler = self.assembler.clone();
+        let outcome = blocking(permit, move |cancel| {
+            batch::assemble_batch(&assembler, &catalog, requests, cancel)
+        })
+        .await?;
+        for ((k, r), recalled) in outcome.results.into_iter().enumerate().zip(recalls) {
+            results[valid[k]] = Some(answer(record(r), recalled));
+        }
+        let at = |m: usize| valid[m];
+        Ok(BatchAnswer {
+            // Every request was answered above, early or by the batch.
+            results: results
+                .into_iter()
+                .map(|r| r.unwrap_or(Err(FlowError::Panicked)))
+                .collect(),
+            groups: outcome
+                .groups
+                .into_iter()
+                .map(|g| Group {
+                    members: g.members.iter().map(|&m| at(m)).collect(),
+                    warmup: at(g.warmup),
+                    ..g
+                })
+                .collect(),
+            order: outcome.order.into_iter().map(at).collect(),
+        })
+    }
+}
+
+/// Runs a recall on the store within the recall timeout.
+async fn fetch(memories: Arc<Memories>, spec: RecallSpec, scopes: Vec<String>) -> Fetched {
+    let started = Instant::now();
+    let _waiting = metrics::RecallInFlight::enter();
+    let ranked = memories.recall_within(&spec, &scopes, now_ms()).await;
+    (ranked, started.elapsed())
+}
+
+/// Puts what a recall fetched into the request's MEMORY block. A store that
+/// did not answer leaves the block without memories (`degrade`, reported
+/// as a RECALL_UNAVAILABLE warning) or fails the request (`fail`).
+fn settle<R>(
+    settings: &MemorySettings,
+    req: &mut AssembleRequest,
+    placement: Placement,
+    (fetched, took): Fetched,
+) -> Result<RecallDone, FlowError<R>> {
+    let (ranked, unavailable) = match fetched {
+        Ok(ranked) => {
+            metrics::recall(took, ranked.len());
+            (ranked, false)
+        }
+        Err(MemoryError::Store(e)) => {
+            metrics::recall_unavailable();
+            if settings.recall_failure == RecallFailure::Fail {
+                return Err(FlowError::Memory(MemoryError::Store(e)));
+            }
+            warn!(err = %e, "recall unavailable: assembling without memories");
+            (Vec::new(), true)
+        }
+        Err(e) => return Err(FlowError::Memory(e)),
+    };
+    let ids = ranked.iter().map(|r| r.candidate.id.clone()).collect();
+    keeper::attach(req, &placement, keeper::items(&ranked), "recall")
+        .map_err(|v| FlowError::Invalid(vec![v]))?;
+    Ok(RecallDone {
+        placement,
+        ids,
+        unavailable,
+    })
+}
+
+/// An assembly with its recall report (and a RECALL_UNAVAILABLE warning
+/// when the store did not answer).
+fn answer<R>(
+    outcome: Result<Assembly, AssembleError>,
+    recalled: Option<RecallDone>,
+) -> Result<Answered, FlowError<R>> {
+    let mut assembly = outcome.map_err(FlowError::Assemble)?;
+    if recalled.as_ref().is_some_and(|r| r.unavailable) {
+        assembly.warnings.push(vocab::Warning {
+            code: RECALL_UNAVAILABLE,
+            message: "the memory store did not answer the recall in time: no memories recalled".into(),
+            about: Vec::new(),
+        });
+    }
+    let recall = recalled.map(|r| keeper::report(&assembly, &r.placement, &r.ids));
+    Ok(Answered { assembly, recall })
+}
+
+/// Records an assembly's metrics (or a budget overflow) and passes it on.
+fn record(outcome: Result<Assembly, AssembleError>) -> Result<Assembly, AssembleError> {
+    match &outcome {
+        Ok(a) => {
+            for d in &a.decisions {
+                metrics::block_decision(
+                    d.kind.as_str(),
+                    d.outcome.as_str(),
+                    d.dropped_item_ids.len(),
+                    d.filtered_item_ids.len(),
+                );
+            }
+            metrics::prompt_tokens(a.usage.static_tokens, a.usage.dynamic_tokens);
+        }
+        Err(AssembleError::BudgetOverflow { model, .. }) => metrics::budget_overflow(model.clone()),
+        Err(_) => {}
+    }
+    outcome
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Sets the cancellation flag when dropped: when the edge's deadline drops
+/// the handler, and when the caller goes away.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// A warm try on this thread; a panic is [`FlowError::Panicked`], as on
+/// the pool.
+fn warm<R>(assembler: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Result<Warm, FlowError<R>> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assembler.assemble_warm(catalog, req)
+    }))
+    .map_err(|_| {
+        // Never the panic payload: it may quote request content.
+        warn!(panicked = true, "warm try failed");
+        FlowError::Panicked
+    })
+}
+
+/// Runs CPU-bound domain work on the blocking pool, holding `permit` until
+/// the work itself ends (so the slot counts work, not waiting callers), and
+/// cancelling it when the caller's future is dropped. A panic there is
+/// [`FlowError::Panicked`] instead of taking the connection down.
+pub async fn blocking<P: Send + 'static, T: Send + 'static, R>(
+    permit: P,
+    f: impl FnOnce(&Cancel) -> T + Send + 'static,
+) -> Result<T, FlowError<R>> {
+    let cancel = Cancel::new();
+    let _on_drop = CancelOnDrop(cancel.clone());
+    let span = tracing::Span::current();
+    // The request's trace recorder (tracing on), so the domain's phases on
+    // the blocking pool are kept as spans.
+    let recorder = trace::current();
+    let task = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let _recording = recorder.as_ref().map(trace::Recorder::enter);
+        span.in_scope(|| f(&cancel))
+    });
+    task.await.map_err(|e| {
+        // Never the panic payload: it may quote request content.
+        warn!(panicked = e.is_panic(), "domain task failed");
+        FlowError::Panicked
+    })
+}
