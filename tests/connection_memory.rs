@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 const CONNECTIONS: usize = 1000;
 /// What one stalled connection may cost the server: its frame buffer (the
 /// largest frame it accepts, 64 KiB) and its connection state (about 32 KB
-/// measured). README's figure for `limits.max_connections` is this times
+/// measured). docs/configuration.md's figure for `limits.max_connections` is this times
 /// 1,024. Frames of 256 KiB would fail it.
 const PER_CONNECTION_BYTES: u64 = 128 << 10;
 
@@ -183,7 +183,7 @@ async fn stalled_connections_hold_at_most_a_frame_buffer_each() {
         held.push(stall(server.grpc).await);
     }
     let max_frame = held[0].1;
-    // README's figures are for the frames the server accepts today.
+    // docs/configuration.md's figures are for the frames the server accepts today.
     assert_eq!(max_frame, 64 << 10, "the largest frame the server accepts");
     // The server has read every byte sent when its receive queues are empty.
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -560,7 +560,7 @@ proptest! {
     }
 }
 
-/// The README promises an emergency trim drops at least one step; a
+/// docs/compaction.md promises an emergency trim drops at least one step; a
 /// conversation of one turn has none to drop, and says so instead of
 /// reporting EMERGENCY_TRIMMED with no step.
 #[test]

@@ -15,7 +15,7 @@
 //!   by their row id (the row id only orders them);
 //! - SQLite: a forgotten memory leaves no bytes in the file or its WAL
 //!   (`secure_delete`, FTS5 secure-delete, a WAL checkpoint after Forget);
-//!   PostgreSQL deletes logically (see README, "Forget and erasure");
+//!   PostgreSQL deletes logically (see docs/memory.md, "Forget and erasure");
 //! - schema migrations are versioned (`migrations/sqlite`,
 //!   `migrations/postgres`) and applied at start.
 
