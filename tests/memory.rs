@@ -434,6 +434,73 @@ async fn retain_is_idempotent_strips_private_text_and_reports_bad_blocks() {
     }
 }
 
+/// A value that is `keep`, with a `<private>` span naming `field` inside.
+fn with_private(field: &str, keep: &str) -> String {
+    let (head, tail) = keep.split_at(keep.len() / 2);
+    format!("{head}<private>SECRET {field}</private>{tail}")
+}
+
+/// Regression: a `<private>` span left in a structured observation's title
+/// (the `observations` form, not `model_output`) once passed the whole
+/// suite. Every text field of both structured forms carries one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_spans_in_every_structured_field_are_never_stored_nor_recalled() {
+    for (backend, flags) in backends() {
+        let server = server(&flags).await;
+        let mut client = server.client();
+        let who = subject("structured-private");
+        let request = pb::RetainRequest {
+            observations: vec![pb::Observation {
+                r#type: "decision".to_owned(),
+                title: with_private("title", "Rotate signing keys"),
+                text: with_private("text", "Signing keys rotate weekly."),
+                facts: vec![with_private("fact", "Ed25519 keys")],
+                files_read: vec![with_private("files_read", "src/keys.rs")],
+                files_modified: vec![with_private("files_modified", "src/rotate.rs")],
+            }],
+            summaries: vec![pb::SessionSummary {
+                request: with_private("request", "Add key rotation"),
+                investigated: with_private("investigated", "The signer"),
+                learned: with_private("learned", "Keys never expired"),
+                completed: with_private("completed", "Weekly rotation"),
+                next_steps: with_private("next_steps", "Alert on failures"),
+                files_read: vec![with_private("summary files_read", "src/signer.rs")],
+                files_edited: vec![with_private("files_edited", "src/rotate.rs")],
+                notes: with_private("notes", "Keys rotate on Mondays"),
+            }],
+            ..retain(&who, "structured", "", &[])
+        };
+        let stored = retained(&mut client, request).await;
+        assert_eq!(stored.memory_ids.len(), 2, "{backend}: {stored:?}");
+        assert_eq!(stored.private_spans_removed, 13, "{backend}");
+
+        let page = client
+            .list_memories(pb::ListMemoriesRequest {
+                subject: who.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(page.memories.len(), 2, "{backend}");
+        let listed = format!("{page:?}");
+        assert!(!listed.contains("SECRET"), "{backend}: {listed}");
+        let titles: Vec<&str> = page.memories.iter().map(|m| m.title.as_str()).collect();
+        assert!(titles.contains(&"Rotate signing keys"), "{backend}: {titles:?}");
+
+        let answer = client
+            .assemble(assemble(&who, "signing keys rotation", &[]))
+            .await
+            .unwrap()
+            .into_inner();
+        let text = prompt(&answer);
+        assert_eq!(answer.recall.unwrap().recalled_ids.len(), 2, "{backend}");
+        assert!(text.contains("Rotate signing keys"), "{backend}: {text}");
+        assert!(!text.contains("SECRET"), "{backend}: {text}");
+        server.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forget_and_list_manage_a_subjects_memories_and_metrics_count_them() {
     for (backend, flags) in backends() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::model::{BUILTIN_TYPES, MemoryBody, MemoryId, NewMemory, Observation, SessionSummary};
+use super::model::{BUILTIN_TYPES, FieldRole, MemoryBody, MemoryId, NewMemory, Observation, SessionSummary};
 use super::parse::{self, BlockProblem};
 use super::rank::{self, Ranked};
 use super::store::{
@@ -314,7 +314,6 @@ impl Memories {
         let mut private_spans = 0;
         let mut contents = Vec::with_capacity(structured);
         for (i, mut o) in input.observations.into_iter().enumerate() {
-            private_spans += strip_observation(&mut o);
             o.kind = o.kind.trim().to_lowercase();
             if !self.settings.types.contains(&o.kind) {
                 violations.push(FieldViolation::new(
@@ -322,7 +321,8 @@ impl Memories {
                     format!("unknown type; known: {}", self.settings.types.join(", ")),
                 ));
             }
-            let content = MemoryBody::Observation(o);
+            let mut content = MemoryBody::Observation(o);
+            private_spans += strip_private(&mut content);
             if content.is_blank() {
                 violations.push(FieldViolation::new(format!("observations[{i}].text"), "required"));
             }
@@ -334,9 +334,9 @@ impl Memories {
             );
             contents.push(content);
         }
-        for (i, mut s) in input.summaries.into_iter().enumerate() {
-            private_spans += strip_summary(&mut s);
-            let content = MemoryBody::Summary(s);
+        for (i, s) in input.summaries.into_iter().enumerate() {
+            let mut content = MemoryBody::Summary(s);
+            private_spans += strip_private(&mut content);
             if content.is_blank() {
                 violations.push(FieldViolation::new(
                     format!("summaries[{i}]"),
@@ -723,36 +723,11 @@ fn check_name(violations: &mut Vec<FieldViolation>, field: &str, value: &str, ma
 /// The content without NUL characters, which no database text column holds
 /// alike (PostgreSQL refuses them), so both stores keep the same text.
 fn without_nul(mut content: MemoryBody) -> MemoryBody {
-    let clean = |s: &mut String| {
-        if s.contains('\0') {
+    content.fields_mut(|_, value| {
+        for s in value.strings().filter(|s| s.contains('\0')) {
             s.retain(|c| c != '\0');
         }
-    };
-    match &mut content {
-        MemoryBody::Observation(o) => {
-            for f in [&mut o.kind, &mut o.title, &mut o.text] {
-                clean(f);
-            }
-            for list in [&mut o.facts, &mut o.files_read, &mut o.files_modified] {
-                list.iter_mut().for_each(clean);
-            }
-        }
-        MemoryBody::Summary(x) => {
-            for f in [
-                &mut x.request,
-                &mut x.investigated,
-                &mut x.learned,
-                &mut x.completed,
-                &mut x.next_steps,
-                &mut x.notes,
-            ] {
-                clean(f);
-            }
-            for list in [&mut x.files_read, &mut x.files_edited] {
-                list.iter_mut().for_each(clean);
-            }
-        }
-    }
+    });
     content
 }
 
@@ -776,58 +751,26 @@ fn check_scopes(violations: &mut Vec<FieldViolation>, field: &str, scopes: &[Str
     }
 }
 
-/// Removes `<private>` spans from every field; returns how many.
-fn strip_observation(o: &mut Observation) -> usize {
-    let mut n = strip(&mut o.title) + strip(&mut o.text);
-    for list in [&mut o.facts, &mut o.files_read, &mut o.files_modified] {
-        n += list.iter_mut().map(strip).sum::<usize>();
-    }
-    n
-}
-
-/// Removes `<private>` spans from every field; returns how many.
-fn strip_summary(s: &mut SessionSummary) -> usize {
+/// Removes `<private>` spans from every field of a structured memory
+/// (model output is swept whole before it is parsed); returns how many.
+/// The type is left as given: it must name a configured type, so one
+/// holding a span is refused, never stored.
+fn strip_private(content: &mut MemoryBody) -> usize {
     let mut n = 0;
-    for field in [
-        &mut s.request,
-        &mut s.investigated,
-        &mut s.learned,
-        &mut s.completed,
-        &mut s.next_steps,
-        &mut s.notes,
-    ] {
-        n += strip(field);
-    }
-    for list in [&mut s.files_read, &mut s.files_edited] {
-        n += list.iter_mut().map(strip).sum::<usize>();
-    }
-    n
-}
-
-fn strip(field: &mut String) -> usize {
-    let (text, n) = parse::strip_private(field);
-    if n > 0 {
-        *field = text.into_owned();
-    }
+    content.fields_mut(|field, value| {
+        if field.role == FieldRole::Type {
+            return;
+        }
+        for s in value.strings() {
+            let (text, spans) = parse::strip_private(s);
+            if spans > 0 {
+                *s = text.into_owned();
+                n += spans;
+            }
+        }
+    });
     n
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_are_civil_utc() {
-        assert_eq!(date(0), "1970-01-01");
-        assert_eq!(date(951_782_400_000), "2000-02-29");
-        assert_eq!(date(1_795_000_000_000), "2026-11-18");
-        assert_eq!(date(-86_400_000), "1969-12-31");
-    }
-
-    #[test]
-    fn item_ids_round_trip() {
-        let id = MemoryId::parse("0123456789abcdef0123456789abcdef");
-        assert_eq!(id.as_ref().and_then(|id| memory_id(&item_id(id))), id);
-        assert_eq!(memory_id("doc-1"), None);
-    }
-}
+mod tests;

@@ -87,80 +87,209 @@ impl MemoryBody {
     }
 
     /// The text a prompt shows for this memory (also what full-text search
-    /// indexes besides the title).
+    /// indexes besides the title): the fields [`InBody`] shows, in order.
     pub fn body(&self) -> String {
         let mut out = String::new();
-        match self {
-            MemoryBody::Observation(o) => {
-                out.push_str(o.text.trim());
-                push_list(&mut out, "Facts", &o.facts);
-                push_list(&mut out, "Files read", &o.files_read);
-                push_list(&mut out, "Files modified", &o.files_modified);
-            }
-            MemoryBody::Summary(s) => {
-                for (label, value) in [
-                    ("Request", &s.request),
-                    ("Investigated", &s.investigated),
-                    ("Learned", &s.learned),
-                    ("Completed", &s.completed),
-                    ("Next steps", &s.next_steps),
-                ] {
-                    push_field(&mut out, label, value);
-                }
-                push_list(&mut out, "Files read", &s.files_read);
-                push_list(&mut out, "Files edited", &s.files_edited);
-                push_field(&mut out, "Notes", &s.notes);
-            }
-        }
+        self.fields(|field, value| match (field.in_body, value) {
+            (InBody::No, _) => {}
+            (InBody::Plain, Text::One(v)) => push_field(&mut out, None, v),
+            (InBody::Plain, Text::List(v)) => push_list(&mut out, None, v),
+            (InBody::Labelled(label), Text::One(v)) => push_field(&mut out, Some(label), v),
+            (InBody::Labelled(label), Text::List(v)) => push_list(&mut out, Some(label), v),
+        });
         out
     }
 
-    /// Whether there is nothing to remember (every field blank).
+    /// Whether there is nothing to remember (every [`FieldRole::Prose`]
+    /// field blank).
     pub fn is_blank(&self) -> bool {
-        let blank = |s: &str| s.trim().is_empty();
-        match self {
-            MemoryBody::Observation(o) => {
-                blank(&o.text) && blank(&o.title) && o.facts.iter().all(|f| blank(f))
+        let mut blank = true;
+        self.fields(|field, value| {
+            if field.role == FieldRole::Prose {
+                blank &= value.strings().all(|s| s.trim().is_empty());
             }
-            MemoryBody::Summary(s) => [
-                &s.request,
-                &s.investigated,
-                &s.learned,
-                &s.completed,
-                &s.next_steps,
-                &s.notes,
-            ]
-            .iter()
-            .all(|f| blank(f)),
-        }
+        });
+        blank
     }
 }
 
+/// What a field of a memory body holds, which decides how it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldRole {
+    /// The observation's type: a name out of a closed set, compared as
+    /// given and never rewritten (a value outside the set is refused).
+    Type,
+    /// What the memory says: a memory whose prose is all blank holds
+    /// nothing.
+    Prose,
+    /// File paths.
+    Paths,
+}
+
+/// How a field appears in [`MemoryBody::body`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InBody {
+    /// Not at all (the type; the title, which is the memory's title).
+    No,
+    /// As it is.
+    Plain,
+    /// After its label and `: ` (a list's entries joined by `; `).
+    Labelled(&'static str),
+}
+
+/// One field of a memory body, as [`MemoryBody::fields`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// Its name on the wire and in model output (`title`, `next_steps`).
+    pub name: &'static str,
+    /// What it holds.
+    pub role: FieldRole,
+    /// How the body shows it.
+    pub in_body: InBody,
+}
+
+impl Field {
+    const fn new(name: &'static str, role: FieldRole, in_body: InBody) -> Field {
+        Field { name, role, in_body }
+    }
+}
+
+/// A field's value: one text or a list of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Text<'a> {
+    /// A single text.
+    One(&'a str),
+    /// A list of texts.
+    List(&'a [String]),
+}
+
+impl<'a> Text<'a> {
+    /// Every text the field holds (a single one, or each entry).
+    pub fn strings(self) -> impl Iterator<Item = &'a str> {
+        let (one, list) = match self {
+            Text::One(s) => (Some(s), &[][..]),
+            Text::List(l) => (None, l),
+        };
+        one.into_iter().chain(list.iter().map(String::as_str))
+    }
+}
+
+/// A field's value, to rewrite: one text or a list of them.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TextMut<'a> {
+    /// A single text.
+    One(&'a mut String),
+    /// A list of texts.
+    List(&'a mut Vec<String>),
+}
+
+impl<'a> TextMut<'a> {
+    /// Every text the field holds (a single one, or each entry).
+    pub fn strings(self) -> impl Iterator<Item = &'a mut String> {
+        let (one, list) = match self {
+            TextMut::One(s) => (Some(s), &mut [][..]),
+            TextMut::List(l) => (None, l.as_mut_slice()),
+        };
+        one.into_iter().chain(list.iter_mut())
+    }
+}
+
+/// Calls `$visit(field, value)` for every field of `$body`, in declaration
+/// order, `$text` ([`Text`] or [`TextMut`]) wrapping each value; whether the
+/// values are shared or mutable follows `$body`. The one list of a memory
+/// body's fields: both walks expand it, and its patterns name every field
+/// (no `..`), so a field added to [`Observation`] or [`SessionSummary`]
+/// does not compile until it is listed here, and then every walk (size,
+/// blankness, body, the `<private>` sweep, NUL removal) sees it.
+macro_rules! each_field {
+    ($body:expr, $text:ident, $visit:ident) => {{
+        use FieldRole::{Paths, Prose, Type};
+        use InBody::{Labelled, No, Plain};
+        match $body {
+            MemoryBody::Observation(Observation {
+                kind,
+                title,
+                text,
+                facts,
+                files_read,
+                files_modified,
+            }) => {
+                $visit(Field::new("type", Type, No), $text::One(kind));
+                $visit(Field::new("title", Prose, No), $text::One(title));
+                $visit(Field::new("text", Prose, Plain), $text::One(text));
+                $visit(Field::new("facts", Prose, Labelled("Facts")), $text::List(facts));
+                $visit(
+                    Field::new("files_read", Paths, Labelled("Files read")),
+                    $text::List(files_read),
+                );
+                $visit(
+                    Field::new("files_modified", Paths, Labelled("Files modified")),
+                    $text::List(files_modified),
+                );
+            }
+            MemoryBody::Summary(SessionSummary {
+                request,
+                investigated,
+                learned,
+                completed,
+                next_steps,
+                files_read,
+                files_edited,
+                notes,
+            }) => {
+                $visit(
+                    Field::new("request", Prose, Labelled("Request")),
+                    $text::One(request),
+                );
+                $visit(
+                    Field::new("investigated", Prose, Labelled("Investigated")),
+                    $text::One(investigated),
+                );
+                $visit(
+                    Field::new("learned", Prose, Labelled("Learned")),
+                    $text::One(learned),
+                );
+                $visit(
+                    Field::new("completed", Prose, Labelled("Completed")),
+                    $text::One(completed),
+                );
+                $visit(
+                    Field::new("next_steps", Prose, Labelled("Next steps")),
+                    $text::One(next_steps),
+                );
+                $visit(
+                    Field::new("files_read", Paths, Labelled("Files read")),
+                    $text::List(files_read),
+                );
+                $visit(
+                    Field::new("files_edited", Paths, Labelled("Files edited")),
+                    $text::List(files_edited),
+                );
+                $visit(Field::new("notes", Prose, Labelled("Notes")), $text::One(notes));
+            }
+        }
+    }};
+}
+
 impl MemoryBody {
+    /// Visits every field, in declaration order: the one walk of a body's
+    /// fields (see `each_field!`), so none can be left out of a new use.
+    pub fn fields<'a>(&'a self, mut visit: impl FnMut(Field, Text<'a>)) {
+        each_field!(self, Text, visit)
+    }
+
+    /// Visits every field to rewrite it, in declaration order (the walk of
+    /// [`MemoryBody::fields`]).
+    pub fn fields_mut<'a>(&'a mut self, mut visit: impl FnMut(Field, TextMut<'a>)) {
+        each_field!(self, TextMut, visit)
+    }
+
     /// Each field's name and size in bytes (a list field's bytes summed), in
     /// declaration order: what a memory's size limit is measured on.
     pub fn field_bytes(&self) -> Vec<(&'static str, usize)> {
-        let list = |v: &[String]| v.iter().map(String::len).sum::<usize>();
-        match self {
-            MemoryBody::Observation(o) => vec![
-                ("type", o.kind.len()),
-                ("title", o.title.len()),
-                ("text", o.text.len()),
-                ("facts", list(&o.facts)),
-                ("files_read", list(&o.files_read)),
-                ("files_modified", list(&o.files_modified)),
-            ],
-            MemoryBody::Summary(s) => vec![
-                ("request", s.request.len()),
-                ("investigated", s.investigated.len()),
-                ("learned", s.learned.len()),
-                ("completed", s.completed.len()),
-                ("next_steps", s.next_steps.len()),
-                ("files_read", list(&s.files_read)),
-                ("files_edited", list(&s.files_edited)),
-                ("notes", s.notes.len()),
-            ],
-        }
+        let mut out = Vec::with_capacity(8);
+        self.fields(|field, value| out.push((field.name, value.strings().map(str::len).sum())));
+        out
     }
 
     /// The memory's size in bytes: all its fields.
@@ -178,7 +307,7 @@ impl MemoryBody {
     }
 }
 
-fn push_field(out: &mut String, label: &str, value: &str) {
+fn push_field(out: &mut String, label: Option<&str>, value: &str) {
     let value = value.trim();
     if value.is_empty() {
         return;
@@ -186,12 +315,14 @@ fn push_field(out: &mut String, label: &str, value: &str) {
     if !out.is_empty() {
         out.push('\n');
     }
-    out.push_str(label);
-    out.push_str(": ");
+    if let Some(label) = label {
+        out.push_str(label);
+        out.push_str(": ");
+    }
     out.push_str(value);
 }
 
-fn push_list(out: &mut String, label: &str, values: &[String]) {
+fn push_list(out: &mut String, label: Option<&str>, values: &[String]) {
     let values: Vec<&str> = values
         .iter()
         .map(|v| v.trim())
@@ -312,6 +443,84 @@ mod tests {
         assert_eq!(s.memory_type(), SUMMARY_TYPE);
         assert!(!s.is_blank());
         assert!(MemoryBody::Summary(SessionSummary::default()).is_blank());
+    }
+
+    /// A body whose every field holds its own name (a list: the name once).
+    fn named(mut body: MemoryBody) -> MemoryBody {
+        body.fields_mut(|field, value| match value {
+            TextMut::One(s) => *s = field.name.to_owned(),
+            TextMut::List(l) => *l = vec![field.name.to_owned()],
+        });
+        body
+    }
+
+    #[test]
+    fn the_walk_visits_every_field_once_under_its_stored_name() {
+        for body in [
+            MemoryBody::Observation(Observation::default()),
+            MemoryBody::Summary(SessionSummary::default()),
+        ] {
+            let body = named(body);
+            let mut visited = Vec::new();
+            body.fields(|field, value| visited.push((field.name, value.strings().collect::<Vec<_>>())));
+            // The stored form (serde) holds every field: each must be the
+            // one visited under that name, and nothing else is stored.
+            let json = serde_json::to_value(&body).unwrap_or_default();
+            let stored = json.as_object().cloned().unwrap_or_default();
+            assert_eq!(stored.len(), visited.len() + 1, "{stored:?}");
+            for (name, values) in visited {
+                let value = &stored[name];
+                let value: Vec<&str> = match value.as_array() {
+                    Some(list) => list.iter().filter_map(|v| v.as_str()).collect(),
+                    None => value.as_str().into_iter().collect(),
+                };
+                assert_eq!(value, [name], "{name}");
+                assert_eq!(values, [name], "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn body_blankness_and_sizes_read_every_field() {
+        let o = named(MemoryBody::Observation(Observation::default()));
+        assert_eq!(
+            o.body(),
+            "text\nFacts: facts\nFiles read: files_read\nFiles modified: files_modified"
+        );
+        assert_eq!(o.title(), "title");
+        let s = named(MemoryBody::Summary(SessionSummary::default()));
+        assert_eq!(
+            s.body(),
+            "Request: request\nInvestigated: investigated\nLearned: learned\nCompleted: completed\n\
+             Next steps: next_steps\nFiles read: files_read\nFiles edited: files_edited\nNotes: notes"
+        );
+        let names = |b: &MemoryBody| b.field_bytes().into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        assert!(o.field_bytes().iter().all(|&(name, n)| n == name.len()));
+        assert_eq!(o.bytes(), names(&o).concat().len());
+        assert_eq!(s.bytes(), names(&s).concat().len());
+        assert_eq!(o.largest_field(), "files_modified");
+        // Blank is every prose field blank: the type and file lists hold
+        // no memory on their own.
+        let mut paths_only = o.clone();
+        paths_only.fields_mut(|field, value| {
+            if field.role == FieldRole::Prose {
+                value.strings().for_each(|s| *s = " \n".to_owned());
+            }
+        });
+        assert!(paths_only.is_blank());
+        assert_eq!(
+            paths_only.body(),
+            "Files read: files_read\nFiles modified: files_modified"
+        );
+        for prose in ["title", "text", "facts"] {
+            let mut one = paths_only.clone();
+            one.fields_mut(|field, value| {
+                if field.name == prose {
+                    value.strings().for_each(|s| *s = "x".to_owned());
+                }
+            });
+            assert!(!one.is_blank(), "{prose}");
+        }
     }
 
     #[test]
