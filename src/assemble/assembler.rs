@@ -6,21 +6,21 @@
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
+use super::caches::Caches;
 use super::error::AssembleError;
 use super::layout;
-use super::pipeline::Pipeline;
+use super::pipeline::{Pipeline, RunOutput};
 use super::policy::Catalog;
-use super::shrink::TurnMemo;
 use super::validate::{self, Resolved};
 use crate::compact::{CompactionSettings, Counting};
 use crate::prompt::{AssembleRequest, Assembly};
 use crate::prompt_cache::families::FamilyTracker;
 use crate::prompt_cache::feedback::{Comparison, Feedback, UsageReport};
-use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
+use crate::prompt_cache::prefix::PrefixKey;
 use crate::telemetry::metrics;
 use crate::tokens::hf::HfModel;
 use crate::tokens::models::UNKNOWN_MODEL;
-use crate::tokens::{CountCache, Encoding, MemoCache, ModelSpec, ModelTable, Tokenizer};
+use crate::tokens::{Encoding, ModelSpec, ModelTable, Tokenizer};
 use crate::vocab::{Cancel, saturating_u32};
 
 /// Default weight of the token-count caches.
@@ -36,16 +36,8 @@ const MAX_RENDER_TRIES: u32 = 8;
 #[derive(Debug)]
 pub struct Assembler {
     catalog: RwLock<Arc<Catalog>>,
-    /// Counts of segments, items, tools and the query.
-    pub(super) segments: CountCache,
-    /// What is known of each static prefix, by tokenizer, hash and salt.
-    pub(super) prefixes: CountCache<PrefixFacts>,
-    /// Turn summaries kept (their counts and running summaries), by the
-    /// turns they summarize.
-    pub(super) summaries: MemoCache<TurnMemo>,
-    /// The count of every turn summary tried (each eviction step's), by
-    /// the same keys.
-    pub(super) summary_costs: CountCache,
+    /// The caches every request shares.
+    pub(super) caches: Caches,
     families: FamilyTracker,
     feedback: Feedback,
 }
@@ -81,10 +73,7 @@ impl Assembler {
     pub fn new(catalog: Catalog, cache_bytes: u64) -> Self {
         Assembler {
             catalog: RwLock::new(Arc::new(catalog)),
-            segments: CountCache::new(cache_bytes / 32 * 19),
-            prefixes: CountCache::new(cache_bytes / 8),
-            summaries: MemoCache::new(cache_bytes / 4),
-            summary_costs: CountCache::new(cache_bytes / 32),
+            caches: Caches::new(cache_bytes),
             families: FamilyTracker::default(),
             feedback: Feedback::default(),
         }
@@ -298,15 +287,24 @@ impl Assembler {
         let mut refused_at: Option<u32> = None;
         let mut least_over = u64::MAX;
         let (result, pipeline) = loop {
-            let mut pipeline = Pipeline::new(self, &spec, &policy, &req, &tools, allowed, cancel, started);
-            pipeline.warm_only = warm_only;
+            let mut pipeline = Pipeline::new(
+                &self.caches,
+                &spec,
+                &policy,
+                &req,
+                &tools,
+                allowed,
+                cancel,
+                started,
+                warm_only,
+            );
             let result = pipeline.run(key.clone());
             tries += 1;
             if warm_only && cancel.is_cancelled() {
                 break (result, pipeline);
             }
             let rendered = match &result {
-                Ok((_, usage, cache, ..)) => {
+                Ok(RunOutput { usage, cache, .. }) => {
                     first_hit.get_or_insert(cache.prefix_cache_hit);
                     Some(u64::from(usage.total_tokens) + u64::from(usage.tools_tokens))
                 }
@@ -315,8 +313,8 @@ impl Assembler {
             let next = match (rendered, &result) {
                 (Some(n), _) if n <= u64::from(budget.input) => {
                     let result = result.map(|mut r| {
-                        r.1.budget = budget.input;
-                        r.2.prefix_cache_hit = first_hit.unwrap_or(r.2.prefix_cache_hit);
+                        r.usage.budget = budget.input;
+                        r.cache.prefix_cache_hit = first_hit.unwrap_or(r.cache.prefix_cache_hit);
                         r
                     });
                     break (result, pipeline);
@@ -361,7 +359,14 @@ impl Assembler {
         }
         pipeline.record_lookups();
         let render_started = pipeline.lap;
-        let (plan, usage, cache, hints, decisions, warnings) = match result {
+        let RunOutput {
+            plan,
+            usage,
+            cache,
+            hints,
+            decisions,
+            warnings,
+        } = match result {
             Ok(r) => r,
             Err(e) => return Run::Done(Err(e)),
         };
@@ -415,7 +420,7 @@ impl Counting for Assembler {
     }
 
     fn count_cached(&self, tokenizer: &Tokenizer, text: &str) -> (u32, bool) {
-        self.segments.count(tokenizer, text)
+        self.caches.segments.count(tokenizer, text)
     }
 }
 

@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 
 use super::allocate::{Allocation, Form, rank_by_score};
-use super::pipeline::Measurement;
+use super::measure::Measurement;
 use super::policy::Policy;
 use super::render::{self, FormAttr};
 use crate::prompt::{AssembleRequest, BlockKind, Message};

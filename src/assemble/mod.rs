@@ -5,7 +5,11 @@
 //!
 //! - [`assembler`]: the facade shared by every request (catalog, caches).
 //! - `pipeline`: one request's run (filter, group, measure, allocate);
-//!   `shrink`: compact, truncated and summarized forms on demand.
+//!   `measure`: the blocks measured (units, candidates, keys);
+//!   `counting`: counting through the caches, tallies, the warm-only rule;
+//!   `caches`: the caches every request shares;
+//!   `shrink`: compact, truncated and summarized forms on demand, from
+//!   the counter and the measurement (not the pipeline).
 //! - [`validate`]: request checks; [`policy`]: policies and the catalog.
 //! - [`turns`]: tool-call pairing; [`allocate`]: the budget allocator.
 //! - [`render`]: units whose counts add up exactly across seams.
@@ -17,9 +21,12 @@
 pub mod allocate;
 pub mod assembler;
 pub mod batch;
+mod caches;
+mod counting;
 pub mod error;
 pub mod flow;
 mod layout;
+mod measure;
 mod pipeline;
 pub mod policy;
 pub mod render;

@@ -2,17 +2,17 @@
 //! units, measure every unit, allocate the budget, then hand plain values to
 //! layout, hints and the report.
 
-use std::cell::{Cell, OnceCell};
 use std::time::{Duration, Instant};
 
 use tracing::debug;
 
 use super::allocate::{self, BlockPlan, Carrier, DropReason, UnitPlan};
-use super::assembler::Assembler;
+use super::caches::Caches;
+use super::counting::Counter;
 use super::error::AssembleError;
 use super::layout;
+use super::measure::{Measured, Measurement, Unit};
 use super::policy::Policy;
-use super::render::{self, FormAttr};
 use super::report;
 use super::shrink::Shrinker;
 use super::turns;
@@ -22,62 +22,25 @@ use crate::prompt_cache::hints;
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::chat::message_tokens;
-use crate::tokens::hf::{HfModel, Piece};
-use crate::tokens::{ChatMessage, ModelSpec, Tokenizer, cache};
+use crate::tokens::hf::HfModel;
+use crate::tokens::{ChatMessage, ModelSpec, Tokenizer};
 use crate::vocab::{Cancel, Role, Warning, WarningRef, codes, saturating_u32};
 
-/// One unit of a block: a context item, or a turn with its tool results. A
-/// unit's members are (block, candidate) pairs: a tool call made at the end of
-/// HISTORY and answered at the start of RECENT_TURNS is one unit, owned by the
-/// newer block.
-#[derive(Debug, Clone)]
-pub(super) struct Unit {
-    pub members: Vec<(usize, usize)>,
-    pub invalid: Option<DropReason>,
-}
-
-/// One block after filtering and measuring (`measured[i]` is `blocks[i]`).
-pub(super) struct Measured {
-    /// Positions in `block.items` of the items the principal may see.
-    pub candidates: Vec<usize>,
-    /// Positions of the items filtered out.
-    pub filtered: Vec<usize>,
-    /// The block's units, in order.
-    pub units: Vec<Unit>,
-    /// Full-form text of each candidate (context kinds only), rendered
-    /// when first needed: a unit offered room it cannot fit (proved from
-    /// its content) is never copied.
-    rendered: Vec<OnceCell<String>>,
-    /// Count-cache key of each candidate's content (turn kinds only), hashed
-    /// once: its count and the summary keys of the runs covering it use it.
-    content_keys: Vec<OnceCell<cache::Key>>,
-}
-
-impl Measured {
-    /// The full-form unit of candidate `ci`, `item`, of a block of `kind`.
-    pub fn unit(&self, kind: BlockKind, item: &Item, ci: usize) -> &str {
-        self.rendered[ci].get_or_init(|| render::unit(kind, item, &item.content, FormAttr::Full))
-    }
-}
-
-/// One empty cell per candidate, or none when `used` is false.
-fn cells<T>(candidates: &[usize], used: bool) -> Vec<OnceCell<T>> {
-    if used {
-        candidates.iter().map(|_| OnceCell::new()).collect()
-    } else {
-        Vec::new()
-    }
-}
-
 /// What a successful run produces before texts are moved out of the request.
-type RunOutput = (
-    layout::Plan,
-    Usage,
-    CacheInfo,
-    CacheHints,
-    Vec<BlockDecision>,
-    Vec<Warning>,
-);
+pub(super) struct RunOutput {
+    /// The messages, as positions in the request.
+    pub plan: layout::Plan,
+    /// Tokens used, against the budget.
+    pub usage: Usage,
+    /// The static prefix's facts.
+    pub cache: CacheInfo,
+    /// Hints for the provider's and the engine's caches.
+    pub hints: CacheHints,
+    /// What happened to each block.
+    pub decisions: Vec<BlockDecision>,
+    /// What the caller should know.
+    pub warnings: Vec<Warning>,
+}
 
 /// A prompt as its chat template renders it: the messages' tokens, and what
 /// the tools add to them.
@@ -88,7 +51,8 @@ struct Rendered {
 
 /// Per-request state.
 pub(super) struct Pipeline<'a> {
-    pub(super) asm: &'a Assembler,
+    /// Counts through the shared caches, with the request's tallies.
+    counter: Counter<'a>,
     spec: &'a ModelSpec,
     pub(super) policy: &'a Policy,
     pub(super) tok: &'a Tokenizer,
@@ -99,14 +63,8 @@ pub(super) struct Pipeline<'a> {
     budget: Budget,
     pub(super) measured: Vec<Measured>,
     warnings: Vec<Warning>,
-    hits: Cell<u64>,
-    misses: Cell<u64>,
     /// Where the current phase began.
     pub(super) lap: Instant,
-    /// A warm try: everything must come from the caches; the first thing
-    /// that would be counted or summarized sets `cancel` instead, and the
-    /// run is abandoned (to be run again in full elsewhere).
-    pub(super) warm_only: bool,
     /// Phases ended, recorded when the run ends well (a warm try that
     /// missed records none: its full run records them).
     phases: Vec<(&'static str, Instant, Duration)>,
@@ -114,29 +72,12 @@ pub(super) struct Pipeline<'a> {
     prefix_lookup: Option<(PrefixFacts, bool)>,
 }
 
-/// The request's blocks after filtering and grouping: what the layout and
-/// the report read (plain values, not the pipeline).
-#[derive(Clone, Copy)]
-pub(super) struct Measurement<'a> {
-    /// The request.
-    pub req: &'a AssembleRequest,
-    /// `blocks[i]` measures `req.blocks[i]`.
-    pub blocks: &'a [Measured],
-}
-
-impl<'a> Measurement<'a> {
-    /// The item at candidate `ci` of block `bi`.
-    pub fn item(&self, bi: usize, ci: usize) -> &'a Item {
-        &self.req.blocks[bi].items[self.blocks[bi].candidates[ci]]
-    }
-}
-
 impl<'a> Pipeline<'a> {
     /// A run of `req` (valid: `spec`, `policy`, `budget` and canonical
     /// `tools` resolved) whose first phase began at `started`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
-        asm: &'a Assembler,
+        caches: &'a Caches,
         spec: &'a ModelSpec,
         policy: &'a Policy,
         req: &'a AssembleRequest,
@@ -144,9 +85,10 @@ impl<'a> Pipeline<'a> {
         budget: Budget,
         cancel: &'a Cancel,
         started: Instant,
+        warm_only: bool,
     ) -> Self {
         Pipeline {
-            asm,
+            counter: Counter::new(caches, &spec.tokenizer, cancel, warm_only),
             spec,
             policy,
             tok: &spec.tokenizer,
@@ -157,111 +99,22 @@ impl<'a> Pipeline<'a> {
             budget,
             measured: Vec::new(),
             warnings: Vec::new(),
-            hits: Cell::new(0),
-            misses: Cell::new(0),
-            warm_only: false,
             phases: Vec::new(),
             prefix_lookup: None,
+        }
+    }
+
+    /// The blocks measured so far, as plain values.
+    fn measurement(&self) -> Measurement<'_> {
+        Measurement {
+            req: self.req,
+            blocks: &self.measured,
         }
     }
 
     /// Tokens of one message whose content has `content` tokens.
     fn message_cost(&self, role: Role, content: u32) -> u32 {
         message_tokens(self.tok, role, content)
-    }
-
-    /// Tokens of a `role` message holding `text` (opening the prompt when
-    /// `first`; `key` is the count-cache key of `text`, when the caller has
-    /// it). Where the template sets the content in a piece of its own
-    /// ([`crate::tokens::chat::Glue`]) that piece is counted, seam and all,
-    /// through the cache (the rendering's piece is the same bytes, so the
-    /// final count finds it there); else the content, plus the role's frame.
-    fn message_count(&self, role: Role, first: bool, text: &str, key: Option<&cache::Key>) -> u32 {
-        if self.cancel.is_cancelled() {
-            return 0;
-        }
-        let piece = match self.tok.glue(role, first) {
-            Some(g) if !g.is_identity() => {
-                let mut h = self.tok.hasher();
-                g.hash_piece(&mut h, text);
-                let key = *h.finalize().as_bytes();
-                match self.asm.segments.cached_keyed(&key) {
-                    Some(n) => self.hit_or_missed(Some(n)).unwrap_or_default(),
-                    None => self.count_keyed(key, &g.piece(text)),
-                }
-            }
-            _ => match key {
-                Some(k) => self.count_keyed(*k, text),
-                None => self.count(text),
-            },
-        };
-        self.tok.glued_message_tokens(role, first, piece)
-    }
-
-    /// Counts through the segment cache, tallying hits and misses. Once the
-    /// request is cancelled, counts nothing and returns 0 (the run is
-    /// abandoned before any result is used).
-    pub(super) fn count(&self, text: &str) -> u32 {
-        if self.cancel.is_cancelled() {
-            return 0;
-        }
-        self.count_keyed(cache::key(self.tok, text.as_bytes()), text)
-    }
-
-    /// [`Pipeline::count`] of `text` whose count-cache key is `key`.
-    fn count_keyed(&self, key: cache::Key, text: &str) -> u32 {
-        if self.cancel.is_cancelled() {
-            return 0;
-        }
-        if self.warm_only {
-            let n = self.asm.segments.cached_keyed(&key);
-            return self.hit_or_missed(n).unwrap_or_default();
-        }
-        let (n, hit) = self.asm.segments.count_keyed(self.tok, key, text);
-        let tally = if hit { &self.hits } else { &self.misses };
-        tally.set(tally.get() + 1);
-        n
-    }
-
-    /// [`Pipeline::count`] when at most `limit`, else `None` (counting
-    /// stops past the limit; the cache remembers the bound). Once the
-    /// request is cancelled, counts nothing and returns `None`.
-    pub(super) fn count_at_most(&self, text: &str, limit: u32) -> Option<u32> {
-        if self.cancel.is_cancelled() {
-            return None;
-        }
-        if self.surely_over(text, limit) {
-            return None;
-        }
-        if self.warm_only {
-            let n = self.asm.segments.cached_at_most(self.tok, text, limit);
-            return self.hit_or_missed(n).flatten();
-        }
-        let (n, hit) = self.asm.segments.count_at_most(self.tok, text, limit);
-        let tally = if hit { &self.hits } else { &self.misses };
-        tally.set(tally.get() + 1);
-        n
-    }
-
-    /// Whether `text` (or any text holding its whitespace-separated runs,
-    /// such as the unit rendered around it) surely counts more than
-    /// `limit`. Tried only for far more bytes than the limit: a scan of its
-    /// words may prove it cannot fit before it is rendered or hashed for
-    /// the cache (an item offered the little room left costs what the room
-    /// holds, not what it offers).
-    pub(super) fn surely_over(&self, text: &str, limit: u32) -> bool {
-        let long = usize::try_from(limit).is_ok_and(|l| l < text.len() / 4);
-        long && self.tok.surely_over(text, limit)
-    }
-
-    /// A warm try's lookup: a hit is tallied; a miss abandons the try.
-    pub(super) fn hit_or_missed<T>(&self, found: Option<T>) -> Option<T> {
-        if found.is_some() {
-            self.hits.set(self.hits.get() + 1);
-        } else {
-            self.cancel.cancel();
-        }
-        found
     }
 
     /// Records the phases and cache lookups of a run (not of a warm try
@@ -280,23 +133,7 @@ impl<'a> Pipeline<'a> {
                 metrics::prefix_volatile(kind);
             }
         }
-        metrics::cache_lookups(
-            metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
-            self.hits.get(),
-            self.misses.get(),
-        );
-    }
-
-    /// The item at candidate `ci` of block `bi`.
-    pub(super) fn item(&self, bi: usize, ci: usize) -> &'a Item {
-        &self.req.blocks[bi].items[self.measured[bi].candidates[ci]]
-    }
-
-    /// The count-cache key of the content of turn candidate `ci` of block
-    /// `bi`, hashed on first use only.
-    pub(super) fn content_key(&self, bi: usize, ci: usize) -> &cache::Key {
-        self.measured[bi].content_keys[ci]
-            .get_or_init(|| cache::key(self.tok, self.item(bi, ci).content.as_bytes()))
+        self.counter.record_lookups();
     }
 
     /// Measures, allocates and lays out the request whose static prefix is
@@ -309,7 +146,7 @@ impl<'a> Pipeline<'a> {
             bytes: prefix_bytes,
             ..
         } = prefix;
-        let query_tokens = self.message_count(Role::User, false, &req.query, None);
+        let query_tokens = self.counter.message_count(Role::User, false, &req.query, None);
         let base = u64::from(static_tokens)
             + u64::from(query_tokens)
             + u64::from(self.tok.priming_tokens())
@@ -323,7 +160,7 @@ impl<'a> Pipeline<'a> {
             self.message_cost(self.policy.context_role, 0),
             self.message_cost(Role::User, 0),
         ];
-        let mut shrinker = Shrinker::new(self);
+        let mut shrinker = Shrinker::new(&self.counter, self.measurement(), self.policy);
         let window = self.policy.window(self.budget.input);
         let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, window, &mut shrinker)
             .map_err(|o| {
@@ -425,7 +262,14 @@ impl<'a> Pipeline<'a> {
             prefix_message_count: saturating_u32(req.static_segments.len()),
             prefix_cache_hit: prefix_hit,
         };
-        Ok((plan, usage, cache, hints, decisions, warnings))
+        Ok(RunOutput {
+            plan,
+            usage,
+            cache,
+            hints,
+            decisions,
+            warnings,
+        })
     }
 
     /// Tokens of the static prefix messages and of the tools, and the
@@ -439,20 +283,20 @@ impl<'a> Pipeline<'a> {
     /// one caller what system prompt another used.
     fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, (u32, bool), bool) {
         let key = prefix.cache_key(self.tok, &self.req.cache_salt);
-        let counted = if self.warm_only {
-            let found = self.asm.prefixes.get(&key);
+        let counted = if self.counter.warm_only {
+            let found = self.counter.caches.prefixes.get(&key);
             if found.is_none() {
                 self.cancel.cancel();
             }
             Ok(found.map(|f| (f, true)).unwrap_or_default())
         } else {
-            self.asm.prefixes.get_or_try_count(key, || {
+            self.counter.caches.prefixes.get_or_try_count(key, || {
                 let tokens = self
                     .req
                     .static_segments
                     .iter()
                     .enumerate()
-                    .map(|(i, s)| self.message_count(Role::System, i == 0, &s.content, None))
+                    .map(|(i, s)| self.counter.message_count(Role::System, i == 0, &s.content, None))
                     .fold(0, u32::saturating_add);
                 let tools_tokens = self.tok.tools_tokens(self.tools);
                 if self.cancel.is_cancelled() {
@@ -508,7 +352,7 @@ impl<'a> Pipeline<'a> {
             .collect();
         let count = |tools: Option<&[serde_json::Value]>| -> Result<u32, AssembleError> {
             match self.tok.rendered_text(&messages, tools) {
-                Some(Ok(text)) => Ok(self.count_rendered(model, &text)),
+                Some(Ok(text)) => Ok(self.counter.count_rendered(model, &text)),
                 Some(Err(e)) => Err(AssembleError::TemplateRefused {
                     model: self.spec.name.clone(),
                     reason: e.to_string(),
@@ -531,25 +375,6 @@ impl<'a> Pipeline<'a> {
             }),
             warning,
         ))
-    }
-
-    /// Tokens of the rendering `text` of a prompt: piece by piece where
-    /// `model`'s added tokens cut it ([`crate::tokens::hf::Piece`]: the sum
-    /// is the whole's count, exactly), each piece through the segment cache,
-    /// so a prompt that shares messages with an earlier one counts only its
-    /// new pieces; else whole.
-    fn count_rendered(&self, model: &HfModel, text: &str) -> u32 {
-        let mut n = 0u32;
-        let cut = model.split(text, |p| {
-            n = n.saturating_add(match p {
-                Piece::Added => 1,
-                Piece::Text(t) => self.count(t),
-            });
-        });
-        match cut {
-            Some(()) => n,
-            None => self.count(text),
-        }
     }
 
     /// The warning about the messages whose text spells one of `model`'s
@@ -615,8 +440,7 @@ impl<'a> Pipeline<'a> {
                 );
             }
             let turns = block.kind.is_turns();
-            let (rendered, content_keys) = (cells(&candidates, !turns), cells(&candidates, turns));
-            let units = if block.kind.is_turns() {
+            let units = if turns {
                 Vec::new()
             } else {
                 (0..candidates.len())
@@ -626,13 +450,8 @@ impl<'a> Pipeline<'a> {
                     })
                     .collect()
             };
-            self.measured.push(Measured {
-                candidates,
-                filtered,
-                units,
-                rendered,
-                content_keys,
-            });
+            self.measured
+                .push(Measured::new(candidates, filtered, units, turns));
         }
         let chrono = self.group_conversation();
 
@@ -653,12 +472,17 @@ impl<'a> Pipeline<'a> {
                         u.members
                             .iter()
                             .map(|&(mb, mc)| {
-                                let it = self.item(mb, mc);
+                                let it = self.measurement().item(mb, mc);
                                 if self.cancel.is_cancelled() {
                                     return 0;
                                 }
                                 let role = it.role.unwrap_or(Role::User);
-                                self.message_count(role, false, &it.content, Some(self.content_key(mb, mc)))
+                                self.counter.message_count(
+                                    role,
+                                    false,
+                                    &it.content,
+                                    Some(self.measurement().content_key(self.tok, mb, mc)),
+                                )
                             })
                             .fold(0, u32::saturating_add)
                     } else if self.cancel.is_cancelled() {
@@ -666,9 +490,10 @@ impl<'a> Pipeline<'a> {
                         // abandoned after measuring.
                         0
                     } else {
-                        self.count(m.unit(block.kind, self.item(bi, ui), ui))
+                        self.counter
+                            .count(m.unit(block.kind, self.measurement().item(bi, ui), ui))
                     };
-                    let first = self.item(u.members[0].0, u.members[0].1);
+                    let first = self.measurement().item(u.members[0].0, u.members[0].1);
                     UnitPlan {
                         full,
                         lazy,
@@ -710,7 +535,10 @@ impl<'a> Pipeline<'a> {
             .iter()
             .flat_map(|&b| (0..self.measured[b].candidates.len()).map(move |c| (b, c)))
             .collect();
-        let items: Vec<&Item> = turns.iter().map(|&(b, c)| self.item(b, c)).collect();
+        let items: Vec<&Item> = turns
+            .iter()
+            .map(|&(b, c)| self.measurement().item(b, c))
+            .collect();
         let mut units = turns::group(&items);
         if self.tok.layout_rules().user_first {
             units = turns::exchanges(units, &items);
@@ -720,7 +548,7 @@ impl<'a> Pipeline<'a> {
             if let Some(reason) = unit.invalid {
                 let ids: Vec<&str> = members
                     .iter()
-                    .map(|&(b, c)| self.item(b, c).id.as_str())
+                    .map(|&(b, c)| self.measurement().item(b, c).id.as_str())
                     .collect();
                 let (code, what) = match reason {
                     DropReason::OrphanToolResult => {

@@ -4,7 +4,7 @@
 use tracing::debug;
 
 use super::allocate::{Allocation, BlockFate, BlockPlan, DropReason, Form, Full};
-use super::pipeline::Measurement;
+use super::measure::Measurement;
 use crate::prompt::{Block, BlockDecision, Outcome};
 use crate::vocab::{Warning, WarningRef, codes, saturating_u32};
 

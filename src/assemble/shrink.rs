@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use super::allocate::{Shrink, TurnSummary};
-use super::pipeline::Pipeline;
+use super::counting::Counter;
+use super::measure::Measurement;
+use super::policy::Policy;
 use super::render::{self, FormAttr};
 use crate::compact::summary::Running;
 use crate::compact::{Content, Msg};
@@ -16,7 +18,11 @@ use crate::vocab::{Meter, Role};
 /// Measures compact and truncated forms, and the summary of turns that do
 /// not fit, on demand.
 pub(super) struct Shrinker<'p, 'a> {
-    p: &'p Pipeline<'a>,
+    /// Counts through the request's counter.
+    c: &'p Counter<'a>,
+    /// The blocks measured.
+    m: Measurement<'p>,
+    policy: &'p Policy,
     /// The turn units the last summary covered, oldest first, and the key of
     /// each prefix of them (`keys[i]` covers `units[..=i]`).
     units: Vec<(usize, usize)>,
@@ -40,9 +46,11 @@ struct Last {
 }
 
 impl<'p, 'a> Shrinker<'p, 'a> {
-    pub(super) fn new(p: &'p Pipeline<'a>) -> Self {
+    pub(super) fn new(c: &'p Counter<'a>, m: Measurement<'p>, policy: &'p Policy) -> Self {
         Shrinker {
-            p,
+            c,
+            m,
+            policy,
             units: Vec::new(),
             keys: Vec::new(),
             asked: None,
@@ -74,13 +82,13 @@ impl<'p, 'a> Shrinker<'p, 'a> {
                 "a summary's count and its bytes differ"
             );
             if !last.remembered {
-                self.p.asm.summaries.insert(key, last.memo.clone());
+                self.c.caches.summaries.insert(key, last.memo.clone());
                 last.remembered = true;
             }
             Some(last.unit.take().unwrap_or_else(|| last.memo.unit()))
         });
         if unit.is_none() {
-            self.p.cancel.cancel();
+            self.c.cancel.cancel();
         }
         unit
     }
@@ -93,14 +101,14 @@ impl<'p, 'a> Shrinker<'p, 'a> {
         if self.last.as_ref().is_some_and(|l| l.covered == n) {
             return Some(());
         }
-        let p = self.p;
-        if p.warm_only {
-            p.cancel.cancel();
+        let (c, m) = (self.c, self.m);
+        if c.warm_only {
+            c.cancel.cancel();
             return None;
         }
         let floor = self.last.as_ref().map_or(0, |l| l.covered);
         let found = (floor + 1..n).rev().find_map(|i| {
-            p.asm.summaries.get(&self.keys[i - 1]).map(|memo| Last {
+            c.caches.summaries.get(&self.keys[i - 1]).map(|memo| Last {
                 covered: i,
                 memo,
                 remembered: true,
@@ -115,11 +123,11 @@ impl<'p, 'a> Shrinker<'p, 'a> {
             Some(l) => (l.covered, &l.memo.run, l.memo.trusted),
             None => (0, &fresh, true),
         };
-        let new = members(p, &self.units[from..n]);
+        let new = members(m, &self.units[from..n]);
         let msgs: Vec<Msg> = new.iter().map(|item| turn_message(item)).collect();
         #[cfg(test)]
         SUMMARIZED.with(|n| n.set(n.get() + msgs.len()));
-        let run = run.extended(&msgs, p.cancel).ok()?;
+        let run = run.extended(&msgs, c.cancel).ok()?;
         // The summary clips the turns verbatim: it is only as trusted as the
         // least trusted turn it covers.
         let trusted = trusted && new.iter().all(|item| vouched_for(item));
@@ -131,7 +139,7 @@ impl<'p, 'a> Shrinker<'p, 'a> {
         let unit = memo.unit();
         // Counted apart from the segment cache: the count table (and the
         // memo, once kept) remember it under the turns' key.
-        memo.cost = p.tok.count(&unit);
+        memo.cost = c.tok.count(&unit);
         self.last = Some(Last {
             covered: n,
             memo: Arc::new(memo),
@@ -143,11 +151,11 @@ impl<'p, 'a> Shrinker<'p, 'a> {
 }
 
 /// The items of turn units, (block, unit), in order.
-fn members<'p>(p: &'p Pipeline<'_>, units: &[(usize, usize)]) -> Vec<&'p Item> {
+fn members<'p>(m: Measurement<'p>, units: &[(usize, usize)]) -> Vec<&'p Item> {
     units
         .iter()
-        .flat_map(|&(b, u)| &p.measured[b].units[u].members)
-        .map(|&(mb, mc)| p.item(mb, mc))
+        .flat_map(|&(b, u)| &m.blocks[b].units[u].members)
+        .map(|&(mb, mc)| m.item(mb, mc))
         .collect()
 }
 
@@ -205,13 +213,13 @@ impl Shrink for Shrinker<'_, '_> {
     /// content that surely counts more than `limit` proves the unit does,
     /// before it is rendered.
     fn measure(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
-        let item = self.p.item(block, unit);
-        if self.p.surely_over(&item.content, limit) {
+        let item = self.m.item(block, unit);
+        if self.c.surely_over(&item.content, limit) {
             return None;
         }
-        let kind = self.p.req.blocks[block].kind;
-        self.p
-            .count_at_most(self.p.measured[block].unit(kind, item, unit), limit)
+        let kind = self.m.req.blocks[block].kind;
+        self.c
+            .count_at_most(self.m.blocks[block].unit(kind, item, unit), limit)
     }
 
     /// The summary unit of the turns' items (the Compact RPC's summary), as
@@ -224,10 +232,10 @@ impl Shrink for Shrinker<'_, '_> {
     /// steps for a lookup each); the summary kept, whole, by
     /// [`Shrinker::kept_summary`].
     fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
-        if !self.p.policy.compact_turns || self.p.cancel.is_cancelled() {
+        if !self.policy.compact_turns || self.c.cancel.is_cancelled() {
             return None;
         }
-        let p = self.p;
+        let (c, m) = (self.c, self.m);
         // The keys of every prefix: the last call's, when these units extend
         // its units, and one more per new unit.
         if !units.starts_with(&self.units) {
@@ -237,13 +245,13 @@ impl Shrink for Shrinker<'_, '_> {
         }
         for &unit in &units[self.units.len()..] {
             let before = self.keys.last().copied().unwrap_or_default();
-            self.keys.push(turn_summary_key(p, &before, unit));
+            self.keys.push(turn_summary_key(c, m, &before, unit));
             self.units.push(unit);
         }
         let n = units.len();
         let key = *self.keys.get(n.checked_sub(1)?)?;
         self.asked = Some(n);
-        if let Some(memo) = p.asm.summaries.get(&key) {
+        if let Some(memo) = c.caches.summaries.get(&key) {
             let cost = memo.cost;
             self.last = Some(Last {
                 covered: n,
@@ -253,23 +261,23 @@ impl Shrink for Shrinker<'_, '_> {
             });
             return Some(cost);
         }
-        if let Some(cost) = p.asm.summary_costs.get(&key) {
+        if let Some(cost) = c.caches.summary_costs.get(&key) {
             return Some(cost);
         }
         self.make(n)?;
         let cost = self.last.as_ref()?.memo.cost;
-        p.asm.summary_costs.insert(key, cost);
+        c.caches.summary_costs.insert(key, cost);
         Some(cost)
     }
 
     fn compact_cost(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
-        let item = self.p.item(block, unit);
+        let item = self.m.item(block, unit);
         let text = item.compact_form.as_deref().unwrap_or_default();
-        if self.p.surely_over(text, limit) {
+        if self.c.surely_over(text, limit) {
             return None;
         }
-        self.p.count_at_most(
-            &render::unit(self.p.req.blocks[block].kind, item, text, FormAttr::Compact),
+        self.c.count_at_most(
+            &render::unit(self.m.req.blocks[block].kind, item, text, FormAttr::Compact),
             limit,
         )
     }
@@ -281,29 +289,29 @@ impl Shrink for Shrinker<'_, '_> {
     /// what is kept, not to the whole text (finding the ends is one cheap
     /// pass, cancellable); every answer is a verified count.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
-        if self.p.warm_only {
+        if self.c.warm_only {
             // Truncation always counts: a warm try is abandoned here.
-            self.p.cancel.cancel();
+            self.c.cancel.cancel();
             return None;
         }
-        let item = self.p.item(block, unit);
-        let kind = self.p.req.blocks[block].kind;
+        let item = self.m.item(block, unit);
+        let kind = self.m.req.blocks[block].kind;
         // Cancelled: nothing fits, and the run is abandoned at its next check.
-        let mut ends = render::sentence_ends(&item.content, &mut Meter::new(self.p.cancel)).ok()?;
+        let mut ends = render::sentence_ends(&item.content, &mut Meter::new(self.c.cancel)).ok()?;
         // A prefix longer than `limit` tokens can hold cannot fit: neither
         // the estimate nor the probes look past it, so a long text costs
         // what can be kept (the scan for ends aside).
-        let most = self.p.tok.most_bytes_within(limit);
+        let most = self.c.tok.most_bytes_within(limit);
         ends.retain(|&e| e < item.content.len() && e <= most);
         let wrapper = render::unit(kind, item, "", FormAttr::Truncated);
         let head = &item.content[..ends.last().copied().unwrap_or(0)];
-        let within = self.p.tok.prefixes_within(head, &ends, &wrapper, limit);
+        let within = self.c.tok.prefixes_within(head, &ends, &wrapper, limit);
         let found = last_fitting(ends.len(), within.saturating_sub(1), |i| {
-            if self.p.cancel.is_cancelled() {
+            if self.c.cancel.is_cancelled() {
                 return None;
             }
             let u = render::unit(kind, item, &item.content[..ends[i]], FormAttr::Truncated);
-            self.p.tok.count_at_most(&u, limit)
+            self.c.tok.count_at_most(&u, limit)
         });
         found.map(|(i, cost)| (ends[i], cost))
     }
@@ -386,8 +394,13 @@ fn vouched_for(item: &Item) -> bool {
 /// count-cache key (a digest of it), so a request hashes each turn's text
 /// once, for its count and the summaries covering it alike. A chain, so every
 /// prefix of a run has its key for one pass over the run.
-fn turn_summary_key(p: &Pipeline<'_>, before: &cache::Key, unit: (usize, usize)) -> cache::Key {
-    let mut h = p.tok.hasher();
+fn turn_summary_key(
+    c: &Counter<'_>,
+    m: Measurement<'_>,
+    before: &cache::Key,
+    unit: (usize, usize),
+) -> cache::Key {
+    let mut h = c.tok.hasher();
     h.update(b"turn-summary/v4");
     h.update(before);
     let mut field = |bytes: &[u8]| {
@@ -395,10 +408,10 @@ fn turn_summary_key(p: &Pipeline<'_>, before: &cache::Key, unit: (usize, usize))
         h.update(bytes);
     };
     let (b, u) = unit;
-    let members = &p.measured[b].units[u].members;
+    let members = &m.blocks[b].units[u].members;
     field(&(members.len() as u64).to_le_bytes());
     for &(mb, mc) in members {
-        let item = p.item(mb, mc);
+        let item = m.item(mb, mc);
         field(item.role.map_or("", Role::as_str).as_bytes());
         field(item.id.as_bytes());
         field(item.tool_call_id.as_bytes());
@@ -406,7 +419,7 @@ fn turn_summary_key(p: &Pipeline<'_>, before: &cache::Key, unit: (usize, usize))
         for id in &item.tool_call_ids {
             field(id.as_bytes());
         }
-        field(p.content_key(mb, mc));
+        field(m.content_key(c.tok, mb, mc));
         field(&[u8::from(vouched_for(item))]);
     }
     *h.finalize().as_bytes()

@@ -729,7 +729,9 @@ fn filtered_items_are_never_counted_or_rendered() {
     let unit = render::unit(BlockKind::Evidence, &secret, &secret.content, FormAttr::Full);
     let tok = &a.catalog().models.resolve("gpt-4o").unwrap().tokenizer.clone();
     assert_eq!(
-        a.segments.get(&CountCache::key(tok, unit.as_bytes())),
+        a.caches
+            .segments
+            .get(&crate::tokens::CountCache::key(tok, unit.as_bytes())),
         None,
         "filtered item was measured"
     );

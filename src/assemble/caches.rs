@@ -1,0 +1,36 @@
+//! The caches every request shares, by what they remember: counts of texts
+//! (segments, items, tools, the query), what is known of each static prefix,
+//! the turn summaries kept and the counts of those tried. All bounded in
+//! bytes, all keyed by the tokenizer, so a catalog reload leaves them valid.
+
+use super::shrink::TurnMemo;
+use crate::prompt_cache::prefix::PrefixFacts;
+use crate::tokens::{CountCache, MemoCache};
+
+/// The shared caches.
+#[derive(Debug)]
+pub(super) struct Caches {
+    /// Counts of segments, items, tools and the query.
+    pub segments: CountCache,
+    /// What is known of each static prefix, by tokenizer, hash and salt.
+    pub prefixes: CountCache<PrefixFacts>,
+    /// Turn summaries kept (their counts and running summaries), by the
+    /// turns they summarize.
+    pub summaries: MemoCache<TurnMemo>,
+    /// The count of every turn summary tried (each eviction step's), by
+    /// the same keys.
+    pub summary_costs: CountCache,
+}
+
+impl Caches {
+    /// Caches that take at most `cache_bytes` together, shared as
+    /// [`super::Assembler::new`] says.
+    pub fn new(cache_bytes: u64) -> Self {
+        Caches {
+            segments: CountCache::new(cache_bytes / 32 * 19),
+            prefixes: CountCache::new(cache_bytes / 8),
+            summaries: MemoCache::new(cache_bytes / 4),
+            summary_costs: CountCache::new(cache_bytes / 32),
+        }
+    }
+}

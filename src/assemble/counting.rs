@@ -1,0 +1,162 @@
+//! Counting for one request: every text through the shared count cache,
+//! tallying hits and misses, and the warm-only rule (a warm try counts
+//! nothing: the first miss cancels it, to be run again in full). Once the
+//! request is cancelled nothing more is counted.
+
+use std::cell::Cell;
+
+use super::caches::Caches;
+use crate::telemetry::metrics;
+use crate::tokens::hf::{HfModel, Piece};
+use crate::tokens::{Tokenizer, cache};
+use crate::vocab::{Cancel, Role};
+
+/// One request's counter.
+pub(super) struct Counter<'a> {
+    pub caches: &'a Caches,
+    pub tok: &'a Tokenizer,
+    pub cancel: &'a Cancel,
+    /// A warm try: everything must come from the caches; the first thing
+    /// that would be counted or summarized sets `cancel` instead, and the
+    /// run is abandoned (to be run again in full elsewhere).
+    pub warm_only: bool,
+    hits: Cell<u64>,
+    misses: Cell<u64>,
+}
+
+impl<'a> Counter<'a> {
+    /// A counter with `tok` through `caches`, stopping once `cancel` is set.
+    pub fn new(caches: &'a Caches, tok: &'a Tokenizer, cancel: &'a Cancel, warm_only: bool) -> Self {
+        Counter {
+            caches,
+            tok,
+            cancel,
+            warm_only,
+            hits: Cell::new(0),
+            misses: Cell::new(0),
+        }
+    }
+
+    /// Records the segment-cache lookups made (not by a warm try that
+    /// missed: the full run records its own).
+    pub fn record_lookups(&self) {
+        metrics::cache_lookups(
+            metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
+            self.hits.get(),
+            self.misses.get(),
+        );
+    }
+
+    /// Tokens of a `role` message holding `text` (opening the prompt when
+    /// `first`; `key` is the count-cache key of `text`, when the caller has
+    /// it). Where the template sets the content in a piece of its own
+    /// ([`crate::tokens::chat::Glue`]) that piece is counted, seam and all,
+    /// through the cache (the rendering's piece is the same bytes, so the
+    /// final count finds it there); else the content, plus the role's frame.
+    pub fn message_count(&self, role: Role, first: bool, text: &str, key: Option<&cache::Key>) -> u32 {
+        if self.cancel.is_cancelled() {
+            return 0;
+        }
+        let piece = match self.tok.glue(role, first) {
+            Some(g) if !g.is_identity() => {
+                let mut h = self.tok.hasher();
+                g.hash_piece(&mut h, text);
+                let key = *h.finalize().as_bytes();
+                match self.caches.segments.cached_keyed(&key) {
+                    Some(n) => self.hit_or_missed(Some(n)).unwrap_or_default(),
+                    None => self.count_keyed(key, &g.piece(text)),
+                }
+            }
+            _ => match key {
+                Some(k) => self.count_keyed(*k, text),
+                None => self.count(text),
+            },
+        };
+        self.tok.glued_message_tokens(role, first, piece)
+    }
+
+    /// Counts through the segment cache, tallying hits and misses. Once the
+    /// request is cancelled, counts nothing and returns 0 (the run is
+    /// abandoned before any result is used).
+    pub fn count(&self, text: &str) -> u32 {
+        if self.cancel.is_cancelled() {
+            return 0;
+        }
+        self.count_keyed(cache::key(self.tok, text.as_bytes()), text)
+    }
+
+    /// [`Pipeline::count`] of `text` whose count-cache key is `key`.
+    pub fn count_keyed(&self, key: cache::Key, text: &str) -> u32 {
+        if self.cancel.is_cancelled() {
+            return 0;
+        }
+        if self.warm_only {
+            let n = self.caches.segments.cached_keyed(&key);
+            return self.hit_or_missed(n).unwrap_or_default();
+        }
+        let (n, hit) = self.caches.segments.count_keyed(self.tok, key, text);
+        let tally = if hit { &self.hits } else { &self.misses };
+        tally.set(tally.get() + 1);
+        n
+    }
+
+    /// [`Pipeline::count`] when at most `limit`, else `None` (counting
+    /// stops past the limit; the cache remembers the bound). Once the
+    /// request is cancelled, counts nothing and returns `None`.
+    pub fn count_at_most(&self, text: &str, limit: u32) -> Option<u32> {
+        if self.cancel.is_cancelled() {
+            return None;
+        }
+        if self.surely_over(text, limit) {
+            return None;
+        }
+        if self.warm_only {
+            let n = self.caches.segments.cached_at_most(self.tok, text, limit);
+            return self.hit_or_missed(n).flatten();
+        }
+        let (n, hit) = self.caches.segments.count_at_most(self.tok, text, limit);
+        let tally = if hit { &self.hits } else { &self.misses };
+        tally.set(tally.get() + 1);
+        n
+    }
+
+    /// Whether `text` (or any text holding its whitespace-separated runs,
+    /// such as the unit rendered around it) surely counts more than
+    /// `limit`. Tried only for far more bytes than the limit: a scan of its
+    /// words may prove it cannot fit before it is rendered or hashed for
+    /// the cache (an item offered the little room left costs what the room
+    /// holds, not what it offers).
+    pub fn surely_over(&self, text: &str, limit: u32) -> bool {
+        let long = usize::try_from(limit).is_ok_and(|l| l < text.len() / 4);
+        long && self.tok.surely_over(text, limit)
+    }
+
+    /// A warm try's lookup: a hit is tallied; a miss abandons the try.
+    pub fn hit_or_missed<T>(&self, found: Option<T>) -> Option<T> {
+        if found.is_some() {
+            self.hits.set(self.hits.get() + 1);
+        } else {
+            self.cancel.cancel();
+        }
+        found
+    }
+
+    /// Tokens of the rendering `text` of a prompt: piece by piece where
+    /// `model`'s added tokens cut it ([`crate::tokens::hf::Piece`]: the sum
+    /// is the whole's count, exactly), each piece through the segment cache,
+    /// so a prompt that shares messages with an earlier one counts only its
+    /// new pieces; else whole.
+    pub fn count_rendered(&self, model: &HfModel, text: &str) -> u32 {
+        let mut n = 0u32;
+        let cut = model.split(text, |p| {
+            n = n.saturating_add(match p {
+                Piece::Added => 1,
+                Piece::Text(t) => self.count(t),
+            });
+        });
+        match cut {
+            Some(()) => n,
+            None => self.count(text),
+        }
+    }
+}

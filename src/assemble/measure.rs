@@ -1,0 +1,91 @@
+//! A request's blocks measured: the candidates the principal may see, the
+//! units they are grouped into (a turn with its tool results is one), and
+//! the texts and keys made of them on first use. What the pipeline builds,
+//! and what the allocator's shrinker, the layout and the report read.
+
+use std::cell::OnceCell;
+
+use super::allocate::DropReason;
+use super::render::{self, FormAttr};
+use crate::prompt::{AssembleRequest, BlockKind, Item};
+use crate::tokens::{Tokenizer, cache};
+
+/// One unit of a block: a context item, or a turn with its tool results. A
+/// unit's members are (block, candidate) pairs: a tool call made at the end of
+/// HISTORY and answered at the start of RECENT_TURNS is one unit, owned by the
+/// newer block.
+#[derive(Debug, Clone)]
+pub(super) struct Unit {
+    pub members: Vec<(usize, usize)>,
+    pub invalid: Option<DropReason>,
+}
+
+/// One block after filtering and measuring (`measured[i]` is `blocks[i]`).
+pub(super) struct Measured {
+    /// Positions in `block.items` of the items the principal may see.
+    pub candidates: Vec<usize>,
+    /// Positions of the items filtered out.
+    pub filtered: Vec<usize>,
+    /// The block's units, in order.
+    pub units: Vec<Unit>,
+    /// Full-form text of each candidate (context kinds only), rendered
+    /// when first needed: a unit offered room it cannot fit (proved from
+    /// its content) is never copied.
+    rendered: Vec<OnceCell<String>>,
+    /// Count-cache key of each candidate's content (turn kinds only), hashed
+    /// once: its count and the summary keys of the runs covering it use it.
+    content_keys: Vec<OnceCell<cache::Key>>,
+}
+
+impl Measured {
+    /// A block whose visible items are `candidates` (positions in its
+    /// items), grouped into `units`; `turns` for a conversation block (its
+    /// contents are keyed; a context block's units are rendered).
+    pub fn new(candidates: Vec<usize>, filtered: Vec<usize>, units: Vec<Unit>, turns: bool) -> Self {
+        let (rendered, content_keys) = (cells(&candidates, !turns), cells(&candidates, turns));
+        Measured {
+            candidates,
+            filtered,
+            units,
+            rendered,
+            content_keys,
+        }
+    }
+
+    /// The full-form unit of candidate `ci`, `item`, of a block of `kind`.
+    pub fn unit(&self, kind: BlockKind, item: &Item, ci: usize) -> &str {
+        self.rendered[ci].get_or_init(|| render::unit(kind, item, &item.content, FormAttr::Full))
+    }
+}
+
+/// One empty cell per candidate, or none when `used` is false.
+fn cells<T>(candidates: &[usize], used: bool) -> Vec<OnceCell<T>> {
+    if used {
+        candidates.iter().map(|_| OnceCell::new()).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// The request's blocks after filtering and grouping: what the layout and
+/// the report read (plain values, not the pipeline).
+#[derive(Clone, Copy)]
+pub(super) struct Measurement<'a> {
+    /// The request.
+    pub req: &'a AssembleRequest,
+    /// `blocks[i]` measures `req.blocks[i]`.
+    pub blocks: &'a [Measured],
+}
+
+impl<'a> Measurement<'a> {
+    /// The item at candidate `ci` of block `bi`.
+    pub fn item(&self, bi: usize, ci: usize) -> &'a Item {
+        &self.req.blocks[bi].items[self.blocks[bi].candidates[ci]]
+    }
+
+    /// The count-cache key (under `tok`) of the content of turn candidate
+    /// `ci` of block `bi`, hashed on first use only.
+    pub fn content_key(&self, tok: &Tokenizer, bi: usize, ci: usize) -> &'a cache::Key {
+        self.blocks[bi].content_keys[ci].get_or_init(|| cache::key(tok, self.item(bi, ci).content.as_bytes()))
+    }
+}
