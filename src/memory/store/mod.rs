@@ -29,6 +29,7 @@ use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 use super::model::{Memory, MemoryId, NewMemory};
 
+pub mod breaker;
 mod postgres;
 mod sqlite;
 
@@ -247,11 +248,15 @@ impl From<sqlx::Error> for StoreError {
 /// UNAVAILABLE to callers, never INTERNAL.
 pub(crate) fn retryable(e: &sqlx::Error) -> bool {
     match e {
+        // A connection cut while it is set up or used (a proxy in front of
+        // a server that is down accepts and closes: "unexpected response
+        // from SSLRequest") is the wire breaking, not the query.
         sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_) => true,
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_) => true,
         sqlx::Error::Database(db) => {
             if let Some(sqlite) = db.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
                 // The extended result code; its low byte is the primary one.
@@ -377,7 +382,7 @@ impl MemoryStore {
     pub async fn retain(&self, batch: &RetainBatch) -> Result<Retained, StoreError> {
         match self {
             MemoryStore::Sqlite(s) => s.retain(batch).await,
-            MemoryStore::Postgres(s) => s.retain(batch).await,
+            MemoryStore::Postgres(s) => s.breaker().call(s.retain(batch)).await,
         }
     }
 
@@ -386,7 +391,7 @@ impl MemoryStore {
     pub async fn recall(&self, query: &RecallQuery) -> Result<Vec<Candidate>, StoreError> {
         match self {
             MemoryStore::Sqlite(s) => s.recall(query).await,
-            MemoryStore::Postgres(s) => s.recall(query).await,
+            MemoryStore::Postgres(s) => s.breaker().call(s.recall(query)).await,
         }
     }
 
@@ -394,7 +399,7 @@ impl MemoryStore {
     pub async fn forget(&self, filter: &ForgetFilter) -> Result<Forgotten, StoreError> {
         match self {
             MemoryStore::Sqlite(s) => s.forget(filter).await,
-            MemoryStore::Postgres(s) => s.forget(filter).await,
+            MemoryStore::Postgres(s) => s.breaker().call(s.forget(filter)).await,
         }
     }
 
@@ -406,7 +411,7 @@ impl MemoryStore {
     pub async fn list(&self, query: &ListQuery<'_>) -> Result<Page, StoreError> {
         match self {
             MemoryStore::Sqlite(s) => s.list(query).await,
-            MemoryStore::Postgres(s) => s.list(query).await,
+            MemoryStore::Postgres(s) => s.breaker().call(s.list(query)).await,
         }
     }
 
@@ -415,7 +420,7 @@ impl MemoryStore {
     pub async fn total_bytes(&self) -> Result<u64, StoreError> {
         match self {
             MemoryStore::Sqlite(s) => s.total_bytes().await,
-            MemoryStore::Postgres(s) => s.total_bytes().await,
+            MemoryStore::Postgres(s) => s.breaker().call(s.total_bytes()).await,
         }
     }
 

@@ -5,10 +5,13 @@
 //! sidecars racing with one key store its batch once.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+
+use super::breaker::Breaker;
 use sqlx::{Postgres, Transaction};
 use tokio_stream::StreamExt as _;
 
@@ -64,6 +67,8 @@ pub struct PostgresStore {
     /// Whether the server is on this host (a Unix socket or a loopback
     /// address), where plaintext crosses no network.
     local: bool,
+    /// Refuses calls at once while the server is down ([`Breaker`]).
+    breaker: Arc<Breaker>,
 }
 
 impl PostgresStore {
@@ -97,7 +102,9 @@ impl PostgresStore {
         let local = options.get_socket().is_some() || is_loopback(options.get_host());
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
-            .acquire_timeout(ACQUIRE_TIMEOUT)
+            // A server that is down answers UNAVAILABLE within the
+            // statement timeout, not the pool's own.
+            .acquire_timeout(ACQUIRE_TIMEOUT.min(statement_timeout.max(Duration::from_millis(100))))
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Unavailable(format!("{target}: {e}")))?;
@@ -118,7 +125,13 @@ impl PostgresStore {
             pool,
             encrypted,
             local,
+            breaker: Arc::new(Breaker::default()),
         })
+    }
+
+    /// The breaker every call to this server goes through.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
     }
 
     /// Whether the connections to the server are encrypted (TLS).
