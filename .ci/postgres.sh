@@ -8,7 +8,7 @@
 # lives in a fresh temporary directory; each run starts a new one on a free
 # port. It serves TLS (ssl=on) with a certificate for 127.0.0.1 and
 # localhost signed by a throwaway CA, whose certificate is exported for
-# sslrootcert= (tests/postgres_tls.rs); plaintext connections are still
+# sslrootcert= (tests/stores/postgres_tls.rs); plaintext connections are still
 # accepted. Installs the Debian package when no server binaries are present.
 set -euo pipefail
 exec 3>&1 1>&2 # fd 3 is the real stdout; everything else goes to stderr.

@@ -12,7 +12,7 @@
 //!
 //! Only ids, counts, sizes, hashes and codes become attributes (set by the
 //! handlers through [`crate::telemetry::trace::attribute`]); prompt content
-//! never does: `tests/otel.rs` puts a marker in every text field and looks
+//! never does: `tests/metrics/otel.rs` puts a marker in every text field and looks
 //! for it in every exported span.
 
 use std::convert::Infallible;

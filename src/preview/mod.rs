@@ -7,7 +7,7 @@
 //! page. Requests loaded on the server (the shipped examples, `FILE.json`)
 //! stay there and are picked by name; every answer is built from the
 //! assembly and its decision report only (`view.rs`), whose messages never
-//! hold filtered content. `tests/preview.rs` plants a marker in a filtered
+//! hold filtered content. `tests/process/preview.rs` plants a marker in a filtered
 //! item and checks no answer carries it; `tests/preview/browser_test.py`
 //! checks the page's DOM.
 //!

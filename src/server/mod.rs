@@ -58,7 +58,7 @@ const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 8 << 20;
 /// stalls inside a frame holds that buffer until the keep-alive closes it
 /// (its ping goes unanswered: 40 s at most), so this and `max_connections`
 /// bound what stalled connections can pin: about 97 KB each, measured,
-/// against 48 KB at 16 KiB (`tests/connection_memory.rs`).
+/// against 48 KB at 16 KiB (`tests/limits/connection_memory.rs`).
 const HTTP2_MAX_FRAME_BYTES: u32 = 64 << 10;
 /// Concurrent streams per connection. Admission bounds the work; this bounds
 /// the per-connection bookkeeping.

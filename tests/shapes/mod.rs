@@ -1,7 +1,7 @@
 //! Hostile request shapes that once made the domain's CPU work super-linear
 //! in the request (issue 15), each sized by a parameter. Plain functions
-//! only: `tests/complexity.rs` and `examples/worst_case.rs` include this file,
-//! and `tests/hostile.rs` may too.
+//! only: `tests/limits` (its `complexity`, `cpu_bounds` and `hostile`
+//! modules) and `examples/worst_case.rs` include this file.
 #![allow(dead_code)]
 
 use context_assembler::grpc::pb;

@@ -7,7 +7,7 @@ use super::*;
 use crate::memory::model::{BUILTIN_TYPES, Observation, SessionSummary};
 
 /// The generator of fields holding code, shared with the server round trip
-/// of `tests/memory_parse.rs`.
+/// of `tests/stores/memory_parse.rs`.
 mod code_fields;
 use code_fields::code_observation;
 use code_fields::field_oracle::escape;

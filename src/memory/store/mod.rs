@@ -1,6 +1,6 @@
 //! Where memories live: an embedded SQLite file by default, or PostgreSQL
 //! for many sidecars sharing one memory. Both backends give the same
-//! guarantees, and `tests/memory_store.rs` runs one suite against each:
+//! guarantees, and `tests/stores/memory_store.rs` runs one suite against each:
 //!
 //! - a `retain` commits all of its memories, its idempotency key and the
 //!   retention evictions in one transaction, durably (SQLite: WAL with

@@ -8,7 +8,7 @@
 //! pages with zeros, FTS5 secure-delete (migration 3) removes a deleted
 //! row's terms from the index at once, and a Forget ends with a TRUNCATE
 //! checkpoint, so the WAL holds no frame of the forgotten memory either.
-//! `tests/memory_store.rs` (`a_forgotten_word_is_nowhere_in_the_sqlite_files`)
+//! `tests/stores/memory_store.rs` (`a_forgotten_word_is_nowhere_in_the_sqlite_files`)
 //! scans the raw files for it.
 
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! markup of other vocabularies, stray closers of our own field names, bare
 //! `<` and `&`, references XML does not know, CDATA-looking text, private
 //! spans, unicode), each as written in a block and as the parser must give
-//! it back. Shared by the parser's unit tests and `tests/memory_parse.rs`
+//! it back. Shared by the parser's unit tests and `tests/stores/memory_parse.rs`
 //! (which includes this file by path): it names only what its parent module
 //! imports, `Observation`, `BUILTIN_TYPES` and `strip_private` (the oracle in
 //! `field_oracle.rs` needs the last).

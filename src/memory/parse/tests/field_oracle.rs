@@ -2,7 +2,7 @@
 //! parser: which values a field cannot hold (its own closer, a block tag, a
 //! reference or CDATA section that a raw value would decode, a private span
 //! that depends on what follows) and the text the others must give. Shared
-//! by `code_fields.rs` (the parser's tests and `tests/memory_parse.rs`) and
+//! by `code_fields.rs` (the parser's tests and `tests/stores/memory_parse.rs`) and
 //! the `memory_parse` fuzz target, which include this file by path: it names
 //! only `super::strip_private`.
 

@@ -1,0 +1,618 @@
+//! Integration tests through the real server: status codes and structured
+//! details for bad input, exact usage, health, reflection and metrics.
+
+use crate::common::{self, TestServer, violations};
+use context_assembler::grpc::pb;
+use context_assembler::workload::{self, Shape};
+use tonic::Code;
+use tonic_types::StatusExt;
+
+fn request() -> pb::AssembleRequest {
+    pb::AssembleRequest {
+        request_id: "it-1".to_owned(),
+        model: "gpt-4o-mini".to_owned(),
+        static_segments: vec![pb::Segment {
+            id: "sys".to_owned(),
+            kind: pb::SegmentKind::System.into(),
+            content: "You answer from the documents only.".to_owned(),
+        }],
+        blocks: vec![pb::Block {
+            name: "evidence".to_owned(),
+            kind: pb::BlockKind::Evidence.into(),
+            items: vec![
+                pb::Item {
+                    id: "d1".to_owned(),
+                    content: "Refunds within 30 days.".to_owned(),
+                    score: 0.9,
+                    ..Default::default()
+                },
+                pb::Item {
+                    id: "d2".to_owned(),
+                    content: "Internal margin table.".to_owned(),
+                    score: 0.8,
+                    required_scopes: vec!["finance".to_owned()],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }],
+        query: "Can I get a refund?".to_owned(),
+        principal: Some(pb::Principal {
+            id: "u1".to_owned(),
+            scopes: vec!["support".to_owned()],
+        }),
+        ..Default::default()
+    }
+}
+
+/// The chat formula recounted with the reference tokenizer.
+fn recount(messages: &[pb::Message]) -> u32 {
+    let bpe = tiktoken_rs::o200k_base_singleton();
+    let role = |r: i32| match pb::Role::try_from(r).unwrap() {
+        pb::Role::System => "system",
+        pb::Role::User => "user",
+        pb::Role::Assistant => "assistant",
+        pb::Role::Tool => "tool",
+        pb::Role::Unspecified => panic!("unspecified role in output"),
+    };
+    3 + messages
+        .iter()
+        .map(|m| 3 + bpe.encode_ordinary(role(m.role)).len() + bpe.encode_ordinary(&m.content).len())
+        .sum::<usize>() as u32
+}
+
+#[tokio::test]
+async fn assemble_returns_exact_usage_and_filters_by_permission() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let resp = client.assemble(request()).await.unwrap().into_inner();
+    let usage = resp.usage.unwrap();
+    assert_eq!(usage.total_tokens, recount(&resp.messages));
+    assert!(usage.exact);
+    assert_eq!(usage.tokenizer, "o200k_base");
+    assert_eq!(resp.model, "gpt-4o");
+    let d = &resp.decisions[0];
+    assert_eq!(d.kept_item_ids, vec!["d1"]);
+    assert_eq!(d.filtered_item_ids, vec!["d2"]);
+    assert!(resp.messages.iter().all(|m| !m.content.contains("margin")));
+    assert_eq!(resp.messages.last().unwrap().content, "Can I get a refund?");
+
+    let again = client.assemble(request()).await.unwrap().into_inner();
+    let cache = again.cache.unwrap();
+    assert!(cache.prefix_cache_hit);
+    assert_eq!(cache.prefix_hash, resp.cache.unwrap().prefix_hash);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_name_their_fields() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+
+    let mut unknown_model = request();
+    unknown_model.model = "llama-7b".to_owned();
+    assert_eq!(
+        violations(&client.assemble(unknown_model).await.unwrap_err()),
+        vec!["model"]
+    );
+
+    let mut empty_query = request();
+    empty_query.query = String::new();
+    assert_eq!(
+        violations(&client.assemble(empty_query).await.unwrap_err()),
+        vec!["query"]
+    );
+
+    let mut duplicate = request();
+    let copy = duplicate.blocks[0].clone();
+    duplicate.blocks.push(copy);
+    assert_eq!(
+        violations(&client.assemble(duplicate).await.unwrap_err()),
+        vec!["blocks[1].name"]
+    );
+
+    let mut min_over_max = request();
+    min_over_max.blocks[0].min_tokens = 100;
+    min_over_max.blocks[0].max_tokens = 10;
+    assert_eq!(
+        violations(&client.assemble(min_over_max).await.unwrap_err()),
+        vec!["blocks[0].min_tokens"]
+    );
+
+    let mut bad_kind = request();
+    bad_kind.blocks[0].kind = 0;
+    assert_eq!(
+        violations(&client.assemble(bad_kind).await.unwrap_err()),
+        vec!["blocks[0].kind"]
+    );
+
+    let bad_count = pb::CountTokensRequest {
+        tokenizer: Some(pb::count_tokens_request::Tokenizer::Encoding("p50k".to_owned())),
+        text: "x".to_owned(),
+    };
+    assert_eq!(
+        violations(&client.count_tokens(bad_count).await.unwrap_err()),
+        vec!["encoding"]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn non_cuttable_overflow_is_failed_precondition_with_error_info() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let mut req = request();
+    req.max_input_tokens = Some(50);
+    req.blocks.push(pb::Block {
+        name: "state".to_owned(),
+        kind: pb::BlockKind::State.into(),
+        items: vec![pb::Item {
+            id: "s".to_owned(),
+            content: "fact. ".repeat(200),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let status = client.assemble(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    let info = status.get_details_error_info().expect("ErrorInfo detail");
+    assert_eq!(info.reason, "BUDGET_OVERFLOW");
+    assert_eq!(info.metadata.get("budget").map(String::as_str), Some("50"));
+    assert_eq!(info.metadata.get("model").map(String::as_str), Some("gpt-4o"));
+    let tokens: u64 = info.metadata["non_cuttable_tokens"].parse().unwrap();
+    assert!(tokens > 200);
+
+    let (status_line, body) = server.http_get("/metrics").await;
+    assert!(status_line.contains("200"), "{status_line}");
+    assert!(
+        body.contains("assembler_budget_overflow_total{model=\"gpt-4o\"}"),
+        "{body}"
+    );
+    assert!(body.contains("assembler_requests_total{rpc=\"Assemble\",code=\"FAILED_PRECONDITION\"}"));
+    assert!(body.contains("assembler_request_duration_seconds_bucket{rpc=\"Assemble\",le=\"0.00005\"}"));
+    let (not_found, _) = server.http_get("/other").await;
+    assert!(not_found.contains("404"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn count_tokens_and_list_models() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let text = "Hello <|endoftext|> world".to_owned();
+    let by_model = client
+        .count_tokens(pb::CountTokensRequest {
+            tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4".to_owned())),
+            text: text.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_model.tokenizer, "cl100k_base");
+    assert_eq!(
+        by_model.tokens as usize,
+        tiktoken_rs::cl100k_base_singleton().encode_ordinary(&text).len()
+    );
+    assert!(by_model.exact);
+
+    let models = client
+        .list_models(pb::ListModelsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .models;
+    let gpt4o = models.iter().find(|m| m.name == "gpt-4o").unwrap();
+    assert_eq!(gpt4o.encoding, "o200k_base");
+    assert!(gpt4o.exact && gpt4o.prefix);
+    assert!(models.iter().any(|m| !m.exact && m.estimate_margin_percent > 0));
+    server.stop().await;
+}
+
+/// Long runs of one kind of character are where BPE pre-tokenizers
+/// disagree: each is recounted with tiktoken-rs, exactly. (That they cost
+/// n log n is `limits::complexity`'s `long_runs_are_counted_in_n_log_n`.)
+#[tokio::test]
+async fn hostile_runs_are_counted_exactly_without_panicking() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let runs = [
+        " ",
+        "a",
+        "\n",
+        "\r\n",
+        "7",
+        "!",
+        " \n\t",
+        "e\u{301}",
+        "\u{1f469}\u{200d}\u{1f4bb}",
+        "\u{5d0}\u{200f}",
+        "\u{4e2d}",
+    ];
+    for (i, run) in runs.iter().enumerate() {
+        let mut req = request();
+        // Odd and even lengths, past tiktoken's 4 KiB-ish pieces.
+        req.blocks[0].items[0].content = run.repeat(4_093 + i);
+        req.blocks[0].items[1].content = format!("x{}y", run.repeat(1_000));
+        req.blocks[0].items[1].required_scopes.clear();
+        let resp = client.assemble(req).await.unwrap().into_inner();
+        assert_eq!(
+            resp.usage.unwrap().total_tokens,
+            recount(&resp.messages),
+            "runs of {run:?}"
+        );
+        assert!(
+            resp.messages
+                .iter()
+                .any(|m| m.content.contains(&run.repeat(4_093 + i)))
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_large_synthetic_request_round_trips() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let req = pb::AssembleRequest::from(workload::request(Shape::new(32_000, 24), 5));
+    let resp = client.assemble(req).await.unwrap().into_inner();
+    let usage = resp.usage.unwrap();
+    assert_eq!(usage.total_tokens, recount(&resp.messages));
+    assert!(usage.total_tokens > 25_000, "{}", usage.total_tokens);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn health_and_reflection_v1_and_v1alpha_answer() {
+    use tonic_reflection::pb::{v1, v1alpha};
+    let server = TestServer::start().await;
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel.clone());
+    let overall = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        overall.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(server.channel.clone());
+    let req = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1alpha::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut stream = alpha
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let msg = stream.message().await.unwrap().unwrap();
+    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        msg.message_response
+    else {
+        panic!("unexpected reflection answer");
+    };
+    assert!(
+        list.service
+            .iter()
+            .any(|s| s.name == "context_assembler.v1.Assembler")
+    );
+
+    let mut v1c = v1::server_reflection_client::ServerReflectionClient::new(server.channel.clone());
+    let req = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut stream = v1c
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let msg = stream.message().await.unwrap().unwrap();
+    assert!(matches!(
+        msg.message_response,
+        Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(_))
+    ));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tools_in_any_key_order_give_one_prefix_hash_and_bad_tools_are_named() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let with_tools = |tools: &[&str]| {
+        let mut r = request();
+        r.tools = tools.iter().map(|t| (*t).to_owned()).collect();
+        r
+    };
+    let a = client
+        .assemble(with_tools(&[
+            r#"{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"id":{"type":"string"}}}}}"#,
+        ]))
+        .await
+        .unwrap()
+        .into_inner();
+    let b = client
+        .assemble(with_tools(&[
+            "{\n \"function\": {\"parameters\": {\"properties\": {\"id\": {\"type\": \"string\"}}, \"type\": \"object\"}, \"name\": \"lookup\"},\n \"type\": \"function\"\n}",
+        ]))
+        .await
+        .unwrap()
+        .into_inner();
+    let none = client.assemble(request()).await.unwrap().into_inner();
+    let hash = |r: &pb::AssembleResponse| r.cache.as_ref().unwrap().prefix_hash.clone();
+    assert_eq!(hash(&a), hash(&b));
+    assert_eq!(a.tools, b.tools);
+    assert_ne!(hash(&a), hash(&none), "tools are part of the prefix");
+    let usage = a.usage.unwrap();
+    assert!(usage.tools_tokens > 10);
+    assert!(usage.total_tokens + usage.tools_tokens <= usage.budget);
+    assert_eq!(
+        usage.total_tokens,
+        none.usage.unwrap().total_tokens,
+        "tools are not messages"
+    );
+
+    let status = client
+        .assemble(with_tools(&[r#"{"ok":1}"#, "{not json", "[]"]))
+        .await
+        .unwrap_err();
+    assert_eq!(violations(&status), ["tools[1]", "tools[2]"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_timestamp_in_the_system_prompt_is_warned_about_cold_and_warm() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let mut req = request();
+    req.static_segments[0].content =
+        "You answer from the documents only. Current time: 2026-11-22T03:05:43Z.".to_owned();
+    for _ in 0..2 {
+        let resp = client.assemble(req.clone()).await.unwrap().into_inner();
+        let warning = resp
+            .warnings
+            .iter()
+            .find(|w| w.code == "VOLATILE_PREFIX")
+            .expect("a volatile-prefix warning");
+        assert!(warning.message.contains("timestamp") && warning.message.contains("static_segments[0]"));
+        assert!(
+            !warning.message.contains("03:05"),
+            "the value itself is not echoed"
+        );
+    }
+    let page = server.http_get("/metrics").await.1;
+    let n = common::metric(&page, "assembler_prefix_volatile_total", &[("kind", "timestamp")]);
+    assert!(n >= Some(2.0), "{n:?}");
+    // A stable prompt gets no such warning.
+    let resp = client.assemble(request()).await.unwrap().into_inner();
+    assert!(resp.warnings.iter().all(|w| w.code != "VOLATILE_PREFIX"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn prefix_hash_changes_are_counted_per_family() {
+    use std::io::Write as _;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"[cache]\nfamilies = [\"support\", \"stable\"]\n")
+        .unwrap();
+    let server = TestServer::start_with(context_assembler::config::ServeArgs {
+        config: Some(file.path().to_owned()),
+        ..TestServer::args()
+    })
+    .await;
+    let mut client = server.client();
+    let changes = |page: &str, family: &str| {
+        common::metric(page, "assembler_prefix_hash_changes_total", &[("family", family)]).unwrap_or(-1.0)
+    };
+    let page = server.http_get("/metrics").await.1;
+    assert_eq!(changes(&page, "stable"), 0.0, "configured families start at zero");
+    assert_eq!(changes(&page, "other"), 0.0);
+    for i in 0..5 {
+        // A prompt with a per-request id: a new hash every time.
+        let mut volatile = request();
+        volatile.prefix_family = "support".to_owned();
+        volatile.static_segments[0].content = format!("You answer from the documents. Request {i}.");
+        client.assemble(volatile).await.unwrap();
+        // A stable prompt: one hash.
+        let mut stable = request();
+        stable.prefix_family = "stable".to_owned();
+        client.assemble(stable).await.unwrap();
+        // An unknown family name is counted as "other", never as a label.
+        let mut unknown = request();
+        unknown.prefix_family = format!("tenant-{i}");
+        client.assemble(unknown).await.unwrap();
+    }
+    let page = server.http_get("/metrics").await.1;
+    assert_eq!(changes(&page, "support"), 5.0);
+    assert_eq!(changes(&page, "stable"), 1.0);
+    assert_eq!(changes(&page, "other"), 1.0);
+    assert!(!page.contains("tenant-"), "request strings never become labels");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn provider_usage_reports_are_compared_with_the_sidecars_count() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let mut req = request();
+    req.request_id = "feedback-1".to_owned();
+    let assembled = client.assemble(req).await.unwrap().into_inner();
+    let ours = assembled.usage.unwrap().total_tokens;
+    let report = |id: &str, provider: &str, prompt: u32| pb::ReportUsageRequest {
+        request_id: id.to_owned(),
+        provider: provider.to_owned(),
+        prompt_tokens: prompt,
+        cached_tokens: prompt / 2,
+        ..Default::default()
+    };
+    let exact = client
+        .report_usage(report("feedback-1", "openai", ours))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(exact.matched);
+    assert_eq!(exact.sidecar_tokens, ours);
+    assert_eq!(exact.relative_error, 0.0);
+    let unknown = client
+        .report_usage(report("never-assembled", "openai", 100))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!unknown.matched);
+    let status = client
+        .report_usage(report("feedback-1", "", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(violations(&status), ["provider"]);
+    let page = server.http_get("/metrics").await.1;
+    let prompt = common::metric(
+        &page,
+        "assembler_provider_prompt_tokens_total",
+        &[("provider", "openai")],
+    );
+    assert!(prompt >= Some(f64::from(ours) + 100.0), "{prompt:?}");
+    assert!(page.contains("assembler_token_count_relative_error_bucket"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_estimate_margin_adapts_from_provider_reports() {
+    use std::io::Write as _;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(
+        b"[[models]]\nname = \"estimated\"\nencoding = \"cl100k_base\"\nestimate_margin_percent = 20\n\
+          estimate_margin_min_percent = 5\nestimate_margin_max_percent = 30\n\
+          context_window = 100000\noutput_reserve = 1000\n",
+    )
+    .unwrap();
+    let server = TestServer::start_with(context_assembler::config::ServeArgs {
+        config: Some(file.path().to_owned()),
+        ..TestServer::args()
+    })
+    .await;
+    let mut client = server.client();
+    let mut last = None;
+    for i in 0..20 {
+        let mut req = request();
+        req.model = "estimated".to_owned();
+        req.request_id = format!("adapt-{i}");
+        let usage = client.assemble(req).await.unwrap().into_inner().usage.unwrap();
+        assert_eq!(usage.tokenizer, "estimate(cl100k_base,+20%)");
+        // The provider counts 10% over the base count (ours / 1.2).
+        let provider = (f64::from(usage.total_tokens) / 1.2 * 1.1).round() as u32;
+        last = Some(
+            client
+                .report_usage(pb::ReportUsageRequest {
+                    request_id: format!("adapt-{i}"),
+                    provider: "anthropic".to_owned(),
+                    prompt_tokens: provider,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner(),
+        );
+    }
+    assert!(last.unwrap().matched);
+    let mut req = request();
+    req.model = "estimated".to_owned();
+    let usage = client.assemble(req).await.unwrap().into_inner().usage.unwrap();
+    let margin: u32 = usage
+        .tokenizer
+        .trim_start_matches("estimate(cl100k_base,+")
+        .trim_end_matches("%)")
+        .parse()
+        .unwrap();
+    assert!((11..=14).contains(&margin), "{}", usage.tokenizer);
+    let page = server.http_get("/metrics").await.1;
+    let gauge = common::metric(
+        &page,
+        "assembler_estimate_margin_percent",
+        &[("model", "estimated")],
+    );
+    assert_eq!(gauge, Some(f64::from(margin)));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn every_phase_is_timed_and_the_process_is_described() {
+    let server = TestServer::start().await;
+    let phases = ["decode", "convert", "tokenize", "allocate", "render", "encode"];
+    let count = |page: &str, phase: &str| {
+        common::metric(
+            page,
+            "assembler_phase_duration_seconds_count",
+            &[("phase", phase)],
+        )
+        .unwrap_or(0.0)
+    };
+    let (_, before) = server.http_get("/metrics").await;
+    server.client().assemble(request()).await.unwrap();
+    let (_, after) = server.http_get("/metrics").await;
+    for phase in phases {
+        // Other tests share the recorder: at least this request's one.
+        assert!(count(&after, phase) >= count(&before, phase) + 1.0, "{phase}");
+    }
+    for gauge in [
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_threads",
+        "assembler_runtime_alive_tasks",
+    ] {
+        let value = common::metric(&after, gauge, &[]).unwrap_or(-1.0);
+        assert!(value > 0.0, "{gauge} = {value}");
+    }
+    server.stop().await;
+}
+
+/// The trace-span series exist from the first scrape, at zero, also without
+/// a collector: the alert ContextAssemblerTraceSpansDropped and the
+/// dashboard read the same series on every sidecar (deploy/prometheus).
+#[tokio::test]
+async fn trace_span_series_start_at_zero_without_a_collector() {
+    let server = TestServer::start().await;
+    let (_, page) = server.http_get("/metrics").await;
+    // No test of this binary configures a collector (trace export is tested
+    // in `tests/metrics`): nothing moves them.
+    for reason in ["queue_full", "export_failed", "too_many_phases"] {
+        let dropped = common::present(
+            &page,
+            "assembler_trace_spans_dropped_total",
+            &[("reason", reason)],
+        );
+        assert_eq!(dropped, 0.0, "{reason}");
+    }
+    assert_eq!(
+        common::present(&page, "assembler_trace_spans_exported_total", &[]),
+        0.0
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_that_is_not_protobuf_is_invalid_argument() {
+    let server = TestServer::start().await;
+    // Field 1 (request_id, a string) holding bytes that are not UTF-8.
+    let not_utf8: Vec<u8> = vec![0xff, 0xfe, 0xfd];
+    let (code, message) = common::raw_unary(
+        server.addr,
+        "/context_assembler.v1.Assembler/Assemble",
+        &not_utf8,
+        &[],
+    )
+    .await;
+    assert_eq!(code, Code::InvalidArgument as i32, "{message}");
+    // grpc-message is percent-encoded on the wire.
+    assert!(message.starts_with("malformed%20request%20message"), "{message}");
+    assert!(message.contains("AssembleRequest.request_id"), "{message}");
+    server.stop().await;
+}
