@@ -3,7 +3,12 @@
 //!
 //! - size: the first gRPC frame header is checked before the body is buffered
 //!   ([`super::gate`], which also applies the deadline and takes the slot);
-//! - shape: at most `max_blocks` blocks and `max_items` items;
+//! - shape: at most `max_blocks` blocks and `max_items` items, and at most
+//!   `max_batch_requests` requests in a batch. Each count is checked once:
+//!   by the gate from the encoded message where a refusal fails the whole
+//!   call (a unary Assemble's blocks and items, a batch's size), by the
+//!   service where it fails one part (a stream's message, a batch's
+//!   request) or where the gate does not measure (Compact's messages);
 //! - concurrency: at most `max_concurrency` requests in the domain at once; a
 //!   request over it is shed at once (RESOURCE_EXHAUSTED), nothing queues;
 //! - deadline: the client's `grpc-timeout`, capped by the configured default;
@@ -278,17 +283,6 @@ impl Admission {
             return Err(Refusal::TooComplex {
                 decoded_bytes: m.decoded_bytes,
                 limit,
-            });
-        }
-        Ok(())
-    }
-
-    /// Checks a batch's size.
-    pub fn check_batch(&self, requests: usize) -> Result<(), Refusal> {
-        if requests > self.limits.max_batch_requests as usize {
-            return Err(Refusal::TooManyRequests {
-                count: requests,
-                limit: self.limits.max_batch_requests,
             });
         }
         Ok(())

@@ -116,7 +116,7 @@ impl AssemblerService {
         Ok((Prepared { req, recall }, converted))
     }
 
-    /// One Assemble: shape, slot, conversion, the domain, metrics.
+    /// One Assemble: slot, conversion, the domain, metrics.
     async fn assemble_one(
         &self,
         rpc: &'static str,
@@ -136,7 +136,6 @@ impl AssemblerService {
                 wire.blocks.iter().map(|b| b.items.len()).sum::<usize>(),
             );
         }
-        check_shape(&self.admission, &wire).map_err(|r| refuse(rpc, r))?;
         let permit = permit.map_err(|r| refuse(rpc, r))?;
         let small = prost::Message::encoded_len(&wire) <= WARM_TRY_BYTES;
         // The catalog in force at admission.
@@ -210,7 +209,9 @@ fn logged(id: &str) -> &str {
 /// Characters of a request id or model name kept in log fields.
 const LOGGED_ID_CHARS: usize = 128;
 
-/// Checks a wire request against the block and item limits.
+/// Checks a wire request against the block and item limits: for a stream's
+/// message and a batch's request, which fail alone (the gate refuses a unary
+/// Assemble's counts and a batch's size before they are decoded).
 fn check_shape(admission: &Admission, r: &pb::AssembleRequest) -> Result<(), Refusal> {
     let items = r.blocks.iter().map(|b| b.items.len()).sum();
     admission.check_shape(r.blocks.len(), items)
@@ -297,9 +298,6 @@ impl pb::assembler_server::Assembler for AssemblerService {
         self.unary(RPC, request, slot, check, |wire, permit| async move {
             tracing::Span::current().record("requests", wire.requests.len());
             trace::attribute("context_assembler.batch.requests", wire.requests.len());
-            self.admission
-                .check_batch(wire.requests.len())
-                .map_err(|r| refuse(RPC, r))?;
             let permit = permit.map_err(|r| refuse(RPC, r))?;
             // One catalog for the whole batch, the one in force at admission.
             let catalog = self.assembler.catalog();
@@ -412,16 +410,21 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 };
                 let result = match claims {
                     Err(d) => Err(denied_status(RPC, &d)),
-                    Ok(()) => {
-                        // Each message is worked on under the configured deadline.
-                        let one = service.assemble_one(RPC, service.admission.admit(), wire);
-                        match service.admission.limits().default_timeout {
-                            None => one.await,
-                            Some(deadline) => tokio::time::timeout(deadline, one)
-                                .await
-                                .unwrap_or_else(|_| Err(refuse(RPC, Refusal::DeadlineExceeded))),
+                    // The gate measures a stream's messages but leaves their
+                    // shape to this check, so that one fails alone.
+                    Ok(()) => match check_shape(&service.admission, &wire) {
+                        Err(r) => Err(refuse(RPC, r)),
+                        Ok(()) => {
+                            // Each message is worked on under the configured deadline.
+                            let one = service.assemble_one(RPC, service.admission.admit(), wire);
+                            match service.admission.limits().default_timeout {
+                                None => one.await,
+                                Some(deadline) => tokio::time::timeout(deadline, one)
+                                    .await
+                                    .unwrap_or_else(|_| Err(refuse(RPC, Refusal::DeadlineExceeded))),
+                            }
                         }
-                    }
+                    },
                 };
                 let code = result.as_ref().map_or_else(|s| s.code(), |_| tonic::Code::Ok);
                 metrics::request(RPC, code_label(code), started.elapsed());

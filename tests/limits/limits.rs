@@ -97,6 +97,68 @@ async fn size_block_and_item_limits_are_configurable() {
     server.stop().await;
 }
 
+/// The code of one part's outcome: OK, or its error's code.
+fn part_code(result: Option<pb::AssembleResult>) -> i32 {
+    match result.and_then(|r| r.result) {
+        Some(pb::assemble_result::Result::Response(_)) => 0,
+        Some(pb::assemble_result::Result::Error(e)) => e.code,
+        None => -1,
+    }
+}
+
+#[tokio::test]
+async fn a_stream_message_or_a_batch_request_over_the_limits_fails_alone() {
+    let _turn = common::turn().await;
+    let server = TestServer::start_with(ServeArgs {
+        max_items: Some(5),
+        max_batch_requests: Some(3),
+        ..TestServer::args()
+    })
+    .await;
+    let mut client = server.client();
+    let before = refused(&server, "AssembleStream", "too_many_items").await;
+    let messages = vec![heavy_request(1, 6, 100), heavy_request(2, 5, 100)];
+    let mut answers = client
+        .assemble_stream(tokio_stream::iter(messages))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = answers.message().await.unwrap().unwrap();
+    assert_eq!(part_code(first.result), Code::ResourceExhausted as i32);
+    let second = answers.message().await.unwrap().unwrap();
+    assert_eq!(part_code(second.result), 0);
+    assert_eq!(
+        refused(&server, "AssembleStream", "too_many_items").await - before,
+        1.0
+    );
+
+    let before = refused(&server, "AssembleBatch", "too_many_items").await;
+    let batch = pb::AssembleBatchRequest {
+        requests: vec![heavy_request(3, 5, 100), heavy_request(4, 6, 100)],
+    };
+    let out = client.assemble_batch(batch).await.unwrap().into_inner();
+    let codes: Vec<i32> = out.results.into_iter().map(|r| part_code(Some(r))).collect();
+    assert_eq!(codes, [0, Code::ResourceExhausted as i32]);
+    assert_eq!(
+        refused(&server, "AssembleBatch", "too_many_items").await - before,
+        1.0
+    );
+
+    // A batch over its size is refused whole, before it is decoded.
+    let before = refused(&server, "AssembleBatch", "too_many_requests").await;
+    let batch = pb::AssembleBatchRequest {
+        requests: (0..4).map(|k| heavy_request(10 + k, 1, 10)).collect(),
+    };
+    let status = client.assemble_batch(batch).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(reason(&status), "TOO_MANY_REQUESTS");
+    assert_eq!(
+        refused(&server, "AssembleBatch", "too_many_requests").await - before,
+        1.0
+    );
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
     let _turn = common::turn().await;
