@@ -31,12 +31,12 @@ pub struct AuthClientEntry {
     pub report_usage: bool,
 }
 
-/// `[auth]` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthSection {
-    /// `[[auth.clients]]`: when present (even empty), the whole list.
-    pub clients: Option<Vec<AuthClientEntry>>,
+super::file::section! {
+    /// `[auth]` as written.
+    pub struct AuthSection {
+        /// `[[auth.clients]]`: when present (even empty), the whole list.
+        pub clients: Option<Vec<AuthClientEntry>>,
+    }
 }
 
 /// What one client identity may claim.

@@ -1,6 +1,7 @@
 use std::io::Write as _;
 
 use super::*;
+use crate::memory::keeper::RecallFailure;
 use crate::vocab::Role;
 
 fn parse(args: &[&str]) -> Cli {
