@@ -359,14 +359,7 @@ impl Assembler {
         }
         pipeline.record_lookups();
         let render_started = pipeline.lap;
-        let RunOutput {
-            plan,
-            usage,
-            cache,
-            hints,
-            decisions,
-            warnings,
-        } = match result {
+        let out: RunOutput = match result {
             Ok(r) => r,
             Err(e) => return Run::Done(Err(e)),
         };
@@ -374,18 +367,18 @@ impl Assembler {
             &req.request_id,
             &spec.name,
             spec.tokenizer.margin_percent(),
-            usage.total_tokens.saturating_add(usage.tools_tokens),
+            out.usage.total_tokens.saturating_add(out.usage.tools_tokens),
         );
         let assembly = Assembly {
             request_id: req.request_id.clone(),
             model: spec.name.clone(),
-            messages: layout::materialize(plan, req),
-            usage,
-            cache,
-            decisions,
-            warnings,
+            messages: layout::materialize(out.plan, req),
+            usage: out.usage,
+            cache: out.cache,
+            decisions: out.decisions,
+            warnings: out.warnings,
             tools,
-            hints,
+            hints: out.hints,
         };
         metrics::phase(metrics::PHASE_RENDER, render_started.elapsed());
         Run::Done(Ok((assembly, key)))

@@ -586,39 +586,42 @@ fn has_word(lower: &str, word: &str) -> bool {
 /// The path-like tokens of `text`, in order: a `/` and a known extension;
 /// surrounding punctuation and a `:line` suffix trimmed; no URLs.
 fn files_in(text: &str) -> impl Iterator<Item = &str> {
-    let separators = |c: char| {
-        matches!(
-            c,
-            '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '|' | '='
-        ) || c.is_whitespace()
-    };
     // Every path has a `/`: a text without one (most prose) has none, and
     // neither has a token without one (trimming never removes it).
     let any = text.contains('/');
-    text.split(separators)
+    text.split(is_separator)
         .take_while(move |_| any)
-        .filter_map(|token| {
-            if !token.contains('/') {
-                return None;
-            }
-            let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
-            // `path:line` and `path:line:column`.
-            for _ in 0..2 {
-                if let Some((path, n)) = token.rsplit_once(':')
-                    && !n.is_empty()
-                    && n.bytes().all(|b| b.is_ascii_digit())
-                {
-                    token = path;
-                }
-            }
-            let is_file = token.contains('/')
-                && !token.contains("://")
-                && token.chars().count() <= MAX_NAME_CHARS
-                && token
-                    .rsplit_once('.')
-                    .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext));
-            is_file.then_some(token)
-        })
+        .filter(|token| token.contains('/'))
+        .filter_map(as_file)
+}
+
+/// Whether `c` separates the tokens [`files_in`] reads.
+fn is_separator(c: char) -> bool {
+    matches!(
+        c,
+        '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '|' | '='
+    ) || c.is_whitespace()
+}
+
+/// The path `token` names, trimmed of punctuation and a `:line` or
+/// `:line:column` suffix, if it is one.
+fn as_file(token: &str) -> Option<&str> {
+    let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
+    for _ in 0..2 {
+        if let Some((path, n)) = token.rsplit_once(':')
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+        {
+            token = path;
+        }
+    }
+    let is_file = token.contains('/')
+        && !token.contains("://")
+        && token.chars().count() <= MAX_NAME_CHARS
+        && token
+            .rsplit_once('.')
+            .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext));
+    is_file.then_some(token)
 }
 
 /// The first `n` distinct items of `newest_first`, oldest first: the `n`

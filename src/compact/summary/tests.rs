@@ -507,39 +507,14 @@ fn word_soup() -> impl Strategy<Value = String> {
 }
 
 /// The definitions before the fast paths: lower-case and search each word;
-/// trim and test every token.
+/// test every token, with or without a `/`, in a text with or without one.
 fn names_pending_work_reference(sentence: &str) -> bool {
     let lower = sentence.to_lowercase();
     PENDING_WORDS.iter().any(|w| has_word(&lower, w))
 }
 
 fn files_in_reference(text: &str) -> Vec<&str> {
-    let separators = |c: char| {
-        matches!(
-            c,
-            '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '|' | '='
-        ) || c.is_whitespace()
-    };
-    text.split(separators)
-        .filter_map(|token| {
-            let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
-            for _ in 0..2 {
-                if let Some((path, n)) = token.rsplit_once(':')
-                    && !n.is_empty()
-                    && n.bytes().all(|b| b.is_ascii_digit())
-                {
-                    token = path;
-                }
-            }
-            let is_file = token.contains('/')
-                && !token.contains("://")
-                && token.chars().count() <= MAX_NAME_CHARS
-                && token
-                    .rsplit_once('.')
-                    .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext));
-            is_file.then_some(token)
-        })
-        .collect()
+    text.split(is_separator).filter_map(as_file).collect()
 }
 
 proptest! {

@@ -30,30 +30,30 @@ fn observation_to_wire(o: Observation) -> pb::Observation {
     }
 }
 
+/// Moves a session summary's fields between the wire and the domain, which
+/// name them alike.
+macro_rules! session_summary {
+    ($to:path, $s:expr) => {{
+        let s = $s;
+        $to {
+            request: s.request,
+            investigated: s.investigated,
+            learned: s.learned,
+            completed: s.completed,
+            next_steps: s.next_steps,
+            files_read: s.files_read,
+            files_edited: s.files_edited,
+            notes: s.notes,
+        }
+    }};
+}
+
 fn summary(s: pb::SessionSummary) -> SessionSummary {
-    SessionSummary {
-        request: s.request,
-        investigated: s.investigated,
-        learned: s.learned,
-        completed: s.completed,
-        next_steps: s.next_steps,
-        files_read: s.files_read,
-        files_edited: s.files_edited,
-        notes: s.notes,
-    }
+    session_summary!(SessionSummary, s)
 }
 
 fn summary_to_wire(s: SessionSummary) -> pb::SessionSummary {
-    pb::SessionSummary {
-        request: s.request,
-        investigated: s.investigated,
-        learned: s.learned,
-        completed: s.completed,
-        next_steps: s.next_steps,
-        files_read: s.files_read,
-        files_edited: s.files_edited,
-        notes: s.notes,
-    }
+    session_summary!(pb::SessionSummary, s)
 }
 
 impl From<pb::RetainRequest> for RetainInput {
