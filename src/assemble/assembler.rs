@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
 use super::caches::Caches;
+use super::counting::Counter;
 use super::error::AssembleError;
 use super::layout;
 use super::pipeline::{Pipeline, RunOutput};
@@ -287,17 +288,8 @@ impl Assembler {
         let mut refused_at: Option<u32> = None;
         let mut least_over = u64::MAX;
         let (result, pipeline) = loop {
-            let mut pipeline = Pipeline::new(
-                &self.caches,
-                &spec,
-                &policy,
-                &req,
-                &tools,
-                allowed,
-                cancel,
-                started,
-                warm_only,
-            );
+            let counter = Counter::new(&self.caches, &spec.tokenizer, cancel, warm_only);
+            let mut pipeline = Pipeline::new(counter, &spec, &policy, &req, &tools, allowed, started);
             let result = pipeline.run(key.clone());
             tries += 1;
             if warm_only && cancel.is_cancelled() {

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use tracing::debug;
 
 use super::allocate::{self, BlockPlan, Carrier, DropReason, UnitPlan};
-use super::caches::Caches;
 use super::counting::Counter;
 use super::error::AssembleError;
 use super::layout;
@@ -23,8 +22,8 @@ use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
 use crate::telemetry::metrics;
 use crate::tokens::chat::message_tokens;
 use crate::tokens::hf::HfModel;
-use crate::tokens::{ChatMessage, ModelSpec, Tokenizer};
-use crate::vocab::{Cancel, Role, Warning, WarningRef, codes, saturating_u32};
+use crate::tokens::{ChatMessage, ModelSpec};
+use crate::vocab::{Role, Warning, WarningRef, codes, saturating_u32};
 
 /// What a successful run produces before texts are moved out of the request.
 pub(super) struct RunOutput {
@@ -55,8 +54,6 @@ pub(super) struct Pipeline<'a> {
     counter: Counter<'a>,
     spec: &'a ModelSpec,
     pub(super) policy: &'a Policy,
-    pub(super) tok: &'a Tokenizer,
-    pub(super) cancel: &'a Cancel,
     pub(super) req: &'a AssembleRequest,
     /// Canonical tool definitions.
     tools: &'a [String],
@@ -74,25 +71,21 @@ pub(super) struct Pipeline<'a> {
 
 impl<'a> Pipeline<'a> {
     /// A run of `req` (valid: `spec`, `policy`, `budget` and canonical
-    /// `tools` resolved) whose first phase began at `started`.
-    #[allow(clippy::too_many_arguments)]
+    /// `tools` resolved) counting with `counter` (`spec`'s tokenizer), whose
+    /// first phase began at `started`.
     pub(super) fn new(
-        caches: &'a Caches,
+        counter: Counter<'a>,
         spec: &'a ModelSpec,
         policy: &'a Policy,
         req: &'a AssembleRequest,
         tools: &'a [String],
         budget: Budget,
-        cancel: &'a Cancel,
         started: Instant,
-        warm_only: bool,
     ) -> Self {
         Pipeline {
-            counter: Counter::new(caches, &spec.tokenizer, cancel, warm_only),
+            counter,
             spec,
             policy,
-            tok: &spec.tokenizer,
-            cancel,
             lap: started,
             req,
             tools,
@@ -114,7 +107,7 @@ impl<'a> Pipeline<'a> {
 
     /// Tokens of one message whose content has `content` tokens.
     fn message_cost(&self, role: Role, content: u32) -> u32 {
-        message_tokens(self.tok, role, content)
+        message_tokens(self.counter.tok, role, content)
     }
 
     /// Records the phases and cache lookups of a run (not of a warm try
@@ -149,7 +142,7 @@ impl<'a> Pipeline<'a> {
         let query_tokens = self.counter.message_count(Role::User, false, &req.query, None);
         let base = u64::from(static_tokens)
             + u64::from(query_tokens)
-            + u64::from(self.tok.priming_tokens())
+            + u64::from(self.counter.tok.priming_tokens())
             + u64::from(tools_tokens);
 
         let plans = self.measure();
@@ -187,7 +180,7 @@ impl<'a> Pipeline<'a> {
             blocks: &self.measured,
         };
         let mut plan = layout::plan(measurement, self.policy, &alloc, turn_summary);
-        let joined = layout::conform(&mut plan, self.tok.layout_rules());
+        let joined = layout::conform(&mut plan, self.counter.tok.layout_rules());
         if joined > 0 {
             self.warnings.push(Warning::new(
                 codes::MESSAGES_JOINED,
@@ -248,8 +241,8 @@ impl<'a> Pipeline<'a> {
             total_tokens: total,
             static_tokens,
             dynamic_tokens: total.saturating_sub(static_tokens),
-            tokenizer: self.tok.to_string(),
-            exact: self.tok.is_exact(),
+            tokenizer: self.counter.tok.to_string(),
+            exact: self.counter.tok.is_exact(),
             output_reserve: self.budget.output_reserve,
             context_window: self.spec.context_window,
             tools_tokens,
@@ -282,11 +275,11 @@ impl<'a> Pipeline<'a> {
     /// (another salt) brought is a miss, so `prefix_cache_hit` never tells
     /// one caller what system prompt another used.
     fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, (u32, bool), bool) {
-        let key = prefix.cache_key(self.tok, &self.req.cache_salt);
+        let key = prefix.cache_key(self.counter.tok, &self.req.cache_salt);
         let counted = if self.counter.warm_only {
             let found = self.counter.caches.prefixes.get(&key);
             if found.is_none() {
-                self.cancel.cancel();
+                self.counter.cancel.cancel();
             }
             Ok(found.map(|f| (f, true)).unwrap_or_default())
         } else {
@@ -298,8 +291,8 @@ impl<'a> Pipeline<'a> {
                     .enumerate()
                     .map(|(i, s)| self.counter.message_count(Role::System, i == 0, &s.content, None))
                     .fold(0, u32::saturating_add);
-                let tools_tokens = self.tok.tools_tokens(self.tools);
-                if self.cancel.is_cancelled() {
+                let tools_tokens = self.counter.tok.tools_tokens(self.tools);
+                if self.counter.cancel.is_cancelled() {
                     return Err(AssembleError::Cancelled);
                 }
                 Ok(PrefixFacts::scan(
@@ -329,7 +322,7 @@ impl<'a> Pipeline<'a> {
         &self,
         plan: &layout::Plan,
     ) -> Result<(Option<Rendered>, Option<Warning>), AssembleError> {
-        let Some(model) = self.tok.hf_model().filter(|m| m.template().is_some()) else {
+        let Some(model) = self.counter.tok.hf_model().filter(|m| m.template().is_some()) else {
             return Ok((None, None));
         };
         let texts: Vec<_> = plan
@@ -351,7 +344,7 @@ impl<'a> Pipeline<'a> {
             .filter_map(|t| serde_json::from_str(t).ok())
             .collect();
         let count = |tools: Option<&[serde_json::Value]>| -> Result<u32, AssembleError> {
-            match self.tok.rendered_text(&messages, tools) {
+            match self.counter.tok.rendered_text(&messages, tools) {
                 Some(Ok(text)) => Ok(self.counter.count_rendered(model, &text)),
                 Some(Err(e)) => Err(AssembleError::TemplateRefused {
                     model: self.spec.name.clone(),
@@ -417,7 +410,7 @@ impl<'a> Pipeline<'a> {
     }
 
     fn check_cancelled(&self) -> Result<(), AssembleError> {
-        if self.cancel.is_cancelled() {
+        if self.counter.cancel.is_cancelled() {
             debug!("cancelled: assembly abandoned");
             return Err(AssembleError::Cancelled);
         }
@@ -473,7 +466,7 @@ impl<'a> Pipeline<'a> {
                             .iter()
                             .map(|&(mb, mc)| {
                                 let it = self.measurement().item(mb, mc);
-                                if self.cancel.is_cancelled() {
+                                if self.counter.cancel.is_cancelled() {
                                     return 0;
                                 }
                                 let role = it.role.unwrap_or(Role::User);
@@ -481,11 +474,11 @@ impl<'a> Pipeline<'a> {
                                     role,
                                     false,
                                     &it.content,
-                                    Some(self.measurement().content_key(self.tok, mb, mc)),
+                                    Some(self.measurement().content_key(self.counter.tok, mb, mc)),
                                 )
                             })
                             .fold(0, u32::saturating_add)
-                    } else if self.cancel.is_cancelled() {
+                    } else if self.counter.cancel.is_cancelled() {
                         // Nothing more is rendered or counted: the run is
                         // abandoned after measuring.
                         0
@@ -540,7 +533,7 @@ impl<'a> Pipeline<'a> {
             .map(|&(b, c)| self.measurement().item(b, c))
             .collect();
         let mut units = turns::group(&items);
-        if self.tok.layout_rules().user_first {
+        if self.counter.tok.layout_rules().user_first {
             units = turns::exchanges(units, &items);
         }
         for unit in units {
