@@ -1,7 +1,9 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::memory::model::{Field, Text, TextMut};
+use crate::memory::model::{
+    Field, FieldRole, MemoryBody, MemoryId, Observation, SessionSummary, Text, TextMut,
+};
 
 #[test]
 fn dates_are_civil_utc() {

@@ -8,16 +8,15 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::Row;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::Postgres;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgQueryResult};
 
 use super::breaker::Breaker;
-use sqlx::{Postgres, Transaction};
-use tokio_stream::StreamExt as _;
-
+use super::dialect::Dialect;
+use super::page::{PageRow, content_json, read_page};
+use super::recall::{CandidateRow, Gathered};
 use super::{
-    Budget, Candidate, ForgetFilter, Forgotten, KEY_TTL, ListQuery, Page, PageBuilder, RecallQuery,
-    RetainBatch, Retained, StoreError, content_json, memory_from_row, merge_candidates,
+    Candidate, ForgetFilter, Forgotten, ListQuery, Page, RecallQuery, RetainBatch, Retained, StoreError,
 };
 use crate::memory::model::MemoryId;
 
@@ -32,25 +31,6 @@ const SUBJECT_LOCK_CLASS: i32 = 0x6361_6d73; // "cams"
 /// How many times `retain` tries to claim a key that a concurrent `forget`
 /// or key expiry deletes between our claim and our read.
 const CLAIM_ATTEMPTS: usize = 3;
-
-/// The versioned migrations, applied in order at start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "memories",
-        include_str!("../../../migrations/postgres/0001_memories.sql"),
-    ),
-    (
-        2,
-        "memory bytes",
-        include_str!("../../../migrations/postgres/0002_memory_bytes.sql"),
-    ),
-    (
-        3,
-        "tenancy",
-        include_str!("../../../migrations/postgres/0003_tenancy.sql"),
-    ),
-];
 
 /// The first key of the advisory lock one evicting writer holds (the
 /// second is 0): writers that find it taken leave the eviction to its
@@ -108,7 +88,7 @@ impl PostgresStore {
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Unavailable(format!("{target}: {e}")))?;
-        super::migrator(MIGRATIONS)
+        super::migrate::migrator(|step| step.postgres)
             .await?
             .run(&pool)
             .await
@@ -146,10 +126,7 @@ impl PostgresStore {
 
     /// See [`super::MemoryStore::total_bytes`].
     pub async fn total_bytes(&self) -> Result<u64, StoreError> {
-        let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0)::bigint FROM memory_bytes")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(u64::try_from(total).unwrap_or(0))
+        Postgres::total_bytes(&mut *self.pool.acquire().await?).await
     }
 
     /// See [`super::MemoryStore::ping`].
@@ -187,11 +164,7 @@ impl PostgresStore {
                     .await?;
             if let Some(ids) = known {
                 tx.commit().await?;
-                return Ok(Retained {
-                    ids: ids.into_iter().map(MemoryId::stored).collect(),
-                    replayed: true,
-                    ..Retained::default()
-                });
+                return Ok(Retained::replay(ids));
             }
             // Deleted between the claim and the read: claim again.
         }
@@ -227,65 +200,18 @@ impl PostgresStore {
             .bind(&batch.subject)
             .execute(&mut *tx)
             .await?;
-        let mut evicted = 0;
-        if let Some(age) = batch.retention.max_age {
-            let cutoff = batch.now_ms.saturating_sub(millis(age));
-            evicted += sqlx::query("DELETE FROM memories WHERE subject = $1 AND created_at_ms < $2")
-                .bind(&batch.subject)
-                .bind(cutoff)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-        }
-        if batch.retention.max_per_subject > 0 {
-            let first_evicted: Option<i64> = sqlx::query_scalar(
-                "SELECT id FROM memories WHERE subject = $1 ORDER BY id DESC LIMIT 1 OFFSET $2",
-            )
-            .bind(&batch.subject)
-            .bind(i64::from(batch.retention.max_per_subject))
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(first_evicted) = first_evicted {
-                evicted += sqlx::query("DELETE FROM memories WHERE subject = $1 AND id <= $2")
-                    .bind(&batch.subject)
-                    .bind(first_evicted)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            }
-        }
-        let evicted_for_space = match batch.retention.max_total_bytes {
-            0 => 0,
-            max => evict_for_space(&mut tx, max).await?,
-        };
-        // Expired keys another writer is deleting right now are left to it
-        // (SKIP LOCKED): writers never wait on each other for this chore.
-        sqlx::query(
-            "DELETE FROM retain_keys WHERE (subject, key) IN \
-             (SELECT subject, key FROM retain_keys WHERE created_at_ms < $1 FOR UPDATE SKIP LOCKED)",
-        )
-        .bind(batch.now_ms.saturating_sub(millis(KEY_TTL)))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Retained {
-            ids: ids.into_iter().map(MemoryId::stored).collect(),
-            replayed: false,
-            evicted,
-            evicted_for_space,
-        })
+        Postgres::finish_retain(tx, batch, ids).await
     }
 
     /// See [`super::MemoryStore::recall`].
     pub async fn recall(&self, q: &RecallQuery) -> Result<Vec<Candidate>, StoreError> {
         let limit = i64::from(q.limit);
-        let mut budget = Budget::new(q.max_bytes);
-        let mut matched = Vec::new();
+        let mut gathered = Gathered::new(q.max_bytes);
         let any_term = ts_query(&q.terms);
         if !any_term.is_empty() && limit > 0 {
             // Only stop words make an empty tsquery: PostgreSQL answers a
             // NOTICE and matches nothing.
-            let mut rows = sqlx::query(
+            let matched = sqlx::query_as::<_, CandidateRow>(
                 "SELECT m.public_id, m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
                         ts_rank_cd(m.search, query)::float8 AS relevance \
                  FROM memories m, to_tsquery('english', $1) AS query \
@@ -298,18 +224,10 @@ impl PostgresStore {
             .bind(&q.subject)
             .bind(&q.scopes)
             .bind(&q.types)
-            .bind(limit)
-            .fetch(&self.pool);
-            while let Some(row) = rows.try_next().await? {
-                let c = candidate(&row)?;
-                if !budget.take(&c) {
-                    break;
-                }
-                matched.push(c);
-            }
+            .bind(limit);
+            gathered.read(matched.fetch(&self.pool)).await?;
         }
-        let mut recent = Vec::new();
-        let mut rows = sqlx::query(
+        let recent = sqlx::query_as::<_, CandidateRow>(
             "SELECT m.public_id, m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
                     0.0::float8 AS relevance \
              FROM memories m \
@@ -321,23 +239,15 @@ impl PostgresStore {
         .bind(&q.subject)
         .bind(&q.scopes)
         .bind(&q.types)
-        .bind(limit)
-        .fetch(&self.pool);
-        while let Some(row) = rows.try_next().await? {
-            let c = candidate(&row)?;
-            // A memory matched already costs nothing more.
-            if !matched.iter().any(|m: &Candidate| m.seq == c.seq) && !budget.take(&c) {
-                break;
-            }
-            recent.push(c);
-        }
-        Ok(merge_candidates(matched, recent))
+        .bind(limit);
+        gathered.read(recent.fetch(&self.pool)).await?;
+        Ok(gathered.finish())
     }
 
     /// See [`super::MemoryStore::forget`].
     pub async fn forget(&self, filter: &ForgetFilter) -> Result<Forgotten, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let deleted = match filter {
+        let forgotten = match filter {
             ForgetFilter::Ids(subject, ids) => {
                 let wire: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
                 let deleted = sqlx::query("DELETE FROM memories WHERE public_id = ANY($1) AND subject = $2")
@@ -346,43 +256,26 @@ impl PostgresStore {
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
-                tx.commit().await?;
-                return Ok(Forgotten::of_ids(ids, deleted));
+                Forgotten::of_ids(ids, deleted)
             }
             ForgetFilter::Subject(subject) => {
                 lock_subject(&mut tx, subject).await?;
-                sqlx::query("DELETE FROM retain_keys WHERE subject = $1")
-                    .bind(subject)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query("DELETE FROM memories WHERE subject = $1")
-                    .bind(subject)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
+                Forgotten::all(Postgres::forget_subject(&mut tx, subject).await?)
             }
             ForgetFilter::SubjectType(subject, kind) => {
                 lock_subject(&mut tx, subject).await?;
-                sqlx::query("DELETE FROM memories WHERE subject = $1 AND memory_type = $2")
-                    .bind(subject)
-                    .bind(kind)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
+                Forgotten::all(Postgres::forget_type(&mut tx, subject, kind).await?)
             }
         };
         tx.commit().await?;
-        Ok(Forgotten {
-            deleted,
-            not_found: 0,
-        })
+        Ok(forgotten)
     }
 
     /// See [`super::MemoryStore::list`].
     pub async fn list(&self, q: &ListQuery<'_>) -> Result<Page, StoreError> {
         // A hidden memory's row comes back without content or scopes, so
         // hiding costs a row, not its bytes.
-        let mut rows = sqlx::query(
+        let rows = sqlx::query_as::<_, PageRow<Vec<String>>>(
             "SELECT id, public_id, created_at_ms, subject, request_id, turn, \
                     CASE WHEN listed THEN content END, CASE WHEN listed THEN scopes END \
              FROM (SELECT id, public_id, created_at_ms, subject, request_id, turn, content, scopes, \
@@ -394,33 +287,8 @@ impl PostgresStore {
         .bind(q.subject)
         .bind(q.before.unwrap_or(i64::MAX))
         .bind(i64::from(q.limit) + 1)
-        .bind(q.scopes)
-        .fetch(&self.pool);
-        let mut page = PageBuilder::new(q.limit, q.max_bytes);
-        while let Some(row) = rows.try_next().await? {
-            let row_id: i64 = row.try_get(0)?;
-            let content: Option<&str> = row.try_get(6)?;
-            let scopes: Option<Vec<String>> = row.try_get(7)?;
-            let listed = match content.zip(scopes) {
-                None => None,
-                Some((content, scopes)) => {
-                    let memory = memory_from_row(
-                        MemoryId::stored(row.try_get(1)?),
-                        row.try_get(2)?,
-                        row.try_get(3)?,
-                        content,
-                        scopes,
-                        row.try_get(4)?,
-                        row.try_get(5)?,
-                    )?;
-                    Some((memory, content.len()))
-                }
-            };
-            if !page.push(row_id, listed) {
-                break;
-            }
-        }
-        Ok(page.finish())
+        .bind(q.scopes);
+        read_page(q, rows.fetch(&self.pool), |_, scopes| Ok(scopes)).await
     }
 
     /// Closes the pool, waiting for checked-out connections to return.
@@ -429,73 +297,42 @@ impl PostgresStore {
     }
 }
 
-/// Deletes the oldest memories of any subject until the store holds at most
-/// `max` bytes; returns how many. One writer at a time evicts; the others
-/// skip (the store may then pass `max` by a write until the next one).
-async fn evict_for_space(tx: &mut Transaction<'_, Postgres>, max: u64) -> Result<u64, StoreError> {
-    let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0)::bigint FROM memory_bytes")
-        .fetch_one(&mut **tx)
-        .await?;
-    let mut excess = total.saturating_sub(i64::try_from(max).unwrap_or(i64::MAX));
-    if excess <= 0 {
-        return Ok(0);
+/// Many sidecars write at once: one writer at a time evicts for space (the
+/// others skip it), and none waits on another to delete expired keys.
+impl Dialect for Postgres {
+    const TOTAL_BYTES: &'static str = "SELECT COALESCE(SUM(bytes), 0)::bigint FROM memory_bytes";
+    const SIZES_AFTER: &'static str = "SELECT id, (octet_length(title) + octet_length(body) \
+                                            + octet_length(content))::bigint \
+                                       FROM memories WHERE id > $1 ORDER BY id LIMIT $2";
+    // Expired keys another writer is deleting right now are left to it
+    // (SKIP LOCKED): writers never wait on each other for this chore.
+    const EXPIRE_KEYS: &'static str = "DELETE FROM retain_keys WHERE (subject, key) IN \
+                                       (SELECT subject, key FROM retain_keys \
+                                        WHERE created_at_ms < $1 FOR UPDATE SKIP LOCKED)";
+
+    fn rows_affected(done: &PgQueryResult) -> u64 {
+        done.rows_affected()
     }
-    let ours: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, 0)")
-        .bind(STORE_LOCK_CLASS)
-        .fetch_one(&mut **tx)
-        .await?;
-    if !ours {
-        return Ok(0);
+
+    async fn claim_eviction(conn: &mut PgConnection) -> Result<bool, StoreError> {
+        Ok(sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, 0)")
+            .bind(STORE_LOCK_CLASS)
+            .fetch_one(conn)
+            .await?)
     }
-    let mut after = 0;
-    let cutoff = loop {
-        let rows: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT id, (octet_length(title) + octet_length(body) + octet_length(content))::bigint \
-             FROM memories WHERE id > $1 ORDER BY id LIMIT $2",
-        )
-        .bind(after)
-        .bind(super::EVICTION_BATCH)
-        .fetch_all(&mut **tx)
-        .await?;
-        let Some(&(last, _)) = rows.last() else {
-            break after;
-        };
-        if let Some(cutoff) = super::eviction_cutoff(&rows, &mut excess) {
-            break cutoff;
-        }
-        after = last;
-    };
-    Ok(sqlx::query("DELETE FROM memories WHERE id <= $1")
-        .bind(cutoff)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected())
 }
 
-/// Serializes the writes of one subject until `tx` ends: count retention
-/// then sees every committed memory of the subject (as SQLite's single
-/// writer does), and concurrent evictions never deadlock on row locks.
-async fn lock_subject(tx: &mut Transaction<'_, Postgres>, subject: &str) -> Result<(), StoreError> {
+/// Serializes the writes of one subject until the transaction on `conn`
+/// ends: count retention then sees every committed memory of the subject
+/// (as SQLite's single writer does), and concurrent evictions never
+/// deadlock on row locks.
+async fn lock_subject(conn: &mut PgConnection, subject: &str) -> Result<(), StoreError> {
     sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
         .bind(SUBJECT_LOCK_CLASS)
         .bind(subject)
-        .execute(&mut **tx)
+        .execute(conn)
         .await?;
     Ok(())
-}
-
-/// A recall candidate from its row (public id, row id, type, title, body,
-/// created, relevance).
-fn candidate(row: &PgRow) -> Result<Candidate, StoreError> {
-    Ok(Candidate {
-        id: MemoryId::stored(row.try_get(0)?),
-        seq: row.try_get(1)?,
-        memory_type: row.try_get(2)?,
-        title: row.try_get(3)?,
-        body: row.try_get(4)?,
-        created_at_ms: row.try_get(5)?,
-        relevance: row.try_get(6)?,
-    })
 }
 
 /// The `to_tsquery` text matching any of the terms. Terms are letters and
@@ -528,11 +365,6 @@ fn is_loopback(host: &str) -> bool {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     bare.eq_ignore_ascii_case("localhost")
         || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// Milliseconds of `d`, saturating.
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

@@ -14,16 +14,18 @@
 use std::path::Path;
 use std::time::Duration;
 
-use sqlx::Row;
+use sqlx::Sqlite;
 use sqlx::migrate::MigrateError;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteQueryResult, SqliteSynchronous,
 };
-use tokio_stream::StreamExt as _;
 
+use super::dialect::Dialect;
+use super::page::{PageRow, content_json, read_page};
+use super::recall::{CandidateRow, Gathered};
 use super::{
-    Budget, Candidate, ForgetFilter, Forgotten, KEY_TTL, ListQuery, Page, PageBuilder, RecallQuery,
-    RetainBatch, Retained, StoreError, content_json, memory_from_row, merge_candidates,
+    Candidate, ForgetFilter, Forgotten, ListQuery, Page, RecallQuery, RetainBatch, Retained, StoreError,
 };
 use crate::memory::model::MemoryId;
 
@@ -36,25 +38,6 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause between two attempts to open a file another sidecar is creating
 /// or migrating.
 const OPEN_RETRY_PAUSE: Duration = Duration::from_millis(25);
-
-/// The versioned migrations, applied in order at start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "memories",
-        include_str!("../../../migrations/sqlite/0001_memories.sql"),
-    ),
-    (
-        2,
-        "memory bytes",
-        include_str!("../../../migrations/sqlite/0002_memory_bytes.sql"),
-    ),
-    (
-        3,
-        "tenancy",
-        include_str!("../../../migrations/sqlite/0003_tenancy.sql"),
-    ),
-];
 
 /// An open SQLite store.
 #[derive(Debug, Clone)]
@@ -119,7 +102,7 @@ impl SqliteStore {
             if busy { Open::Busy(e) } else { Open::Failed(e) }
         };
         let writer = open(1).await.map_err(unavailable)?;
-        let migrated = super::migrator(MIGRATIONS)
+        let migrated = super::migrate::migrator(|step| step.sqlite)
             .await
             .map_err(Open::Failed)?
             .run(&writer)
@@ -137,10 +120,7 @@ impl SqliteStore {
 
     /// See [`super::MemoryStore::total_bytes`].
     pub async fn total_bytes(&self) -> Result<u64, StoreError> {
-        let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0) FROM memory_bytes")
-            .fetch_one(&self.readers)
-            .await?;
-        Ok(u64::try_from(total).unwrap_or(0))
+        Sqlite::total_bytes(&mut *self.readers.acquire().await?).await
     }
 
     /// See [`super::MemoryStore::ping`].
@@ -160,19 +140,13 @@ impl SqliteStore {
                 .await?;
         if let Some(ids) = known {
             tx.commit().await?;
-            let ids: Vec<String> =
+            let ids =
                 serde_json::from_str(&ids).map_err(|e| StoreError::Corrupt(format!("retain key: {e}")))?;
-            return Ok(Retained {
-                ids: ids.into_iter().map(MemoryId::stored).collect(),
-                replayed: true,
-                ..Retained::default()
-            });
+            return Ok(Retained::replay(ids));
         }
         let subject_key = subject_key(&batch.subject);
         let mut ids = Vec::with_capacity(batch.memories.len());
         for m in &batch.memories {
-            let scopes =
-                serde_json::to_string(&m.required_scopes).map_err(|e| StoreError::Query(e.to_string()))?;
             // randomblob draws from SQLite's CSPRNG, seeded by the OS.
             let id: String = sqlx::query_scalar(
                 "INSERT INTO memories (public_id, subject, subject_key, memory_type, title, body, content, \
@@ -186,7 +160,7 @@ impl SqliteStore {
             .bind(m.content.title())
             .bind(m.content.body())
             .bind(content_json(m)?)
-            .bind(scopes)
+            .bind(json(&m.required_scopes)?)
             .bind(&m.request_id)
             .bind(i64::from(m.turn))
             .bind(batch.now_ms)
@@ -194,68 +168,24 @@ impl SqliteStore {
             .await?;
             ids.push(id);
         }
-        let ids_json = serde_json::to_string(&ids).map_err(|e| StoreError::Query(e.to_string()))?;
-        let ids = ids.into_iter().map(MemoryId::stored).collect();
         sqlx::query("INSERT INTO retain_keys (key, subject, ids, created_at_ms) VALUES (?1, ?2, ?3, ?4)")
             .bind(&batch.key)
             .bind(&batch.subject)
-            .bind(ids_json)
+            .bind(json(&ids)?)
             .bind(batch.now_ms)
             .execute(&mut *tx)
             .await?;
-        let mut evicted = 0;
-        if let Some(age) = batch.retention.max_age {
-            let cutoff = batch.now_ms.saturating_sub(millis(age));
-            evicted += sqlx::query("DELETE FROM memories WHERE subject = ?1 AND created_at_ms < ?2")
-                .bind(&batch.subject)
-                .bind(cutoff)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-        }
-        if batch.retention.max_per_subject > 0 {
-            let oldest_kept: Option<i64> = sqlx::query_scalar(
-                "SELECT id FROM memories WHERE subject = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2",
-            )
-            .bind(&batch.subject)
-            .bind(i64::from(batch.retention.max_per_subject))
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(first_evicted) = oldest_kept {
-                evicted += sqlx::query("DELETE FROM memories WHERE subject = ?1 AND id <= ?2")
-                    .bind(&batch.subject)
-                    .bind(first_evicted)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            }
-        }
-        let evicted_for_space = match batch.retention.max_total_bytes {
-            0 => 0,
-            max => evict_for_space(&mut tx, max).await?,
-        };
-        sqlx::query("DELETE FROM retain_keys WHERE created_at_ms < ?1")
-            .bind(batch.now_ms.saturating_sub(millis(KEY_TTL)))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Retained {
-            ids,
-            replayed: false,
-            evicted,
-            evicted_for_space,
-        })
+        Sqlite::finish_retain(tx, batch, ids).await
     }
 
     /// See [`super::MemoryStore::recall`].
     pub async fn recall(&self, q: &RecallQuery) -> Result<Vec<Candidate>, StoreError> {
-        let scopes = serde_json::to_string(&q.scopes).map_err(|e| StoreError::Query(e.to_string()))?;
-        let types = serde_json::to_string(&q.types).map_err(|e| StoreError::Query(e.to_string()))?;
+        let scopes = json(&q.scopes)?;
+        let types = json(&q.types)?;
         let limit = i64::from(q.limit);
-        let mut budget = Budget::new(q.max_bytes);
-        let mut matched = Vec::new();
+        let mut gathered = Gathered::new(q.max_bytes);
         if !q.terms.is_empty() && limit > 0 {
-            let mut rows = sqlx::query(
+            let matched = sqlx::query_as::<_, CandidateRow>(
                 "SELECT m.public_id, m.id, m.memory_type, m.title, m.body, m.created_at_ms, \
                         -bm25(memories_fts, 0.0, 2.0, 1.0) AS relevance \
                  FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
@@ -269,18 +199,10 @@ impl SqliteStore {
             .bind(&q.subject)
             .bind(&scopes)
             .bind(&types)
-            .bind(limit)
-            .fetch(&self.readers);
-            while let Some(row) = rows.try_next().await? {
-                let c = candidate(&row)?;
-                if !budget.take(&c) {
-                    break;
-                }
-                matched.push(c);
-            }
+            .bind(limit);
+            gathered.read(matched.fetch(&self.readers)).await?;
         }
-        let mut recent = Vec::new();
-        let mut rows = sqlx::query(
+        let recent = sqlx::query_as::<_, CandidateRow>(
             "SELECT m.public_id, m.id, m.memory_type, m.title, m.body, m.created_at_ms, 0.0 AS relevance \
              FROM memories m \
              WHERE m.subject = ?1 \
@@ -292,77 +214,47 @@ impl SqliteStore {
         .bind(&q.subject)
         .bind(&scopes)
         .bind(&types)
-        .bind(limit)
-        .fetch(&self.readers);
-        while let Some(row) = rows.try_next().await? {
-            let c = candidate(&row)?;
-            // A memory matched already costs nothing more.
-            if !matched.iter().any(|m: &Candidate| m.seq == c.seq) && !budget.take(&c) {
-                break;
-            }
-            recent.push(c);
-        }
-        Ok(merge_candidates(matched, recent))
+        .bind(limit);
+        gathered.read(recent.fetch(&self.readers)).await?;
+        Ok(gathered.finish())
     }
 
     /// See [`super::MemoryStore::forget`].
     pub async fn forget(&self, filter: &ForgetFilter) -> Result<Forgotten, StoreError> {
         let mut conn = self.writer.acquire().await?;
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let deleted = match filter {
+        let forgotten = match filter {
             ForgetFilter::Ids(subject, ids) => {
-                let json: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
-                let json = serde_json::to_string(&json).map_err(|e| StoreError::Query(e.to_string()))?;
+                let wire: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
                 // `+subject`: look the ids up by their unique index, not
                 // the subject's rows by the subject's.
                 let deleted = sqlx::query(
                     "DELETE FROM memories \
                      WHERE public_id IN (SELECT value FROM json_each(?1)) AND +subject = ?2",
                 )
-                .bind(json)
+                .bind(json(&wire)?)
                 .bind(subject)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-                tx.commit().await?;
-                checkpoint(&mut conn).await;
-                return Ok(Forgotten::of_ids(ids, deleted));
+                Forgotten::of_ids(ids, deleted)
             }
-            ForgetFilter::Subject(subject) => {
-                sqlx::query("DELETE FROM retain_keys WHERE subject = ?1")
-                    .bind(subject)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query("DELETE FROM memories WHERE subject = ?1")
-                    .bind(subject)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
-            }
+            ForgetFilter::Subject(subject) => Forgotten::all(Sqlite::forget_subject(&mut tx, subject).await?),
             ForgetFilter::SubjectType(subject, kind) => {
-                sqlx::query("DELETE FROM memories WHERE subject = ?1 AND memory_type = ?2")
-                    .bind(subject)
-                    .bind(kind)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
+                Forgotten::all(Sqlite::forget_type(&mut tx, subject, kind).await?)
             }
         };
         tx.commit().await?;
         checkpoint(&mut conn).await;
-        Ok(Forgotten {
-            deleted,
-            not_found: 0,
-        })
+        Ok(forgotten)
     }
 
     /// See [`super::MemoryStore::list`].
     pub async fn list(&self, q: &ListQuery<'_>) -> Result<Page, StoreError> {
-        let scopes = serde_json::to_string(q.scopes).map_err(|e| StoreError::Query(e.to_string()))?;
         // A hidden memory's row comes back without content or scopes (NULL
         // content: every stored memory has some), so hiding costs a row, not
         // its bytes.
-        let mut rows = sqlx::query(
+        let rows = sqlx::query_as::<_, PageRow<String>>(
             "SELECT id, public_id, created_at_ms, subject, request_id, turn, \
                     CASE WHEN listed THEN content END, CASE WHEN listed THEN scopes END \
              FROM (SELECT *, NOT EXISTS (SELECT 1 FROM json_each(m.scopes) r \
@@ -373,35 +265,12 @@ impl SqliteStore {
         .bind(q.subject)
         .bind(q.before.unwrap_or(i64::MAX))
         .bind(i64::from(q.limit) + 1)
-        .bind(scopes)
-        .fetch(&self.readers);
-        let mut page = PageBuilder::new(q.limit, q.max_bytes);
-        while let Some(row) = rows.try_next().await? {
-            let row_id: i64 = row.try_get(0)?;
-            let content: Option<String> = row.try_get(6)?;
-            let scopes: Option<String> = row.try_get(7)?;
-            let listed = match content.zip(scopes) {
-                None => None,
-                Some((content, scopes)) => {
-                    let scopes = serde_json::from_str(&scopes)
-                        .map_err(|e| StoreError::Corrupt(format!("memory {row_id}: scopes: {e}")))?;
-                    let memory = memory_from_row(
-                        MemoryId::stored(row.try_get(1)?),
-                        row.try_get(2)?,
-                        row.try_get(3)?,
-                        &content,
-                        scopes,
-                        row.try_get(4)?,
-                        row.try_get(5)?,
-                    )?;
-                    Some((memory, content.len()))
-                }
-            };
-            if !page.push(row_id, listed) {
-                break;
-            }
-        }
-        Ok(page.finish())
+        .bind(json(q.scopes)?);
+        read_page(q, rows.fetch(&self.readers), |row, scopes| {
+            serde_json::from_str(&scopes)
+                .map_err(|e| StoreError::Corrupt(format!("memory {row}: scopes: {e}")))
+        })
+        .await
     }
 
     /// Closes both pools.
@@ -411,47 +280,28 @@ impl SqliteStore {
     }
 }
 
-/// Deletes the oldest memories of any subject until the store holds at most
-/// `max` bytes; returns how many.
-async fn evict_for_space(tx: &mut sqlx::SqliteConnection, max: u64) -> Result<u64, StoreError> {
-    let total: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(bytes), 0) FROM memory_bytes")
-        .fetch_one(&mut *tx)
-        .await?;
-    let mut excess = total.saturating_sub(i64::try_from(max).unwrap_or(i64::MAX));
-    if excess <= 0 {
-        return Ok(0);
+/// SQLite's single writer serializes every write: a writer always evicts.
+impl Dialect for Sqlite {
+    const TOTAL_BYTES: &'static str = "SELECT COALESCE(SUM(bytes), 0) FROM memory_bytes";
+    const SIZES_AFTER: &'static str = "SELECT id, length(CAST(title AS BLOB)) + length(CAST(body AS BLOB)) \
+                                              + length(CAST(content AS BLOB)) \
+                                       FROM memories WHERE id > $1 ORDER BY id LIMIT $2";
+    const EXPIRE_KEYS: &'static str = "DELETE FROM retain_keys WHERE created_at_ms < $1";
+
+    fn rows_affected(done: &SqliteQueryResult) -> u64 {
+        done.rows_affected()
     }
-    let mut after = 0;
-    let cutoff = loop {
-        let rows: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT id, length(CAST(title AS BLOB)) + length(CAST(body AS BLOB)) \
-                    + length(CAST(content AS BLOB)) \
-             FROM memories WHERE id > ?1 ORDER BY id LIMIT ?2",
-        )
-        .bind(after)
-        .bind(super::EVICTION_BATCH)
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(&(last, _)) = rows.last() else {
-            break after;
-        };
-        if let Some(cutoff) = super::eviction_cutoff(&rows, &mut excess) {
-            break cutoff;
-        }
-        after = last;
-    };
-    Ok(sqlx::query("DELETE FROM memories WHERE id <= ?1")
-        .bind(cutoff)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected())
+
+    async fn claim_eviction(_: &mut SqliteConnection) -> Result<bool, StoreError> {
+        Ok(true)
+    }
 }
 
 /// Moves the WAL into the database file and truncates it, so no frame of a
 /// forgotten memory stays in the WAL. A reader in the middle of a read can
 /// keep the checkpoint from finishing: the deleted rows are then already
 /// zeroed in the newest frames, and the next checkpoint truncates.
-async fn checkpoint(conn: &mut sqlx::SqliteConnection) {
+async fn checkpoint(conn: &mut SqliteConnection) {
     let done: Result<(i64, i64, i64), _> = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
         .fetch_one(&mut *conn)
         .await;
@@ -468,20 +318,6 @@ enum Open {
     Busy(StoreError),
     /// Trying again will not help.
     Failed(StoreError),
-}
-
-/// A recall candidate from its row (public id, row id, type, title, body,
-/// created, relevance).
-fn candidate(row: &sqlx::sqlite::SqliteRow) -> Result<Candidate, StoreError> {
-    Ok(Candidate {
-        id: MemoryId::stored(row.try_get(0)?),
-        seq: row.try_get(1)?,
-        memory_type: row.try_get(2)?,
-        title: row.try_get(3)?,
-        body: row.try_get(4)?,
-        created_at_ms: row.try_get(5)?,
-        relevance: row.try_get(6)?,
-    })
 }
 
 /// The full-text token naming a subject: `s` and 32 hex digits of its
@@ -509,9 +345,9 @@ fn match_expression(subject: &str, terms: &[String]) -> String {
     )
 }
 
-/// Milliseconds of `d`, saturating.
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+/// `value` as the JSON text SQLite stores and `json_each` reads.
+fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Query(e.to_string()))
 }
 
 #[cfg(test)]
