@@ -11,11 +11,12 @@
 //! 3  assemble: filter, measure, reserve, allocate, lay out, report
 //! 2  compact   prompt_cache   memory   workload
 //! 1  tokens: tokenizer, models, count cache, chat formula    prompt: types
-//! 0  vocab: Role, Warning, FieldViolation, Cancel, escaping   telemetry
+//! 0  vocab: Role, Warning, FieldViolation, Cancel, escaping   telemetry   http1
 //! ```
 //!
-//! - [`vocab`] and [`telemetry`] import nothing from the crate: the shared
-//!   words, and metric names with recorders that take plain values.
+//! - [`vocab`], [`telemetry`] and [`http1`] import nothing from the crate:
+//!   the shared words, metric names with recorders that take plain values,
+//!   and the plain HTTP/1.1 listener of `/metrics` and the preview.
 //! - [`tokens`] is how text becomes tokens for a model; [`prompt`] is the
 //!   domain's input and output types, free of wire types.
 //! - [`compact`] summarizes conversations without breaking tool-call pairs;
@@ -31,6 +32,7 @@ pub mod assemble;
 pub mod compact;
 pub mod config;
 pub mod grpc;
+pub mod http1;
 pub mod memory;
 pub mod offline;
 pub mod preview;

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("vocab", 0),
     ("telemetry", 0),
+    ("http1", 0),
     ("tokens", 1),
     ("prompt", 1),
     ("prompt_cache", 2),

@@ -2,23 +2,19 @@
 //! the `/metrics` endpoint's protections (`server::metrics_http`): a
 //! header-read timeout, and here also a bounded body read under a deadline.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue};
-use hyper::{
-    Method, Request, Response, StatusCode, body::Incoming, server::conn::http1, service::service_fn,
-};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::{Method, Request, Response, StatusCode, body::Incoming};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use super::Preview;
 use super::api::{self, ApiError};
+use crate::http1;
 
 /// A connection whose request headers have not all arrived by then is
 /// closed (as `/metrics` does).
@@ -36,47 +32,15 @@ const APP_CSS: &str = include_str!("assets/app.css");
 const CSP: &str =
     "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-/// Serves connections until the task is dropped.
+/// Serves connections until the task is dropped; at `limits.max_connections`
+/// a new connection is closed at once.
 pub(super) async fn serve(listener: TcpListener, state: Arc<Preview>) {
-    let max_connections = state.admission.limits().max_connections;
-    let slots = Arc::new(Semaphore::new(max_connections as usize));
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // E.g. out of file descriptors: back off instead of spinning.
-                tracing::warn!(err = %e, "preview accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        // At `limits.max_connections` a connection is closed at once, as
-        // the gRPC listener does.
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::debug!(
-                limit = max_connections,
-                "preview connection limit reached: closed"
-            );
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let _slot = slot;
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let state = Arc::clone(&state);
-                async move { Ok::<_, Infallible>(route(state, req).await) }
-            });
-            if let Err(e) = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(PREVIEW_HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc)
-                .await
-            {
-                tracing::debug!(err = %e, "preview connection ended");
-            }
-        });
-    }
+    let settings = http1::Settings {
+        name: "preview",
+        header_timeout: PREVIEW_HEADER_TIMEOUT,
+        max_connections: Some(state.admission.limits().max_connections),
+    };
+    http1::serve(listener, settings, move |req| route(Arc::clone(&state), req)).await;
 }
 
 /// Answers one request.

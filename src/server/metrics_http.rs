@@ -1,19 +1,17 @@
 //! The Prometheus recorder (installed once per process) and the `/metrics`
 //! HTTP endpoint.
 
-use std::convert::Infallible;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::{Request, Response, StatusCode, body::Incoming, server::conn::http1, service::service_fn};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::{Request, Response, StatusCode, body::Incoming};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
-use tracing::warn;
 
 use super::ServeError;
+use crate::http1;
 use crate::telemetry::metrics;
 
 /// How often histogram storage is compacted.
@@ -51,42 +49,29 @@ pub fn install_metrics() -> Result<PrometheusHandle, ServeError> {
 
 /// Serves `GET /metrics` in the Prometheus text format; 404 elsewhere.
 pub(super) async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) {
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // E.g. out of file descriptors: back off instead of spinning.
-                warn!(err = %e, "metrics accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let handle = handle.clone();
-                async move {
-                    let resp = if req.uri().path() == "/metrics" {
-                        metrics::refresh_process();
-                        Response::builder()
-                            .header("content-type", "text/plain; version=0.0.4")
-                            .body(Full::new(Bytes::from(handle.render())))
-                    } else {
-                        Response::builder()
-                            .status(StatusCode::NOT_FOUND)
-                            .body(Full::new(Bytes::from_static(b"not found\n")))
-                    };
-                    Ok::<_, Infallible>(resp.unwrap_or_default())
-                }
-            });
-            if let Err(e) = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(METRICS_HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc)
-                .await
-            {
-                tracing::debug!(err = %e, "metrics connection ended");
-            }
-        });
-    }
+    let settings = http1::Settings {
+        name: "metrics",
+        header_timeout: METRICS_HEADER_TIMEOUT,
+        max_connections: None,
+    };
+    http1::serve(listener, settings, move |req| {
+        let answer = scrape(&handle, &req);
+        async move { answer }
+    })
+    .await;
+}
+
+/// The answer to one request.
+fn scrape(handle: &PrometheusHandle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let resp = if req.uri().path() == "/metrics" {
+        metrics::refresh_process();
+        Response::builder()
+            .header("content-type", "text/plain; version=0.0.4")
+            .body(Full::new(Bytes::from(handle.render())))
+    } else {
+        Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .body(Full::new(Bytes::from_static(b"not found\n")))
+    };
+    resp.unwrap_or_default()
 }

@@ -25,20 +25,38 @@ fn every_message_of_the_proto_has_its_struct_size() {
     }
 }
 
-#[test]
-fn counts_equal_the_decoded_counts() {
+/// A request of one block of `items`, for `model`.
+fn one_block(model: &str, items: Vec<pb::Item>) -> pb::AssembleRequest {
+    pb::AssembleRequest {
+        model: model.into(),
+        blocks: vec![pb::Block {
+            items,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// The replay workload's requests on the wire: two families, `users`
+/// users, `turns` turns, prompts of about `tokens` tokens.
+fn replay_requests(users: usize, turns: usize, tokens: usize) -> Vec<pb::AssembleRequest> {
     let replay = Replay {
         families: 2,
-        users: 3,
-        turns: 4,
-        prompt_tokens: 2_000,
+        users,
+        turns,
+        prompt_tokens: tokens,
         ..Replay::default()
     };
-    let requests: Vec<pb::AssembleRequest> = replay
+    replay
         .requests()
         .into_iter()
         .map(|r| pb::AssembleRequest::from(r.request))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn counts_equal_the_decoded_counts() {
+    let requests = replay_requests(3, 4, 2_000);
     for r in &requests {
         let m = Schema::get().measure(Root::Assemble, &encode(r));
         assert_eq!(m.blocks, r.blocks.len() as u64);
@@ -60,18 +78,7 @@ fn ordinary_requests_weigh_far_below_the_bound() {
     // The replay workload at every size the benches use, and a batch of it.
     let mut worst = 0.0f64;
     for tokens in [1_000, 4_000, 8_000, 32_000] {
-        let replay = Replay {
-            families: 2,
-            users: 2,
-            turns: 6,
-            prompt_tokens: tokens,
-            ..Replay::default()
-        };
-        let wire: Vec<pb::AssembleRequest> = replay
-            .requests()
-            .into_iter()
-            .map(|r| pb::AssembleRequest::from(r.request))
-            .collect();
+        let wire = replay_requests(2, 6, tokens);
         for r in &wire {
             let bytes = encode(r);
             let m = Schema::get().measure(Root::Assemble, &bytes);
@@ -102,14 +109,7 @@ fn a_request_at_the_item_limit_fits_however_small_its_items() {
                 ..Default::default()
             })
             .collect();
-        let r = pb::AssembleRequest {
-            model: "m".into(),
-            blocks: vec![pb::Block {
-                items,
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        let r = one_block("m", items);
         let bytes = encode(&r);
         let m = Schema::get().measure(Root::Assemble, &bytes);
         assert!(m.decoded_bytes <= Measure::allowed(bytes.len() as u64, Measure::allowance(max_items)));
@@ -128,13 +128,7 @@ fn empty_sub_messages_weigh_their_structs() {
     assert!(m.decoded_bytes > Measure::allowed(bytes.len() as u64, 0));
 
     let items = vec![pb::Item::default(); 5_000];
-    let r = pb::AssembleRequest {
-        blocks: vec![pb::Block {
-            items,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let r = one_block("", items);
     let m = Schema::get().measure(Root::Assemble, &encode(&r));
     assert_eq!((m.blocks, m.items), (1, 5_000));
     assert!(m.decoded_bytes >= 5_000 * 2 * size_of::<pb::Item>() as u64);
@@ -182,13 +176,7 @@ fn a_group_or_an_unknown_field_does_not_hide_what_follows() {
 #[test]
 fn a_malformed_tail_is_measured_up_to_its_fault() {
     let items = vec![pb::Item::default(); 1_000];
-    let r = pb::AssembleRequest {
-        blocks: vec![pb::Block {
-            items,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let r = one_block("", items);
     let mut bytes = encode(&r);
     let whole = bytes.len();
     bytes.extend([0xff, 0xff]);

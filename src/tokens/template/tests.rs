@@ -4,14 +4,13 @@ fn render_with(source: &str, messages: &[ChatMessage<'_>]) -> Result<String, Tem
     ChatTemplate::new(source, vec![("bos_token".to_owned(), "<s>".to_owned())])?.render(messages, None, true)
 }
 
+/// A message.
+fn m<'a>(role: &'a str, content: &'a str) -> ChatMessage<'a> {
+    ChatMessage { role, content }
+}
+
 fn one(source: &str) -> Result<String, TemplateError> {
-    render_with(
-        source,
-        &[ChatMessage {
-            role: "user",
-            content: "hi",
-        }],
-    )
+    render_with(source, &[m("user", "hi")])
 }
 
 /// `tojson` writes what Python's `json.dumps(v, ensure_ascii=False)` writes
@@ -43,20 +42,7 @@ fn tojson_writes_what_python_writes() {
 #[test]
 fn block_lines_are_trimmed_as_in_transformers() {
     let src = "{% for m in messages %}\n  {% if m.role == 'user' %}\n<u>{{ m.content }}</u>\n  {% else %}\n<a>{{ m.content }}</a>\n  {% endif %}\n{% endfor %}\n";
-    let out = render_with(
-        src,
-        &[
-            ChatMessage {
-                role: "user",
-                content: "hi",
-            },
-            ChatMessage {
-                role: "assistant",
-                content: "yo",
-            },
-        ],
-    )
-    .unwrap();
+    let out = render_with(src, &[m("user", "hi"), m("assistant", "yo")]).unwrap();
     assert_eq!(out, "<u>hi</u>\n<a>yo</a>\n");
 }
 
@@ -73,20 +59,7 @@ fn raise_exception_refuses_with_its_message() {
 #[test]
 fn python_methods_loop_controls_and_specials() {
     let src = "{{ bos_token }}{% set ns = namespace(n=0) %}{% for m in messages[::-1] %}{% if loop.index > 1 %}{% break %}{% endif %}{% set ns.n = ns.n + 1 %}[{{ m.content.strip() }}|{{ m.content.startswith(' h') }}|{{ 'a,b'.split(',') | length }}]{% endfor %}{{ ns.n }}";
-    let out = render_with(
-        src,
-        &[
-            ChatMessage {
-                role: "user",
-                content: "first",
-            },
-            ChatMessage {
-                role: "user",
-                content: " hello \n",
-            },
-        ],
-    )
-    .unwrap();
+    let out = render_with(src, &[m("user", "first"), m("user", " hello \n")]).unwrap();
     assert_eq!(out, "<s>[hello|True|2]1");
 }
 
