@@ -15,11 +15,8 @@ use std::ops::Bound;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use rustls_pki_types::CertificateDer;
-use tonic::{Code, Status};
-use tonic_types::{ErrorDetails, StatusExt};
 
 use super::pb;
-use super::status::ERROR_DOMAIN;
 use crate::config::auth::AuthSettings;
 use crate::telemetry::metrics;
 
@@ -269,50 +266,21 @@ impl Authority {
         self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// Checks a request of `rpc` against the rules in force: `check` sees
-    /// the caller's grant (it is not called when nothing is enforced).
+    /// Checks a request against the rules in force: `check` sees the
+    /// caller's grant (it is not called when nothing is enforced).
     pub fn check<T>(
         &self,
-        rpc: &'static str,
         request: &tonic::Request<T>,
         check: impl FnOnce(&Grant, &T) -> Result<(), Denied>,
-    ) -> Result<(), Status> {
+    ) -> Result<(), Denied> {
         let rules = self.rules();
         let identity = request.extensions().get::<Arc<ClientIdentity>>().map(Arc::as_ref);
-        let result = match rules.grant(identity) {
+        match rules.grant(identity) {
             Ok(None) => Ok(()),
             Ok(Some(grant)) => check(grant, request.get_ref()),
             Err(denied) => Err(denied),
-        };
-        result.map_err(|d| denied_status(rpc, &d))
+        }
     }
-}
-
-/// PERMISSION_DENIED for `d` (counted and logged without values).
-pub fn denied_status(rpc: &'static str, d: &Denied) -> Status {
-    metrics::claim_denied(&d.identity, d.claim);
-    tracing::warn!(rpc, identity = %d.identity, claim = d.claim, field = %d.field, "claim denied");
-    let message = if d.claim == CLAIM_IDENTITY {
-        "permission denied: the client certificate's names match no [[auth.clients]] identity".to_owned()
-    } else {
-        format!(
-            "permission denied: {}: client {} may not claim this {}",
-            d.field, d.identity, d.claim
-        )
-    };
-    Status::with_error_details(
-        Code::PermissionDenied,
-        message,
-        ErrorDetails::with_error_info(
-            REASON_CLAIM_DENIED,
-            ERROR_DOMAIN,
-            [
-                ("field".to_owned(), d.field.clone()),
-                ("claim".to_owned(), d.claim.to_owned()),
-                ("identity".to_owned(), d.identity.clone()),
-            ],
-        ),
-    )
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
 
 use super::pb;
+use super::status::malformed_status;
 use crate::telemetry::metrics;
 
 /// Whether a message type is a request (decoded by the server) or a response
@@ -132,7 +133,7 @@ impl<U: Message + Direction + Default> Decoder for TimedDecoder<U> {
         }
         // prost's codec calls a malformed request INTERNAL; it is the
         // caller's fault. The message names the field path, never content.
-        out.map_err(|s| Status::invalid_argument(format!("malformed request message: {}", s.message())))
+        out.map_err(|s| malformed_status(s.message()))
     }
 
     fn buffer_settings(&self) -> BufferSettings {

@@ -44,7 +44,7 @@ use tower_service::Service;
 
 use super::admission::{Admission, Permit, Refusal, Reserved};
 use super::shape::{Root, Schema};
-use super::status::{refusal_status, shutting_down_status};
+use super::status::{broken_body_status, malformed_status, refusal_status, shutting_down_status};
 use crate::telemetry::metrics;
 
 mod received;
@@ -290,10 +290,8 @@ impl Stop {
                 metrics::refused(rpc, refusal.reason());
                 refusal_status(&refusal)
             }
-            Stop::Broken => tonic::Status::aborted("request body ended abnormally"),
-            Stop::Extra => tonic::Status::invalid_argument(
-                "malformed request message: a unary call carries exactly one message; a second was sent",
-            ),
+            Stop::Broken => broken_body_status(),
+            Stop::Extra => malformed_status("a unary call carries exactly one message; a second was sent"),
             Stop::Draining => shutting_down_status(),
         }
     }

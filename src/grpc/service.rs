@@ -12,13 +12,13 @@ use tracing::{instrument, warn};
 
 use super::admission::{Admission, Permit, Refusal};
 use super::auth::ClientIdentity;
-use super::auth::{Authority, Denied, Grant, denied_status};
+use super::auth::{Authority, Denied, Grant};
 use super::convert;
 use super::gate::Slot;
 use super::pb;
 use super::status::{
-    code_label, compact_status, flow_status, internal_status, invalid_status, memory_status, refusal_status,
-    to_status,
+    code_label, compact_status, denied_status, flow_status, internal_status, invalid_status, memory_status,
+    refusal_status, to_status,
 };
 use crate::assemble::Assembler;
 use crate::assemble::flow::{self, Answered, Flow, FlowError, Prepared, WARM_TRY_BYTES, now_ms};
@@ -89,8 +89,8 @@ impl AssemblerService {
     {
         let started = Instant::now();
         let held = hold(&self.admission, &mut request);
-        if let Err(denied) = self.authority.check(rpc, &request, check) {
-            return finish(rpc, started, Err(denied));
+        if let Err(denied) = self.authority.check(&request, check) {
+            return finish(rpc, started, Err(denied_status(rpc, &denied)));
         }
         let result = body(request.into_inner(), held).await;
         finish(rpc, started, result)
@@ -549,7 +549,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
                 .await
                 .map_err(|e| {
                     warn!(panicked = e.is_panic(), "retain parse task failed");
-                    Status::internal("internal error while parsing")
+                    internal_status("parsing")
                 })?
                 .map_err(|e| memory_status(&e))?;
             // The write holds a store slot, not the CPU work slot.

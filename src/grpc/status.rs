@@ -4,11 +4,13 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use super::admission::Refusal;
+use super::auth::{CLAIM_IDENTITY, Denied, REASON_CLAIM_DENIED};
 use crate::assemble::AssembleError;
 use crate::assemble::flow::FlowError;
 use crate::compact::CompactError;
 use crate::memory::MemoryError;
 use crate::memory::store::StoreError;
+use crate::telemetry::metrics;
 use crate::vocab::FieldViolation;
 
 /// `ErrorInfo.domain` of our errors.
@@ -176,6 +178,44 @@ pub fn flow_status(err: &FlowError<Refusal>) -> Status {
 /// the request (a panic's payload may quote its content).
 pub fn internal_status(doing: &str) -> Status {
     Status::internal(format!("internal error while {doing}"))
+}
+
+/// PERMISSION_DENIED for `d` (counted and logged without values).
+pub fn denied_status(rpc: &'static str, d: &Denied) -> Status {
+    metrics::claim_denied(&d.identity, d.claim);
+    tracing::warn!(rpc, identity = %d.identity, claim = d.claim, field = %d.field, "claim denied");
+    let message = if d.claim == CLAIM_IDENTITY {
+        "permission denied: the client certificate's names match no [[auth.clients]] identity".to_owned()
+    } else {
+        format!(
+            "permission denied: {}: client {} may not claim this {}",
+            d.field, d.identity, d.claim
+        )
+    };
+    Status::with_error_details(
+        Code::PermissionDenied,
+        message,
+        ErrorDetails::with_error_info(
+            REASON_CLAIM_DENIED,
+            ERROR_DOMAIN,
+            [
+                ("field".to_owned(), d.field.clone()),
+                ("claim".to_owned(), d.claim.to_owned()),
+                ("identity".to_owned(), d.identity.clone()),
+            ],
+        ),
+    )
+}
+
+/// INVALID_ARGUMENT for a message that could not be read as its type
+/// (`detail` names the fault and the field path, never content).
+pub fn malformed_status(detail: &str) -> Status {
+    Status::invalid_argument(format!("malformed request message: {detail}"))
+}
+
+/// ABORTED for a request body that ended abnormally (a reset stream).
+pub fn broken_body_status() -> Status {
+    Status::aborted("request body ended abnormally")
 }
 
 /// The status for a request refused before or instead of being worked on.
