@@ -169,89 +169,30 @@ impl Assembler {
         })
     }
 
-    /// Assembles one prompt, consuming the request (its texts move into the
-    /// answer). CPU-bound: call it off the async reactor.
+    /// Assembles one prompt under the catalog in force now, consuming the
+    /// request (its texts move into the answer). CPU-bound: call it off the
+    /// async reactor. [`Assembler::run`] is the same with options.
     pub fn assemble(&self, req: AssembleRequest) -> Result<Assembly, AssembleError> {
-        self.assemble_cancellable(req, &Cancel::new())
+        self.run(&self.catalog(), req, Options::new(&Cancel::new()))
+            .done()
     }
 
-    /// [`Assembler::assemble`] that stops early once `cancel` is set (a
-    /// deadline passed or the caller went away): no further text is
-    /// tokenized and nothing half-counted is cached.
-    pub fn assemble_cancellable(
-        &self,
-        req: AssembleRequest,
-        cancel: &Cancel,
-    ) -> Result<Assembly, AssembleError> {
-        self.assemble_under(&self.catalog(), req, cancel)
+    /// The one entry point: assembles `req` under `catalog` (the one in force
+    /// when the request was admitted: a request that waited across a reload
+    /// is assembled as it would have been at once), as `options` say.
+    pub fn run(&self, catalog: &Catalog, req: AssembleRequest, options: Options<'_>) -> Attempt {
+        self.assemble_inner(catalog, req, options)
     }
 
-    /// [`Assembler::assemble_cancellable`] under `catalog`, the one in
-    /// force when the request was admitted: a request that waited (on a
-    /// recall) across a reload is assembled as it would have been at once.
-    pub fn assemble_under(
-        &self,
-        catalog: &Catalog,
-        req: AssembleRequest,
-        cancel: &Cancel,
-    ) -> Result<Assembly, AssembleError> {
-        self.assemble_with_prefix(catalog, req, None, cancel).0
-    }
-
-    /// [`Assembler::assemble_under`] with the prefix hash already made for
-    /// identical static parts (batches hash each prefix once). Returns the
-    /// prefix key it used, when it got that far.
-    pub(crate) fn assemble_with_prefix(
-        &self,
-        catalog: &Catalog,
-        req: AssembleRequest,
-        prefix: Option<&PrefixKey>,
-        cancel: &Cancel,
-    ) -> (Result<Assembly, AssembleError>, Option<PrefixKey>) {
-        match self.assemble_inner(catalog, req, prefix, cancel, false) {
-            Run::Done(Ok((a, key))) => (Ok(a), Some(key)),
-            Run::Done(Err(e)) => (Err(e), None),
-            // Only a warm try misses.
-            Run::Missed(..) => (Err(AssembleError::Cancelled), None),
-        }
-    }
-
-    /// A warm try of `req` under `catalog`: the assembly when everything it
-    /// needs is already cached (counts, the static prefix's facts, the turn
-    /// summary), or the request handed back at the first thing that would be
-    /// counted or summarized, with its prefix key, for a full run. The work
-    /// is hashing and lookups, so a server may run it where it received the
-    /// request instead of handing it to a pool of threads that may block.
-    /// Nothing is recorded for a try that misses.
-    pub fn assemble_warm(&self, catalog: &Catalog, req: AssembleRequest) -> Warm {
-        match self.assemble_inner(catalog, req, None, &Cancel::new(), true) {
-            Run::Done(done) => Warm::Done(done.map(|(a, _)| a)),
-            Run::Missed(req, key) => Warm::Cold(req, key),
-        }
-    }
-
-    /// The full run of a request a warm try handed back.
-    pub fn assemble_cold(
-        &self,
-        catalog: &Catalog,
-        req: AssembleRequest,
-        key: Option<PrefixKey>,
-        cancel: &Cancel,
-    ) -> Result<Assembly, AssembleError> {
-        self.assemble_with_prefix(catalog, req, key.as_ref(), cancel).0
-    }
-
-    fn assemble_inner(
-        &self,
-        catalog: &Catalog,
-        mut req: AssembleRequest,
-        prefix: Option<&PrefixKey>,
-        cancel: &Cancel,
-        warm_only: bool,
-    ) -> Run {
+    fn assemble_inner(&self, catalog: &Catalog, mut req: AssembleRequest, options: Options<'_>) -> Attempt {
+        let Options {
+            cancel,
+            prefix,
+            warm_only,
+        } = options;
         // A batch cancelled midway hands every later request over at once.
         if cancel.is_cancelled() {
-            return Run::Done(Err(AssembleError::Cancelled));
+            return Attempt::Done(Err(AssembleError::Cancelled), None);
         }
         let started = Instant::now();
         let Resolved {
@@ -261,7 +202,7 @@ impl Assembler {
             tools,
         } = match validate::validate(&req, catalog) {
             Ok(r) => r,
-            Err(e) => return Run::Done(Err(AssembleError::InvalidArgument(e))),
+            Err(e) => return Attempt::Done(Err(AssembleError::InvalidArgument(e)), None),
         };
         if let Some(model) = spec.tokenizer.hf_model()
             && policy.neutralize_special_tokens
@@ -341,7 +282,7 @@ impl Assembler {
         };
         if warm_only && cancel.is_cancelled() {
             drop(pipeline);
-            return Run::Missed(req, Some(key));
+            return Attempt::Cold(req, Some(key));
         }
         // Observed once per request: after a warm try that missed, by the
         // full run.
@@ -353,7 +294,7 @@ impl Assembler {
         let render_started = pipeline.lap;
         let out: RunOutput = match result {
             Ok(r) => r,
-            Err(e) => return Run::Done(Err(e)),
+            Err(e) => return Attempt::Done(Err(e), None),
         };
         self.feedback.remember(
             &req.request_id,
@@ -373,25 +314,60 @@ impl Assembler {
             hints: out.hints,
         };
         metrics::phase(metrics::PHASE_RENDER, render_started.elapsed());
-        Run::Done(Ok((assembly, key)))
+        Attempt::Done(Ok(assembly), Some(key))
     }
 }
 
-/// What a warm try came to ([`Assembler::assemble_warm`]).
+/// How [`Assembler::run`] assembles a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// Stops the run once set (a deadline passed, the caller went away): no
+    /// further text is tokenized and nothing half-counted is cached.
+    pub cancel: &'a Cancel,
+    /// The prefix key already made for identical static parts: a batch
+    /// hashes each prefix once, a warm try hands its key to the full run.
+    pub prefix: Option<&'a PrefixKey>,
+    /// A warm try: the assembly when everything it needs is already cached
+    /// (counts, the static prefix's facts, the turn summary), or the request
+    /// handed back ([`Attempt::Cold`]) at the first thing that would be
+    /// counted or summarized. The work is hashing and lookups, so a server
+    /// may run it where it received the request instead of handing it to a
+    /// pool of threads that may block. Nothing is recorded for a try that
+    /// misses.
+    pub warm_only: bool,
+}
+
+impl<'a> Options<'a> {
+    /// A full run that stops once `cancel` is set.
+    pub fn new(cancel: &'a Cancel) -> Self {
+        Options {
+            cancel,
+            prefix: None,
+            warm_only: false,
+        }
+    }
+}
+
+/// What a run came to.
 #[derive(Debug)]
-pub enum Warm {
-    /// Assembled from the caches alone, or refused (an invalid request, a
-    /// budget overflow).
-    Done(Result<Assembly, AssembleError>),
-    /// Something was not cached: the request, back, with its prefix key,
-    /// for [`Assembler::assemble_cold`].
+pub enum Attempt {
+    /// Assembled, or refused (an invalid request, a budget overflow, a
+    /// cancellation); with the prefix key it used, when it got that far.
+    Done(Result<Assembly, AssembleError>, Option<PrefixKey>),
+    /// A warm try met something not cached: the request, back, with its
+    /// prefix key, for a full run.
     Cold(AssembleRequest, Option<PrefixKey>),
 }
 
-/// How one run ended.
-enum Run {
-    Done(Result<(Assembly, PrefixKey), AssembleError>),
-    Missed(AssembleRequest, Option<PrefixKey>),
+impl Attempt {
+    /// The assembly or the error; a warm try that missed is
+    /// [`AssembleError::Cancelled`] (only a warm try misses).
+    pub fn done(self) -> Result<Assembly, AssembleError> {
+        match self {
+            Attempt::Done(done, _) => done,
+            Attempt::Cold(..) => Err(AssembleError::Cancelled),
+        }
+    }
 }
 
 /// The compactor counts with the assembler's model table, compaction

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use super::assembler::Assembler;
+use super::assembler::{Assembler, Attempt, Options};
 use super::error::AssembleError;
 use super::policy::Catalog;
 use crate::prompt::{AssembleRequest, Assembly};
@@ -84,11 +84,20 @@ pub fn assemble_batch(
         .into_iter()
         .zip(&class)
         .map(|(r, &c)| {
-            let (result, key) = asm.assemble_with_prefix(catalog, r, keys[c].as_ref(), cancel);
-            if keys[c].is_none() {
-                keys[c] = key;
+            let options = Options {
+                prefix: keys[c].as_ref(),
+                ..Options::new(cancel)
+            };
+            match asm.run(catalog, r, options) {
+                Attempt::Done(result, key) => {
+                    if keys[c].is_none() {
+                        keys[c] = key;
+                    }
+                    result
+                }
+                // Only a warm try misses.
+                Attempt::Cold(..) => Err(AssembleError::Cancelled),
             }
-            result
         })
         .collect();
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tracing::warn;
 
 use super::batch;
-use super::{AssembleError, Assembler, Catalog, Warm};
+use super::{AssembleError, Assembler, Attempt, Catalog, Options};
 use crate::memory::RecallReport;
 use crate::memory::keeper::{self, Placement, RecallFailure, RecallSpec};
 use crate::memory::rank::Ranked;
@@ -97,7 +97,7 @@ struct RecallDone {
 type Fetched = (Result<Vec<Ranked>, MemoryError>, Duration);
 
 /// Requests of at most this many encoded bytes are first tried warm where
-/// they were decoded ([`Assembler::assemble_warm`]: hashing and cache
+/// they were decoded ([`Options::warm_only`]: hashing and cache
 /// lookups, no hand-off to the blocking pool, whose wake-ups cost a warm
 /// request more than its assembly). Hashing this much takes tens of
 /// microseconds, so the reactor is never held longer.
@@ -150,14 +150,18 @@ impl Flow {
         let tried = if small {
             warm(&self.assembler, &catalog, req)?
         } else {
-            Warm::Cold(req, None)
+            Attempt::Cold(req, None)
         };
         let outcome = match tried {
-            Warm::Done(outcome) => outcome,
-            Warm::Cold(req, key) => {
+            Attempt::Done(outcome, _) => outcome,
+            Attempt::Cold(req, key) => {
                 let assembler = self.assembler.clone();
                 blocking(permit, move |cancel| {
-                    assembler.assemble_cold(&catalog, req, key, cancel)
+                    let options = Options {
+                        prefix: key.as_ref(),
+                        ..Options::new(cancel)
+                    };
+                    assembler.run(&catalog, req, options).done()
                 })
                 .await?
             }
@@ -353,9 +357,14 @@ impl Drop for CancelOnDrop {
 
 /// A warm try on this thread; a panic is [`FlowError::Panicked`], as on
 /// the pool.
-fn warm<R>(assembler: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Result<Warm, FlowError<R>> {
+fn warm<R>(assembler: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Result<Attempt, FlowError<R>> {
+    let cancel = Cancel::new();
+    let options = Options {
+        warm_only: true,
+        ..Options::new(&cancel)
+    };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        assembler.assemble_warm(catalog, req)
+        assembler.run(catalog, req, options)
     }))
     .map_err(|_| {
         // Never the panic payload: it may quote request content.

@@ -35,7 +35,7 @@ mod shrink;
 pub mod turns;
 pub mod validate;
 
-pub use assembler::{Assembler, CountTarget, DEFAULT_CACHE_BYTES, TokenCount, Warm};
+pub use assembler::{Assembler, Attempt, CountTarget, DEFAULT_CACHE_BYTES, Options, TokenCount};
 pub use error::AssembleError;
 pub use policy::{Catalog, DEFAULT_POLICY, Policy};
 pub use shrink::TURN_SUMMARY_ID;

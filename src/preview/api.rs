@@ -11,8 +11,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::{Preview, view};
-use crate::assemble::AssembleError;
 use crate::assemble::flow;
+use crate::assemble::{AssembleError, Options};
 use crate::grpc::admission::{Permit, Refusal};
 use crate::grpc::json::{JsonError, request_from_json};
 use crate::grpc::status::{
@@ -236,7 +236,11 @@ pub(super) async fn assemble(state: Arc<Preview>, permit: Permit, body: &[u8]) -
     let worker = Arc::clone(&state);
     let done = flow::blocking::<_, _, ()>(permit, move |cancel| {
         let started = Instant::now();
-        let assembly = worker.assembler.assemble_cancellable(request, cancel)?;
+        let catalog = worker.assembler.catalog();
+        let assembly = worker
+            .assembler
+            .run(&catalog, request, Options::new(cancel))
+            .done()?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         Ok(view::answer(&worker.assembler, &outline, assembly, micros))
     })

@@ -294,7 +294,7 @@ fn joined_messages_are_reported() {
             ..Item::default()
         }],
     ));
-    let out = a.assemble_cancellable(req, &Cancel::new()).unwrap();
+    let out = a.assemble(req).unwrap();
     let roles: Vec<Role> = out.messages.iter().map(|m| m.role).collect();
     assert_eq!(roles, [Role::System, Role::User]);
     assert_eq!(out.messages[0].content, "Be brief.\n\nBe kind.");

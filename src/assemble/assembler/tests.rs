@@ -329,11 +329,13 @@ proptest! {
         };
         let a = asm();
         let catalog = a.catalog();
-        let tried = |a: &Assembler| match a.assemble_warm(&catalog, req.clone()) {
-            Warm::Done(done) => (true, plain(done)),
-            Warm::Cold(back, key) => {
+        let tried = |a: &Assembler| match warm_try(a, &catalog, req.clone()) {
+            Attempt::Done(done, _) => (true, plain(done)),
+            Attempt::Cold(back, key) => {
                 assert_eq!(back, req, "handed back changed");
-                (false, plain(a.assemble_cold(&catalog, back, key, &Cancel::new())))
+                let cancel = Cancel::new();
+                let options = Options { prefix: key.as_ref(), ..Options::new(&cancel) };
+                (false, plain(a.run(&catalog, back, options).done()))
             }
         };
         let (_, fresh) = tried(&a);
@@ -610,7 +612,7 @@ fn summaries_tried_are_remembered_by_count_and_the_one_kept_whole() {
         let mut r = req.clone();
         r.max_input_tokens = Some(budget);
         let summarized = get(&SUMMARIZED);
-        let _ = a.assemble_warm(&catalog, r);
+        let _ = warm_try(&a, &catalog, r);
         assert_eq!(
             get(&SUMMARIZED),
             summarized,
@@ -643,9 +645,9 @@ fn a_warm_try_answers_from_the_caches_alone() {
     let req = long_conversation();
     let a = asm();
     let catalog = a.catalog();
-    assert!(matches!(a.assemble_warm(&catalog, req.clone()), Warm::Cold(..)));
+    assert!(matches!(warm_try(&a, &catalog, req.clone()), Attempt::Cold(..)));
     let full = a.assemble(req.clone()).unwrap();
-    let Warm::Done(Ok(mut warm)) = a.assemble_warm(&catalog, req.clone()) else {
+    let Attempt::Done(Ok(mut warm), _) = warm_try(&a, &catalog, req.clone()) else {
         panic!("a request assembled before was not answered warm");
     };
     assert!(warm.cache.prefix_cache_hit);
@@ -655,7 +657,17 @@ fn a_warm_try_answers_from_the_caches_alone() {
     newer.blocks[0]
         .items
         .push(turn("new", Role::User, "A turn never seen before."));
-    assert!(matches!(a.assemble_warm(&catalog, newer), Warm::Cold(..)));
+    assert!(matches!(warm_try(&a, &catalog, newer), Attempt::Cold(..)));
+}
+
+/// A warm try of `req`.
+fn warm_try(a: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Attempt {
+    let cancel = Cancel::new();
+    let options = Options {
+        warm_only: true,
+        ..Options::new(&cancel)
+    };
+    a.run(catalog, req, options)
 }
 
 // ---------------------------------------------------------------- examples
@@ -1135,7 +1147,7 @@ fn a_cancelled_run_stops_and_caches_nothing_wrong() {
     let cancel = Cancel::new();
     cancel.cancel();
     assert_eq!(
-        a.assemble_cancellable(req.clone(), &cancel),
+        a.run(&a.catalog(), req.clone(), Options::new(&cancel)).done(),
         Err(AssembleError::Cancelled)
     );
     // Nothing half-counted was cached: the next run is cold and exact.
