@@ -5,6 +5,7 @@ use super::pb;
 use crate::assemble::{self as domain, AssembleError};
 use crate::prompt;
 use crate::prompt::{Assembly, BlockKind, Outcome, SegmentKind};
+use crate::prompt_cache;
 use crate::tokens;
 use crate::vocab;
 use crate::vocab::{FieldViolation, Role};
@@ -366,6 +367,35 @@ fn hints_to_wire(h: prompt::CacheHints) -> pb::CacheHints {
         engine_cacheable_tokens: h.engine_cacheable_tokens,
         provider_minimum_tokens: h.provider_minimum_tokens,
         below_provider_minimum: h.below_provider_minimum,
+    }
+}
+
+/// A batch's answer: its `results` in request order, and its groups and
+/// dispatch order, whose positions count the requests that reached the
+/// domain (`at[k]`: the request position of the domain's `k`th).
+pub fn batch_response(
+    results: Vec<pb::AssembleResult>,
+    groups: Vec<prompt_cache::batch::Group>,
+    order: &[usize],
+    at: &[usize],
+) -> pb::AssembleBatchResponse {
+    let index = |k: usize| vocab::saturating_u32(at[k]);
+    pb::AssembleBatchResponse {
+        results,
+        groups: groups
+            .into_iter()
+            .map(|g| pb::BatchGroup {
+                model: g.model,
+                tokenizer: g.tokenizer,
+                cache_salt: g.cache_salt,
+                prefix_hash: g.prefix_hash,
+                members: g.members.iter().map(|&m| index(m)).collect(),
+                warmup: index(g.warmup),
+                shared_prefix_tokens: g.shared_prefix_tokens,
+                tokens_saved: g.tokens_saved,
+            })
+            .collect(),
+        order: order.iter().map(|&k| index(k)).collect(),
     }
 }
 

@@ -339,25 +339,12 @@ impl pb::assembler_server::Assembler for AssemblerService {
             for _ in 0..n {
                 metrics::phase(metrics::PHASE_CONVERT, per_request);
             }
-            let index = |k: usize| vocab::saturating_u32(at[k]);
-            Ok(pb::AssembleBatchResponse {
+            Ok(convert::batch_response(
                 results,
-                groups: outcome
-                    .groups
-                    .into_iter()
-                    .map(|g| pb::BatchGroup {
-                        model: g.model,
-                        tokenizer: g.tokenizer,
-                        cache_salt: g.cache_salt,
-                        prefix_hash: g.prefix_hash,
-                        members: g.members.iter().map(|&m| index(m)).collect(),
-                        warmup: index(g.warmup),
-                        shared_prefix_tokens: g.shared_prefix_tokens,
-                        tokens_saved: g.tokens_saved,
-                    })
-                    .collect(),
-                order: outcome.order.into_iter().map(index).collect(),
-            })
+                outcome.groups,
+                &outcome.order,
+                &at,
+            ))
         })
         .await
     }
