@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{Request, Response, body::Incoming, server::conn::http1, service::service_fn};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::{Request, Response, StatusCode, body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -85,4 +86,74 @@ where
             }
         });
     }
+}
+
+/// Why a request's body was not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// Its content type is not `application/json`.
+    #[error("send the body as application/json")]
+    NotJson,
+    /// Over the limit (`declared`: the Content-Length that said so).
+    #[error("the body is larger than {limit} bytes")]
+    TooLarge {
+        /// The Content-Length, when it was what said so.
+        declared: Option<u64>,
+        /// The limit.
+        limit: u32,
+    },
+    /// Not received in full within the timeout.
+    #[error("the body did not arrive within {} s", .0.as_secs())]
+    Timeout(Duration),
+    /// The connection failed while it was read.
+    #[error("cannot read the body: {0}")]
+    Broken(String),
+}
+
+/// The body of a JSON request, at most `limit` bytes (refused from its
+/// Content-Length before a byte is read when that says more), received
+/// within `timeout`: a slow client cannot hold a connection and its buffer
+/// for ever.
+pub async fn read_json(req: Request<Incoming>, limit: u32, timeout: Duration) -> Result<Bytes, BodyError> {
+    let json_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if !json_type {
+        return Err(BodyError::NotJson);
+    }
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > u64::from(limit)) {
+        return Err(BodyError::TooLarge { declared, limit });
+    }
+    let body = Limited::new(req.into_body(), limit as usize);
+    match tokio::time::timeout(timeout, body.collect()).await {
+        Err(_) => Err(BodyError::Timeout(timeout)),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge {
+            declared: None,
+            limit,
+        }),
+        Ok(Err(e)) => Err(BodyError::Broken(e.to_string())),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+/// A JSON answer, never cached, never sniffed.
+pub fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
 }

@@ -7,6 +7,7 @@
 //! 6  server (bind, serve, drain, series)      offline (assemble a JSON file)
 //!    preview (a local web page over the assembler)
 //! 5  grpc: wire <-> domain, errors -> Status, admission, auth (tonic/prost)
+//!    render: vLLM's render contract over HTTP/1.1 (token ids for routers)
 //! 4  config: flags, env and files -> one validated configuration
 //! 3  assemble: filter, measure, reserve, allocate, lay out, report
 //! 2  compact   prompt_cache   memory   workload
@@ -38,6 +39,7 @@ pub mod offline;
 pub mod preview;
 pub mod prompt;
 pub mod prompt_cache;
+pub mod render;
 pub mod server;
 pub mod telemetry;
 pub mod tokens;

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("assemble", 3),
     ("config", 4),
     ("grpc", 5),
+    ("render", 5),
     ("server", 6),
     ("offline", 6),
     ("preview", 6),

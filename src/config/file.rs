@@ -71,11 +71,22 @@ section! {
         /// `[telemetry]`.
         #[serde(default)]
         pub telemetry: TelemetrySection,
+        /// `[render]`.
+        #[serde(default)]
+        pub render: RenderSection,
         /// `[[models]]`: when present, the whole model table.
         pub models: Option<Vec<ModelEntry>>,
         /// `[policies.NAME]`: when present, every policy (`default` is added if
         /// missing).
         pub policies: Option<BTreeMap<String, PolicyEntry>>,
+    }
+}
+
+section! {
+    /// `[render]`: the render node (vLLM's render contract over HTTP/1.1).
+    pub struct RenderSection {
+        /// Render address or `off`.
+        pub listen: Option<String>,
     }
 }
 

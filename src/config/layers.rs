@@ -33,6 +33,7 @@ macro_rules! flags {
 flags! {
     listen => server.listen;
     metrics_listen => server.metrics_listen;
+    render_listen => render.listen;
     cache_mib => cache.mib;
     drain_secs => server.drain_secs;
     log_format => server.log_format;

@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// Prometheus listen address (`/metrics`); `off` disables it [default: 127.0.0.1:9464].
     #[arg(long, env = "CONTEXT_ASSEMBLER_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
+    /// Render node listen address (vLLM's render contract over HTTP/1.1: token ids for routers); `off`
+    /// disables it [default: off].
+    #[arg(long, env = "CONTEXT_ASSEMBLER_RENDER_LISTEN")]
+    pub render_listen: Option<String>,
     /// Weight of the token-count caches in MiB [default: 64].
     #[arg(long, env = "CONTEXT_ASSEMBLER_CACHE_MIB")]
     pub cache_mib: Option<u64>,
@@ -215,6 +219,8 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Metrics address, if enabled.
     pub metrics_listen: Option<SocketAddr>,
+    /// Render node address, if enabled.
+    pub render_listen: Option<SocketAddr>,
     /// Cache weight in bytes.
     pub cache_bytes: u64,
     /// Drain grace period.

@@ -24,7 +24,7 @@ const MAX_EXTRA_TYPES: usize = 32;
 pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigError> {
     let l = Layers::new(args)?;
     let s = &l.merged.server;
-    let (listen, metrics_listen) = addresses(&l)?;
+    let (listen, metrics_listen, render_listen) = addresses(&l)?;
     let limits = limits(&l)?;
     let tls = server_tls(&l)?;
     let (memory_backend, memory) = memory(&l)?;
@@ -35,6 +35,7 @@ pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigErro
     Ok(ServerConfig {
         listen,
         metrics_listen,
+        render_listen,
         cache_bytes: cache_mib * 1024 * 1024,
         drain: Duration::from_secs(drain_secs),
         log_format: *l.required("server.log_format", &s.log_format)?,
@@ -49,36 +50,45 @@ pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigErro
     })
 }
 
-/// The gRPC address, and the metrics address unless `off`; the two may not
-/// share a port on overlapping addresses.
-fn addresses(l: &Layers) -> Result<(SocketAddr, Option<SocketAddr>), ConfigError> {
-    let s = &l.merged.server;
+/// The gRPC address, and the metrics and render addresses unless `off`; no
+/// two may share a port on overlapping addresses.
+fn addresses(l: &Layers) -> Result<(SocketAddr, Option<SocketAddr>, Option<SocketAddr>), ConfigError> {
     let parse = |key: &str, value: &str, what: &str| {
         value
             .parse::<SocketAddr>()
             .map_err(|e| l.error(key, format!("{value:?} is not {what}: {e}")))
     };
+    let optional = |key: &str, value: &Option<String>| match l.required(key, value)?.as_str() {
+        "off" => Ok(None),
+        m => parse(key, m, "a socket address or `off`").map(Some),
+    };
     let listen = parse(
         "server.listen",
-        l.required("server.listen", &s.listen)?,
+        l.required("server.listen", &l.merged.server.listen)?,
         "a socket address",
     )?;
-    let metrics = match l.required("server.metrics_listen", &s.metrics_listen)?.as_str() {
-        "off" => None,
-        m => Some(parse("server.metrics_listen", m, "a socket address or `off`")?),
+    let metrics = optional("server.metrics_listen", &l.merged.server.metrics_listen)?;
+    let render = optional("render.listen", &l.merged.render.listen)?;
+    let clash = |a: SocketAddr, b: SocketAddr| {
+        a.port() == b.port()
+            && b.port() != 0
+            && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
     };
-    let clash = |m: SocketAddr| {
-        m.port() == listen.port()
-            && listen.port() != 0
-            && (m.ip() == listen.ip() || m.ip().is_unspecified() || listen.ip().is_unspecified())
-    };
-    if metrics.is_some_and(clash) {
+    if metrics.is_some_and(|m| clash(m, listen)) {
         return Err(l.error(
             "server.metrics_listen",
             "must differ from the gRPC listen address",
         ));
     }
-    Ok((listen, metrics))
+    if let Some(r) = render
+        && (clash(r, listen) || metrics.is_some_and(|m| clash(r, m)))
+    {
+        return Err(l.error(
+            "render.listen",
+            "must differ from the gRPC and metrics listen addresses",
+        ));
+    }
+    Ok((listen, metrics, render))
 }
 
 /// `[limits]`.

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full, Limited};
-use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue};
+use http_body_util::Full;
+use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HOST, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, body::Incoming};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
 use super::Preview;
 use super::api::{self, ApiError};
-use crate::http1;
+use crate::http1::{self, BodyError};
 
 /// A connection whose request headers have not all arrived by then is
 /// closed (as `/metrics` does).
@@ -115,49 +115,25 @@ fn loopback_host(host: Option<&HeaderValue>) -> bool {
 }
 
 /// The body of a JSON request, at most `limits.max_request_bytes`, read
-/// under [`PREVIEW_BODY_TIMEOUT`].
+/// under [`PREVIEW_BODY_TIMEOUT`]. Only `application/json`: a cross-site
+/// form cannot send that type without a CORS preflight, which is never
+/// granted.
 async fn read_body(state: &Preview, req: Request<Incoming>) -> Result<Bytes, ApiError> {
     let limit = state.admission.max_request_bytes();
-    let json_type = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !json_type {
-        // A cross-site form cannot send this type without a CORS preflight,
-        // which is never granted.
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UNSUPPORTED_MEDIA_TYPE",
-            "send the body as application/json",
-        ));
-    }
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > u64::from(limit)) {
-        return Err(ApiError::too_large(declared, limit));
-    }
-    let body = Limited::new(req.into_body(), limit as usize);
-    match tokio::time::timeout(PREVIEW_BODY_TIMEOUT, body.collect()).await {
-        Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "REQUEST_TIMEOUT",
-            format!(
-                "the body did not arrive within {} s",
-                PREVIEW_BODY_TIMEOUT.as_secs()
+    http1::read_json(req, limit, PREVIEW_BODY_TIMEOUT)
+        .await
+        .map_err(|e| match e {
+            BodyError::NotJson => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UNSUPPORTED_MEDIA_TYPE",
+                e.to_string(),
             ),
-        )),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(None, limit)),
-        Ok(Err(e)) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "BAD_BODY",
-            format!("cannot read the body: {e}"),
-        )),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-    }
+            BodyError::TooLarge { declared, limit } => ApiError::too_large(declared, limit),
+            BodyError::Timeout(_) => {
+                ApiError::new(StatusCode::REQUEST_TIMEOUT, "REQUEST_TIMEOUT", e.to_string())
+            }
+            BodyError::Broken(_) => ApiError::new(StatusCode::BAD_REQUEST, "BAD_BODY", e.to_string()),
+        })
 }
 
 /// An embedded asset.
@@ -173,11 +149,5 @@ fn asset(text: &'static str, content_type: &'static str) -> Response<Full<Bytes>
 
 /// A JSON answer.
 fn json(status: StatusCode, value: &Value) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(value.to_string())));
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    resp
+    http1::json(status, value.to_string())
 }

@@ -35,6 +35,7 @@ use crate::telemetry::trace::Exporter;
 mod conn;
 pub mod memory;
 mod metrics_http;
+mod render_node;
 mod series;
 mod signals;
 
@@ -129,6 +130,7 @@ pub enum ServeError {
 pub struct Bound {
     grpc: TcpListener,
     metrics: Option<TcpListener>,
+    render: Option<TcpListener>,
     assembler: Arc<Assembler>,
     memories: Arc<Memories>,
     config: ServerConfig,
@@ -157,9 +159,18 @@ impl Bound {
             ),
             None => None,
         };
+        let render = match config.render_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::Bind { addr, source })?,
+            ),
+            None => None,
+        };
         Ok(Bound {
             grpc,
             metrics,
+            render,
             assembler: Arc::new(Assembler::new(config.catalog.clone(), config.cache_bytes)),
             memories,
             config,
@@ -177,6 +188,11 @@ impl Bound {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
+    /// The bound render node address, if enabled.
+    pub fn render_addr(&self) -> Option<SocketAddr> {
+        self.render.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
     /// The assembler the server uses (tests reload through it).
     pub fn assembler(&self) -> Arc<Assembler> {
         self.assembler.clone()
@@ -188,6 +204,7 @@ impl Bound {
         let Bound {
             grpc: listener,
             metrics: metrics_listener,
+            render: render_listener,
             assembler,
             memories,
             config,
@@ -233,6 +250,13 @@ impl Bound {
 
         let limits = config.limits;
         let admission = Admission::new(limits);
+        if let Some(l) = render_listener {
+            info!(
+                addr = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+                "render node listening"
+            );
+            tokio::spawn(render_node::serve(l, assembler.clone(), admission.clone()));
+        }
         let authority = Authority::new(&config.auth);
         let service = AssemblerService::new(assembler.clone(), admission.clone())
             .with_memories(memories.clone())

@@ -300,6 +300,17 @@ impl HfModel {
         }
     }
 
+    /// The ids of `text` as `transformers`' `encode(text,
+    /// add_special_tokens=...)` gives them: what an engine holding this
+    /// folder computes. `Err` with the tokenizer's reason where it refuses
+    /// (none of the supported types does for valid UTF-8).
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+        self.tokenizer
+            .encode_fast(text, add_special_tokens)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| e.to_string())
+    }
+
     /// Calls `f` with each piece of `text` cut where the tokenizer cuts it
     /// first, at its added tokens ([`Piece`]): the count of `text` is the
     /// number of [`Piece::Added`] plus the count of each [`Piece::Text`].

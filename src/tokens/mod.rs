@@ -31,5 +31,5 @@ pub mod tools;
 
 pub use cache::{CountCache, MemoCache, Weigh};
 pub use models::{CacheSettings, ModelSpec, ModelTable};
-pub use template::ChatMessage;
+pub use template::{ChatMessage, Conversation, TemplateError};
 pub use tokenizer::{Encoding, Tokenizer};

@@ -17,7 +17,7 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use minijinja::value::{Kwargs, Value};
+use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind};
 
 /// The name the template is stored under in its environment.
@@ -91,20 +91,231 @@ impl ChatTemplate {
         tools: Option<&[serde_json::Value]>,
         add_generation_prompt: bool,
     ) -> Result<String, TemplateError> {
+        self.render_context(
+            Value::from_serialize(messages),
+            tools.map(Value::from_serialize),
+            None,
+            add_generation_prompt,
+            None,
+        )
+    }
+
+    /// Renders a conversation as `transformers`' `apply_chat_template`
+    /// does, messages as the caller wrote them (tool calls, tool call ids,
+    /// names, reasoning: whatever the template reads), key order kept: a
+    /// message's reasoning (`reasoning_content`, `thinking` or `reasoning`)
+    /// is also given under the first two names; the special tokens, then
+    /// `kwargs` over them, then `messages`, `tools`, `documents` and
+    /// `add_generation_prompt`. With `continue_final_message`, the text is
+    /// cut after the last message's content (found by a tag appended to it,
+    /// as `transformers` 5 does), so that the model continues it.
+    pub fn render_conversation(&self, c: &Conversation<'_>) -> Result<String, TemplateError> {
+        let mut messages: Vec<Value> = c.messages.iter().map(alias_reasoning).collect();
+        let mut last = None;
+        if c.continue_final_message {
+            let template = self.env.get_template(NAME)?;
+            if !template.source().contains("content") {
+                return Err(TemplateError(
+                    "continue_final_message is set but the chat template reads no \"content\"".to_owned(),
+                ));
+            }
+            let final_message = messages.pop().ok_or_else(|| {
+                TemplateError("continue_final_message is set but the conversation is empty".to_owned())
+            })?;
+            let (tagged, text) = tagged(&final_message)?;
+            messages.push(tagged);
+            last = Some(text);
+        }
+        let rendered = self.render_context(
+            Value::from(messages),
+            c.tools.map(|t| Value::from(t.to_vec())),
+            c.documents.map(|d| Value::from(d.to_vec())),
+            c.add_generation_prompt,
+            c.kwargs,
+        )?;
+        let Some(last) = last else {
+            return Ok(rendered);
+        };
+        let tag = CONTINUE_TAG.trim_end();
+        match rendered.rfind(tag) {
+            Some(at) if rendered.contains(py_strip(&last)) => {
+                if rendered[at..].starts_with(CONTINUE_TAG) {
+                    Ok(rendered[..at].to_owned())
+                } else {
+                    // The template trimmed the content's trailing spaces.
+                    Ok(python_strip(&rendered[..at], None, false, true).to_owned())
+                }
+            }
+            _ => Err(TemplateError(
+                "continue_final_message is set but the final message does not appear in the rendered chat"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    fn render_context(
+        &self,
+        messages: Value,
+        tools: Option<Value>,
+        documents: Option<Value>,
+        add_generation_prompt: bool,
+        kwargs: Option<&Value>,
+    ) -> Result<String, TemplateError> {
         let template = self.env.get_template(NAME)?;
-        let mut ctx: Vec<(&str, Value)> = self
+        let mut ctx: Vec<(Value, Value)> = self
             .specials
             .iter()
-            .map(|(k, v)| (k.as_str(), Value::from(v.as_str())))
+            .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str())))
             .collect();
-        ctx.push(("messages", Value::from_serialize(messages)));
-        ctx.push(("add_generation_prompt", Value::from(add_generation_prompt)));
+        for (k, v) in kwargs.map(entries).unwrap_or_default() {
+            if !k.as_str().is_some_and(|k| RESERVED.contains(&k)) {
+                ctx.retain(|(name, _)| *name != k);
+                ctx.push((k, v));
+            }
+        }
+        ctx.push((Value::from("messages"), messages));
+        ctx.push((
+            Value::from("add_generation_prompt"),
+            Value::from(add_generation_prompt),
+        ));
         if let Some(tools) = tools {
-            ctx.push(("tools", Value::from_serialize(tools)));
+            ctx.push((Value::from("tools"), tools));
+        }
+        if let Some(documents) = documents {
+            ctx.push((Value::from("documents"), documents));
         }
         let ctx: Value = ctx.into_iter().collect();
         Ok(template.render(ctx)?)
     }
+}
+
+/// What the template's own arguments are called: a keyword argument of the
+/// caller's may not replace them.
+const RESERVED: [&str; 4] = ["messages", "tools", "documents", "add_generation_prompt"];
+
+/// The names a message's reasoning goes by; `transformers` fills the first
+/// two from whichever is set.
+const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+
+/// What `transformers` appends to the content to continue, to find where it
+/// ends in the rendered text.
+const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
+
+/// A conversation to render ([`ChatTemplate::render_conversation`]), as an
+/// OpenAI-style request carries it: JSON values read in order (template
+/// values keep their keys' order, as Python's dicts do).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Conversation<'a> {
+    /// The messages, each a map (`role`, `content`, and whatever else the
+    /// caller sent).
+    pub messages: &'a [Value],
+    /// Tool definitions, when given.
+    pub tools: Option<&'a [Value]>,
+    /// Documents for retrieval templates, when given.
+    pub documents: Option<&'a [Value]>,
+    /// Whether the text ends with the assistant turn's opening.
+    pub add_generation_prompt: bool,
+    /// Whether the last message is left open, to be continued.
+    pub continue_final_message: bool,
+    /// Further template variables, a map (`chat_template_kwargs`:
+    /// `enable_thinking` and the like).
+    pub kwargs: Option<&'a Value>,
+}
+
+/// The entries of a map value, in order; nothing for another kind.
+pub fn entries(v: &Value) -> Vec<(Value, Value)> {
+    if v.kind() != ValueKind::Map {
+        return Vec::new();
+    }
+    v.try_iter()
+        .map(|keys| {
+            keys.map(|k| {
+                let item = v.get_item(&k).unwrap_or_default();
+                (k, item)
+            })
+            .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `v` is set: neither missing nor `None`.
+fn is_set(v: &Value) -> bool {
+    !v.is_undefined() && !v.is_none()
+}
+
+/// `message` as `transformers` hands it on: when it carries reasoning, as
+/// `{"thinking": r, **message, "reasoning_content": r}`.
+fn alias_reasoning(message: &Value) -> Value {
+    let reasoning = REASONING_FIELDS
+        .iter()
+        .map(|k| message.get_attr(k).unwrap_or_default())
+        .find(is_set);
+    let Some(r) = reasoning else {
+        return message.clone();
+    };
+    let mut out: Vec<(Value, Value)> = vec![(Value::from("thinking"), r.clone())];
+    for (k, v) in entries(message) {
+        match out.iter_mut().find(|(x, _)| *x == k) {
+            Some(slot) => slot.1 = v,
+            None => out.push((k, v)),
+        }
+    }
+    let key = Value::from("reasoning_content");
+    match out.iter_mut().find(|(x, _)| *x == key) {
+        Some(slot) => slot.1 = r,
+        None => out.push((key, r)),
+    }
+    out.into_iter().collect()
+}
+
+/// The final message with [`CONTINUE_TAG`] appended to its content (or to
+/// its last text part), and the text it had.
+fn tagged(message: &Value) -> Result<(Value, String), TemplateError> {
+    let missing = || {
+        TemplateError(
+            "continue_final_message is set but the final message has no text to continue".to_owned(),
+        )
+    };
+    let content = message.get_attr("content").unwrap_or_default();
+    let (content, text) = match content.kind() {
+        ValueKind::String => {
+            let s = content.as_str().unwrap_or_default();
+            (Value::from(format!("{s}{CONTINUE_TAG}")), s.to_owned())
+        }
+        ValueKind::Seq => {
+            let parts: Vec<Value> = content.try_iter().map(Iterator::collect).unwrap_or_default();
+            let at = parts
+                .iter()
+                .rposition(|p| is_set(&p.get_attr("text").unwrap_or_default()))
+                .ok_or_else(missing)?;
+            let text = parts[at].get_attr("text").unwrap_or_default();
+            let text = text.as_str().ok_or_else(missing)?.to_owned();
+            let mut parts = parts;
+            parts[at] = entries(&parts[at])
+                .into_iter()
+                .map(|(k, v)| {
+                    if k.as_str() == Some("text") {
+                        (k, Value::from(format!("{text}{CONTINUE_TAG}")))
+                    } else {
+                        (k, v)
+                    }
+                })
+                .collect();
+            (Value::from(parts), text)
+        }
+        _ => return Err(missing()),
+    };
+    let message = entries(message)
+        .into_iter()
+        .map(|(k, v)| {
+            if k.as_str() == Some("content") {
+                (k, content.clone())
+            } else {
+                (k, v)
+            }
+        })
+        .collect();
+    Ok((message, text))
 }
 
 /// Whether Python's `str.isspace()` holds for `c`: Unicode whitespace, and

@@ -46,6 +46,8 @@ use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 pub struct TestServer {
     pub addr: SocketAddr,
     pub metrics: SocketAddr,
+    /// The render node's address, when the args enable it.
+    pub render: Option<SocketAddr>,
     pub channel: Channel,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -84,6 +86,7 @@ impl TestServer {
         let bound = Bound::bind(config).await.unwrap();
         let addr = bound.grpc_addr().unwrap();
         let metrics = bound.metrics_addr().unwrap();
+        let render = bound.render_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             bound
@@ -101,6 +104,7 @@ impl TestServer {
         let server = TestServer {
             addr,
             metrics,
+            render,
             channel,
             stop: Some(stop),
             task: Some(task),

@@ -9,5 +9,6 @@ mod common;
 
 mod compact;
 mod grpc;
+mod render;
 mod scopes;
 mod tls;
