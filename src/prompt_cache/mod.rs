@@ -11,6 +11,7 @@
 //! - [`batch`]: grouping a batch by shared prefix, and its dispatch order.
 
 pub mod batch;
+pub mod block_keys;
 pub mod families;
 pub mod feedback;
 pub mod hints;
