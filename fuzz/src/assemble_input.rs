@@ -228,6 +228,7 @@ impl<'a> Arbitrary<'a> for AssembleInput {
             tools,
             cache_salt: String::new(),
             prefix_family: String::new(),
+            return_token_ids: u.arbitrary()?,
         }))
     }
 }

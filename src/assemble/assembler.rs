@@ -14,15 +14,16 @@ use super::pipeline::{Pipeline, RunOutput};
 use super::policy::Catalog;
 use super::validate::{self, Resolved};
 use crate::compact::{CompactionSettings, Counting};
-use crate::prompt::{AssembleRequest, Assembly};
+use crate::prompt::{AssembleRequest, Assembly, Message, TokenIds};
+use crate::prompt_cache::block_keys::block_keys;
 use crate::prompt_cache::families::FamilyTracker;
 use crate::prompt_cache::feedback::{Comparison, Feedback, UsageReport};
 use crate::prompt_cache::prefix::PrefixKey;
 use crate::telemetry::metrics;
 use crate::tokens::hf::HfModel;
 use crate::tokens::models::UNKNOWN_MODEL;
-use crate::tokens::{Encoding, ModelSpec, ModelTable, Tokenizer};
-use crate::vocab::{Cancel, saturating_u32};
+use crate::tokens::{ChatMessage, Encoding, ModelSpec, ModelTable, Tokenizer};
+use crate::vocab::{Cancel, Warning, codes, saturating_u32};
 
 /// Default weight of the token-count caches.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
@@ -194,6 +195,10 @@ impl Assembler {
         if cancel.is_cancelled() {
             return Attempt::Done(Err(AssembleError::Cancelled), None);
         }
+        // Token ids tokenize the whole prompt: never on a warm try.
+        if warm_only && req.return_token_ids {
+            return Attempt::Cold(req, None);
+        }
         let started = Instant::now();
         let Resolved {
             spec,
@@ -302,20 +307,75 @@ impl Assembler {
             spec.tokenizer.margin_percent(),
             out.usage.total_tokens.saturating_add(out.usage.tools_tokens),
         );
+        let request_id = req.request_id.clone();
+        let asked = req
+            .return_token_ids
+            .then(|| (req.model.clone(), req.cache_salt.clone()));
+        let messages = layout::materialize(out.plan, req);
+        let mut warnings = out.warnings;
+        let token_ids = asked.and_then(|(model, salt)| {
+            let ids = token_ids(&spec, &messages, &tools, &model, &salt);
+            if ids.is_none() {
+                warnings.push(Warning::new(
+                    codes::TOKEN_IDS_UNAVAILABLE,
+                    format!(
+                        "token ids need a model folder with a chat template; {} counts with {}",
+                        spec.name, spec.tokenizer
+                    ),
+                ));
+            }
+            ids
+        });
         let assembly = Assembly {
-            request_id: req.request_id.clone(),
+            request_id,
             model: spec.name.clone(),
-            messages: layout::materialize(out.plan, req),
+            messages,
             usage: out.usage,
             cache: out.cache,
             decisions: out.decisions,
-            warnings: out.warnings,
+            warnings,
             tools,
             hints: out.hints,
+            token_ids,
         };
         metrics::phase(metrics::PHASE_RENDER, render_started.elapsed());
         Attempt::Done(Ok(assembly), Some(key))
     }
+}
+
+/// The prompt's ids as the engine computes them from `spec`'s folder (the
+/// messages and tools rendered with its chat template, tokenized without
+/// adding special tokens), with the engine's block keys for `model` (the
+/// name as asked for, as a router knows it) and `salt`. `None` for a model
+/// without a folder or a template, or a template that refuses.
+fn token_ids(
+    spec: &ModelSpec,
+    messages: &[Message],
+    tools: &[String],
+    model: &str,
+    salt: &str,
+) -> Option<TokenIds> {
+    let folder = spec.tokenizer.hf_model()?;
+    let chat: Vec<ChatMessage<'_>> = messages
+        .iter()
+        .map(|m| ChatMessage {
+            role: m.role.as_str(),
+            content: &m.content,
+        })
+        .collect();
+    let tools: Vec<serde_json::Value> = tools
+        .iter()
+        .filter_map(|t| serde_json::from_str(t).ok())
+        .collect();
+    let tools = (!tools.is_empty()).then_some(tools.as_slice());
+    let text = spec.tokenizer.rendered_text(&chat, tools)?.ok()?;
+    let ids = folder.encode(&text, false).ok()?;
+    let block_tokens = spec.cache.engine_block_tokens;
+    Some(TokenIds {
+        block_keys: block_keys(model, &ids, block_tokens as usize, salt),
+        ids,
+        block_tokens,
+    })
 }
 
 /// How [`Assembler::run`] assembles a request.

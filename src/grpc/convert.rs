@@ -169,6 +169,7 @@ impl TryFrom<pb::AssembleRequest> for prompt::AssembleRequest {
             tools: r.tools,
             cache_salt: r.cache_salt,
             prefix_family: r.prefix_family,
+            return_token_ids: r.return_token_ids,
         })
     }
 }
@@ -179,6 +180,11 @@ impl From<Assembly> for pb::AssembleResponse {
             request_id: a.request_id,
             model: a.model,
             tools: a.tools,
+            token_ids: a.token_ids.map(|t| pb::TokenIds {
+                ids: t.ids,
+                block_keys: t.block_keys,
+                block_tokens: t.block_tokens,
+            }),
             hints: Some(hints_to_wire(a.hints)),
             messages: a
                 .messages
@@ -335,6 +341,7 @@ impl From<prompt::AssembleRequest> for pb::AssembleRequest {
             cache_salt: r.cache_salt,
             prefix_family: r.prefix_family,
             recall: None,
+            return_token_ids: r.return_token_ids,
         }
     }
 }

@@ -198,6 +198,7 @@ const STRUCT_SIZES: &[(&str, usize)] = struct_sizes!(
     AssembleRequest,
     Recall,
     RecallReport,
+    TokenIds,
     Message,
     Usage,
     CacheInfo,

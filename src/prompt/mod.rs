@@ -10,5 +10,6 @@ pub use request::{
     MAX_TOOL_CALL_IDS_PER_MESSAGE, Principal, Segment, SegmentKind,
 };
 pub use response::{
-    Assembly, BlockDecision, Breakpoint, BreakpointKind, CacheHints, CacheInfo, Message, Outcome, Usage,
+    Assembly, BlockDecision, Breakpoint, BreakpointKind, CacheHints, CacheInfo, Message, Outcome, TokenIds,
+    Usage,
 };

@@ -229,4 +229,7 @@ pub struct AssembleRequest {
     pub cache_salt: String,
     /// The prefix family the request belongs to (for cache-busting metrics).
     pub prefix_family: String,
+    /// Whether the answer carries the prompt's token ids and engine block
+    /// keys ([`super::TokenIds`]).
+    pub return_token_ids: bool,
 }

@@ -201,4 +201,19 @@ pub struct Assembly {
     pub tools: Vec<String>,
     /// Cache hints.
     pub hints: CacheHints,
+    /// The prompt's token ids and engine block keys, when asked for and
+    /// the model has a folder.
+    pub token_ids: Option<TokenIds>,
+}
+
+/// The assembled prompt as the engine tokenizes it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenIds {
+    /// The messages (and tools) rendered with the chat template and
+    /// tokenized, as the engine does.
+    pub ids: Vec<u32>,
+    /// The key of each full block of `block_tokens` ids (llm-d's scheme).
+    pub block_keys: Vec<u64>,
+    /// The engine's cache block size.
+    pub block_tokens: u32,
 }

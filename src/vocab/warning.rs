@@ -75,9 +75,12 @@ pub mod codes {
     /// `<start_of_turn>`): the engine will read it as that token, a
     /// prompt-injection risk. Counted as the engine counts it.
     pub const SPECIAL_TOKEN_TEXT: &str = "SPECIAL_TOKEN_TEXT";
+    /// Token ids were asked for, but the model counts with an encoding, not
+    /// a model folder (or its template refused the prompt): none are given.
+    pub const TOKEN_IDS_UNAVAILABLE: &str = "TOKEN_IDS_UNAVAILABLE";
 
     /// Every code above.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 11] = [
         VOLATILE_PREFIX,
         RECALL_UNAVAILABLE,
         ORPHAN_TOOL_RESULT,
@@ -88,5 +91,6 @@ pub mod codes {
         COMPACTION_BREAKER_OPEN,
         MESSAGES_JOINED,
         SPECIAL_TOKEN_TEXT,
+        TOKEN_IDS_UNAVAILABLE,
     ];
 }

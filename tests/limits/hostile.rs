@@ -588,6 +588,7 @@ fn assemble_request(rng: &mut Rng) -> pb::AssembleRequest {
             max_tokens: extreme_u32(rng),
             priority: extreme_u32(rng),
         }),
+        return_token_ids: chance(rng, 20),
     }
 }
 

@@ -164,6 +164,7 @@ fn assemble_request(s: &Secrets, n: usize, budget: Option<u32>) -> pb::AssembleR
         cache_salt: s.id("cachesalt"),
         prefix_family: s.id("prefixfamily"),
         recall: None,
+        return_token_ids: false,
     }
 }
 

@@ -271,6 +271,8 @@ def request(rng, vocab, n):
     }
     if rng.random() < 0.2:
         req["tools"] = [tool(rng, i) for i in range(rng.randrange(1, 3))]
+    if rng.random() < 0.5:
+        req["returnTokenIds"] = True
     return req
 
 
@@ -466,6 +468,22 @@ def check_answer(tally, vocab, n, req, resp, sidecar_count):
     if "error" not in resp:
         # The tools as the answer returns them (canonical: what the caller sends the engine).
         tools = [json.loads(t) for t in resp.get("tools", req.get("tools", []))]
+        if req.get("returnTokenIds"):
+            # The ids the engine computes: the messages and tools rendered and tokenized.
+            messages = [{"role": ROLES.get(m.get("role")), "content": m.get("content", "")}
+                        for m in resp["messages"]]
+            got = resp.get("tokenIds", {}).get("ids", [])
+            try:
+                want = vocab.chat_ids(messages, tools or None)
+            except Exception as e:  # noqa: BLE001 - check_prompt reports the template's refusal
+                want = e
+            if got != want:
+                tally.failed("prompts", vocab.family, lambda: (
+                    f"prompt {n} {vocab.family}: tokenIds has {len(got)} ids, transformers "
+                    f"{want if isinstance(want, Exception) else len(want)}; first difference at "
+                    f"{next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))}"
+                    if not isinstance(want, Exception) else f"prompt {n} {vocab.family}: transformers refused: {want}"))
+                return
         check_prompt(tally, vocab, n, resp, sidecar_count, tools)
         return
     problem = overflow_problem(resp["error"], req, vocab)

@@ -224,6 +224,37 @@ proptest! {
         }
     }
 
+    /// Token ids, when asked for, are the rendered prompt's ids: as many
+    /// as the prompt is billed (counted piece by piece, a separate path),
+    /// the ids of a from-scratch ChatML rendering, and the engine block
+    /// keys of those ids; asking changes nothing else.
+    #[test]
+    fn token_ids_are_the_billed_prompts_ids(mut req in request(), salt in "[a-z]{0,3}") {
+        let (_dir, a, model) = assembler(CHATML, Role::User);
+        req.cache_salt = salt.clone();
+        let plain = a.assemble(req.clone());
+        req.return_token_ids = true;
+        match (a.assemble(req), plain) {
+            (Ok(out), Ok(plain)) => {
+                let ids = out.token_ids.clone().unwrap();
+                prop_assert_eq!(ids.ids.len() as u32, out.usage.total_tokens);
+                let mut text = String::new();
+                for m in &out.messages {
+                    text.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role.as_str(), m.content));
+                }
+                text.push_str("<|im_start|>assistant\n");
+                prop_assert_eq!(&ids.ids, &model.encode(&text, false).unwrap());
+                prop_assert_eq!(ids.block_tokens, 16);
+                prop_assert_eq!(&ids.block_keys, &crate::prompt_cache::block_keys::block_keys("m", &ids.ids, 16, &salt));
+                prop_assert_eq!(&out.messages, &plain.messages);
+                prop_assert_eq!(out.usage, plain.usage);
+                prop_assert!(plain.token_ids.is_none());
+            }
+            (Err(e), Err(p)) => prop_assert_eq!(e.to_string(), p.to_string()),
+            (a, b) => prop_assert!(false, "asking for ids changed the outcome: {:?} / {:?}", a.err(), b.err()),
+        }
+    }
+
     /// A template whose roles must alternate is never sent a layout it
     /// refuses: consecutive roles are joined (and said so), tool results
     /// go as user turns, and the count is of what is sent.

@@ -1362,3 +1362,22 @@ fn a_warm_request_hashes_each_byte_of_its_text_once() {
         }
     }
 }
+
+/// An encoding's model has no template to render ids with: none are given,
+/// a warning says why, and nothing else changes.
+#[test]
+fn token_ids_of_an_encodings_model_are_unavailable() {
+    let a = asm();
+    let mut req = request(vec![]);
+    let plain = a.assemble(req.clone()).unwrap();
+    req.return_token_ids = true;
+    let out = a.assemble(req).unwrap();
+    assert_eq!(out.token_ids, None);
+    let codes: Vec<&str> = out.warnings.iter().map(|w| w.code).collect();
+    assert!(
+        codes.contains(&crate::vocab::codes::TOKEN_IDS_UNAVAILABLE),
+        "{codes:?}"
+    );
+    assert_eq!(out.messages, plain.messages);
+    assert_eq!(out.usage, plain.usage);
+}
