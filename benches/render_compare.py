@@ -31,15 +31,21 @@ PARAGRAPH = ("The sidecar measures every part of the prompt with the model's own
 
 
 def conversation(tok, tokens):
-    """A system prompt and alternating turns, grown until the rendering has about `tokens` tokens."""
-    messages = [{"role": "system", "content": "You are a careful assistant. " * 20}]
-    n = 0
-    while True:
-        role = "user" if n % 2 == 0 else "assistant"
-        messages.append({"role": role, "content": f"Turn {n}. " + PARAGRAPH * 6})
-        n += 1
-        if role == "user" and len(tok.apply_chat_template(messages, add_generation_prompt=True)) >= tokens:
-            return messages
+    """A system prompt and alternating turns, about `tokens` tokens when rendered (the turns needed
+    estimated from one turn's share, then a last one added or removed at a time)."""
+    system = {"role": "system", "content": "You are a careful assistant. " * 20}
+
+    def turns(n):
+        return [system] + [{"role": "user" if i % 2 == 0 else "assistant",
+                            "content": f"Turn {i}. " + PARAGRAPH * 6} for i in range(n)]
+
+    def size(n):
+        return len(tok.apply_chat_template(turns(n), add_generation_prompt=True))
+
+    per_turn = (size(9) - size(1)) / 8
+    n = max(1, int((tokens - size(1)) / per_turn) + 1)
+    n += n % 2 == 0  # end with a user turn
+    return turns(n)
 
 
 def main():
@@ -94,7 +100,7 @@ def main():
                         sidecar()
                         sc.append(time.perf_counter() - t)
                     p, s = statistics.median(py) * 1e3, statistics.median(sc) * 1e3
-                    print(f"| {family} | {len(expected):,} | {p:.2f} | {s:.3f} | {p / s:.1f}x |")
+                    print(f"| {family} | {len(expected):,} | {p:.2f} | {s:.3f} | {p / s:.1f}x |", flush=True)
         finally:
             server.terminate()
             server.wait(timeout=30)
