@@ -40,7 +40,9 @@ def conversation(tok, tokens):
                             "content": f"Turn {i}. " + PARAGRAPH * 6} for i in range(n)]
 
     def size(n):
-        return len(tok.apply_chat_template(turns(n), add_generation_prompt=True))
+        ids = tok.apply_chat_template(turns(n), add_generation_prompt=True, tokenize=True)
+        # transformers 5 answers a BatchEncoding, 4 a list.
+        return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
     per_turn = (size(9) - size(1)) / 8
     n = max(1, int((tokens - size(1)) / per_turn) + 1)
