@@ -356,13 +356,7 @@ fn token_ids(
     salt: &str,
 ) -> Option<TokenIds> {
     let folder = spec.tokenizer.hf_model()?;
-    let chat: Vec<ChatMessage<'_>> = messages
-        .iter()
-        .map(|m| ChatMessage {
-            role: m.role.as_str(),
-            content: &m.content,
-        })
-        .collect();
+    let chat = chat_messages(messages);
     let tools: Vec<serde_json::Value> = tools
         .iter()
         .filter_map(|t| serde_json::from_str(t).ok())
@@ -376,6 +370,17 @@ fn token_ids(
         ids,
         block_tokens,
     })
+}
+
+/// Assembled messages as a chat template reads them.
+pub(super) fn chat_messages(messages: &[Message]) -> Vec<ChatMessage<'_>> {
+    messages
+        .iter()
+        .map(|m| ChatMessage {
+            role: m.role.as_str(),
+            content: &m.content,
+        })
+        .collect()
 }
 
 /// How [`Assembler::run`] assembles a request.

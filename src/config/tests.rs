@@ -161,71 +161,60 @@ fn a_file_model_table_replaces_the_default_one() {
 
 #[test]
 fn bad_settings_name_their_key() {
-    let f_key = |text: &str| err_key(text);
-    assert_eq!(f_key("[limits]\nmax_concurrency = 0\n"), "limits.max_concurrency");
-    assert_eq!(
-        f_key("[limits]\nmax_request_bytes = 10\n"),
-        "limits.max_request_bytes"
-    );
-    assert_eq!(f_key("[server]\nlisten = \"nowhere\"\n"), "server.listen");
-    assert_eq!(
-        f_key("[server]\nmetrics_listen = \"127.0.0.1:50051\"\n"),
-        "server.metrics_listen"
-    );
-    assert_eq!(f_key("[cache]\nmib = 0\n"), "cache.mib");
-    assert_eq!(
-        f_key("[[models]]\nname = \"m\"\nencoding = \"p50k\"\ncontext_window = 10\noutput_reserve = 1\n"),
-        "models[0].encoding"
-    );
-    assert_eq!(
-        f_key(
-            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 10\n"
+    let cases = [
+        ("[limits]\nmax_concurrency = 0\n", "limits.max_concurrency"),
+        ("[limits]\nmax_request_bytes = 10\n", "limits.max_request_bytes"),
+        ("[server]\nlisten = \"nowhere\"\n", "server.listen"),
+        (
+            "[server]\nmetrics_listen = \"127.0.0.1:50051\"\n",
+            "server.metrics_listen",
         ),
-        "models[0].output_reserve"
-    );
-    assert_eq!(
-        f_key(
-            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n\
-             [[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n"
+        ("[cache]\nmib = 0\n", "cache.mib"),
+        (
+            "[[models]]\nname = \"m\"\nencoding = \"p50k\"\ncontext_window = 10\noutput_reserve = 1\n",
+            "models[0].encoding",
         ),
-        "models[1].name"
-    );
-    assert_eq!(f_key("models = []\n"), "models");
-    assert_eq!(
-        f_key("[cache]\nfamilies = [\"a\", \"other\"]\n"),
-        "cache.families[1]"
-    );
-    assert_eq!(f_key("[cache]\nfamilies = [\"a\", \"a\"]\n"), "cache.families[1]");
-    assert_eq!(
-        f_key(
-            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n\
-             engine_block_tokens = 0\n"
+        (
+            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 10\n",
+            "models[0].output_reserve",
         ),
-        "models[0].engine_block_tokens"
-    );
-    assert_eq!(
-        f_key(
-            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n\
-             cache_min_tokens = 11\n"
+        (
+            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\n",
+            "models[1].name",
         ),
-        "models[0].cache_min_tokens"
-    );
-    assert_eq!(
-        f_key("[policies.p]\ncontext_role = \"assistant\"\n"),
-        "policies.p.context_role"
-    );
-    assert_eq!(
-        f_key("[policies.p.priorities]\nmemory = 0\n"),
-        "policies.p.priorities.memory"
-    );
-    assert_eq!(
-        f_key("[server.tls]\ncert = \"/nonexistent.pem\"\n"),
-        "server.tls.key"
-    );
-    assert_eq!(
-        f_key("[server.tls]\ncert = \"/nonexistent.pem\"\nkey = \"/nonexistent.key\"\n"),
-        "server.tls.cert"
-    );
+        ("models = []\n", "models"),
+        ("[cache]\nfamilies = [\"a\", \"other\"]\n", "cache.families[1]"),
+        ("[cache]\nfamilies = [\"a\", \"a\"]\n", "cache.families[1]"),
+        (
+            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\nengine_block_tokens = 0\n",
+            "models[0].engine_block_tokens",
+        ),
+        (
+            "[[models]]\nname = \"m\"\nencoding = \"o200k_base\"\ncontext_window = 10\noutput_reserve = 1\ncache_min_tokens = 11\n",
+            "models[0].cache_min_tokens",
+        ),
+        (
+            "[policies.p]\ncontext_role = \"assistant\"\n",
+            "policies.p.context_role",
+        ),
+        (
+            "[policies.p.priorities]\nmemory = 0\n",
+            "policies.p.priorities.memory",
+        ),
+        ("[server.tls]\ncert = \"/nonexistent.pem\"\n", "server.tls.key"),
+        (
+            "[server.tls]\ncert = \"/nonexistent.pem\"\nkey = \"/nonexistent.key\"\n",
+            "server.tls.cert",
+        ),
+        (
+            "[server]\nlisten = \"127.0.0.1:7\"\n[render]\nlisten = \"127.0.0.1:7\"\n",
+            "render.listen",
+        ),
+        ("[render]\nlisten = \"nowhere\"\n", "render.listen"),
+    ];
+    for (text, key) in cases {
+        assert_eq!(err_key(text), key, "{text}");
+    }
     let err = parse(&["--cache-mib", "0"]).serve.validate().unwrap_err();
     assert!(err.key.starts_with("--cache-mib"), "{}", err.key);
     let err = parse(&["--listen", "127.0.0.1:1", "--metrics-listen", "127.0.0.1:1"])

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use super::wire::{self, ChatRender, CompletionRender, Echo, TokenizeRender};
+use super::wire::{self, ChatRender, CompletionRender, TokenizeRender};
 use super::{RenderError, Renderer};
 use crate::assemble::flow;
 use crate::http1::{self, BodyError};
@@ -206,15 +206,9 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Failure> {
 fn chat(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
     let r: ChatRender = parse(body)?;
     let (ids, window) = chat_ids(renderer, &r)?;
-    let echo = Echo {
-        kind: "chatcmpl",
-        model: r.model.as_deref(),
-        stream: r.stream.unwrap_or(false),
-        stream_options: r.stream_options.as_ref(),
-        cache_salt: r.cache_salt.as_deref(),
-        priority: r.priority.unwrap_or(0),
-        max_tokens: r.max_completion_tokens.or(r.max_tokens),
-    };
+    let echo = r
+        .common
+        .echo("chatcmpl", r.max_completion_tokens.or(r.max_tokens));
     Ok(wire::generate_request(&ids, window, &echo).to_string())
 }
 
@@ -226,28 +220,20 @@ fn chat_ids(renderer: &Renderer, r: &ChatRender) -> Result<(Vec<u32>, u32), Fail
         .ok_or_else(|| RenderError::invalid("messages", "`messages` is required"))?;
     let messages = wire::messages(raw)?;
     let conversation = wire::conversation(r, &messages)?;
-    let special = r.add_special_tokens.unwrap_or(false);
-    let (ids, window) = renderer.chat(r.model.as_deref(), &conversation, special)?;
+    let special = r.common.add_special_tokens.unwrap_or(false);
+    let (ids, window) = renderer.chat(r.common.model.as_deref(), &conversation, special)?;
     Ok((ids, window))
 }
 
 fn completions(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
     let r: CompletionRender = parse(body)?;
     let prompts = wire::prompts(r.prompt.as_ref())?;
-    let echo = Echo {
-        kind: "cmpl",
-        model: r.model.as_deref(),
-        stream: r.stream.unwrap_or(false),
-        stream_options: r.stream_options.as_ref(),
-        cache_salt: r.cache_salt.as_deref(),
-        priority: r.priority.unwrap_or(0),
-        max_tokens: Some(r.max_tokens.unwrap_or(16)),
-    };
-    let special = r.add_special_tokens.unwrap_or(true);
+    let echo = r.common.echo("cmpl", Some(r.max_tokens.unwrap_or(16)));
+    let special = r.common.add_special_tokens.unwrap_or(true);
     let answers = prompts
         .into_iter()
         .map(|p| {
-            let (ids, window) = renderer.text(r.model.as_deref(), p, special)?;
+            let (ids, window) = renderer.text(r.common.model.as_deref(), p, special)?;
             Ok(wire::generate_request(&ids, window, &echo))
         })
         .collect::<Result<Vec<Value>, Failure>>()?;
@@ -262,9 +248,9 @@ fn tokenize(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
                 .as_str()
                 .ok_or_else(|| RenderError::invalid("prompt", "`prompt` must be a string"))?;
             renderer.text(
-                r.chat.model.as_deref(),
+                r.chat.common.model.as_deref(),
                 prompt,
-                r.chat.add_special_tokens.unwrap_or(true),
+                r.chat.common.add_special_tokens.unwrap_or(true),
             )?
         }
         (None, Some(_)) => chat_ids(renderer, &r.chat)?,

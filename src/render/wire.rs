@@ -15,92 +15,86 @@ use super::RenderError;
 use crate::tokens::Conversation;
 use crate::tokens::template;
 
-/// `POST /v1/chat/completions/render` (and `/tokenize` with `messages`).
-#[derive(Debug, Deserialize)]
-pub struct ChatRender {
+/// What every render request names and vLLM echoes back.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Common {
     /// The model, as the model table names it.
-    #[serde(default)]
     pub model: Option<String>,
+    /// Echoed.
+    pub cache_salt: Option<String>,
+    /// Echoed.
+    pub priority: Option<i64>,
+    /// Echoed.
+    pub stream: Option<bool>,
+    /// Echoed when `stream`.
+    pub stream_options: Option<Value>,
+    /// Whether the tokenizer adds its special tokens (default: false for a
+    /// conversation, whose template writes them; true for a prompt).
+    pub add_special_tokens: Option<bool>,
+}
+
+impl Common {
+    /// What the answer echoes: `kind` is `chatcmpl` or `cmpl`.
+    pub fn echo(&self, kind: &'static str, max_tokens: Option<u64>) -> Echo<'_> {
+        Echo {
+            kind,
+            model: self.model.as_deref(),
+            stream: self.stream.unwrap_or(false),
+            stream_options: self.stream_options.as_ref(),
+            cache_salt: self.cache_salt.as_deref(),
+            priority: self.priority.unwrap_or(0),
+            max_tokens,
+        }
+    }
+}
+
+/// `POST /v1/chat/completions/render` (and `/tokenize` with `messages`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ChatRender {
+    /// The model and the echoed fields.
+    #[serde(flatten)]
+    pub common: Common,
     /// The conversation (template values: keys keep their order).
-    #[serde(default)]
     pub messages: Option<Vec<Tv>>,
     /// Tool definitions handed to the template.
-    #[serde(default)]
     pub tools: Option<Vec<Tv>>,
     /// Documents handed to the template.
-    #[serde(default)]
     pub documents: Option<Vec<Tv>>,
     /// Whether the text ends with the assistant turn's opening (default
     /// true).
-    #[serde(default)]
     pub add_generation_prompt: Option<bool>,
     /// Whether the last message is left open (default false).
-    #[serde(default)]
     pub continue_final_message: Option<bool>,
-    /// Whether the tokenizer adds its special tokens to the rendered text
-    /// (default false: the template writes them).
-    #[serde(default)]
-    pub add_special_tokens: Option<bool>,
     /// Further template variables (a map).
-    #[serde(default)]
     pub chat_template_kwargs: Option<Tv>,
     /// A request's own template: refused (the folder's is the engine's).
-    #[serde(default)]
     pub chat_template: Option<Value>,
-    /// Echoed.
-    #[serde(default)]
-    pub cache_salt: Option<String>,
-    /// Echoed.
-    #[serde(default)]
-    pub priority: Option<i64>,
-    /// Echoed.
-    #[serde(default)]
-    pub stream: Option<bool>,
-    /// Echoed when `stream`.
-    #[serde(default)]
-    pub stream_options: Option<Value>,
     /// The answer's budget: `max_completion_tokens`, else `max_tokens`.
-    #[serde(default)]
     pub max_completion_tokens: Option<u64>,
     /// See `max_completion_tokens`.
-    #[serde(default)]
     pub max_tokens: Option<u64>,
 }
 
 /// `POST /v1/completions/render`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct CompletionRender {
-    /// The model, as the model table names it.
-    #[serde(default)]
-    pub model: Option<String>,
+    /// The model and the echoed fields.
+    #[serde(flatten)]
+    pub common: Common,
     /// A prompt, or a list of them.
-    #[serde(default)]
     pub prompt: Option<Value>,
-    /// Whether the tokenizer adds its special tokens (default true).
-    #[serde(default)]
-    pub add_special_tokens: Option<bool>,
-    /// Echoed.
-    #[serde(default)]
-    pub cache_salt: Option<String>,
-    /// Echoed.
-    #[serde(default)]
-    pub priority: Option<i64>,
-    /// Echoed.
-    #[serde(default)]
-    pub stream: Option<bool>,
-    /// Echoed when `stream`.
-    #[serde(default)]
-    pub stream_options: Option<Value>,
     /// The answer's budget (default 16, as vLLM's).
-    #[serde(default)]
     pub max_tokens: Option<u64>,
 }
 
 /// `POST /tokenize`: a prompt, or a conversation.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct TokenizeRender {
     /// The prompt form's text.
-    #[serde(default)]
     pub prompt: Option<Value>,
     /// The conversation form, with its own fields.
     #[serde(flatten)]

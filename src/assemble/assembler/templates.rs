@@ -10,9 +10,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::assemble::policy::Policy;
 use crate::prompt::{AssembleRequest, Block, BlockKind, Item, Message, Segment, SegmentKind};
+use crate::tokens::ModelSpec;
 use crate::tokens::hf::HfModel;
 use crate::tokens::hf::fixture::{self, ALTERNATING, CHATML};
-use crate::tokens::{ChatMessage, ModelSpec};
 use crate::vocab::codes;
 use crate::vocab::{Cancel, Role};
 
@@ -67,6 +67,11 @@ fn folder_assembler(
 /// The reference: the messages rendered as ChatML by hand (not through the
 /// template engine) and tokenized whole.
 fn chatml_tokens(model: &HfModel, messages: &[Message]) -> u32 {
+    model.count(&chatml_text(messages))
+}
+
+/// `messages` in ChatML, written out by hand, generation prompt included.
+fn chatml_text(messages: &[Message]) -> String {
     let mut text = String::new();
     for m in messages {
         text.push_str(&format!(
@@ -76,7 +81,7 @@ fn chatml_tokens(model: &HfModel, messages: &[Message]) -> u32 {
         ));
     }
     text.push_str("<|im_start|>assistant\n");
-    model.count(&text)
+    text
 }
 
 /// Tokens of one message rendered as ChatML by hand, alone: what it adds
@@ -92,13 +97,7 @@ fn chatml_message_tokens(model: &HfModel, m: &Message) -> u32 {
 
 /// The messages rendered by the model's own template, tokenized whole.
 fn rendered_tokens(model: &HfModel, messages: &[Message]) -> u32 {
-    let chat: Vec<ChatMessage<'_>> = messages
-        .iter()
-        .map(|m| ChatMessage {
-            role: m.role.as_str(),
-            content: &m.content,
-        })
-        .collect();
+    let chat = chat_messages(messages);
     let text = model.template().unwrap().render(&chat, None, true).unwrap();
     model.count(&text)
 }
@@ -238,11 +237,7 @@ proptest! {
             (Ok(out), Ok(plain)) => {
                 let ids = out.token_ids.clone().unwrap();
                 prop_assert_eq!(ids.ids.len() as u32, out.usage.total_tokens);
-                let mut text = String::new();
-                for m in &out.messages {
-                    text.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role.as_str(), m.content));
-                }
-                text.push_str("<|im_start|>assistant\n");
+                let text = chatml_text(&out.messages);
                 prop_assert_eq!(&ids.ids, &model.encode(&text, false).unwrap());
                 prop_assert_eq!(ids.block_tokens, 16);
                 prop_assert_eq!(&ids.block_keys, &crate::prompt_cache::block_keys::block_keys("m", &ids.ids, 16, &salt));

@@ -417,6 +417,33 @@ proptest! {
     }
 }
 
+/// The requests of one generated session: `requests` requests of one
+/// more exchange each, chat-like or tool-heavy.
+fn session(
+    seed: u64,
+    budget: u32,
+    requests: usize,
+    system_chars: usize,
+    tool_heavy: bool,
+) -> Vec<AssembleRequest> {
+    use crate::workload::sessions::{Sessions, Turns};
+    let shape = Sessions {
+        sessions: 1,
+        requests,
+        budget,
+        system_chars,
+        turns: if tool_heavy { Turns::ToolHeavy } else { Turns::Chat },
+        policy: "",
+        seed,
+    };
+    shape.requests().remove(0)
+}
+
+/// A session's seed, one of `budgets`, and whether it is tool-heavy.
+fn session_shape(budgets: Vec<u32>) -> impl Strategy<Value = (u64, u32, bool)> {
+    (any::<u64>(), prop::sample::select(budgets), any::<bool>())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -428,27 +455,15 @@ proptest! {
     /// reference tokenizer).
     #[test]
     fn each_request_of_a_session_keeps_the_cut_or_moves_it_a_step(
-        seed in any::<u64>(),
-        budget in prop::sample::select(vec![3_000u32, 4_000, 6_000]),
-        tool_heavy in any::<bool>(),
+        (seed, budget, tool_heavy) in session_shape(vec![3_000, 4_000, 6_000]),
     ) {
-        use crate::workload::sessions::{Sessions, Turns};
-        let shape = Sessions {
-            sessions: 1,
-            requests: 14,
-            budget,
-            system_chars: 2_000,
-            turns: if tool_heavy { Turns::ToolHeavy } else { Turns::Chat },
-            policy: "",
-            seed,
-        };
         let a = asm();
         let bpe = reference(Encoding::O200kBase);
         let cost = |t: &Item| 3 + bpe.encode_ordinary(t.role.unwrap_or(Role::User).as_str()).len() as u64
             + bpe.encode_ordinary(&t.content).len() as u64;
         let mut previous: Option<(Vec<Message>, usize)> = None;
         let mut moves = 0;
-        for req in shape.requests().remove(0) {
+        for req in session(seed, budget, 14, 2_000, tool_heavy) {
             let turns = req.blocks[0].items.clone();
             let out = a.assemble(req).unwrap();
             prop_assert_eq!(recount(Encoding::O200kBase, &out.messages), out.usage.total_tokens);
@@ -471,33 +486,17 @@ proptest! {
         // Not every request moved the cut (chat-like sessions keep it).
         prop_assert!(tool_heavy || moves < 13, "the cut moved on every request");
     }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
 
     /// A session's turn summaries are extended request by request (the
     /// covered turns grow at their end), and each prompt is byte for byte the
     /// one a fresh assembler builds from scratch.
     #[test]
     fn an_extended_turn_summary_equals_one_made_from_scratch(
-        seed in any::<u64>(),
-        budget in prop::sample::select(vec![1_500u32, 2_000, 3_000]),
-        tool_heavy in any::<bool>(),
+        (seed, budget, tool_heavy) in session_shape(vec![1_500, 2_000, 3_000]),
     ) {
-        use crate::workload::sessions::{Sessions, Turns};
-        let shape = Sessions {
-            sessions: 1,
-            requests: 24,
-            budget,
-            system_chars: 1_000,
-            turns: if tool_heavy { Turns::ToolHeavy } else { Turns::Chat },
-            policy: "",
-            seed,
-        };
-        let session = asm();
+        let assembler = asm();
         let mut summarized = 0;
-        for req in shape.requests().remove(0) {
+        for req in session(seed, budget, 24, 1_000, tool_heavy) {
             let unhit = |a: Result<Assembly, AssembleError>| {
                 a.map(|mut a| {
                     a.cache.prefix_cache_hit = false;
@@ -506,7 +505,7 @@ proptest! {
                 .map_err(|e| e.to_string())
             };
             let fresh = unhit(asm().assemble(req.clone()));
-            let extended = unhit(session.assemble(req));
+            let extended = unhit(assembler.assemble(req));
             prop_assert_eq!(&extended, &fresh);
             let out = extended.map_err(TestCaseError::fail)?;
             summarized += usize::from(out.decisions.iter().any(|d| !d.summarized_item_ids.is_empty()));
@@ -518,17 +517,7 @@ proptest! {
 /// The requests of one chat-like session of 48 requests at a 1,500-token
 /// budget, each one exchange longer than the one before.
 fn chat_session() -> Vec<AssembleRequest> {
-    use crate::workload::sessions::{Sessions, Turns};
-    let shape = Sessions {
-        sessions: 1,
-        requests: 48,
-        budget: 1_500,
-        system_chars: 1_000,
-        turns: Turns::Chat,
-        policy: "",
-        seed: 7,
-    };
-    shape.requests().remove(0)
+    session(7, 1_500, 48, 1_000, false)
 }
 
 /// A session's turn summaries cost the turns newly covered: over a whole
