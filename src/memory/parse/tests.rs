@@ -83,6 +83,16 @@ fn trimmed(o: &Observation) -> Observation {
     }
 }
 
+/// The one block `text` holds, parsed without a problem: its element and
+/// content.
+fn only_block(text: &str) -> (Element, MemoryBody) {
+    let parsed = parse(text);
+    assert_eq!(parsed.problems, vec![]);
+    assert_eq!(parsed.blocks.len(), 1, "{:?}", parsed.blocks);
+    let block = parsed.blocks.into_iter().next().unwrap();
+    (block.element, block.content)
+}
+
 // ------------------------------------------------------ the documented formats
 
 #[test]
@@ -126,8 +136,6 @@ fn seed_summary_parses_all_eight_fields() {
 </files_edited>
 <notes>Token secret stored in .env; refresh tokens use rotation strategy</notes>
 </summary>"#;
-    let parsed = parse(text);
-    assert_eq!(parsed.problems, vec![]);
     let expected = MemoryBody::Summary(SessionSummary {
         request: "Implement JWT authentication system".into(),
         investigated: "Existing auth middleware, session management, token storage patterns".into(),
@@ -141,9 +149,7 @@ fn seed_summary_parses_all_eight_fields() {
         files_edited: strings(&["src/auth.ts", "src/middleware/auth.ts", "src/routes/auth.ts"]),
         notes: "Token secret stored in .env; refresh tokens use rotation strategy".into(),
     });
-    assert_eq!(parsed.blocks.len(), 1);
-    assert_eq!(parsed.blocks[0].element, Element::Summary);
-    assert_eq!(parsed.blocks[0].content, expected);
+    assert_eq!(only_block(text), (Element::Summary, expected));
 }
 
 #[test]
@@ -163,8 +169,6 @@ fn rich_observation_form_parses_with_aliases_and_ignored_children() {
   <files_edited><file>b.rs</file></files_edited>
   <unknown>whatever</unknown>
 </observation>";
-    let parsed = parse(text);
-    assert_eq!(parsed.problems, vec![]);
     let expected = MemoryBody::Observation(Observation {
         kind: "discovery".into(),
         title: "Cache keys".into(),
@@ -173,7 +177,7 @@ fn rich_observation_form_parses_with_aliases_and_ignored_children() {
         files_read: strings(&["a.rs", "c.rs"]),
         files_modified: strings(&["b.rs"]),
     });
-    assert_eq!(parsed.blocks[0].content, expected);
+    assert_eq!(only_block(text), (Element::Observation, expected));
 }
 
 // ------------------------------------------------------------ placement

@@ -35,15 +35,28 @@ fn tojson_writes_what_python_writes() {
     assert_eq!(one(r#"{{ "\u0001\t" | tojson }}"#).unwrap(), r#""\u0001\t""#);
 }
 
-/// Blocks on their own lines leave no blank lines or indentation
-/// (`trim_blocks` and `lstrip_blocks`, as `transformers` sets them; the
-/// expected text is Jinja2's output), and the template's final newline is
-/// dropped.
+/// Templates render as Jinja2 renders them in `transformers` (the expected
+/// texts are its output): blocks on their own lines leave no blank lines or
+/// indentation (`trim_blocks`, `lstrip_blocks`) and the final newline is
+/// dropped; Python string methods, loop controls, slicing backwards,
+/// namespaces and the special tokens a template reads all work.
 #[test]
-fn block_lines_are_trimmed_as_in_transformers() {
-    let src = "{% for m in messages %}\n  {% if m.role == 'user' %}\n<u>{{ m.content }}</u>\n  {% else %}\n<a>{{ m.content }}</a>\n  {% endif %}\n{% endfor %}\n";
-    let out = render_with(src, &[m("user", "hi"), m("assistant", "yo")]).unwrap();
-    assert_eq!(out, "<u>hi</u>\n<a>yo</a>\n");
+fn templates_render_as_in_transformers() {
+    let cases = [
+        (
+            "{% for m in messages %}\n  {% if m.role == 'user' %}\n<u>{{ m.content }}</u>\n  {% else %}\n<a>{{ m.content }}</a>\n  {% endif %}\n{% endfor %}\n",
+            [m("user", "hi"), m("assistant", "yo")],
+            "<u>hi</u>\n<a>yo</a>\n",
+        ),
+        (
+            "{{ bos_token }}{% set ns = namespace(n=0) %}{% for m in messages[::-1] %}{% if loop.index > 1 %}{% break %}{% endif %}{% set ns.n = ns.n + 1 %}[{{ m.content.strip() }}|{{ m.content.startswith(' h') }}|{{ 'a,b'.split(',') | length }}]{% endfor %}{{ ns.n }}",
+            [m("user", "first"), m("user", " hello \n")],
+            "<s>[hello|True|2]1",
+        ),
+    ];
+    for (src, messages, expected) in cases {
+        assert_eq!(render_with(src, &messages).unwrap(), expected);
+    }
 }
 
 /// `raise_exception` refuses the input with the template's own message.
@@ -52,15 +65,6 @@ fn raise_exception_refuses_with_its_message() {
     let src = "{% if messages[0].role != 'system' %}{{ raise_exception('Conversation roles must alternate') }}{% endif %}";
     let err = one(src).unwrap_err();
     assert_eq!(err.0, "Conversation roles must alternate");
-}
-
-/// Python string methods, loop controls, slicing backwards, namespaces and
-/// the special tokens a template reads all work.
-#[test]
-fn python_methods_loop_controls_and_specials() {
-    let src = "{{ bos_token }}{% set ns = namespace(n=0) %}{% for m in messages[::-1] %}{% if loop.index > 1 %}{% break %}{% endif %}{% set ns.n = ns.n + 1 %}[{{ m.content.strip() }}|{{ m.content.startswith(' h') }}|{{ 'a,b'.split(',') | length }}]{% endfor %}{{ ns.n }}";
-    let out = render_with(src, &[m("user", "first"), m("user", " hello \n")]).unwrap();
-    assert_eq!(out, "<s>[hello|True|2]1");
 }
 
 /// A template that never ends runs out of fuel instead of holding a worker.
@@ -105,4 +109,42 @@ fn strip_and_trim_strip_pythons_whitespace() {
         "[hi|hi|hi\u{a0}\u{1c}\n|\u{1f} hi\u{a0}\u{1c}\n|a]"
     );
     assert_eq!(hi("hi\u{1f}"), "[hi|hi|hi\u{1f}|hi|a]");
+}
+
+/// A conversation renders as `apply_chat_template` renders it: keys in the
+/// caller's order, a message's reasoning under `reasoning_content` and
+/// `thinking` whichever name it came by, and `continue_final_message` cut
+/// after the last content, trailing spaces kept where the template keeps
+/// them and dropped where it trims them.
+#[test]
+fn a_conversation_renders_as_apply_chat_template() {
+    let t = ChatTemplate::new(
+        "{% for m in messages %}[{{ m.reasoning_content }}|{{ m.thinking }}|{{ m | tojson }}]{% endfor %}",
+        vec![],
+    )
+    .unwrap();
+    let messages: Vec<Value> =
+        serde_json::from_str(r#"[{"role": "assistant", "reasoning": "r", "content": "c"}]"#).unwrap();
+    let c = Conversation {
+        messages: &messages,
+        ..Conversation::default()
+    };
+    assert_eq!(
+        t.render_conversation(&c).unwrap(),
+        r#"[r|r|{"thinking": "r", "role": "assistant", "reasoning": "r", "content": "c", "reasoning_content": "r"}]"#
+    );
+    for (template, kept) in [
+        ("<{{ messages[0].content }}>", "<Sure, "),
+        ("<{{ messages[0].content | trim }}>", "<Sure,"),
+    ] {
+        let t = ChatTemplate::new(template, vec![]).unwrap();
+        let messages: Vec<Value> =
+            serde_json::from_str(r#"[{"role": "assistant", "content": "Sure, "}]"#).unwrap();
+        let c = Conversation {
+            messages: &messages,
+            continue_final_message: true,
+            ..Conversation::default()
+        };
+        assert_eq!(t.render_conversation(&c).unwrap(), kept, "{template}");
+    }
 }
