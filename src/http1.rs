@@ -4,10 +4,15 @@
 //! it, or its file descriptor, for ever), an optional cap on open
 //! connections (one more is closed at once, as the gRPC listener does), and
 //! an accept loop that backs off instead of spinning when accept fails (out
-//! of file descriptors, say). A leaf: it knows nothing of the crate.
+//! of file descriptors, say), and a drain: on shutdown it stops accepting,
+//! lets each connection finish the request it is answering, and returns once
+//! every connection has closed. It accepts from anything that hands out
+//! byte streams ([`Accept`]: a TCP listener here, a Unix socket from the
+//! server). A leaf: it knows nothing of the crate.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,8 +21,9 @@ use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use hyper::{Request, Response, StatusCode, body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 /// How long the accept loop waits after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -34,10 +40,46 @@ pub struct Settings {
     pub max_connections: Option<u32>,
 }
 
+/// What hands out connections.
+pub trait Accept: Send + 'static {
+    /// A connection.
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// The next connection.
+    fn accept(&self) -> impl Future<Output = io::Result<Self::Io>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Io = TcpStream;
+
+    async fn accept(&self) -> io::Result<TcpStream> {
+        let (stream, _) = TcpListener::accept(self).await?;
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+}
+
 /// Serves connections on `listener` with `handler` until the task is
 /// dropped. Each request gets `handler(request)`'s response.
-pub async fn serve<H, F>(listener: TcpListener, settings: Settings, handler: H)
+pub async fn serve<L, H, F>(listener: L, settings: Settings, handler: H)
 where
+    L: Accept,
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    serve_until(listener, settings, handler, std::future::pending()).await;
+}
+
+/// [`serve`] until `shutdown` resolves; then the listener is dropped (no
+/// new connection), each connection closes once its request in progress is
+/// answered (an idle keep-alive connection at once), and this returns when
+/// all have closed. The caller bounds that wait with its drain deadline.
+pub async fn serve_until<L, H, F>(
+    listener: L,
+    settings: Settings,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+) where
+    L: Accept,
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
@@ -45,9 +87,17 @@ where
         .max_connections
         .map(|n| Arc::new(Semaphore::new(n as usize)));
     let name = settings.name;
+    let (closing_tx, closing_rx) = watch::channel(false);
+    // Each connection holds a sender; `recv` ends once all are gone.
+    let (open_tx, mut open_rx) = mpsc::channel::<()>(1);
+    tokio::pin!(shutdown);
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok(stream) => stream,
             Err(e) => {
                 tracing::warn!(err = %e, listener = name, "accept failed");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -68,23 +118,43 @@ where
                 }
             },
         };
-        let _ = stream.set_nodelay(true);
         let handler = handler.clone();
+        let closing = closing_rx.clone();
+        let open = open_tx.clone();
         tokio::spawn(async move {
-            let _slot = slot;
+            let _held = (slot, open);
             let svc = service_fn(move |req: Request<Incoming>| {
                 let answer = handler(req);
                 async move { Ok::<_, Infallible>(answer.await) }
             });
-            if let Err(e) = http1::Builder::new()
+            let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(settings.header_timeout)
-                .serve_connection(TokioIo::new(stream), svc)
-                .await
-            {
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                () = closed(closing) => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
                 tracing::debug!(err = %e, listener = name, "connection ended");
             }
         });
+    }
+    drop(listener);
+    let _ = closing_tx.send(true);
+    drop(open_tx);
+    let _ = open_rx.recv().await;
+}
+
+/// Resolves once `closing` is true; never if its sender is gone first (the
+/// serving task was dropped: its connections carry on as before).
+async fn closed(mut closing: watch::Receiver<bool>) {
+    if closing.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -20,11 +20,13 @@ pub mod auth;
 mod catalog;
 mod file;
 mod layers;
+mod listen;
 mod tls;
 mod validate;
 
 pub use catalog::default_catalog;
 pub use file::{EMBEDDED_DEFAULT, FileConfig, load_file};
+pub use listen::{ListenAddr, MAX_UNIX_PATH_BYTES};
 pub use tls::TlsSettings;
 
 /// The exit code for bad configuration (EX_USAGE).
@@ -79,14 +81,14 @@ pub struct ServeArgs {
     /// TOML configuration file.
     #[arg(long, env = "CONTEXT_ASSEMBLER_CONFIG")]
     pub config: Option<PathBuf>,
-    /// gRPC listen address [default: 127.0.0.1:50051].
+    /// gRPC listen address, host:port or unix:/absolute/path [default: 127.0.0.1:50051].
     #[arg(long, env = "CONTEXT_ASSEMBLER_LISTEN")]
     pub listen: Option<String>,
     /// Prometheus listen address (`/metrics`); `off` disables it [default: 127.0.0.1:9464].
     #[arg(long, env = "CONTEXT_ASSEMBLER_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
-    /// Render node listen address (vLLM's render contract over HTTP/1.1: token ids for routers); `off`
-    /// disables it [default: off].
+    /// Render node listen address (vLLM's render contract over HTTP/1.1: token ids for routers), host:port
+    /// or unix:/absolute/path; `off` disables it [default: off].
     #[arg(long, env = "CONTEXT_ASSEMBLER_RENDER_LISTEN")]
     pub render_listen: Option<String>,
     /// Weight of the token-count caches in MiB [default: 64].
@@ -215,12 +217,12 @@ pub struct Limits {
 /// A validated server configuration.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// gRPC address.
-    pub listen: SocketAddr,
+    /// gRPC address: TCP or a Unix socket path.
+    pub listen: ListenAddr,
     /// Metrics address, if enabled.
     pub metrics_listen: Option<SocketAddr>,
-    /// Render node address, if enabled.
-    pub render_listen: Option<SocketAddr>,
+    /// Render node address (TCP or a Unix socket path), if enabled.
+    pub render_listen: Option<ListenAddr>,
     /// Cache weight in bytes.
     pub cache_bytes: u64,
     /// Drain grace period.

@@ -33,7 +33,7 @@ fn the_embedded_default_gives_the_documented_defaults() {
     let cli = parse(&[]);
     assert!(cli.command.is_none());
     let cfg = cli.serve.validate().unwrap();
-    assert_eq!(cfg.listen, "127.0.0.1:50051".parse().unwrap());
+    assert_eq!(cfg.listen, ListenAddr::Tcp("127.0.0.1:50051".parse().unwrap()));
     assert_eq!(cfg.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
     assert_eq!(cfg.cache_bytes, 64 << 20);
     assert_eq!(cfg.drain, Duration::from_secs(10));
@@ -128,7 +128,7 @@ fn flags_override_the_file_which_overrides_the_default() {
         panic!("not serve")
     };
     let cfg = args.validate().unwrap();
-    assert_eq!(cfg.listen.port(), 7002, "flag wins over file");
+    assert_eq!(cfg.listen.tcp().unwrap().port(), 7002, "flag wins over file");
     assert_eq!(cfg.drain, Duration::from_secs(3), "file wins over default");
     assert_eq!(cfg.limits.max_blocks, 5);
     assert_eq!(cfg.limits.max_items, 10_000, "default kept");
@@ -249,7 +249,7 @@ fn serve_subcommand_takes_the_same_flags() {
         panic!("not serve")
     };
     let cfg = args.validate().unwrap();
-    assert_eq!(cfg.listen.port(), 7000);
+    assert_eq!(cfg.listen.tcp().unwrap().port(), 7000);
     assert_eq!(cfg.metrics_listen, None);
 }
 
@@ -645,4 +645,56 @@ fn a_bad_tokenizer_dir_names_its_key() {
     let err = with_file(&model_entry(&path)).1.unwrap_err();
     assert_eq!(err.key, "models[0].tokenizer_dir");
     assert!(err.message.contains("tokenizer.json"), "{}", err.message);
+}
+
+#[test]
+fn grpc_and_render_listen_on_unix_sockets_and_their_refusals_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let grpc = dir.path().join("grpc.sock");
+    let render = dir.path().join("render.sock");
+    let cfg = parse(&[
+        "--listen",
+        &format!("unix:{}", grpc.display()),
+        "--render-listen",
+        &format!("unix:{}", render.display()),
+    ])
+    .serve
+    .validate()
+    .unwrap();
+    assert_eq!(cfg.listen, ListenAddr::Unix(grpc.clone()));
+    assert_eq!(cfg.render_listen, Some(ListenAddr::Unix(render)));
+
+    let same = format!("unix:{}", grpc.display());
+    let cases = [
+        (
+            format!("[server]\nlisten = \"unix:{}\"\n", "rel.sock"),
+            "server.listen",
+        ),
+        (
+            "[server]\nlisten = \"unix:/no/such/folder/g.sock\"\n".to_owned(),
+            "server.listen",
+        ),
+        (
+            format!("[server]\nmetrics_listen = \"{same}\"\n"),
+            "server.metrics_listen",
+        ),
+        (
+            format!("[server]\nlisten = \"{same}\"\n[render]\nlisten = \"{same}\"\n"),
+            "render.listen",
+        ),
+        // TLS is refused on a Unix socket before any file is read.
+        (
+            format!("[server]\nlisten = \"{same}\"\n[server.tls]\ncert = \"/x.pem\"\nkey = \"/x.key\"\n"),
+            "server.tls.cert",
+        ),
+    ];
+    for (text, key) in cases {
+        assert_eq!(err_key(&text), key, "{text}");
+    }
+    let err = parse(&["--listen", &same, "--tls-cert", "/x.pem", "--tls-key", "/x.key"])
+        .serve
+        .validate()
+        .unwrap_err();
+    assert!(err.key.starts_with("--tls-cert"), "{err}");
+    assert!(err.message.contains("Unix socket"), "{err}");
 }

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::layers::Layers;
+use super::listen::{self, ListenAddr};
 use super::{ConfigError, Limits, ServeArgs, ServerConfig, TlsSettings, auth, tls};
 use crate::memory::MemorySettings;
 use crate::memory::keeper::RecallFailure;
@@ -26,7 +27,7 @@ pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigErro
     let s = &l.merged.server;
     let (listen, metrics_listen, render_listen) = addresses(&l)?;
     let limits = limits(&l)?;
-    let tls = server_tls(&l)?;
+    let tls = server_tls(&l, &listen)?;
     let (memory_backend, memory) = memory(&l)?;
     let auth = auth::validate(&l.merged.auth, tls.as_ref().is_some_and(|t| t.mutual))?;
     let tracing = tracing(&l)?;
@@ -51,37 +52,54 @@ pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigErro
 }
 
 /// The gRPC address, and the metrics and render addresses unless `off`; no
-/// two may share a port on overlapping addresses.
-fn addresses(l: &Layers) -> Result<(SocketAddr, Option<SocketAddr>, Option<SocketAddr>), ConfigError> {
-    let parse = |key: &str, value: &str, what: &str| {
-        value
-            .parse::<SocketAddr>()
-            .map_err(|e| l.error(key, format!("{value:?} is not {what}: {e}")))
-    };
-    let optional = |key: &str, value: &Option<String>| match l.required(key, value)?.as_str() {
-        "off" => Ok(None),
-        m => parse(key, m, "a socket address or `off`").map(Some),
-    };
+/// two may share a port on overlapping addresses, or a socket path. gRPC and
+/// the render node may listen on a Unix socket (`unix:/abs/path`); metrics
+/// stay on TCP, where Prometheus scrapes.
+fn addresses(l: &Layers) -> Result<(ListenAddr, Option<SocketAddr>, Option<ListenAddr>), ConfigError> {
+    let parse = |key: &str, value: &str| listen::parse(value).map_err(|m| l.error(key, m));
     let listen = parse(
         "server.listen",
         l.required("server.listen", &l.merged.server.listen)?,
-        "a socket address",
     )?;
-    let metrics = optional("server.metrics_listen", &l.merged.server.metrics_listen)?;
-    let render = optional("render.listen", &l.merged.render.listen)?;
+    let metrics = match l
+        .required("server.metrics_listen", &l.merged.server.metrics_listen)?
+        .as_str()
+    {
+        "off" => None,
+        m => match parse("server.metrics_listen", m)? {
+            ListenAddr::Tcp(a) => Some(a),
+            ListenAddr::Unix(_) => {
+                return Err(l.error(
+                    "server.metrics_listen",
+                    "host:port or `off`: Prometheus scrapes over TCP, not a Unix socket",
+                ));
+            }
+        },
+    };
+    let render = match l.required("render.listen", &l.merged.render.listen)?.as_str() {
+        "off" => None,
+        r => Some(parse("render.listen", r)?),
+    };
     let clash = |a: SocketAddr, b: SocketAddr| {
         a.port() == b.port()
             && b.port() != 0
             && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
     };
-    if metrics.is_some_and(|m| clash(m, listen)) {
+    let clashes = |a: &ListenAddr, b: &ListenAddr| match (a, b) {
+        (ListenAddr::Tcp(a), ListenAddr::Tcp(b)) => clash(*a, *b),
+        (ListenAddr::Unix(a), ListenAddr::Unix(b)) => a == b,
+        _ => false,
+    };
+    if let Some(m) = metrics
+        && clashes(&ListenAddr::Tcp(m), &listen)
+    {
         return Err(l.error(
             "server.metrics_listen",
             "must differ from the gRPC listen address",
         ));
     }
-    if let Some(r) = render
-        && (clash(r, listen) || metrics.is_some_and(|m| clash(r, m)))
+    if let Some(r) = &render
+        && (clashes(r, &listen) || metrics.is_some_and(|m| clashes(r, &ListenAddr::Tcp(m))))
     {
         return Err(l.error(
             "render.listen",
@@ -116,7 +134,10 @@ fn limits(l: &Layers) -> Result<Limits, ConfigError> {
 }
 
 /// Server TLS: a certificate and a key, and a client CA for mutual TLS.
-fn server_tls(l: &Layers) -> Result<Option<TlsSettings>, ConfigError> {
+/// Not on a Unix socket: only processes that may open the socket file reach
+/// it (its folder and mode decide), so TLS would add cost and nothing else;
+/// `[auth]`, which names client certificates, is refused with it.
+fn server_tls(l: &Layers, listen: &ListenAddr) -> Result<Option<TlsSettings>, ConfigError> {
     const CERT: &str = "server.tls.cert";
     const KEY: &str = "server.tls.key";
     const CA: &str = "server.tls.client_ca";
@@ -131,6 +152,14 @@ fn server_tls(l: &Layers) -> Result<Option<TlsSettings>, ConfigError> {
         )
     };
     match (&t.cert, &t.key) {
+        (Some(_), Some(_)) if listen.unix_path().is_some() => Err(l.error(
+            CERT,
+            format!(
+                "TLS is not served on a Unix socket ({} is {listen}): the socket file's folder and mode \
+                 decide who connects; listen on host:port for TLS",
+                l.name("server.listen")
+            ),
+        )),
         (Some(cert), Some(key)) => {
             let [c, k, ca] = [CERT, KEY, CA].map(|setting| l.name(setting));
             Ok(Some(tls::load(cert, key, t.client_ca.as_deref(), [&c, &k, &ca])?))

@@ -6,6 +6,7 @@
 //! limit, 429 when every slot is taken. One request's fault never touches
 //! another's.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,6 @@ use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode, body::Incoming};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
 use super::wire::{self, ChatRender, CompletionRender, TokenizeRender};
 use super::{RenderError, Renderer};
@@ -60,14 +60,25 @@ impl<A: Admission> RenderNode<A> {
     }
 }
 
-/// Serves connections on `listener` until the task is dropped.
-pub async fn serve<A: Admission>(listener: TcpListener, node: Arc<RenderNode<A>>) {
+/// Serves connections on `listener` until `shutdown` resolves, then drains
+/// them as [`http1::serve_until`] does.
+pub async fn serve<A: Admission, L: http1::Accept>(
+    listener: L,
+    node: Arc<RenderNode<A>>,
+    shutdown: impl Future<Output = ()>,
+) {
     let settings = http1::Settings {
         name: "render",
         header_timeout: RENDER_HEADER_TIMEOUT,
         max_connections: Some(node.admission.max_connections()),
     };
-    http1::serve(listener, settings, move |req| route(Arc::clone(&node), req)).await;
+    http1::serve_until(
+        listener,
+        settings,
+        move |req| route(Arc::clone(&node), req),
+        shutdown,
+    )
+    .await;
 }
 
 /// A refusal as vLLM writes it.

@@ -9,7 +9,6 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -28,6 +27,8 @@ use tracing::debug;
 
 use crate::grpc::auth::ClientIdentity;
 use crate::grpc::status::abandoned_status;
+
+use super::listener::Peer;
 
 /// A connection with no open stream for this long is closed (gracefully:
 /// clients reconnect), so idle connections cannot hold every slot.
@@ -203,7 +204,7 @@ where
     pub async fn serve<IO>(
         &self,
         io: IO,
-        peer: SocketAddr,
+        peer: Peer,
         identity: Option<Arc<ClientIdentity>>,
         mut drain: watch::Receiver<bool>,
     ) where

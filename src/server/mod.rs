@@ -1,6 +1,7 @@
 //! Bind, serve and drain: the gRPC service with health and reflection over
-//! hyper's HTTP/2 server (plain or TLS), the Prometheus endpoint, readiness
-//! as a latch, SIGHUP reloads, shutdown under a deadline.
+//! hyper's HTTP/2 server (plain or TLS, on a TCP port or a Unix socket), the
+//! Prometheus endpoint, the render node, readiness as a latch, SIGHUP
+//! reloads, shutdown under a deadline.
 //!
 //! The HTTP/2 server is hyper's own rather than tonic's transport, so that
 //! every layer a request passes is ours: the gate reads the frame header
@@ -22,7 +23,7 @@ use tonic_health::ServingStatus;
 use tracing::{debug, info, warn};
 
 use crate::assemble::Assembler;
-use crate::config::ServerConfig;
+use crate::config::{ListenAddr, ServerConfig};
 use crate::grpc::admission::Admission;
 use crate::grpc::auth::{Authority, ClientIdentity};
 use crate::grpc::gate::Gate;
@@ -33,6 +34,7 @@ use crate::telemetry::metrics;
 use crate::telemetry::trace::Exporter;
 
 mod conn;
+mod listener;
 pub mod memory;
 mod metrics_http;
 mod render_node;
@@ -40,6 +42,7 @@ mod series;
 mod signals;
 
 use conn::{Calls, Conn};
+use listener::Listener;
 
 pub use metrics_http::{METRICS_HEADER_TIMEOUT, install_metrics};
 pub use signals::{Hangups, reload, shutdown_signal};
@@ -106,11 +109,12 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Errors while starting or serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// A listener could not be bound.
+    /// A listener could not be bound (or a path was in the way of its
+    /// socket).
     #[error("cannot bind {addr}: {source}")]
     Bind {
         /// The address.
-        addr: SocketAddr,
+        addr: ListenAddr,
         /// Why.
         source: std::io::Error,
     },
@@ -128,9 +132,9 @@ pub enum ServeError {
 /// A server whose listeners are bound but which does not serve yet.
 #[derive(Debug)]
 pub struct Bound {
-    grpc: TcpListener,
+    grpc: Listener,
     metrics: Option<TcpListener>,
-    render: Option<TcpListener>,
+    render: Option<Listener>,
     assembler: Arc<Assembler>,
     memories: Arc<Memories>,
     config: ServerConfig,
@@ -138,33 +142,32 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// Binds the configured addresses (port 0 picks a free port).
+    /// Binds the configured addresses (port 0 picks a free port; a Unix
+    /// socket path replaces only a stale socket, see `listener`).
     pub async fn bind(config: ServerConfig) -> Result<Bound, ServeError> {
         // Opened (created, migrated) before any port is taken; a store that
         // cannot open does not fail the start: the sidecar serves without it
         // and reconnects (see `memory::keep`).
         let memories = Arc::new(memory::open(&config.memory_backend, config.memory.clone()).await);
         let hangups = Hangups::register();
-        let grpc = TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| ServeError::Bind {
-                addr: config.listen,
-                source,
-            })?;
-        let metrics = match config.metrics_listen {
-            Some(addr) => Some(
-                TcpListener::bind(addr)
+        let bind = |addr: &ListenAddr| {
+            let addr = addr.clone();
+            async move {
+                Listener::bind(&addr)
                     .await
-                    .map_err(|source| ServeError::Bind { addr, source })?,
-            ),
+                    .map_err(|source| ServeError::Bind { addr, source })
+            }
+        };
+        let grpc = bind(&config.listen).await?;
+        let metrics = match config.metrics_listen {
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
+                addr: ListenAddr::Tcp(addr),
+                source,
+            })?),
             None => None,
         };
-        let render = match config.render_listen {
-            Some(addr) => Some(
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| ServeError::Bind { addr, source })?,
-            ),
+        let render = match &config.render_listen {
+            Some(addr) => Some(bind(addr).await?),
             None => None,
         };
         Ok(Bound {
@@ -178,8 +181,16 @@ impl Bound {
         })
     }
 
-    /// The bound gRPC address.
+    /// The bound gRPC address, when it is a TCP port (an error on a Unix
+    /// socket: see [`Self::grpc_listen`]).
     pub fn grpc_addr(&self) -> std::io::Result<SocketAddr> {
+        self.grpc.local_addr()?.tcp().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::Unsupported, "gRPC listens on a Unix socket")
+        })
+    }
+
+    /// The bound gRPC address: a TCP port or a Unix socket path.
+    pub fn grpc_listen(&self) -> std::io::Result<ListenAddr> {
         self.grpc.local_addr()
     }
 
@@ -188,8 +199,14 @@ impl Bound {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// The bound render node address, if enabled.
+    /// The bound render node address, if enabled on a TCP port.
     pub fn render_addr(&self) -> Option<SocketAddr> {
+        self.render_listen().and_then(|a| a.tcp())
+    }
+
+    /// The bound render node address (a TCP port or a Unix socket path), if
+    /// enabled.
+    pub fn render_listen(&self) -> Option<ListenAddr> {
         self.render.as_ref().and_then(|l| l.local_addr().ok())
     }
 
@@ -250,13 +267,16 @@ impl Bound {
 
         let limits = config.limits;
         let admission = Admission::new(limits);
-        if let Some(l) = render_listener {
-            info!(
-                addr = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
-                "render node listening"
-            );
-            tokio::spawn(render_node::serve(l, assembler.clone(), admission.clone()));
-        }
+        let (drain_tx, drain_rx) = watch::channel(false);
+        let render_node = render_listener.map(|l| {
+            info!(addr = %l.shown(), "render node listening");
+            tokio::spawn(render_node::serve(
+                l,
+                assembler.clone(),
+                admission.clone(),
+                drain_rx.clone(),
+            ))
+        });
         let authority = Authority::new(&config.auth);
         let service = AssemblerService::new(assembler.clone(), admission.clone())
             .with_memories(memories.clone())
@@ -304,7 +324,6 @@ impl Bound {
             .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
             .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
         let calls = Calls::default();
-        let (drain_tx, drain_rx) = watch::channel(false);
         let (abandon_tx, abandon_rx) = watch::channel(false);
         let conn = Arc::new(Conn {
             http2,
@@ -318,7 +337,7 @@ impl Bound {
         let tls = config.tls.as_ref().map(|t| TlsAcceptor::from(t.config.clone()));
 
         info!(
-            addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+            addr = %listener.shown(),
             tls = config.tls.is_some(),
             mutual_tls = config.tls.as_ref().is_some_and(|t| t.mutual),
             auth_clients = config.auth.clients.len(),
@@ -347,9 +366,6 @@ impl Bound {
                 debug!(%peer, limit = limits.max_connections, "connection limit reached: closed");
                 continue;
             };
-            // Nagle's algorithm would hold small response frames behind
-            // delayed ACKs (tens of milliseconds).
-            let _ = stream.set_nodelay(true);
             let conn = conn.clone();
             let tls = tls.clone();
             let drain = drain_rx.clone();
@@ -384,6 +400,7 @@ impl Bound {
         let deadline = tokio::time::Instant::now() + config.drain;
         reporter.set_not_serving::<Svc>().await;
         reporter.set_service_status("", ServingStatus::NotServing).await;
+        // No new connection; a Unix socket's file goes with it.
         drop(listener);
         reloads.abort();
         keeper.abort();
@@ -420,6 +437,14 @@ impl Bound {
                     "drain timed out: calls in flight abandoned and answered UNAVAILABLE"
                 );
             }
+        }
+        // The render node stopped accepting on the drain signal; its
+        // connections close as they answer, within the same deadline.
+        if let Some(mut node) = render_node
+            && tokio::time::timeout_at(deadline, &mut node).await.is_err()
+        {
+            node.abort();
+            warn!("render node connections still open at the drain deadline: closed");
         }
         // The store closes within the drain deadline (at least a moment,
         // for its last commit), never holding the exit.

@@ -1,10 +1,13 @@
 //! The render node beside the gRPC server: its listener served with the
 //! server's own admission (the same limits and work slots), each refusal
-//! counted under the endpoint's label as gRPC's are.
+//! counted under the endpoint's label as gRPC's are, and drained with the
+//! server.
 
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::listener::Listener;
 
 use crate::assemble::Assembler;
 use crate::grpc::admission::{Admission, Permit};
@@ -35,8 +38,19 @@ impl http::Admission for Slots {
     }
 }
 
-/// Serves the render node on `listener` until the task is dropped.
-pub(super) async fn serve(listener: TcpListener, assembler: Arc<Assembler>, admission: Admission) {
+/// Serves the render node on `listener` until `drain` turns true, then
+/// stops accepting (a socket file is removed) and returns once its
+/// connections have answered what they were answering.
+pub(super) async fn serve(
+    listener: Listener,
+    assembler: Arc<Assembler>,
+    admission: Admission,
+    mut drain: watch::Receiver<bool>,
+) {
     let node = RenderNode::new(Renderer::new(assembler), Slots(admission));
-    http::serve(listener, Arc::new(node)).await;
+    let draining = async move {
+        // The sender lives as long as the server's serve: gone means done.
+        let _ = drain.wait_for(|d| *d).await;
+    };
+    http::serve(listener, Arc::new(node), draining).await;
 }

@@ -5,7 +5,8 @@
 //! The rest is in rooms: [`child`] (the binary as a child process), [`raw`]
 //! (gRPC over a bare HTTP/2 connection), [`status`] (what a status names),
 //! [`wire`] (protobuf bytes by hand), [`pki`] (certificates made in the
-//! test), [`postgres`] (whether and where the PostgreSQL cases run).
+//! test), [`postgres`] (whether and where the PostgreSQL cases run), [`uds`]
+//! (clients over a Unix socket).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod child;
@@ -13,6 +14,7 @@ pub mod pki;
 pub mod postgres;
 pub mod raw;
 pub mod status;
+pub mod uds;
 pub mod wire;
 
 // Each binary uses some of them.
@@ -34,8 +36,9 @@ mod sqlite_stall;
 pub use sqlite_stall::SqliteStall;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
-use context_assembler::config::ServeArgs;
+use context_assembler::config::{ListenAddr, ServeArgs};
 use context_assembler::grpc::pb::assembler_client::AssemblerClient;
 use context_assembler::server::Bound;
 use tokio::sync::oneshot;
@@ -44,10 +47,16 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 pub struct TestServer {
+    /// The gRPC address; unspecified (`0.0.0.0:0`) when gRPC listens on a
+    /// Unix socket: dial [`Self::socket`] then.
     pub addr: SocketAddr,
+    /// gRPC's socket path, when it listens on a Unix socket.
+    pub socket: Option<PathBuf>,
     pub metrics: SocketAddr,
-    /// The render node's address, when the args enable it.
+    /// The render node's address, when the args enable it on TCP.
     pub render: Option<SocketAddr>,
+    /// The render node's socket path, when it listens on a Unix socket.
+    pub render_socket: Option<PathBuf>,
     pub channel: Channel,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -84,9 +93,9 @@ impl TestServer {
         }
         let config = args.validate().unwrap();
         let bound = Bound::bind(config).await.unwrap();
-        let addr = bound.grpc_addr().unwrap();
+        let grpc = bound.grpc_listen().unwrap();
         let metrics = bound.metrics_addr().unwrap();
-        let render = bound.render_addr();
+        let render = bound.render_listen();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             bound
@@ -96,15 +105,20 @@ impl TestServer {
                 .await
                 .unwrap();
         });
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+        let channel = match &grpc {
+            ListenAddr::Tcp(addr) => Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap(),
+            ListenAddr::Unix(path) => uds::channel(path).await.unwrap(),
+        };
         let server = TestServer {
-            addr,
+            addr: grpc.tcp().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
+            socket: grpc.unix_path().map(ToOwned::to_owned),
             metrics,
-            render,
+            render: render.as_ref().and_then(ListenAddr::tcp),
+            render_socket: render.as_ref().and_then(|r| r.unix_path()).map(ToOwned::to_owned),
             channel,
             stop: Some(stop),
             task: Some(task),

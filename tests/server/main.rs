@@ -12,3 +12,4 @@ mod grpc;
 mod render;
 mod scopes;
 mod tls;
+mod uds;

@@ -20,6 +20,7 @@ mod prom;
 mod report;
 mod sessions;
 mod sidecar;
+mod uds;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -146,7 +147,9 @@ const MAX_MESSAGE_BYTES: usize = 256 << 20;
                   (see --expect-ok) or a spawned sidecar did not exit cleanly, 2 when the run could not be made."
 )]
 struct Args {
-    /// gRPC address of a running sidecar (ignored with --spawn).
+    /// gRPC address of a running sidecar: http://host:port, or
+    /// unix:/absolute/path for one listening on a Unix socket (ignored with
+    /// --spawn).
     #[arg(long, default_value = "http://127.0.0.1:50051")]
     addr: String,
     /// Prometheus endpoint of the sidecar (the server default is port 9464),
@@ -528,7 +531,14 @@ async fn warm_up(
 /// Opens `n` HTTP/2 connections to `target` and waits until the server is
 /// SERVING (it loads its vocabularies first).
 async fn connect(target: &str, n: usize) -> anyhow::Result<Vec<AssemblerClient<Channel>>> {
-    let endpoint = Endpoint::from_shared(target.to_owned())
+    let socket = target.strip_prefix("unix:").map(uds::Dial::new);
+    // On a Unix socket the URI names only the :authority; the connector dials.
+    let uri = if socket.is_some() {
+        "http://localhost"
+    } else {
+        target
+    };
+    let endpoint = Endpoint::from_shared(uri.to_owned())
         .with_context(|| format!("bad --addr {target:?}"))?
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(5))
@@ -537,8 +547,12 @@ async fn connect(target: &str, n: usize) -> anyhow::Result<Vec<AssemblerClient<C
     let ready_by = Instant::now() + READY_TIMEOUT;
     let mut first = None;
     let mut told = false;
+    let open = async || match &socket {
+        Some(dial) => endpoint.connect_with_connector(dial.clone()).await,
+        None => endpoint.connect().await,
+    };
     while first.is_none() {
-        match endpoint.connect().await {
+        match open().await {
             Ok(channel) => first = Some(channel),
             Err(e) if Instant::now() < ready_by => {
                 if !told {
@@ -574,8 +588,7 @@ async fn connect(target: &str, n: usize) -> anyhow::Result<Vec<AssemblerClient<C
     let mut channels = vec![first];
     for _ in 1..n {
         channels.push(
-            endpoint
-                .connect()
+            open()
                 .await
                 .with_context(|| format!("cannot connect to {target}"))?,
         );
