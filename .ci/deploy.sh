@@ -96,17 +96,21 @@ sed 's/^INFO [^ ]* /  ok: /' "$out/validate.log"
 checks custom deploy/prometheus/context-assembler.rules.yaml "$out/custom.yaml" "$out/prometheusrule.yaml"
 checks manifests "$out/rendered.yaml" deploy/kubernetes/base/context-assembler.toml
 
-# Renders an overlay of the base using component $1, validates it, and checks
-# it hangs together (with the remaining arguments for `checks manifests`, and
-# $pod_toml, if set, as the config file the component puts in the ConfigMap).
+# Renders an overlay of the base using component $1 (after the components in
+# $with, if set), validates it, and checks it hangs together (with the remaining
+# arguments for `checks manifests`, and $pod_toml, if set, as the config file
+# the components put in the ConfigMap).
 component() {
   local name=$1 toml=${pod_toml:-deploy/kubernetes/base/context-assembler.toml}; shift
-  step "component $name (an overlay of the base using it)"
-  local overlay=$out/$name
+  step "component $name (an overlay of the base using ${with:+$with and }it)"
+  local overlay=$out/$name c comps=()
   mkdir -p "$overlay"
+  for c in ${with:-} "$name"; do
+    comps+=("$(realpath --relative-to="$overlay" "deploy/kubernetes/components/$c")")
+  done
   printf 'resources: [%s]\ncomponents: [%s]\n' \
-    "$(realpath --relative-to="$overlay" deploy/kubernetes/base)" \
-    "$(realpath --relative-to="$overlay" "deploy/kubernetes/components/$name")" > "$overlay/kustomization.yaml"
+    "$(realpath --relative-to="$overlay" deploy/kubernetes/base)" "$(IFS=,; echo "${comps[*]}")" \
+    > "$overlay/kustomization.yaml"
   "$venv/bin/kubectl" kustomize "$overlay" > "$out/$name.yaml"
   checks split "$out/$name.yaml" "$out/$name-core.yaml" /dev/null
   "$venv/bin/kubernetes-validate" --strict --quiet "${k8s_flags[@]}" "$out/$name-core.yaml"
@@ -123,6 +127,12 @@ cmp -s -n "$(wc -c < "$base_toml")" "$base_toml" "$mf_toml" \
   || { echo "deploy: $mf_toml does not begin with $base_toml (deploy/README.md, Model folders)" >&2; exit 1; }
 pod_toml=$mf_toml component model-folder
 echo "  ok: $mf_toml begins with $base_toml byte for byte"
+# render-node renders with model-folder's folder: the two together, then the
+# EPP examples against them and the node started on the folders .ci/hf_vocab.sh
+# fetched (skipped without them).
+with=model-folder pod_toml=$mf_toml component render-node
+DEPLOY_CI_SERVER_LOG=$out/render-node.log checks render-node "$out/render-node.yaml" "$mf_toml" \
+  deploy/kubernetes/components/render-node "$bin"
 
 step "alert rules and dashboard"
 "$promtool" check rules deploy/prometheus/context-assembler.rules.yaml | sed 's/^/  /'

@@ -9,6 +9,11 @@ Subcommands (each prints what it checked and exits non-zero on a failure):
                                         the Deployment, NetworkPolicy and PodMonitor hang together (and
                                         the ConfigMap is named CM_NAME exactly, if given and not empty;
                                         the sidecar's memory store is STORE, if given)
+  render-node RENDERED POD_TOML COMPONENT_DIR [BIN]
+                                        the render node: listening on all interfaces, a Service and a
+                                        NetworkPolicy rule for the EPP, the example EPP configs naming a
+                                        model folder and the Service; with BIN, serves the folders from
+                                        CONTEXT_ASSEMBLER_HF_VOCAB and answers what llm-d and Dynamo send
   custom RULES FILE...                  PodMonitor / PrometheusRule against the prometheus-operator CRD
                                         models; a PrometheusRule must hold exactly the groups of RULES
   rules RULES TEST DASHBOARD OUT_RULES  metric names, test coverage of every alert, dashboard structure;
@@ -33,6 +38,8 @@ import sys
 import tempfile
 import time
 import tomllib
+import urllib.error
+import urllib.parse
 import urllib.request
 from types import SimpleNamespace
 
@@ -142,6 +149,13 @@ def load_docs(path):
 
 def port_of(addr):
     return int(addr.rsplit(":", 1)[1])
+
+
+def render_listen(sidecar, conf):
+    """The sidecar's render node address (its environment wins over the file), or None when off."""
+    env = {e["name"]: e.get("value") for e in sidecar.get("env", [])}
+    addr = env.get("CONTEXT_ASSEMBLER_RENDER_LISTEN") or conf.get("render", {}).get("listen", "off")
+    return None if addr == "off" else addr
 
 
 # ---------------------------------------------------------------- config
@@ -258,17 +272,35 @@ def cmd_manifests(rendered, pod_toml, configmap_name=None, memory_store=None):
     sidecar = sidecars[0]
     ok(f"{SIDECAR} is a native sidecar (initContainers, restartPolicy: Always)")
 
-    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+    # With the render node on, readiness asks its GET /health instead (checked below).
+    render = render_listen(sidecar, conf)
+    grpc_probes = ("startupProbe", "livenessProbe") if render else ("startupProbe", "readinessProbe", "livenessProbe")
+    for kind in grpc_probes:
         probe = sidecar.get(kind) or fail(f"{SIDECAR} has no {kind}")
         grpc = probe.get("grpc") or fail(f"{SIDECAR} {kind} is not a gRPC probe")
         if grpc.get("port") != grpc_port or grpc.get("service", "") != "":
             fail(f"{SIDECAR} {kind} must probe service \"\" on port {grpc_port}, the configured listen port")
-    ok(f"startup, readiness and liveness probes are grpc.health.v1 on port {grpc_port}")
+    ok(f"{', '.join(grpc_probes)} are grpc.health.v1 on port {grpc_port}")
 
     ports = {p.get("name"): p["containerPort"] for p in sidecar.get("ports", [])}
     if ports.get("metrics") != metrics_port:
         fail(f"{SIDECAR} must name its metrics port 'metrics' = {metrics_port}")
     ok(f"named port metrics = {metrics_port}, matching server.metrics_listen")
+    if render:
+        render_port = port_of(render)
+        if ports.get("render") != render_port:
+            fail(f"{SIDECAR} must name its render port 'render' = {render_port}, the render listen port")
+        probe = sidecar.get("readinessProbe") or fail(f"{SIDECAR} has no readinessProbe")
+        get = probe.get("httpGet") or {}
+        if (set(probe) & {"grpc", "tcpSocket", "exec"} or get.get("path") != "/health"
+                or get.get("port") not in ("render", render_port) or get.get("scheme", "HTTP") != "HTTP"):
+            fail(f"{SIDECAR} readinessProbe must be (only) an HTTP GET /health on port render = {render_port}")
+        ok(f"render node on {render}: named port render = {render_port}, readinessProbe GET /health on it")
+    pod_ports = [p["containerPort"] for c in pod.get("initContainers", []) + pod["containers"]
+                 for p in c.get("ports", [])]
+    if len(pod_ports) != len(set(pod_ports)):
+        fail(f"two containers of the pod declare the same port: {sorted(pod_ports)}")
+    ok(f"the pod's container ports {sorted(pod_ports)} are all different")
 
     # --config FILE must point into a read-only mount of the generated ConfigMap.
     args = sidecar.get("args", [])
@@ -381,6 +413,175 @@ def cmd_manifests(rendered, pod_toml, configmap_name=None, memory_store=None):
     if [e.get("port") for e in endpoints] != ["metrics"] or endpoints[0].get("path", "/metrics") != "/metrics":
         fail("the PodMonitor must scrape port 'metrics' at /metrics")
     ok("the PodMonitor selects the gateway pods and scrapes port 'metrics' at /metrics")
+
+
+# ---------------------------------------------------------------- render node
+
+# The EPPs' side of the render-node component, as examples beside it.
+LLM_D_EXAMPLE = "llm-d-epp-config.example.yaml"
+DYNAMO_EXAMPLE = "dynamo-epp-env.example.yaml"
+
+
+def render_url(key, url, render_port, services):
+    """Checks that an EPP's base URL reaches the render node: plain http (neither EPP speaks TLS to it),
+    no path, and loopback on the render port (the EPP's own pod) or a Service of it on its port."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme != "http" or u.path.strip("/") or u.query or not u.hostname:
+        fail(f"{key} {url}: must be a plain http:// base URL without a path")
+    if u.hostname in ("localhost", "127.0.0.1"):
+        want = render_port
+    else:
+        name = u.hostname.split(".")[0]
+        if name not in services:
+            fail(f"{key} {url}: {name} is not a Service of the render port ({', '.join(services)})")
+        want = services[name]
+    if (u.port or 80) != want:
+        fail(f"{key} {url}: port {u.port or 80}, not {want}")
+
+
+def http_call(url, body=None):
+    """(status, body) of a GET, or of a JSON POST when `body` is given."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def cmd_render_node(rendered, pod_toml, component_dir, binary=None):
+    docs = load_docs(rendered)
+    with open(pod_toml, "rb") as f:
+        conf = tomllib.load(f)
+    deploy = one(docs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+    sidecar = next(c for c in pod["initContainers"] if c["name"] == SIDECAR)
+    render = render_listen(sidecar, conf) or fail("the render node is off (CONTEXT_ASSEMBLER_RENDER_LISTEN, "
+                                                  "render.listen)")
+    if not render.startswith(("0.0.0.0:", "[::]:")):
+        fail(f"the render node listens on {render}: the Service and the kubelet's probe dial the pod IP")
+    port = port_of(render)
+
+    services = {d["metadata"]["name"]: p["port"] for d in docs if d["kind"] == "Service"
+                and d["spec"].get("selector") and selects({"matchLabels": d["spec"]["selector"]}, pod_labels)
+                for p in d["spec"]["ports"] if p.get("targetPort") in ("render", port)}
+    if not services:
+        fail("no Service selects the gateway pods on the render port")
+    netpol = one(docs, "NetworkPolicy")
+    rules = [r for r in netpol["spec"].get("ingress", []) if any(p.get("port") in ("render", port)
+                                                                 for p in r.get("ports", []))]
+    if not rules or not all(r.get("from") for r in rules):
+        fail("the NetworkPolicy must admit the render port from the EPP's pods only (rules with `from`)")
+    ok(f"render node on {render}: Service {', '.join(f'{n}:{p}' for n, p in services.items())}; the "
+       "NetworkPolicy admits the port from selected peers only")
+
+    folders = {m["name"]: m["tokenizer_dir"] for m in conf.get("models", [])
+               if "tokenizer_dir" in m and not m.get("prefix")}
+    if not folders:
+        fail(f"{pod_toml} names no model folder (tokenizer_dir): the render node would render nothing")
+    with open(os.path.join(component_dir, LLM_D_EXAMPLE)) as f:
+        epp = yaml.safe_load(f)
+    producers = [p for p in epp.get("plugins", []) if p.get("type") in ("token-producer", "tokenizer")]
+    if len(producers) != 1:
+        fail(f"{LLM_D_EXAMPLE}: expected one token-producer plugin, found {len(producers)}")
+    params = producers[0].get("parameters", {})
+    render_url(f"{LLM_D_EXAMPLE} vllm.url", params.get("vllm", {}).get("url", "http://localhost:8000"), port, services)
+    with open(os.path.join(component_dir, DYNAMO_EXAMPLE)) as f:
+        env = {e["name"]: e.get("value") for e in yaml.safe_load(f)}
+    if env.get("DYN_EPP_TOKENIZER_PROTOCOL") != "vllm-render":
+        fail(f"{DYNAMO_EXAMPLE}: DYN_EPP_TOKENIZER_PROTOCOL must be vllm-render")
+    render_url(f"{DYNAMO_EXAMPLE} DYN_EPP_TOKENIZER_SERVICE_URL", env.get("DYN_EPP_TOKENIZER_SERVICE_URL", ""), port,
+               services)
+    names = {f"{LLM_D_EXAMPLE} modelName": params.get("modelName"),
+             f"{DYNAMO_EXAMPLE} DYN_MODEL_NAME": env.get("DYN_MODEL_NAME")}
+    for key, name in names.items():
+        if name not in folders:
+            fail(f"{key} {name!r} is not a model folder of {pod_toml} ({', '.join(folders)})")
+    ok(f"the examples point llm-d's token-producer and Dynamo's EPP (vllm-render) at it, as model "
+       f"{', '.join(sorted(set(names.values())))}")
+    if binary is None:
+        return
+
+    # Live: the folders as the pod mounts them, from the vocabularies CI fetched (a folder mounted at
+    # MOUNT/x is read from VOCAB/x), then the requests each EPP sends.
+    vocab = os.environ.get("CONTEXT_ASSEMBLER_HF_VOCAB", "target/hf-vocab")
+    with open(pod_toml) as f:
+        text = f.read()
+    for folder in folders.values():
+        mount = next(m["mountPath"] for m in sidecar["volumeMounts"]
+                     if folder.startswith(m["mountPath"].rstrip("/") + "/"))
+        local = os.path.abspath(os.path.join(vocab, os.path.relpath(folder, mount)))
+        if not os.path.isdir(local):
+            print(f"  SKIP: no {local} (CONTEXT_ASSEMBLER_HF_VOCAB, .ci/hf_vocab.sh): the render node is not started")
+            return
+        line = f"tokenizer_dir = {json.dumps(folder)}"
+        if line not in text:
+            fail(f"{pod_toml} has no line {line} to point at {local}")
+        text = text.replace(line, f"tokenizer_dir = {json.dumps(local)}")
+    path = sidecar["readinessProbe"]["httpGet"]["path"]
+    work = tempfile.mkdtemp(prefix="deploy-ci-render-")
+    config = os.path.join(work, "context-assembler.toml")
+    with open(config, "w") as f:
+        f.write(text)
+    base = f"http://127.0.0.1:{free_port()}"
+    cmd = [binary, "--config", config, "--listen", f"127.0.0.1:{free_port()}", "--metrics-listen", "off",
+           "--render-listen", base.removeprefix("http://"), "--memory-store", "off"]
+    log_path = os.environ.get("DEPLOY_CI_SERVER_LOG", os.devnull)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                fail(f"the render node exited with {proc.returncode} before serving (log: {log_path})")
+            try:
+                if http_call(base + path)[0] == 200:
+                    break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                fail(f"GET {path} never answered 200")
+            time.sleep(0.05)
+        ok(f"GET {path} on the render port: 200 (the readiness probe), {len(folders)} folder(s) from {vocab}")
+
+        served = {m["id"] for m in json.loads(http_call(base + "/v1/models")[1])["data"]}
+        llm_d, dynamo = names.values()
+        # llm-d's warm-up body (text parts, `model` stamped), then a Dynamo client's body as it is.
+        sent = {
+            "llm-d chat": ("/v1/chat/completions/render",
+                           {"model": llm_d, "messages": [{"role": "user", "content": [{"type": "text",
+                                                                                        "text": "warmup"}]}]}),
+            "llm-d completion": ("/v1/completions/render", {"model": llm_d, "prompt": "warmup"}),
+            "Dynamo chat": ("/v1/chat/completions/render",
+                            {"model": dynamo, "messages": [{"role": "user", "content": "hello"}], "stream": True,
+                             "max_tokens": 16, "nvext": {"agent_hints": {}}}),
+        }
+        for what, (route, body) in sent.items():
+            status, answer = http_call(base + route, body)
+            answer = json.loads(answer)
+            first = answer[0] if isinstance(answer, list) and answer else answer
+            if status != 200 or not isinstance(first, dict) or not first.get("token_ids"):
+                fail(f"{what} render: {status} {str(answer)[:300]}")
+        unknown = {"model": "deploy-ci-no-such-model", "messages": [{"role": "user", "content": "hello"}]}
+        if http_call(base + "/v1/chat/completions/render", unknown)[0] != 404:
+            fail("a render for a model the node does not serve did not answer 404")
+        if not set(names.values()) <= served:
+            fail(f"GET /v1/models does not list {', '.join(set(names.values()) - served)}")
+        ok(f"GET /v1/models lists {', '.join(sorted(served))}; {', '.join(sent)} renders answer token ids; "
+           "an unknown model 404")
+
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=conf["server"]["drain_secs"] + 5)
+        if code != 0:
+            fail(f"SIGTERM: the render node exited with {code}")
+        ok("SIGTERM: drained and exited 0")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def unknown_keys(given, dumped, path=""):
@@ -855,6 +1056,7 @@ COMMANDS = {
     "config": cmd_config,
     "split": cmd_split,
     "manifests": cmd_manifests,
+    "render-node": cmd_render_node,
     "custom": cmd_custom,
     "rules": cmd_rules,
     "server": cmd_server,
