@@ -81,7 +81,8 @@ fn counting_model_folders(c: &mut Criterion) {
 /// seen, side by side: the rendering tokenized whole (what every request
 /// paid before), and counted piece by piece where the added tokens cut it,
 /// each piece through the count cache (the earlier turns are hits), with the
-/// rendering itself measured alone. Folders as for `count_1mb_hf`.
+/// rendering itself measured alone; and the rendering's ids, by the fast
+/// path and by Hugging Face's tokenizer. Folders as for `count_1mb_hf`.
 fn rendered_count_model_folders(c: &mut Criterion) {
     use context_assembler::tokens::ChatMessage;
     use context_assembler::tokens::hf::{HfModel, Piece};
@@ -146,6 +147,18 @@ fn rendered_count_model_folders(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("pieces", family), |b| {
             b.iter(|| by_pieces(&render()))
+        });
+        // The ids, as the render node answers them: the fast path where the
+        // folder has one, and Hugging Face's tokenizer, side by side.
+        assert_eq!(
+            model.encode(&sample, false),
+            model.reference_encode(&sample, false)
+        );
+        g.bench_function(BenchmarkId::new("ids", family), |b| {
+            b.iter(|| model.encode(&render(), false).unwrap().len())
+        });
+        g.bench_function(BenchmarkId::new("ids_reference", family), |b| {
+            b.iter(|| model.reference_encode(&render(), false).unwrap().len())
         });
     }
     g.finish();

@@ -355,6 +355,18 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Runs short domain work on this thread, holding `permit` until it ends;
+/// a panic there is [`FlowError::Panicked`], as on the pool.
+pub fn inline<P, T, R>(permit: P, f: impl FnOnce(&Cancel) -> T) -> Result<T, FlowError<R>> {
+    let _permit = permit;
+    let cancel = Cancel::new();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&cancel))).map_err(|_| {
+        // Never the panic payload: it may quote request content.
+        warn!(panicked = true, "domain work failed");
+        FlowError::Panicked
+    })
+}
+
 /// A warm try on this thread; a panic is [`FlowError::Panicked`], as on
 /// the pool.
 fn warm<R>(assembler: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Result<Attempt, FlowError<R>> {

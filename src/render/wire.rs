@@ -8,8 +8,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use minijinja::Value as Tv;
 use minijinja::value::ValueKind;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::RenderError;
 use crate::tokens::Conversation;
@@ -290,36 +290,67 @@ pub struct Echo<'a> {
     pub max_tokens: Option<u64>,
 }
 
+/// vLLM's `GenerateRequest`, written straight from the ids (no JSON tree
+/// of eight thousand numbers on the way).
+#[derive(Debug, Serialize)]
+pub struct GenerateRequest<'a> {
+    request_id: String,
+    token_ids: &'a [u32],
+    features: Option<()>,
+    sampling_params: SamplingParams,
+    model: Option<&'a str>,
+    stream: bool,
+    stream_options: Option<&'a Value>,
+    cache_salt: Option<&'a str>,
+    priority: i64,
+    kv_transfer_params: Option<()>,
+}
+
+/// The sampling parameters that differ from vLLM's defaults.
+#[derive(Debug, Serialize)]
+struct SamplingParams {
+    max_tokens: u64,
+}
+
 /// vLLM's `GenerateRequest` for `ids`: the ids, no multimodal features, the
 /// sampling parameters that differ from vLLM's defaults (the answer's
 /// budget: the request's, else what the window leaves), and the echoed
 /// fields.
-pub fn generate_request(ids: &[u32], window: u32, e: &Echo<'_>) -> Value {
+pub fn generate_request<'a>(ids: &'a [u32], window: u32, e: &Echo<'a>) -> GenerateRequest<'a> {
     let max_tokens = e
         .max_tokens
         .unwrap_or_else(|| u64::from(window).saturating_sub(ids.len() as u64));
-    json!({
-        "request_id": format!("{}-{}", e.kind, request_id()),
-        "token_ids": ids,
-        "features": null,
-        "sampling_params": {"max_tokens": max_tokens},
-        "model": e.model,
-        "stream": e.stream,
-        "stream_options": if e.stream { e.stream_options.cloned().unwrap_or(Value::Null) } else { Value::Null },
-        "cache_salt": e.cache_salt,
-        "priority": e.priority,
-        "kv_transfer_params": null,
-    })
+    GenerateRequest {
+        request_id: format!("{}-{}", e.kind, request_id()),
+        token_ids: ids,
+        features: None,
+        sampling_params: SamplingParams { max_tokens },
+        model: e.model,
+        stream: e.stream,
+        stream_options: if e.stream { e.stream_options } else { None },
+        cache_salt: e.cache_salt,
+        priority: e.priority,
+        kv_transfer_params: None,
+    }
 }
 
 /// `/tokenize`'s answer.
-pub fn tokenized(ids: &[u32], window: u32) -> Value {
-    json!({
-        "count": ids.len(),
-        "max_model_len": window,
-        "tokens": ids,
-        "token_strs": null,
-    })
+#[derive(Debug, Serialize)]
+pub struct Tokenized<'a> {
+    count: usize,
+    max_model_len: u32,
+    tokens: &'a [u32],
+    token_strs: Option<()>,
+}
+
+/// `/tokenize`'s answer for `ids`.
+pub fn tokenized(ids: &[u32], window: u32) -> Tokenized<'_> {
+    Tokenized {
+        count: ids.len(),
+        max_model_len: window,
+        tokens: ids,
+        token_strs: None,
+    }
 }
 
 /// A request id: 32 hex digits, distinct within the process and across
@@ -339,6 +370,8 @@ fn request_id() -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// A JSON list as template values, keys in their written order.
@@ -408,12 +441,40 @@ mod tests {
             priority: 0,
             max_tokens: None,
         };
-        let v = generate_request(&[1, 2, 3], 10, &e);
+        let answer = |ids: &[u32]| serde_json::to_value(generate_request(ids, 10, &e)).unwrap();
+        let v = answer(&[1, 2, 3]);
         assert_eq!(v["token_ids"], json!([1, 2, 3]));
         assert_eq!(v["features"], Value::Null);
         assert_eq!(v["sampling_params"]["max_tokens"], 7);
         assert_eq!(v["cache_salt"], "s");
         assert!(v["request_id"].as_str().unwrap().starts_with("chatcmpl-"));
-        assert_ne!(v["request_id"], generate_request(&[1], 10, &e)["request_id"]);
+        assert_ne!(v["request_id"], answer(&[1])["request_id"]);
+        // Every key vLLM writes, in its order, `null` where it has nothing.
+        let text = serde_json::to_string(&generate_request(&[1], 10, &e)).unwrap();
+        let at: Vec<usize> = [
+            "request_id",
+            "token_ids",
+            "features",
+            "sampling_params",
+            "model",
+            "stream",
+            "stream_options",
+            "cache_salt",
+            "priority",
+            "kv_transfer_params",
+        ]
+        .iter()
+        .map(|k| {
+            text.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k} in {text}"))
+        })
+        .collect();
+        assert!(at.is_sorted(), "{text}");
+        assert_eq!(v.as_object().unwrap().len(), at.len());
+        let t = serde_json::to_value(tokenized(&[4, 5], 9)).unwrap();
+        assert_eq!(
+            t,
+            json!({"count": 2, "max_model_len": 9, "tokens": [4, 5], "token_strs": null})
+        );
     }
 }

@@ -79,8 +79,12 @@ pub struct HfModel {
     specials: Vec<String>,
     /// Finds them in a text, longest first.
     finder: aho_corasick::AhoCorasick,
-    /// The fast count, for a tokenizer it reproduces ([`fast`], [`pieces`]).
+    /// The fast count and ids, for a tokenizer it reproduces ([`fast`],
+    /// [`pieces`]).
     fast: Option<Fast>,
+    /// What `encode(text, add_special_tokens=True)` puts before and after
+    /// a text's ids, when the fast ids are used.
+    affixes: Option<Affixes>,
     /// Where the added vocabulary cuts a text ([`split`]).
     splitter: Option<Splitter>,
 }
@@ -157,13 +161,19 @@ impl HfModel {
         }
         let tokenizer = tokenizers::Tokenizer::from_bytes(&tok_bytes)
             .map_err(|e| malformed(&tok_path, format!("not a tokenizer: {e}")))?;
-        // The fast count, once it agrees with the reference on awkward texts.
+        // The fast count and ids, once they agree with the reference on
+        // awkward texts (or leave them to it).
         let fast = Fast::of(&tok_json).filter(|f| {
             fast::SAMPLES.iter().all(|t| {
-                let reference = tokenizer.encode_fast(*t, false).map(|e| e.len()).ok();
-                f.count(t) == reference
+                let reference = tokenizer.encode_fast(*t, false).ok();
+                let reference = reference.as_ref().map(tokenizers::Encoding::get_ids);
+                let mut ids = Vec::new();
+                let count_ok = f.count(t).is_none_or(|n| Some(n) == reference.map(<[u32]>::len));
+                let ids_ok = f.ids(t, &mut ids).is_none() || Some(ids.as_slice()) == reference;
+                count_ok && ids_ok
             })
         });
+        let affixes = fast.as_ref().and_then(|_| special_affixes(&tokenizer));
         let splitter = Splitter::of(&tok_json);
         drop(tok_json);
 
@@ -252,6 +262,7 @@ impl HfModel {
             specials,
             finder,
             fast,
+            affixes,
             splitter,
         })
     }
@@ -305,6 +316,27 @@ impl HfModel {
     /// folder computes. `Err` with the tokenizer's reason where it refuses
     /// (none of the supported types does for valid UTF-8).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+        if let Some(fast) = &self.fast {
+            let none = Affixes::default();
+            let affixes = if add_special_tokens {
+                self.affixes.as_ref()
+            } else {
+                Some(&none)
+            };
+            if let Some(a) = affixes {
+                let mut out = Vec::with_capacity(text.len() / 3 + a.before.len() + a.after.len());
+                out.extend_from_slice(&a.before);
+                if fast.ids(text, &mut out).is_some() {
+                    out.extend_from_slice(&a.after);
+                    return Ok(out);
+                }
+            }
+        }
+        self.reference_encode(text, add_special_tokens)
+    }
+
+    /// [`HfModel::encode`] by Hugging Face's tokenizer itself.
+    pub fn reference_encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
         self.tokenizer
             .encode_fast(text, add_special_tokens)
             .map(|e| e.get_ids().to_vec())
@@ -417,10 +449,36 @@ fn template_source(config: &serde_json::Value) -> Result<Option<String>, String>
     }
 }
 
+/// The special tokens a tokenizer's post-processor adds around a single
+/// text's ids.
+#[derive(Debug, Default)]
+struct Affixes {
+    before: Vec<u32>,
+    after: Vec<u32>,
+}
+
+/// The ids `tokenizer` adds around a text with its special tokens, read
+/// off two samples (the same for both, or `None`: the reference adds them).
+fn special_affixes(tokenizer: &tokenizers::Tokenizer) -> Option<Affixes> {
+    let mut found: Option<(Vec<u32>, Vec<u32>)> = None;
+    for sample in ["a", "Hello, world!\n\n  12345"] {
+        let with = tokenizer.encode_fast(sample, true).ok()?;
+        let without = tokenizer.encode_fast(sample, false).ok()?;
+        let (with, without) = (with.get_ids(), without.get_ids());
+        let at = (0..=with.len().checked_sub(without.len())?).find(|&i| with[i..].starts_with(without))?;
+        let pair = (with[..at].to_vec(), with[at + without.len()..].to_vec());
+        if found.as_ref().is_some_and(|f| *f != pair) {
+            return None;
+        }
+        found = Some(pair);
+    }
+    found.map(|(before, after)| Affixes { before, after })
+}
+
 /// A fast count of one of the kinds recognised.
 #[derive(Debug)]
 enum Fast {
-    /// Byte-level BPE with cl100k's split (Llama 3).
+    /// Byte-level BPE with cl100k's split (Llama 3) or Qwen's.
     ByteLevel(FastCount),
     /// SentencePiece-style BPE (Gemma 3).
     Pieces(PieceCount),
@@ -437,6 +495,18 @@ impl Fast {
         match self {
             Fast::ByteLevel(f) => f.count(text),
             Fast::Pieces(p) => Some(p.count(text)),
+        }
+    }
+
+    /// The ids of `text` appended to `out`, or `None` where the reference
+    /// must encode.
+    fn ids(&self, text: &str, out: &mut Vec<u32>) -> Option<()> {
+        match self {
+            Fast::ByteLevel(f) => f.ids(text, out),
+            Fast::Pieces(p) => {
+                p.ids(text, out);
+                Some(())
+            }
         }
     }
 }

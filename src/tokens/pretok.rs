@@ -162,17 +162,26 @@ pub struct Pieces<'a> {
     pos: usize,
     classes: &'static Classes,
     o200k: bool,
+    /// The longest run of numbers one piece takes (`\p{N}{1,3}`: 3).
+    max_digits: usize,
 }
 
 /// The pre-tokenizer's pieces of `text` for `encoding` (the same as
 /// bpe-openai's `split` and tiktoken's regex), or `None` if the class
 /// tables could not be built (never; see [`Classes::get`]).
 pub fn split(encoding: Encoding, text: &str) -> Option<Pieces<'_>> {
+    split_digits(encoding, text, 3)
+}
+
+/// [`split`] with `\p{N}{1,max_digits}` for the numbers' alternative: Qwen
+/// 2 and 3 split cl100k's way but take each number alone (`\p{N}`).
+pub(crate) fn split_digits(encoding: Encoding, text: &str, max_digits: usize) -> Option<Pieces<'_>> {
     Some(Pieces {
         text,
         pos: 0,
         classes: Classes::get()?,
         o200k: encoding == Encoding::O200kBase,
+        max_digits: max_digits.max(1),
     })
 }
 
@@ -266,9 +275,10 @@ impl Pieces<'_> {
         }
     }
 
-    /// `\p{N}{1,3}` at `pos`, whose character is a number.
+    /// `\p{N}{1,3}` (or up to `max_digits`) at `pos`, whose character is
+    /// a number.
     fn digits(&self, mut pos: usize) -> usize {
-        for _ in 0..3 {
+        for _ in 0..self.max_digits {
             let c = self.at(pos);
             if c.flags & NUMBER == 0 {
                 break;

@@ -128,16 +128,31 @@ async fn completions_render_each_prompt_with_its_special_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let server = server(dir.path()).await;
     let addr = server.render.unwrap();
-    let prompts = ["hello world<|im_end|>", "the rest of it"];
+    // The last prompt makes a body that renders on the blocking pool, the
+    // others one rendered on the connection's thread.
+    let long = "the rest of it, hello world. ".repeat(3000);
+    let prompts = ["hello world<|im_end|>", "the rest of it", long.as_str()];
     let (status, answer) = post(
         addr,
         "/v1/completions/render",
-        &json!({"model": "open-model", "prompt": prompts}),
+        &json!({"model": "open-model", "prompt": &prompts[..2]}),
     )
     .await;
     assert_eq!(status, 200, "{answer}");
-    let answers = answer.as_array().unwrap();
-    assert_eq!(answers.len(), 2);
+    let (status, more) = post(
+        addr,
+        "/v1/completions/render",
+        &json!({"model": "open-model", "prompt": prompts[2]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{more}");
+    let answers: Vec<&Value> = answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(more.as_array().unwrap())
+        .collect();
+    assert_eq!(answers.len(), 3);
     for (a, p) in answers.iter().zip(prompts) {
         assert_eq!(ids(&a["token_ids"]), reference(dir.path(), p, true));
         assert!(a["request_id"].as_str().unwrap().starts_with("cmpl-"));

@@ -15,11 +15,10 @@
 
 use std::collections::HashMap;
 
-use aho_corasick::AhoCorasick;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
-use super::fast::{added_finder, merge, merge_table};
+use super::fast::{Added, Segment, added_finder, merge, merge_table};
 
 /// The word-boundary mark SentencePiece writes for a space.
 const SPACE: char = '\u{2581}';
@@ -34,7 +33,7 @@ pub(super) struct PieceCount {
     /// The token id of each byte's fallback token `<0xXX>`.
     byte_ids: [u32; 256],
     merges: FxHashMap<(u32, u32), (u32, u32)>,
-    added: Option<AhoCorasick>,
+    added: Option<Added>,
     /// Tokens holding a `▁` after another character, with that `▁`'s byte
     /// offset in them: a cut there stays closed where the token's text
     /// stands.
@@ -133,39 +132,55 @@ impl PieceCount {
     /// Tokens of `text`, as the reference encodes it without added special
     /// tokens.
     pub(super) fn count(&self, text: &str) -> usize {
-        let normalize = |t: &str| t.replace(' ', "\u{2581}");
-        let mut segments: Vec<String> = Vec::new();
-        let mut n = 0;
-        let mut at = 0;
-        if let Some(added) = &self.added {
-            for m in added.find_iter(text) {
-                segments.push(normalize(&text[at..m.start()]));
-                n += 1;
-                at = m.end();
-            }
-        }
-        segments.push(normalize(&text[at..]));
-        let mut memo = FxHashMap::default();
-        for s in &segments {
-            n += self.count_normalized(s, &mut memo);
-        }
-        n
+        let mut out = Vec::new();
+        self.ids(text, &mut out);
+        out.len()
     }
 
-    /// Tokens of a normalized text without added tokens, cut by cut.
-    fn count_normalized<'t>(&self, text: &'t str, memo: &mut FxHashMap<&'t str, usize>) -> usize {
-        let mut n = 0;
+    /// The ids of `text`, as the reference encodes it without added special
+    /// tokens, appended to `out`.
+    pub(super) fn ids(&self, text: &str, out: &mut Vec<u32>) {
+        /// A segment with its text normalized.
+        enum Normalized {
+            Text(String),
+            Token(u32),
+        }
+        let segments: Vec<Normalized> = Added::segments(self.added.as_ref(), text)
+            .map(|s| match s {
+                Segment::Plain(plain) => Normalized::Text(plain.replace(' ', "\u{2581}")),
+                Segment::Token(id) => Normalized::Token(id),
+            })
+            .collect();
+        // Each distinct cut's ids, as where they already stand in `out`.
+        let mut memo = FxHashMap::default();
+        let mut scratch = Vec::new();
+        for segment in &segments {
+            match segment {
+                Normalized::Token(id) => out.push(*id),
+                Normalized::Text(t) => self.ids_normalized(t, out, &mut memo, &mut scratch),
+            }
+        }
+    }
+
+    /// The ids of a normalized text without added tokens, cut by cut.
+    fn ids_normalized<'t>(
+        &self,
+        text: &'t str,
+        out: &mut Vec<u32>,
+        memo: &mut FxHashMap<&'t str, (usize, usize)>,
+        scratch: &mut Vec<u32>,
+    ) {
         let mut start = 0;
         let mut prev: Option<char> = None;
         for (i, c) in text.char_indices() {
             let cut = c == SPACE && prev.is_some_and(|p| p != SPACE) && !self.crossed(text, i);
             if cut {
-                n += self.cut_tokens(&text[start..i], memo);
+                self.cut_ids(&text[start..i], out, memo, scratch);
                 start = i;
             }
             prev = Some(c);
         }
-        n + self.cut_tokens(&text[start..], memo)
+        self.cut_ids(&text[start..], out, memo, scratch);
     }
 
     /// Whether a token that crosses the cut before byte `i` stands there.
@@ -177,15 +192,22 @@ impl PieceCount {
         })
     }
 
-    /// Tokens of one cut, merged once per distinct cut.
-    fn cut_tokens<'t>(&self, cut: &'t str, memo: &mut FxHashMap<&'t str, usize>) -> usize {
+    /// The ids of one cut, merged once per distinct cut.
+    fn cut_ids<'t>(
+        &self,
+        cut: &'t str,
+        out: &mut Vec<u32>,
+        memo: &mut FxHashMap<&'t str, (usize, usize)>,
+        symbols: &mut Vec<u32>,
+    ) {
         if cut.is_empty() {
-            return 0;
+            return;
         }
-        if let Some(&n) = memo.get(cut) {
-            return n;
+        if let Some(&(at, len)) = memo.get(cut) {
+            out.extend_from_within(at..at + len);
+            return;
         }
-        let mut symbols = Vec::with_capacity(cut.len());
+        symbols.clear();
         for c in cut.chars() {
             match self.chars.get(&c) {
                 Some(&id) => symbols.push(id),
@@ -197,8 +219,8 @@ impl PieceCount {
                 }
             }
         }
-        let n = merge(&mut symbols, &self.merges);
-        memo.insert(cut, n);
-        n
+        merge(symbols, &self.merges);
+        memo.insert(cut, (out.len(), symbols.len()));
+        out.extend_from_slice(symbols);
     }
 }

@@ -214,12 +214,15 @@ fn real_folder(family: &str) -> Option<HfModel> {
 
 /// The fixture's vocabulary merges a piece that is itself a token
 /// (`ignore_merges` is off): the one-probe shortcut would be wrong there, so
-/// it is not counted fast, and counts stay the reference's.
+/// every piece is merged, and counts and ids stay the reference's.
 #[test]
-fn a_vocabulary_that_merges_its_own_tokens_is_not_counted_fast() {
+fn a_vocabulary_that_merges_its_own_tokens_is_merged_piece_by_piece() {
     let (_d, m) = folder(None);
-    assert!(!m.counts_fast());
-    assert_eq!(m.count("    "), m.reference_count("    "));
+    assert!(m.counts_fast());
+    for text in ["    ", "hello world    the cat", "  \n\n\n"] {
+        assert_eq!(m.count(text), m.reference_count(text), "{text:?}");
+        assert_eq!(m.encode(text, false), m.reference_encode(text, false), "{text:?}");
+    }
 }
 
 /// The fixture with `ignore_merges` on, as Llama 3's.
@@ -248,6 +251,19 @@ proptest::proptest! {
     ) {
         counted_fast_as_the_reference(Some(&IGNORING.1), &format!("{text}{special}{text}"))?;
     }
+
+    /// Without `ignore_merges` (every piece merged, the one-probe shortcut
+    /// off), counts and ids are still the reference's.
+    #[test]
+    fn the_fast_count_merging_every_piece_is_the_references(
+        text in proptest::prop_oneof![
+            crate::tokens::tokenizer::tests::adversarial_text(),
+            "[ \t\n\r\u{a0}hel owrdTca.<|>_mise]{0,200}",
+        ],
+        special in proptest::sample::select(vec!["", "<|im_end|>", "<start_of_turn>", "<|im_start|>"]),
+    ) {
+        counted_fast_as_the_reference(Some(&MERGING.1), &format!("{text}{special}{text}"))?;
+    }
 }
 
 /// `model` (a real folder, when one was fetched) counts `text` fast, and as
@@ -262,11 +278,17 @@ fn counted_fast_as_the_reference(
     };
     proptest::prop_assert!(m.counts_fast());
     proptest::prop_assert_eq!(m.count(text), m.reference_count(text));
+    // The fast ids too, with and without the special tokens the
+    // post-processor adds.
+    for special in [false, true] {
+        proptest::prop_assert_eq!(m.encode(text, special), m.reference_encode(text, special));
+    }
     Ok(())
 }
 
 static IGNORING: std::sync::LazyLock<(tempfile::TempDir, HfModel)> =
     std::sync::LazyLock::new(ignoring_merges);
+static MERGING: std::sync::LazyLock<(tempfile::TempDir, HfModel)> = std::sync::LazyLock::new(|| folder(None));
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
@@ -287,6 +309,26 @@ proptest::proptest! {
 }
 
 static LLAMA: std::sync::LazyLock<Option<HfModel>> = std::sync::LazyLock::new(|| real_folder("llama3_1"));
+static QWEN: std::sync::LazyLock<Option<HfModel>> = std::sync::LazyLock::new(|| real_folder("qwen3"));
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+    /// Qwen 3's folder (NFC, numbers one by one, every piece merged) is
+    /// counted and encoded fast, with the reference's counts and ids; text
+    /// NFC would change (a decomposed accent) is left to the reference.
+    #[test]
+    fn qwen_3_is_counted_fast_and_exactly(
+        text in proptest::prop_oneof![
+            crate::tokens::tokenizer::tests::adversarial_text(),
+            "\\PC{0,300}",
+            "[ \t\n\r\u{a0}\u{3000}\u{301}a-z0-9'.,!<|>_]{0,300}",
+        ],
+        special in proptest::sample::select(vec!["", "<|im_end|>", "<|im_start|>", "<tool_call>", "<think>"]),
+    ) {
+        counted_fast_as_the_reference(QWEN.as_ref(), &format!("{text}{special}{text}"))?;
+    }
+}
 static GEMMA: std::sync::LazyLock<Option<HfModel>> = std::sync::LazyLock::new(|| real_folder("gemma3"));
 
 proptest::proptest! {
@@ -309,13 +351,14 @@ proptest::proptest! {
 }
 
 /// Which real folders are counted fast: Llama 3.1 (cl100k's split,
-/// `ignore_merges`) and Gemma 3 (SentencePiece-style BPE); Qwen 3 and
-/// DeepSeek V3 have split patterns of their own.
+/// `ignore_merges`), Qwen 3 (cl100k's split with single numbers, NFC) and
+/// Gemma 3 (SentencePiece-style BPE); DeepSeek V3 splits three times, with
+/// patterns of its own.
 #[test]
 fn the_real_folders_that_are_counted_fast() {
     for (family, fast) in [
         ("llama3_1", true),
-        ("qwen3", false),
+        ("qwen3", true),
         ("deepseek_v3", false),
         ("gemma3", true),
     ] {

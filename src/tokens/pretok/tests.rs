@@ -70,6 +70,7 @@ fn every_code_point_has_the_regex_classes() {
             pos: 0,
             classes,
             o200k: false,
+            max_digits: 3,
         };
         let read = pieces.at(0);
         assert_eq!((read.cp, read.len), (cp, c.len_utf8()), "{cp:#x}");
@@ -419,5 +420,43 @@ proptest! {
             text.push('x');
         }
         assert_same_pieces(&text);
+    }
+}
+
+/// Qwen's pattern (cl100k's with `\p{N}` for `\p{N}{1,3}`), as Hugging
+/// Face's own `Split` pre-tokenizer runs it.
+fn qwen_reference(text: &str) -> Vec<String> {
+    use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+    use tokenizers::{
+        OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, SplitDelimiterBehavior,
+    };
+    const QWEN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    let split = Split::new(
+        SplitPattern::Regex(QWEN.to_owned()),
+        SplitDelimiterBehavior::Isolated,
+        false,
+    )
+    .unwrap();
+    let mut pre = PreTokenizedString::from(text);
+    split.pre_tokenize(&mut pre).unwrap();
+    pre.get_splits(OffsetReferential::Original, OffsetType::Byte)
+        .into_iter()
+        .map(|(s, _, _)| s.to_owned())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+    /// With numbers one at a time the split is Qwen's, piece for piece.
+    #[test]
+    fn single_digit_pieces_equal_qwens_split(
+        text in prop_oneof![
+            crate::tokens::tokenizer::tests::adversarial_text(),
+            "[ \t\n\r0-9\u{660}-\u{669}\u{b2}\u{bd}a-zA-Z'.,]{0,120}",
+        ],
+    ) {
+        let ours: Vec<&str> = super::split_digits(Encoding::Cl100kBase, &text, 1).unwrap().collect();
+        prop_assert_eq!(ours, qwen_reference(&text));
     }
 }
