@@ -190,11 +190,7 @@ async fn work<A: Admission>(
     let body = http1::read_json(req, node.admission.max_body_bytes(), RENDER_BODY_TIMEOUT).await?;
     let body_len = body.len();
     let renderer = node.renderer.clone();
-    let render = move |_: &Cancel| match endpoint {
-        CHAT => chat(&renderer, &body),
-        COMPLETIONS => completions(&renderer, &body),
-        _ => tokenize(&renderer, &body),
-    };
+    let render = move |_: &Cancel| answer(&renderer, endpoint, &body);
     // A small body renders here, sparing two thread hand-offs; a large one
     // on the blocking pool, never holding this thread long.
     let done = if body_len <= INLINE_BODY_BYTES {
@@ -209,6 +205,23 @@ async fn work<A: Admission>(
             "internal error while rendering",
         )
     })?
+}
+
+/// What the node answers a POST to `endpoint` (one of [`ENDPOINTS`])
+/// whose body is `body`, once admitted and read: the answer's JSON text, or
+/// the refusal's status code and message. The listener's own cost is
+/// measured against this, in process (`benches/render_node.rs`).
+pub fn respond(renderer: &Renderer, endpoint: &str, body: &[u8]) -> Result<String, (u16, String)> {
+    answer(renderer, endpoint, body).map_err(|f| (f.status.as_u16(), f.message))
+}
+
+/// [`respond`], its refusal as the listener writes it.
+fn answer(renderer: &Renderer, endpoint: &str, body: &[u8]) -> Result<String, Failure> {
+    match endpoint {
+        CHAT => chat(renderer, body),
+        COMPLETIONS => completions(renderer, body),
+        _ => tokenize(renderer, body),
+    }
 }
 
 /// The body as `T`, or a 400 naming serde's complaint (a position, never
@@ -232,7 +245,7 @@ fn chat(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
     let echo = r
         .common
         .echo("chatcmpl", r.max_completion_tokens.or(r.max_tokens));
-    Ok(answer(&wire::generate_request(&ids, window, &echo)))
+    Ok(to_json(&wire::generate_request(&ids, window, &echo)))
 }
 
 /// A chat request's ids and its model's window.
@@ -261,7 +274,7 @@ fn completions(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
         .iter()
         .map(|(ids, window)| wire::generate_request(ids, *window, &echo))
         .collect();
-    Ok(answer(&answers))
+    Ok(to_json(&answers))
 }
 
 fn tokenize(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
@@ -282,11 +295,11 @@ fn tokenize(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
             return Err(RenderError::invalid("prompt", "give exactly one of `prompt` and `messages`").into());
         }
     };
-    Ok(answer(&wire::tokenized(&ids, window)))
+    Ok(to_json(&wire::tokenized(&ids, window)))
 }
 
 /// An answer's JSON text (its types always serialize).
-fn answer(a: &impl serde::Serialize) -> String {
+fn to_json(a: &impl serde::Serialize) -> String {
     serde_json::to_string(a).unwrap_or_default()
 }
 
