@@ -4,9 +4,16 @@ For each family folder and each size (about 1k, 8k and 32k tokens), the same con
   - python: tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True), what vLLM's
     render runs per request, in this process;
   - sidecar: POST /v1/chat/completions/render to a release sidecar over one keep-alive HTTP/1.1
-    connection (client time: request sent to answer parsed).
+    connection (client time: request sent to the answer's last byte received), and apart from it
+    what this Python client then spends decoding the answer's JSON (json.loads of thousands of
+    numbers, 0.7 ms at 8k here: the client's cost, which a Go router pays at a fraction of it).
 Rounds alternate the two; the figure is the median per request over all rounds, and the ratio is
-python / sidecar. Every answer's ids are checked against transformers' first.
+python / sidecar (and python / (sidecar + decode)). Every answer's ids are checked against
+transformers'.
+
+Then, when `wrk` is on the PATH, throughput at 8k tokens with the whole machine: the sidecar under wrk
+(4 keep-alive connections, one thread) against transformers in two processes (one per core), each
+rendering the same conversation in a loop; requests per second over THROUGHPUT_SECS (default 5).
 
 Usage: python3 benches/render_compare.py BINARY VOCAB_DIR [ROUNDS]
   (build the binary with `cargo build --release`; VOCAB_DIR as .ci/hf_vocab.sh fetches it)
@@ -14,7 +21,10 @@ Usage: python3 benches/render_compare.py BINARY VOCAB_DIR [ROUNDS]
 
 import http.client
 import json
+import multiprocessing
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,8 +83,9 @@ def main():
                     break
                 except OSError:
                     time.sleep(0.2)
-            print("| family | tokens | python apply_chat_template ms | sidecar render ms (HTTP) | ratio |")
-            print("|---|---|---|---|---|")
+            print("| family | tokens | python apply_chat_template ms | sidecar render ms (HTTP) | ratio "
+                  "| client's json.loads ms | ratio with it |")
+            print("|---|---|---|---|---|---|---|")
             for family in FAMILIES:
                 tok = vocabs[family].tok
                 for size in SIZES:
@@ -88,24 +99,66 @@ def main():
                     def sidecar():
                         conn.request("POST", "/v1/chat/completions/render", body,
                                      {"content-type": "application/json"})
-                        return json.loads(conn.getresponse().read())
+                        return conn.getresponse().read()
 
-                    got = sidecar()["token_ids"]
-                    if got != expected:
-                        raise SystemExit(f"{family} {size}: the sidecar's ids differ from transformers'")
-                    py, sc = [], []
+                    py, sc, dec = [], [], []
                     for _ in range(rounds):
                         t = time.perf_counter()
                         python()
                         py.append(time.perf_counter() - t)
                         t = time.perf_counter()
-                        sidecar()
+                        answer = sidecar()
                         sc.append(time.perf_counter() - t)
-                    p, s = statistics.median(py) * 1e3, statistics.median(sc) * 1e3
-                    print(f"| {family} | {len(expected):,} | {p:.2f} | {s:.3f} | {p / s:.1f}x |", flush=True)
+                        t = time.perf_counter()
+                        got = json.loads(answer)["token_ids"]
+                        dec.append(time.perf_counter() - t)
+                        if got != expected:
+                            raise SystemExit(f"{family} {size}: the sidecar's ids differ from transformers'")
+                    p, s, d = (statistics.median(x) * 1e3 for x in (py, sc, dec))
+                    print(f"| {family} | {len(expected):,} | {p:.2f} | {s:.3f} | {p / s:.1f}x | {d:.3f} "
+                          f"| {p / (s + d):.1f}x |", flush=True)
+            if shutil.which("wrk"):
+                throughput(vocabs, port, tmp)
         finally:
             server.terminate()
             server.wait(timeout=30)
+
+
+def python_loop(args):
+    """Renders `messages` with `tok` for `secs` seconds; how many times."""
+    tok, messages, secs = args
+    n, end = 0, time.perf_counter() + secs
+    while time.perf_counter() < end:
+        tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        n += 1
+    return n
+
+
+def throughput(vocabs, port, tmp):
+    secs = float(os.environ.get("THROUGHPUT_SECS", "5"))
+    print()
+    print("| family | tokens | python requests/s (2 processes) | sidecar requests/s (wrk, 4 connections) | ratio |")
+    print("|---|---|---|---|---|")
+    for family in FAMILIES:
+        tok = vocabs[family].tok
+        messages = conversation(tok, 8_000)
+        tokens = len(vocabs[family].chat_ids(messages))
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            py = sum(pool.map(python_loop, [(tok, messages, secs)] * 2)) / secs
+        body = os.path.join(tmp, f"{family}.json")
+        with open(body, "w", encoding="utf-8") as f:
+            json.dump({"model": family, "messages": messages}, f)
+        script = os.path.join(tmp, f"{family}.lua")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                    f'wrk.body = io.open({json.dumps(body)}):read("*a")\n')
+        out = subprocess.run(["wrk", "-t1", "-c4", f"-d{secs:g}s", "-s", script,
+                              f"http://127.0.0.1:{port}/v1/chat/completions/render"],
+                             capture_output=True, text=True, check=True).stdout
+        if "Non-2xx" in out:
+            raise SystemExit(f"{family}: the sidecar refused requests under load:\n{out}")
+        sc = float(re.search(r"Requests/sec:\s*([0-9.]+)", out).group(1))
+        print(f"| {family} | {tokens:,} | {py:.1f} | {sc:.1f} | {sc / py:.1f}x |", flush=True)
 
 
 if __name__ == "__main__":
