@@ -9,6 +9,10 @@
 //!   127.0.0.1:0, the answer read whole (a blocking client on this thread,
 //!   the server on its own runtime).
 //!
+//! Criterion times each way in turn; then the two are alternated call by
+//! call and the medians printed (`render_node paired ...`), the listener's
+//! share being the median of each pair's difference.
+//!
 //! Folders from `CONTEXT_ASSEMBLER_HF_VOCAB` or `target/hf-vocab` (fetched by
 //! `.ci/hf_vocab.sh`); a family without its folder is skipped.
 
@@ -189,11 +193,41 @@ fn render_node(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new("http", &id), |b| {
                 b.iter(|| client.chat(&body).len())
             });
+            paired(&id, &renderer, &mut client, &body);
         }
     }
     g.finish();
     let _ = stop.send(());
     runtime.block_on(server).unwrap();
+}
+
+/// The two ways alternated call by call (so both see the same machine),
+/// `PAIRS` times: the medians, and the median of each pair's difference,
+/// printed.
+fn paired(id: &str, renderer: &Renderer, client: &mut Client, body: &[u8]) {
+    const PAIRS: usize = 300;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mut local, mut remote, mut added) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..PAIRS {
+        let t = std::time::Instant::now();
+        std::hint::black_box(respond(renderer, CHAT, body).unwrap());
+        let l = t.elapsed().as_secs_f64() * 1e6;
+        let t = std::time::Instant::now();
+        std::hint::black_box(client.chat(body));
+        let r = t.elapsed().as_secs_f64() * 1e6;
+        local.push(l);
+        remote.push(r);
+        added.push(r - l);
+    }
+    eprintln!(
+        "render_node paired {id}: in_process {:.1} µs, http {:.1} µs, http - in_process {:.1} µs (medians of {PAIRS})",
+        median(&mut local),
+        median(&mut remote),
+        median(&mut added)
+    );
 }
 
 criterion_group!(benches, render_node);
