@@ -289,25 +289,33 @@ pub fn abandoned_status() -> Status {
     )
 }
 
-/// A bounded label for a status code.
+/// A bounded label for a status code: its name in [`metrics::GRPC_CODES`],
+/// which is indexed by the code's number.
 pub fn code_label(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
+    metrics::GRPC_CODES
+        .get(code as usize)
+        .copied()
+        .unwrap_or("UNKNOWN")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The label of every code is its name in SCREAMING_SNAKE_CASE.
+    #[test]
+    fn every_code_is_labelled_by_its_name() {
+        for n in 0..=16 {
+            let code = Code::from_i32(n);
+            let mut name = String::new();
+            for (k, c) in format!("{code:?}").chars().enumerate() {
+                if c.is_uppercase() && k > 0 {
+                    name.push('_');
+                }
+                name.push(c.to_ascii_uppercase());
+            }
+            assert_eq!(code_label(code), name);
+        }
+        assert_eq!(metrics::GRPC_CODES.len(), 17);
     }
 }

@@ -29,8 +29,7 @@ pub fn install_metrics() -> Result<PrometheusHandle, ServeError> {
     HANDLE
         .get_or_init(|| {
             let (recorder, handle) = metrics::build_recorder()?;
-            ::metrics::set_global_recorder(recorder).map_err(|e| e.to_string())?;
-            metrics::describe();
+            metrics::install(recorder)?;
             let upkeep = handle.clone();
             std::thread::Builder::new()
                 .name("metrics-upkeep".to_owned())

@@ -6,10 +6,14 @@
 //! the crate. Series whose label values the domain owns (block kinds,
 //! providers, models, ...) are started at zero by `server::series`.
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics::{
+    Counter, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
 mod names;
 
@@ -50,6 +54,16 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
         .build_recorder();
     let handle = recorder.handle();
     Ok((recorder, handle))
+}
+
+/// Installs `recorder` as the process's recorder and describes every
+/// metric; from then on the per-call series keep their handles (see
+/// [`Handles`]). Fails if a recorder was already installed.
+pub fn install(recorder: PrometheusRecorder) -> Result<(), String> {
+    ::metrics::set_global_recorder(recorder).map_err(|e| e.to_string())?;
+    describe();
+    INSTALLED.store(true, Ordering::Release);
+    Ok(())
 }
 
 /// Describes every metric once (call after installing the recorder).
@@ -423,13 +437,25 @@ pub fn refused(rpc: &'static str, reason: &'static str) {
 /// While a trace recorder is entered on this thread, the phase is also kept
 /// as a span (see [`super::trace`]).
 pub fn phase(phase: &'static str, took: Duration) {
-    phase_ended(phase, std::time::Instant::now(), took);
+    phase_histogram(phase, took);
+    super::trace::phase(phase, took);
 }
 
 /// [`phase`] for a phase that ended at `end` (recorded after the fact).
 pub fn phase_ended(phase: &'static str, end: std::time::Instant, took: Duration) {
-    histogram!(PHASE_DURATION_SECONDS, "phase" => phase).record(took.as_secs_f64());
+    phase_histogram(phase, took);
     super::trace::phase_ended(phase, end, took);
+}
+
+/// Records `took` in the histogram of `phase`.
+fn phase_histogram(phase: &'static str, took: Duration) {
+    let seconds = took.as_secs_f64();
+    match Handles::get().zip(PHASES.iter().position(|&p| p == phase)) {
+        Some((h, i)) => h.phases[i]
+            .get_or_init(|| histogram!(PHASE_DURATION_SECONDS, "phase" => phase))
+            .record(seconds),
+        None => histogram!(PHASE_DURATION_SECONDS, "phase" => phase).record(seconds),
+    }
 }
 
 /// Sets the process gauges from `/proc/self` (Linux; elsewhere only the
@@ -533,10 +559,59 @@ pub fn cache_lookups(metric: &'static str, hits: u64, misses: u64) {
     }
 }
 
-/// Records one finished RPC.
+/// Records one finished RPC (or render endpoint: `rpc` names one of
+/// [`RPCS`] or an endpoint, `code` one of [`GRPC_CODES`] or an HTTP
+/// status).
 pub fn request(rpc: &'static str, code: &'static str, elapsed: Duration) {
-    counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code).increment(1);
-    histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc).record(elapsed.as_secs_f64());
+    let seconds = elapsed.as_secs_f64();
+    let Some((h, r)) = Handles::get().zip(RPCS.iter().position(|&r| r == rpc)) else {
+        counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code).increment(1);
+        histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc).record(seconds);
+        return;
+    };
+    match GRPC_CODES.iter().position(|&c| c == code) {
+        Some(c) => h.requests[r][c]
+            .get_or_init(|| counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code))
+            .increment(1),
+        None => counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code).increment(1),
+    }
+    h.durations[r]
+        .get_or_init(|| histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc))
+        .record(seconds);
+}
+
+/// Whether [`install`] has installed the recorder.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// The handles of the series every call records, each registered with the
+/// installed recorder on its first use: the `counter!` and `histogram!`
+/// macros hash the name and labels and look the series up in the
+/// recorder's registry on every call (about 3k instructions per call of
+/// [`request`] or [`phase`]); a kept handle goes straight to its atomics.
+/// Only series a call has recorded are registered, so the scrape holds the
+/// same series as without handles. Before [`install`] (or for a label value
+/// outside the table) the macros are used, so a handle never outlives the
+/// recorder it came from. Sound because the recorder is built without an
+/// idle timeout: a series, once registered, is never removed.
+struct Handles {
+    /// `requests_total` by rpc ([`RPCS`]) and code ([`GRPC_CODES`]).
+    requests: [[OnceLock<Counter>; GRPC_CODES.len()]; RPCS.len()],
+    /// `request_duration_seconds` by rpc.
+    durations: [OnceLock<Histogram>; RPCS.len()],
+    /// `phase_duration_seconds` by phase ([`PHASES`]).
+    phases: [OnceLock<Histogram>; PHASES.len()],
+}
+
+impl Handles {
+    /// The table, once [`install`] has installed the recorder.
+    fn get() -> Option<&'static Handles> {
+        static HANDLES: Handles = Handles {
+            requests: [const { [const { OnceLock::new() }; GRPC_CODES.len()] }; RPCS.len()],
+            durations: [const { OnceLock::new() }; RPCS.len()],
+            phases: [const { OnceLock::new() }; PHASES.len()],
+        };
+        INSTALLED.load(Ordering::Acquire).then_some(&HANDLES)
+    }
 }
 
 /// Records a budget overflow. `model` is the name of the model-table entry the

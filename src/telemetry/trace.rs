@@ -194,7 +194,10 @@ pub fn armed() -> bool {
 
 /// Records a phase ending now on the current recorder, if any.
 pub fn phase(name: &'static str, took: Duration) {
-    phase_ended(name, Instant::now(), took);
+    // Checked first: untraced, the clock is not read.
+    if ENABLED.load(Ordering::Relaxed) {
+        phase_ended(name, Instant::now(), took);
+    }
 }
 
 /// Records a phase that ended at `end` on the current recorder, if any.

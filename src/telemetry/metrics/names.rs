@@ -5,6 +5,26 @@
 pub const REQUESTS_TOTAL: &str = "assembler_requests_total";
 /// Server-side request duration by RPC.
 pub const REQUEST_DURATION_SECONDS: &str = "assembler_request_duration_seconds";
+/// The `code` labels of gRPC status codes, indexed by the code's number.
+pub const GRPC_CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
 /// Static-prefix cache lookups by result.
 pub const PREFIX_CACHE_LOOKUPS_TOTAL: &str = "assembler_prefix_cache_lookups_total";
 /// Segment/item token-count cache lookups by result.
