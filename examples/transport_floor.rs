@@ -30,11 +30,10 @@ use std::time::{Duration, Instant};
 
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::workload::{self, Shape};
-use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, UnixListener, UnixStream};
+use tokio::net::{TcpListener, UnixListener};
 use tonic::body::Body;
 use tonic::server::NamedService;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::{Channel, Endpoint};
 
 const USAGE: &str = "usage: transport_floor floor ADDR | measure SIDECAR_BINARY [--config FILE] [--calls N] [--rounds R] \
                      | drive ADDR list-models|count-tokens|assemble4k CALLS";
@@ -158,25 +157,6 @@ async fn floor(addr: &str) {
     }
 }
 
-/// Dials one socket path whatever the URI says.
-#[derive(Clone)]
-struct Dial(PathBuf);
-
-impl tower_service::Service<Uri> for Dial {
-    type Response = TokioIo<UnixStream>;
-    type Error = std::io::Error;
-    type Future = Pin<Box<dyn Future<Output = std::io::Result<TokioIo<UnixStream>>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Uri) -> Self::Future {
-        let path = self.0.clone();
-        Box::pin(async move { UnixStream::connect(path).await.map(TokioIo::new) })
-    }
-}
-
 /// The same client settings for every server; only the dialling differs.
 async fn channel(addr: &str) -> Channel {
     let endpoint = Endpoint::from_shared(match addr.strip_prefix("unix:") {
@@ -188,7 +168,9 @@ async fn channel(addr: &str) -> Channel {
     .initial_stream_window_size(8 << 20)
     .initial_connection_window_size(16 << 20);
     match addr.strip_prefix("unix:") {
-        Some(path) => endpoint.connect_with_connector(Dial(path.into())).await.unwrap(),
+        Some(path) => context_assembler::uds::channel(endpoint, std::path::Path::new(path))
+            .await
+            .unwrap(),
         None => endpoint.connect().await.unwrap(),
     }
 }

@@ -43,5 +43,6 @@ pub mod render;
 pub mod server;
 pub mod telemetry;
 pub mod tokens;
+pub mod uds;
 pub mod vocab;
 pub mod workload;

@@ -2,41 +2,14 @@
 //! the path whatever the URI says, as tonic's `uds` example does) and one
 //! HTTP/1.1 exchange on any byte stream.
 
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::path::Path;
 
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint, Uri};
-
-/// Dials one socket path.
-#[derive(Clone)]
-pub struct Dial(pub PathBuf);
-
-impl tower_service::Service<Uri> for Dial {
-    type Response = TokioIo<UnixStream>;
-    type Error = std::io::Error;
-    type Future = Pin<Box<dyn Future<Output = std::io::Result<TokioIo<UnixStream>>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Uri) -> Self::Future {
-        let path = self.0.clone();
-        Box::pin(async move { UnixStream::connect(path).await.map(TokioIo::new) })
-    }
-}
+use tonic::transport::{Channel, Endpoint};
 
 /// A gRPC channel to the server listening at `path`.
 pub async fn channel(path: &Path) -> Result<Channel, tonic::transport::Error> {
-    // The authority is only the :authority header; the connector dials.
-    Endpoint::from_static("http://localhost")
-        .connect_with_connector(Dial(path.to_owned()))
-        .await
+    context_assembler::uds::channel(Endpoint::from_static("http://localhost"), path).await
 }
 
 /// Sends the head and `body` of one request (`connection: close`) on

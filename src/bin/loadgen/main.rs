@@ -531,7 +531,7 @@ async fn warm_up(
 /// Opens `n` HTTP/2 connections to `target` and waits until the server is
 /// SERVING (it loads its vocabularies first).
 async fn connect(target: &str, n: usize) -> anyhow::Result<Vec<AssemblerClient<Channel>>> {
-    let socket = target.strip_prefix("unix:").map(uds::Dial::new);
+    let socket = target.strip_prefix("unix:").map(uds::dial);
     // On a Unix socket the URI names only the :authority; the connector dials.
     let uri = if socket.is_some() {
         "http://localhost"
