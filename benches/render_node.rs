@@ -193,7 +193,10 @@ fn render_node(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new("http", &id), |b| {
                 b.iter(|| client.chat(&body).len())
             });
-            paired(&id, &renderer, &mut client, &body);
+            // A measurement, not a check: not under `--test` (CI's smoke run).
+            if !std::env::args().any(|a| a == "--test") {
+                paired(&id, &renderer, &mut client, &body);
+            }
         }
     }
     g.finish();
