@@ -168,7 +168,7 @@ async fn channel(addr: &str) -> Channel {
     .initial_stream_window_size(8 << 20)
     .initial_connection_window_size(16 << 20);
     match addr.strip_prefix("unix:") {
-        Some(path) => context_assembler::uds::channel(endpoint, std::path::Path::new(path))
+        Some(path) => context_assembler::server::dial::channel(endpoint, std::path::Path::new(path))
             .await
             .unwrap(),
         None => endpoint.connect().await.unwrap(),

@@ -43,6 +43,5 @@ pub mod render;
 pub mod server;
 pub mod telemetry;
 pub mod tokens;
-pub mod uds;
 pub mod vocab;
 pub mod workload;

@@ -34,6 +34,7 @@ use crate::telemetry::metrics;
 use crate::telemetry::trace::Exporter;
 
 mod conn;
+pub mod dial;
 mod listener;
 pub mod memory;
 mod metrics_http;

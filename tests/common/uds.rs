@@ -9,7 +9,7 @@ use tonic::transport::{Channel, Endpoint};
 
 /// A gRPC channel to the server listening at `path`.
 pub async fn channel(path: &Path) -> Result<Channel, tonic::transport::Error> {
-    context_assembler::uds::channel(Endpoint::from_static("http://localhost"), path).await
+    context_assembler::server::dial::channel(Endpoint::from_static("http://localhost"), path).await
 }
 
 /// Sends the head and `body` of one request (`connection: close`) on

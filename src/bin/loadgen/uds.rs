@@ -1,7 +1,7 @@
 //! `--addr unix:/path`: the connector that dials a sidecar's Unix socket
 //! whatever the channel's URI says (as tonic's `uds` example does).
 
-pub use context_assembler::uds::Dial;
+pub use context_assembler::server::dial::Dial;
 
 /// A connector to the path of `unix:PATH` (`unix:///abs` as gRPC names it:
 /// `//` dropped).

@@ -1,7 +1,7 @@
 //! The client side of a Unix domain socket listener (`unix:/abs/path`): a
 //! connector that dials the socket whatever the channel's URI says, as
 //! tonic's `uds` example does. For the load generator, the tests and the
-//! transport benchmark; the server side is `server::listener`.
+//! transport benchmark; the server side is `listener`.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
