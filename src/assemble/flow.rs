@@ -367,21 +367,14 @@ pub fn inline<P, T, R>(permit: P, f: impl FnOnce(&Cancel) -> T) -> Result<T, Flo
     })
 }
 
-/// A warm try on this thread; a panic is [`FlowError::Panicked`], as on
-/// the pool.
+/// A warm try on this thread ([`inline`]).
 fn warm<R>(assembler: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Result<Attempt, FlowError<R>> {
-    let cancel = Cancel::new();
-    let options = Options {
-        warm_only: true,
-        ..Options::new(&cancel)
-    };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    inline((), |cancel| {
+        let options = Options {
+            warm_only: true,
+            ..Options::new(cancel)
+        };
         assembler.run(catalog, req, options)
-    }))
-    .map_err(|_| {
-        // Never the panic payload: it may quote request content.
-        warn!(panicked = true, "warm try failed");
-        FlowError::Panicked
     })
 }
 

@@ -14,9 +14,10 @@ use crate::common::TestServer;
 use crate::common::hf_fixture::{CHATML, write_folder};
 use context_assembler::config::ServeArgs;
 
-/// A server whose model `open-model` counts with a ChatML fixture folder,
-/// and `gpt-4o` with o200k, its render node on loopback.
-async fn server(dir: &Path) -> TestServer {
+/// The serve args of a server whose model `open-model` counts with a
+/// ChatML fixture folder, and `gpt-4o` with o200k, its render node on
+/// loopback.
+pub fn chatml_args(dir: &Path) -> ServeArgs {
     write_folder(&dir.join("chatml"), Some(CHATML));
     let config = dir.join("sidecar.toml");
     std::fs::write(
@@ -26,12 +27,15 @@ async fn server(dir: &Path) -> TestServer {
          [[models]]\nname = \"gpt-4o\"\nencoding = \"o200k_base\"\ncontext_window = 128000\noutput_reserve = 1000\n",
     )
     .unwrap();
-    TestServer::start_with(ServeArgs {
+    ServeArgs {
         config: Some(config),
         render_listen: Some("127.0.0.1:0".to_owned()),
         ..TestServer::args()
-    })
-    .await
+    }
+}
+
+async fn server(dir: &Path) -> TestServer {
+    TestServer::start_with(chatml_args(dir)).await
 }
 
 /// One HTTP/1.1 exchange: the status and the body.

@@ -15,9 +15,9 @@ use tokio::net::UnixStream;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-use crate::common::hf_fixture::{CHATML, write_folder};
 use crate::common::uds::{self, http1_answer, http1_call, http1_head};
 use crate::common::{TestServer, heavy_request};
+use crate::render::chatml_args;
 use context_assembler::config::ServeArgs;
 use context_assembler::grpc::pb;
 use context_assembler::server::{Bound, ServeError};
@@ -26,22 +26,12 @@ use context_assembler::server::{Bound, ServeError};
 /// `dir/grpc.sock` and `dir/render.sock`, with a ChatML model folder
 /// (`open-model`) and `gpt-4o`.
 fn args(dir: &Path) -> ServeArgs {
-    write_folder(&dir.join("chatml"), Some(CHATML));
-    let config = dir.join("sidecar.toml");
-    std::fs::write(
-        &config,
-        "[memory]\nrecall_timeout_ms = 10000\n\
-         [[models]]\nname = \"open-model\"\ntokenizer_dir = \"chatml\"\ncontext_window = 8000\noutput_reserve = 1000\n\
-         [[models]]\nname = \"gpt-4o\"\nencoding = \"o200k_base\"\ncontext_window = 128000\noutput_reserve = 1000\n",
-    )
-    .unwrap();
     ServeArgs {
-        config: Some(config),
         listen: Some(unix(&dir.join("grpc.sock"))),
         render_listen: Some(unix(&dir.join("render.sock"))),
         // The servers bound without the helper leave no memory file behind.
         memory_store: Some("off".to_owned()),
-        ..TestServer::args()
+        ..chatml_args(dir)
     }
 }
 
