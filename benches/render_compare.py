@@ -19,6 +19,7 @@ Usage: python3 benches/render_compare.py BINARY VOCAB_DIR [ROUNDS]
   (build the binary with `cargo build --release`; VOCAB_DIR as .ci/hf_vocab.sh fetches it)
 """
 
+import contextlib
 import http.client
 import json
 import multiprocessing
@@ -60,6 +61,33 @@ def conversation(tok, tokens):
     return turns(n)
 
 
+@contextlib.contextmanager
+def sidecar(binary, vocab_dir, tmp):
+    """A release sidecar whose render node serves every family folder of `vocab_dir` on a free port, until
+    the block ends: (its port, a keep-alive connection to it, its pid)."""
+    config = os.path.join(tmp, "sidecar.toml")
+    hf_check.write_config(vocab_dir, config)
+    port = hf_check.free_port()
+    server = subprocess.Popen([binary, "--config", config, "--listen", f"127.0.0.1:{hf_check.free_port()}",
+                               "--metrics-listen", "off", "--render-listen", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                conn.request("GET", "/health")
+                conn.getresponse().read()
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise SystemExit("the sidecar did not answer /health")
+        yield port, conn, server.pid
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main():
     if len(sys.argv) not in (3, 4):
         raise SystemExit(__doc__)
@@ -67,22 +95,7 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) == 4 else 30
     vocabs = {f: hf_check.Vocab(f, os.path.join(vocab_dir, f)) for f in FAMILIES}
     with tempfile.TemporaryDirectory() as tmp:
-        config = os.path.join(tmp, "sidecar.toml")
-        hf_check.write_config(vocab_dir, config)
-        port = hf_check.free_port()
-        server = subprocess.Popen([binary, "--config", config, "--listen", f"127.0.0.1:{hf_check.free_port()}",
-                                   "--metrics-listen", "off", "--render-listen", f"127.0.0.1:{port}"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            conn = None
-            for _ in range(600):
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                    conn.request("GET", "/health")
-                    conn.getresponse().read()
-                    break
-                except OSError:
-                    time.sleep(0.2)
+        with sidecar(binary, vocab_dir, tmp) as (port, conn, _):
             print("| family | tokens | python apply_chat_template ms | sidecar render ms (HTTP) | ratio "
                   "| client's json.loads ms | ratio with it |")
             print("|---|---|---|---|---|---|---|")
@@ -96,7 +109,7 @@ def main():
                     def python():
                         return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
 
-                    def sidecar():
+                    def over_http():
                         conn.request("POST", "/v1/chat/completions/render", body,
                                      {"content-type": "application/json"})
                         return conn.getresponse().read()
@@ -107,7 +120,7 @@ def main():
                         python()
                         py.append(time.perf_counter() - t)
                         t = time.perf_counter()
-                        answer = sidecar()
+                        answer = over_http()
                         sc.append(time.perf_counter() - t)
                         t = time.perf_counter()
                         got = json.loads(answer)["token_ids"]
@@ -119,9 +132,6 @@ def main():
                           f"| {p / (s + d):.1f}x |", flush=True)
             if shutil.which("wrk"):
                 throughput(vocabs, port, tmp)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
 
 
 def python_loop(args):

@@ -7,11 +7,9 @@ Usage: python3 benches/render_idle.py BINARY VOCAB_DIR [FAMILY]
 """
 
 import glob
-import http.client
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,24 +31,9 @@ def main():
     messages = render_compare.conversation(vocab.tok, 8_000)
     body = json.dumps({"model": family, "messages": messages})
     with tempfile.TemporaryDirectory() as tmp:
-        config = os.path.join(tmp, "sidecar.toml")
-        hf_check.write_config(vocab_dir, config)
-        port = hf_check.free_port()
-        server = subprocess.Popen([binary, "--config", config, "--listen", f"127.0.0.1:{hf_check.free_port()}",
-                                   "--metrics-listen", "off", "--render-listen", f"127.0.0.1:{port}"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(600):
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                    conn.request("GET", "/health")
-                    conn.getresponse().read()
-                    break
-                except OSError:
-                    time.sleep(0.2)
-
+        with render_compare.sidecar(binary, vocab_dir, tmp) as (_, conn, pid):
             def cpu_ns():
-                return sum(int(open(f).read().split()[0]) for f in glob.glob(f"/proc/{server.pid}/task/*/schedstat"))
+                return sum(int(open(f).read().split()[0]) for f in glob.glob(f"/proc/{pid}/task/*/schedstat"))
 
             def render():
                 t = time.perf_counter()
@@ -78,9 +61,6 @@ def main():
                     before()
                     times.append(render())
                 print(f"| {name} | {statistics.median(times) * 1e3:.3f} | {(cpu_ns() - start) / CALLS / 1e6:.3f} |")
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
 
 
 if __name__ == "__main__":
