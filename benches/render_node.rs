@@ -11,7 +11,11 @@
 //!
 //! Criterion times each way in turn; then the two are alternated call by
 //! call and the medians printed (`render_node paired ...`), the listener's
-//! share being the median of each pair's difference.
+//! share being the median of each pair's difference. A third way joins the
+//! alternation as the transport's floor: a bare hyper HTTP/1.1 server on the
+//! same runtime that reads the same body and answers bytes of the same
+//! length, rendering nothing (`floor`: what any HTTP listener on this
+//! machine costs for those bytes, a loopback round trip included).
 //!
 //! Folders from `CONTEXT_ASSEMBLER_HF_VOCAB` or `target/hf-vocab` (fetched by
 //! `.ci/hf_vocab.sh`); a family without its folder is skipped.
@@ -146,6 +150,12 @@ fn render_node(c: &mut Criterion) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let bound = runtime.block_on(Bound::bind(serve)).unwrap();
     let addr = bound.render_addr().unwrap();
+    let floor = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let floor_addr = floor.local_addr().unwrap();
+    let floor_answer = std::sync::Arc::new(std::sync::Mutex::new(bytes::Bytes::new()));
+    runtime.spawn(bare_hyper(floor, floor_answer.clone()));
     let server = runtime.spawn(async move {
         bound
             .serve(async {
@@ -156,7 +166,7 @@ fn render_node(c: &mut Criterion) {
     });
     // A fresh connection where one is needed: the node closes one idle for
     // 5 s, as vLLM's server does.
-    let connect = || {
+    let connect_to = |addr| {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_nodelay(true).unwrap();
         Client {
@@ -164,6 +174,7 @@ fn render_node(c: &mut Criterion) {
             buf: Vec::new(),
         }
     };
+    let connect = || connect_to(addr);
 
     let mut g = c.benchmark_group("render_node");
     g.sample_size(20)
@@ -195,7 +206,10 @@ fn render_node(c: &mut Criterion) {
             });
             // A measurement, not a check: not under `--test` (CI's smoke run).
             if !std::env::args().any(|a| a == "--test") {
-                paired(&id, &renderer, &mut client, &body);
+                *floor_answer.lock().unwrap() = bytes::Bytes::from(answer.clone().into_bytes());
+                let mut floor = connect_to(floor_addr);
+                assert_eq!(floor.chat(&body), answer.as_bytes());
+                paired(&id, &renderer, &mut client, &mut floor, &body);
             }
         }
     }
@@ -204,33 +218,82 @@ fn render_node(c: &mut Criterion) {
     runtime.block_on(server).unwrap();
 }
 
-/// The two ways alternated call by call (so both see the same machine),
-/// `PAIRS` times: the medians, and the median of each pair's difference,
-/// printed.
-fn paired(id: &str, renderer: &Renderer, client: &mut Client, body: &[u8]) {
+/// The three ways alternated call by call (so all see the same machine),
+/// `PAIRS` times: the medians, the median of each difference between HTTP
+/// and in process (the listener's share), and of that share less the
+/// floor's round trip (what this listener adds over a bare one), printed.
+fn paired(id: &str, renderer: &Renderer, client: &mut Client, floor: &mut Client, body: &[u8]) {
     const PAIRS: usize = 300;
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (mut local, mut remote, mut added) = (Vec::new(), Vec::new(), Vec::new());
+    let micros = |f: &mut dyn FnMut()| {
+        let t = std::time::Instant::now();
+        f();
+        t.elapsed().as_secs_f64() * 1e6
+    };
+    let (mut local, mut remote, mut bare, mut added, mut over_bare) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..PAIRS {
-        let t = std::time::Instant::now();
-        std::hint::black_box(respond(renderer, CHAT, body).unwrap());
-        let l = t.elapsed().as_secs_f64() * 1e6;
-        let t = std::time::Instant::now();
-        std::hint::black_box(client.chat(body));
-        let r = t.elapsed().as_secs_f64() * 1e6;
+        let l = micros(&mut || {
+            std::hint::black_box(respond(renderer, CHAT, body).unwrap());
+        });
+        let r = micros(&mut || {
+            std::hint::black_box(client.chat(body));
+        });
+        let f = micros(&mut || {
+            std::hint::black_box(floor.chat(body));
+        });
         local.push(l);
         remote.push(r);
+        bare.push(f);
         added.push(r - l);
+        over_bare.push(r - l - f);
     }
     eprintln!(
-        "render_node paired {id}: in_process {:.1} µs, http {:.1} µs, http - in_process {:.1} µs (medians of {PAIRS})",
+        "render_node paired {id}: in_process {:.1} µs, http {:.1} µs, floor {:.1} µs, http - in_process {:.1} µs, \
+         http - in_process - floor {:.1} µs (medians of {PAIRS})",
         median(&mut local),
         median(&mut remote),
-        median(&mut added)
+        median(&mut bare),
+        median(&mut added),
+        median(&mut over_bare)
     );
+}
+
+/// The floor: a bare hyper HTTP/1.1 server (keep-alive, no timeout, no
+/// routing, no admission) that reads each request's body whole and answers
+/// `answer`'s bytes as JSON.
+async fn bare_hyper(
+    listener: tokio::net::TcpListener,
+    answer: std::sync::Arc<std::sync::Mutex<bytes::Bytes>>,
+) {
+    use http_body_util::BodyExt as _;
+    loop {
+        let (stream, _) = listener.accept().await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let answer = answer.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let answer = answer.clone();
+                async move {
+                    let got = req.into_body().collect().await?.to_bytes();
+                    std::hint::black_box(got.len());
+                    let bytes = answer.lock().unwrap().clone();
+                    let mut response = hyper::Response::new(http_body_util::Full::new(bytes));
+                    response.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static("application/json"),
+                    );
+                    Ok::<_, hyper::Error>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+        });
+    }
 }
 
 criterion_group!(benches, render_node);

@@ -367,6 +367,22 @@ pub fn inline<P, T, R>(permit: P, f: impl FnOnce(&Cancel) -> T) -> Result<T, Flo
     })
 }
 
+/// Runs longer domain work on this thread, [`inline`], after handing this
+/// worker's other tasks to another thread (`block_in_place`): no hand-off
+/// of the work or its result, and the runtime keeps serving. On a runtime
+/// that cannot (a current-thread one, as in some tests) it is
+/// [`blocking`]. The work cannot be cancelled once begun.
+pub async fn in_place<P: Send + 'static, T: Send + 'static, R>(
+    permit: P,
+    f: impl FnOnce(&Cancel) -> T + Send + 'static,
+) -> Result<T, FlowError<R>> {
+    if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+        tokio::task::block_in_place(|| inline(permit, f))
+    } else {
+        blocking(permit, f).await
+    }
+}
+
 /// A warm try on this thread ([`inline`]).
 fn warm<R>(assembler: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Result<Attempt, FlowError<R>> {
     inline((), |cancel| {

@@ -31,7 +31,8 @@ pub const RENDER_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bodies up to this size render on the connection's own thread (about
 /// 8k tokens of text: a few hundred microseconds of work); larger ones on
-/// the blocking pool.
+/// it too, once its worker's other tasks are handed to another thread
+/// ([`flow::in_place`]).
 const INLINE_BODY_BYTES: usize = 48 * 1024;
 /// Metric labels of the endpoints (the `rpc` label of the request series).
 pub const ENDPOINTS: [&str; 3] = [CHAT, COMPLETIONS, TOKENIZE];
@@ -192,11 +193,12 @@ async fn work<A: Admission>(
     let renderer = node.renderer.clone();
     let render = move |_: &Cancel| answer(&renderer, endpoint, &body);
     // A small body renders here, sparing two thread hand-offs; a large one
-    // on the blocking pool, never holding this thread long.
+    // too, once this worker's other tasks have moved to another thread, so
+    // that neither the render nor its answer changes thread.
     let done = if body_len <= INLINE_BODY_BYTES {
         flow::inline::<_, _, ()>(permit, render)
     } else {
-        flow::blocking::<_, _, ()>(permit, render).await
+        flow::in_place::<_, _, ()>(permit, render).await
     };
     // Never a panic's payload: it may quote the request.
     done.map_err(|_| {

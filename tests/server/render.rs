@@ -127,13 +127,15 @@ async fn a_chat_renders_to_the_ids_of_its_template_text() {
     server.stop().await;
 }
 
-#[tokio::test]
+// Two workers: a large body renders in place (`block_in_place` needs a
+// multi-threaded runtime; on a current-thread one it goes to the pool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_render_each_prompt_with_its_special_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let server = server(dir.path()).await;
     let addr = server.render.unwrap();
-    // The last prompt makes a body that renders on the blocking pool, the
-    // others one rendered on the connection's thread.
+    // The last prompt makes a body that renders in place (the worker's other
+    // tasks handed off), the others one rendered on the connection's thread.
     let long = "the rest of it, hello world. ".repeat(3000);
     let prompts = ["hello world<|im_end|>", "the rest of it", long.as_str()];
     let (status, answer) = post(
