@@ -8,13 +8,19 @@
 //! - [`tools`]: canonical tool definitions (part of the prefix).
 //! - [`hints`]: breakpoints, cache keys and routing headers for a prompt.
 //! - [`feedback`]: provider usage reports against the sidecar's counts.
+//! - [`plan`]: where the markers go in a provider's own terms, and whether
+//!   each takes effect.
+//! - [`fingerprint`]: a prompt's fingerprint, and where the next one first
+//!   differs from it.
 //! - [`batch`]: grouping a batch by shared prefix, and its dispatch order.
 
 pub mod batch;
 pub mod block_keys;
 pub mod families;
 pub mod feedback;
+pub mod fingerprint;
 pub mod hints;
+pub mod plan;
 pub mod prefix;
 pub mod tools;
 pub mod volatile;

@@ -8,6 +8,7 @@
 //!   chat template), loaded and checked.
 //! - [`template`]: chat templates, executed as `transformers` executes them.
 //! - [`models`]: the model table a model name resolves against.
+//! - [`provider`]: who serves a model and its prompt cache's rules.
 //! - [`pretok`]: the cl100k and o200k pre-tokenizers, by hand.
 //! - [`singles`]: whether a piece is itself one token, in one probe.
 //! - [`digest`]: blake3 digests, with a tally of the bytes hashed.
@@ -24,6 +25,7 @@ pub mod digest;
 pub mod hf;
 pub mod models;
 pub mod pretok;
+pub mod provider;
 pub mod singles;
 pub mod template;
 pub mod tokenizer;

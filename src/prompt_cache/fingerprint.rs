@@ -1,0 +1,2 @@
+//! A compact fingerprint of an assembled prompt, and where a prompt first
+//! differs from the one a previous fingerprint describes.
