@@ -50,7 +50,7 @@
 //! entries there occur on the other side. On single-part entries this is
 //! exact; in a group, an item or a turn removed inside the first group may read
 //! as an added item or a window step. Decoding the untrusted bytes is bounded
-//! (at most [`MAX_BYTES`] read, one entry list of at most 86 entries) and
+//! (at most [`MAX_BYTES`] read, one entry list of at most 84 entries) and
 //! never panics: the `decoding_never_panics` property in `tests.rs` holds it.
 
 use thiserror::Error;

@@ -258,6 +258,42 @@ fn thousands_of_parts_fit_in_the_budget() {
     }
 }
 
+/// 400 turns between three static segments and ten context items.
+fn long() -> Vec<Owned> {
+    use PartKind::*;
+    let mut out = vec![
+        own(Tools, "", 1, 900),
+        own(System, "sys", 2, 500),
+        own(Examples, "ex", 3, 200),
+    ];
+    out.extend((0..400u64).map(|i| own(Turn, "t", (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15), 80)));
+    out.extend((0..10u64).map(|i| own(Memory, "m", 1000 + i, 40)));
+    out.push(own(Query, "", 7, 30));
+    out
+}
+
+#[test]
+fn a_long_conversation_is_grouped_and_still_reads_steps_and_appends() {
+    let prev = long();
+    let fp = fingerprint(H, &view(&prev));
+    let decoded = decode(&fp).unwrap();
+    assert!(decoded.level > 0, "grouped");
+    assert!(decoded.entries.iter().all(|e| !e.rest), "not truncated");
+    // The window drops 37 turns and a summary takes their place.
+    let mut next = prev.clone();
+    next.drain(3..40);
+    next.insert(3, own(PartKind::Summary, "", 5, 300));
+    let d = diverge(&fp, H, &view(&next)).unwrap();
+    assert_eq!((d.change, d.token_offset), (Change::WindowStep, 1600));
+    // Two turns appended: reported exactly where they start.
+    let mut next = prev.clone();
+    next.insert(403, own(PartKind::Turn, "t401", 401, 10));
+    next.insert(404, own(PartKind::Turn, "t402", 402, 10));
+    let d = diverge(&fp, H, &view(&next)).unwrap();
+    assert_eq!((d.change, d.id.as_str()), (Change::Appended, "t401"));
+    assert_eq!(d.token_offset, tokens_before(&prev, 403));
+}
+
 #[test]
 fn unreadable_fingerprints_are_errors() {
     let owned = base();
