@@ -622,8 +622,16 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Parts folded into entry hashes on this thread: the work a test counts.
+    static FOLDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// One more part into an entry's order-sensitive hash.
 fn fold(acc: u64, part: &Part<'_>) -> u64 {
+    #[cfg(test)]
+    FOLDS.with(|c| c.set(c.get() + 1));
     mix(acc.rotate_left(17) ^ part.hash ^ (u64::from(part.kind.code()) << 59))
 }
 
@@ -643,15 +651,15 @@ struct Head {
 impl Head {
     fn of(header: u64, parts: &[Part<'_>]) -> Head {
         let mut turns = 0u64;
-        let mut last_turn = 0;
+        let mut last = None;
         for part in parts.iter().filter(|p| p.kind == PartKind::Turn) {
             turns += 1;
-            last_turn = single_hash(part);
+            last = Some(part);
         }
         Head {
             header: top(mix(header)),
             turns,
-            last_turn,
+            last_turn: last.map_or(0, single_hash),
         }
     }
 

@@ -294,6 +294,34 @@ fn a_long_conversation_is_grouped_and_still_reads_steps_and_appends() {
     assert_eq!(d.token_offset, tokens_before(&prev, 403));
 }
 
+/// Parts folded to fingerprint `owned` and compare it with itself.
+fn folds(owned: &[Owned]) -> usize {
+    FOLDS.with(|c| c.set(0));
+    let parts = view(owned);
+    let fp = fingerprint(H, &parts);
+    let d = diverge(&fp, H, &parts).unwrap();
+    assert_eq!(d.change, Change::None);
+    FOLDS.with(|c| c.get())
+}
+
+#[test]
+fn the_work_is_linear_in_the_parts() {
+    use PartKind::*;
+    // Turns grouped, static segments truncated, and runs of one part that no
+    // level groups (each level tried stops at the budget).
+    let shapes: [fn(u64) -> PartKind; 3] = [|_| Turn, |_| System, |i| if i % 2 == 0 { Turn } else { Memory }];
+    for shape in shapes {
+        let prompt = |n: u64| -> Vec<Owned> {
+            (0..n)
+                .map(|i| own(shape(i), "", (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15), 10))
+                .collect()
+        };
+        let (small, large) = (folds(&prompt(1000)), folds(&prompt(8000)));
+        assert!(large <= 8 * small, "{:?}: {small} then {large}", shape(1));
+        assert!(large <= 6 * 8000, "{:?}: {large} folds for 8000 parts", shape(1));
+    }
+}
+
 #[test]
 fn unreadable_fingerprints_are_errors() {
     let owned = base();
