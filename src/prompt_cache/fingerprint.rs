@@ -29,8 +29,8 @@
 //! When that does not fit, the level goes up one at a time: at level `j` a run
 //! of consecutive turns, or of consecutive context items (evidence, memory
 //! and state together), is cut into groups after each part whose mixed hash
-//! has `j` trailing zero bits (`hash % 2^j == 0`, so groups hold about `2^j`
-//! parts); tools, static segments, the summary and the query stay one entry
+//! has `j` trailing zero bits in its low 32 (`mix(hash) % 2^j == 0`, so
+//! groups hold about `2^j` parts); tools, static segments, the summary and the query stay one entry
 //! each. The boundaries depend only on each part's own hash, so a window that
 //! drops turns from the front changes only the first group, and appended
 //! turns extend only the last one. Level 33 keeps whole runs. If even that
