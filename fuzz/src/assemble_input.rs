@@ -229,6 +229,13 @@ impl<'a> Arbitrary<'a> for AssembleInput {
             cache_salt: String::new(),
             prefix_family: String::new(),
             return_token_ids: u.arbitrary()?,
+            // Bytes of any kind: an unreadable fingerprint is refused, never a panic.
+            previous_fingerprint: if u.arbitrary()? {
+                u.arbitrary::<Vec<u8>>()?
+            } else {
+                Vec::new()
+            },
+            cache_ttl: pick(u, &["", "5m", "1h", "30m", "7d"])?.to_owned(),
         }))
     }
 }

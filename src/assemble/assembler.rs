@@ -6,6 +6,7 @@
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
+use super::cache_report;
 use super::caches::Caches;
 use super::counting::Counter;
 use super::error::AssembleError;
@@ -17,7 +18,7 @@ use crate::compact::{CompactionSettings, Counting};
 use crate::prompt::{AssembleRequest, Assembly, Message, TokenIds};
 use crate::prompt_cache::block_keys::block_keys;
 use crate::prompt_cache::families::FamilyTracker;
-use crate::prompt_cache::feedback::{Comparison, Feedback, UsageReport};
+use crate::prompt_cache::feedback::{Comparison, Feedback, Remembered, UsageReport};
 use crate::prompt_cache::prefix::PrefixKey;
 use crate::telemetry::metrics;
 use crate::tokens::hf::HfModel;
@@ -301,11 +302,29 @@ impl Assembler {
             Ok(r) => r,
             Err(e) => return Attempt::Done(Err(e), None),
         };
+        let header = cache_report::header(&spec.name, &out.usage.tokenizer, &req.cache_salt);
+        let (fingerprint, divergence) = match cache_report::fingerprint(&req, header, &out.parts) {
+            Ok(f) => f,
+            Err(e) => return Attempt::Done(Err(e), None),
+        };
+        if let Some(d) = &divergence {
+            let family = catalog
+                .family_label(&req.prefix_family)
+                .unwrap_or(metrics::FAMILY_NONE);
+            metrics::prompt_cache_divergence(d.change.as_str(), family);
+        }
+        let expected_cached = divergence.as_ref().map_or(0, |d| d.servable_tokens);
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&key.digest[..8]);
         self.feedback.remember(
             &req.request_id,
-            &spec.name,
-            spec.tokenizer.margin_percent(),
-            out.usage.total_tokens.saturating_add(out.usage.tools_tokens),
+            Remembered {
+                model: Arc::from(spec.name.as_str()),
+                margin_percent: spec.tokenizer.margin_percent(),
+                tokens: out.usage.total_tokens.saturating_add(out.usage.tools_tokens),
+                expected_cached,
+                prefix,
+            },
         );
         let request_id = req.request_id.clone();
         let asked = req
@@ -337,6 +356,9 @@ impl Assembler {
             tools,
             hints: out.hints,
             token_ids,
+            cache_plan: Box::default(),
+            fingerprint,
+            divergence: divergence.map(Box::new),
         };
         metrics::phase(metrics::PHASE_RENDER, render_started.elapsed());
         Attempt::Done(Ok(assembly), Some(key))

@@ -22,7 +22,7 @@ use super::allocate::{Allocation, Form, rank_by_score};
 use super::measure::Measurement;
 use super::policy::Policy;
 use super::render::{self, FormAttr};
-use crate::prompt::{AssembleRequest, BlockKind, Message};
+use crate::prompt::{AssembleRequest, BlockKind, Message, PartKind, SegmentKind};
 use crate::tokens::chat::LayoutRules;
 use crate::vocab::Role;
 
@@ -60,6 +60,58 @@ pub(super) const JOIN: &str = "\n\n";
 /// The messages in final order, before texts are moved out of the request.
 pub(super) type Plan = Vec<(Role, Source)>;
 
+/// One part of the laid-out prompt (the fingerprint's and the cache plan's
+/// unit): what it is, where it comes from, the planned message holding it
+/// (an index into the plan as [`plan`] made it, before [`conform`]) and an
+/// xxh3 hash of what it renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PartRef {
+    /// What it is.
+    pub kind: PartKind,
+    /// Where its text comes from.
+    pub at: PartAt,
+    /// The planned message holding it.
+    pub message: usize,
+    /// xxh3 of its rendered text (and a turn's role and tool metadata).
+    pub hash: u64,
+    /// The item that names it (a turn unit's first), as (block, position
+    /// in the block's items).
+    pub item: Option<(usize, usize)>,
+}
+
+/// Where a part's text comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PartAt {
+    /// `static_segments[i]`.
+    Static(usize),
+    /// The summary message.
+    Summary,
+    /// Unit `unit` of block `block` (a turn unit: its messages; a context
+    /// unit: its text in the context message).
+    Unit { block: usize, unit: usize },
+    /// The query.
+    Query,
+}
+
+/// The xxh3 of a turn's messages: each one's role, content and tool
+/// metadata, length-framed.
+fn turn_hash<'a>(messages: impl Iterator<Item = (Role, &'a crate::prompt::Item)>) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut framed = |b: &[u8]| {
+        h.update(&(b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
+    for (role, item) in messages {
+        framed(role.as_str().as_bytes());
+        framed(item.content.as_bytes());
+        for id in &item.tool_call_ids {
+            framed(id.as_bytes());
+        }
+        framed(item.tool_call_id.as_bytes());
+    }
+    h.digest()
+}
+
 /// The text of a kept context unit in its kept form.
 fn unit_text<'p>(p: Measurement<'p>, bi: usize, ui: usize, form: Form) -> Cow<'p, str> {
     let item = p.item(bi, ui);
@@ -83,7 +135,8 @@ pub(super) fn plan(
     policy: &Policy,
     alloc: &Allocation,
     turn_summary: Option<String>,
-) -> Plan {
+) -> (Plan, Vec<PartRef>) {
+    let xxh3 = xxhash_rust::xxh3::xxh3_64;
     let req = p.req;
     let kept = |bi: usize| -> Vec<usize> {
         (0..alloc.forms[bi].len())
@@ -106,6 +159,21 @@ pub(super) fn plan(
     let mut plan: Plan = (0..req.static_segments.len())
         .map(|i| (Role::System, Source::Static(i)))
         .collect();
+    let mut parts: Vec<PartRef> = req
+        .static_segments
+        .iter()
+        .enumerate()
+        .map(|(i, seg)| PartRef {
+            kind: match seg.kind {
+                SegmentKind::Examples => PartKind::Examples,
+                _ => PartKind::System,
+            },
+            at: PartAt::Static(i),
+            message: i,
+            hash: xxh3(seg.content.as_bytes()),
+            item: None,
+        })
+        .collect();
 
     let mut summary = String::new();
     for bi in of_kind(BlockKind::Summary) {
@@ -118,6 +186,13 @@ pub(super) fn plan(
         summary.push_str(&unit);
     }
     if !summary.is_empty() {
+        parts.push(PartRef {
+            kind: PartKind::Summary,
+            at: PartAt::Summary,
+            message: plan.len(),
+            hash: xxh3(summary.as_bytes()),
+            item: None,
+        });
         plan.push((Role::User, Source::Rendered(summary)));
     }
 
@@ -126,10 +201,27 @@ pub(super) fn plan(
         .chain(of_kind(BlockKind::RecentTurns))
     {
         for ui in kept(bi) {
-            for &(mb, mc) in &p.blocks[bi].units[ui].members {
+            let members = &p.blocks[bi].units[ui].members;
+            let of = |&(mb, mc): &(usize, usize)| {
                 let item = p.blocks[mb].candidates[mc];
-                let role = req.blocks[mb].items[item].role.unwrap_or(Role::User);
-                plan.push((role, Source::Turn { block: mb, item }));
+                (mb, item, &req.blocks[mb].items[item])
+            };
+            parts.push(PartRef {
+                kind: PartKind::Turn,
+                at: PartAt::Unit { block: bi, unit: ui },
+                message: plan.len(),
+                hash: turn_hash(members.iter().map(|m| {
+                    let (_, _, it) = of(m);
+                    (it.role.unwrap_or(Role::User), it)
+                })),
+                item: members.first().map(|m| {
+                    let (mb, item, _) = of(m);
+                    (mb, item)
+                }),
+            });
+            for m in members {
+                let (mb, item, it) = of(m);
+                plan.push((it.role.unwrap_or(Role::User), Source::Turn { block: mb, item }));
             }
         }
     }
@@ -144,28 +236,51 @@ pub(super) fn plan(
         .into_iter()
         .map(|r| evidence[r]);
     let mut context = String::new();
+    let at_context = plan.len();
+    let mut context_unit = |context: &mut String, (bi, ui): (usize, usize)| {
+        let text = unit_text(p, bi, ui, alloc.forms[bi][ui]);
+        parts.push(PartRef {
+            kind: match req.blocks[bi].kind {
+                BlockKind::Memory => PartKind::Memory,
+                BlockKind::State => PartKind::State,
+                _ => PartKind::Evidence,
+            },
+            at: PartAt::Unit { block: bi, unit: ui },
+            message: at_context,
+            hash: xxh3(text.as_bytes()),
+            item: p.blocks[bi].candidates.get(ui).map(|&i| (bi, i)),
+        });
+        context.push_str(&text);
+    };
     if let Some(best) = placed.next() {
-        push_unit(&mut context, best);
+        context_unit(&mut context, best);
     }
     for bi in by_priority(of_kind(BlockKind::Memory)) {
         for ui in by_score(bi) {
-            push_unit(&mut context, (bi, ui));
+            context_unit(&mut context, (bi, ui));
         }
     }
     for e in placed {
-        push_unit(&mut context, e);
+        context_unit(&mut context, e);
     }
     for bi in of_kind(BlockKind::State) {
         for ui in kept(bi) {
-            push_unit(&mut context, (bi, ui));
+            context_unit(&mut context, (bi, ui));
         }
     }
     if !context.is_empty() {
         plan.push((policy.context_role, Source::Rendered(context)));
     }
 
+    parts.push(PartRef {
+        kind: PartKind::Query,
+        at: PartAt::Query,
+        message: plan.len(),
+        hash: xxh3(req.query.as_bytes()),
+        item: None,
+    });
     plan.push((Role::User, Source::Query));
-    plan
+    (plan, parts)
 }
 
 /// Lays `plan` out as a template needs it: tool results as user messages
@@ -174,7 +289,7 @@ pub(super) fn plan(
 /// a first one, then consecutive messages of one role as one where it
 /// refuses them apart. Returns how many messages
 /// were joined into others (0: the plan is as it was).
-pub(super) fn conform(plan: &mut Plan, rules: LayoutRules) -> usize {
+pub(super) fn conform(plan: &mut Plan, rules: LayoutRules, parts: &mut [PartRef]) -> usize {
     let mut begun = false;
     for (role, _) in plan.iter_mut() {
         let later_system = rules.system_only_first && begun && *role == Role::System;
@@ -188,6 +303,8 @@ pub(super) fn conform(plan: &mut Plan, rules: LayoutRules) -> usize {
     }
     let before = plan.len();
     let mut out: Plan = Vec::with_capacity(before);
+    // Where each planned message ends up.
+    let mut moved = Vec::with_capacity(before);
     for (role, source) in plan.drain(..) {
         // Tool results stay apart: each answers its own call.
         let joins = |last: &Role| *last == role && role != Role::Tool;
@@ -199,8 +316,12 @@ pub(super) fn conform(plan: &mut Plan, rules: LayoutRules) -> usize {
             }
             _ => out.push((role, source)),
         }
+        moved.push(out.len() - 1);
     }
     *plan = out;
+    for part in parts {
+        part.message = moved.get(part.message).copied().unwrap_or(part.message);
+    }
     before - plan.len()
 }
 

@@ -21,6 +21,7 @@
 pub mod allocate;
 pub mod assembler;
 pub mod batch;
+mod cache_report;
 mod caches;
 mod counting;
 pub mod error;

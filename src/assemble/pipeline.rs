@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tracing::debug;
 
-use super::allocate::{self, BlockPlan, Carrier, DropReason, UnitPlan};
+use super::allocate::{self, Allocation, BlockPlan, Carrier, DropReason, UnitPlan};
 use super::counting::Counter;
 use super::error::AssembleError;
 use super::layout;
@@ -16,9 +16,11 @@ use super::report;
 use super::shrink::Shrinker;
 use super::turns;
 use super::validate::Budget;
-use crate::prompt::{AssembleRequest, BlockDecision, BlockKind, CacheHints, CacheInfo, Item, Usage};
+use crate::prompt::{
+    AssembleRequest, BlockDecision, BlockKind, CacheHints, CacheInfo, Item, PartKind, Usage,
+};
 use crate::prompt_cache::hints;
-use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey};
+use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey, SEGMENTS_APART};
 use crate::telemetry::metrics;
 use crate::tokens::chat::message_tokens;
 use crate::tokens::hf::HfModel;
@@ -39,6 +41,44 @@ pub(super) struct RunOutput {
     pub decisions: Vec<BlockDecision>,
     /// What the caller should know.
     pub warnings: Vec<Warning>,
+    /// The prompt's parts in order, tools first (the fingerprint's and the
+    /// cache plan's units).
+    pub parts: Vec<PartFacts>,
+}
+
+/// One part of the assembled prompt, as the fingerprint and the cache plan
+/// read it: [`layout::PartRef`] with its tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PartFacts {
+    /// What it is.
+    pub kind: PartKind,
+    /// Where it comes from (`None`: the tools).
+    pub at: Option<layout::PartAt>,
+    /// xxh3 of what it renders.
+    pub hash: u64,
+    /// Its tokens: a message's under the chat formula, a context unit's
+    /// share of the context message (the first also carries the message's
+    /// own overhead), the tools' share.
+    pub tokens: u32,
+    /// The message holding it (the tools: 0).
+    pub message_index: u32,
+    /// A static segment holding a volatile value.
+    pub volatile: bool,
+    /// The item that names it, as (block, position in its items).
+    pub item: Option<(usize, usize)>,
+}
+
+/// What the parts' tokens are made of besides the units' costs.
+#[derive(Debug, Clone, Copy)]
+struct PartCosts {
+    /// Opening the context message and the summary message.
+    overheads: [u32; 2],
+    /// The summary of compacted turns, when one is kept.
+    turn_summary: u32,
+    /// The query's message.
+    query: u32,
+    /// The tools' share.
+    tools: u32,
 }
 
 /// A prompt as its chat template renders it: the messages' tokens, and what
@@ -166,6 +206,7 @@ impl<'a> Pipeline<'a> {
             })?;
 
         let turn_summary = alloc.summary.as_ref().and_then(|s| shrinker.kept_summary(s));
+        let turn_summary_cost = alloc.summary.as_ref().map_or(0, |s| s.cost);
         self.check_cancelled()?;
         self.end_phase(metrics::PHASE_ALLOCATE);
         if let Some(s) = &alloc.summary {
@@ -179,8 +220,8 @@ impl<'a> Pipeline<'a> {
             req,
             blocks: &self.measured,
         };
-        let mut plan = layout::plan(measurement, self.policy, &alloc, turn_summary);
-        let joined = layout::conform(&mut plan, self.counter.tok.layout_rules());
+        let (mut plan, mut part_refs) = layout::plan(measurement, self.policy, &alloc, turn_summary);
+        let joined = layout::conform(&mut plan, self.counter.tok.layout_rules(), &mut part_refs);
         if joined > 0 {
             self.warnings.push(Warning::new(
                 codes::MESSAGES_JOINED,
@@ -223,6 +264,17 @@ impl<'a> Pipeline<'a> {
                 tools_tokens,
             },
         );
+        let parts = self.part_facts(
+            &part_refs,
+            &plans,
+            &alloc,
+            PartCosts {
+                overheads,
+                turn_summary: turn_summary_cost,
+                query: query_tokens,
+                tools: tools_tokens,
+            },
+        );
         // The tools are reserved from the budget but are not messages.
         let (rendered, special_text) = self.rendered_total(&plan)?;
         let (total, tools_tokens) = match rendered {
@@ -262,7 +314,84 @@ impl<'a> Pipeline<'a> {
             hints,
             decisions,
             warnings,
+            parts,
         })
+    }
+
+    /// The parts of the laid-out prompt with their tokens, tools first.
+    fn part_facts(
+        &self,
+        refs: &[layout::PartRef],
+        plans: &[BlockPlan],
+        alloc: &Allocation,
+        costs: PartCosts,
+    ) -> Vec<PartFacts> {
+        let facts = self.prefix_lookup.map(|(f, _)| f).unwrap_or_default();
+        let unit_cost = |b: usize, u: usize| alloc.costs.get(b).and_then(|c| c.get(u)).copied().unwrap_or(0);
+        let mut out = Vec::with_capacity(refs.len() + 1);
+        if !self.tools.is_empty() {
+            let mut h = xxhash_rust::xxh3::Xxh3::new();
+            for t in self.tools {
+                h.update(&(t.len() as u64).to_le_bytes());
+                h.update(t.as_bytes());
+            }
+            out.push(PartFacts {
+                kind: PartKind::Tools,
+                at: None,
+                hash: h.digest(),
+                tokens: costs.tools,
+                message_index: 0,
+                volatile: false,
+                item: None,
+            });
+        }
+        let last_apart = SEGMENTS_APART - 1;
+        let mut context_opened = false;
+        for r in refs {
+            let (tokens, volatile) = match r.at {
+                layout::PartAt::Static(i) => (
+                    match i.cmp(&last_apart) {
+                        std::cmp::Ordering::Greater => 0,
+                        _ => facts.segment_tokens[i],
+                    },
+                    facts.volatile_segments & (1 << i.min(last_apart)) != 0,
+                ),
+                layout::PartAt::Summary => {
+                    let units: u32 = plans
+                        .iter()
+                        .zip(&alloc.costs)
+                        .filter(|(p, _)| p.slot == Carrier::Summary)
+                        .flat_map(|(_, c)| c)
+                        .fold(0, |a, &c| a.saturating_add(c));
+                    (
+                        costs.overheads[1]
+                            .saturating_add(units)
+                            .saturating_add(costs.turn_summary),
+                        false,
+                    )
+                }
+                layout::PartAt::Unit { block, unit } if r.kind != PartKind::Turn => {
+                    let opened = if std::mem::replace(&mut context_opened, true) {
+                        0
+                    } else {
+                        costs.overheads[0]
+                    };
+                    (unit_cost(block, unit).saturating_add(opened), false)
+                }
+                layout::PartAt::Unit { block, unit } => (unit_cost(block, unit), false),
+                layout::PartAt::Query => (costs.query, false),
+            };
+            out.push(PartFacts {
+                kind: r.kind,
+                at: Some(r.at),
+                hash: r.hash,
+                tokens,
+                message_index: saturating_u32(r.message),
+                volatile,
+                item: r.item,
+            });
+        }
+        out
     }
 
     /// Tokens of the static prefix messages and of the tools, and the
@@ -290,7 +419,7 @@ impl<'a> Pipeline<'a> {
                     .iter()
                     .enumerate()
                     .map(|(i, s)| self.counter.message_count(Role::System, i == 0, &s.content, None))
-                    .fold(0, u32::saturating_add);
+                    .collect::<Vec<u32>>();
                 let tools_tokens = self.counter.tok.tools_tokens(self.tools);
                 if self.counter.cancel.is_cancelled() {
                     return Err(AssembleError::Cancelled);

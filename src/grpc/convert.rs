@@ -31,6 +31,7 @@ macro_rules! wire_enum {
     };
 }
 
+mod cache;
 mod compact;
 pub mod memory;
 
@@ -170,6 +171,8 @@ impl TryFrom<pb::AssembleRequest> for prompt::AssembleRequest {
             cache_salt: r.cache_salt,
             prefix_family: r.prefix_family,
             return_token_ids: r.return_token_ids,
+            previous_fingerprint: r.previous_fingerprint,
+            cache_ttl: r.cache_ttl,
         })
     }
 }
@@ -237,6 +240,9 @@ impl From<Assembly> for pb::AssembleResponse {
                 .collect(),
             warnings: a.warnings.into_iter().map(warning_to_wire).collect(),
             recall: None,
+            cache_plan: Some(cache::plan_to_wire(*a.cache_plan)),
+            fingerprint: a.fingerprint,
+            divergence: a.divergence.map(|d| cache::divergence_to_wire(*d)),
         }
     }
 }
@@ -342,6 +348,8 @@ impl From<prompt::AssembleRequest> for pb::AssembleRequest {
             prefix_family: r.prefix_family,
             recall: None,
             return_token_ids: r.return_token_ids,
+            previous_fingerprint: r.previous_fingerprint,
+            cache_ttl: r.cache_ttl,
         }
     }
 }

@@ -473,12 +473,18 @@ impl pb::assembler_server::Assembler for AssemblerService {
                     cached_tokens: r.cached_tokens,
                     cache_read_tokens: r.cache_read_tokens,
                     cache_creation_tokens: r.cache_creation_tokens,
+                    cache_write_tokens: r.cache_write_tokens,
+                    diagnostic: r.diagnostic,
                 };
                 Ok(match self.assembler.report_usage(&report) {
                     Some(c) => pb::ReportUsageResponse {
                         matched: true,
                         sidecar_tokens: c.ours,
                         relative_error: c.relative_error,
+                        expected_cached_tokens: c.expected_cached,
+                        cached_tokens: c.cached,
+                        missed_expected: c.missed_expected,
+                        prefix_flagged: c.prefix_flagged,
                     },
                     None => pb::ReportUsageResponse::default(),
                 })

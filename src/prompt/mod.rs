@@ -2,9 +2,11 @@
 //! output types, free of wire types. A layer above [`crate::vocab`], read by
 //! every room that assembles, caches or recalls.
 
+pub mod cache;
 pub mod request;
 pub mod response;
 
+pub use cache::{CachePlan, Change, Divergence, Ineffective, Marker, MarkerTarget, PartKind, ProviderField};
 pub use request::{
     AssembleRequest, Block, BlockKind, HeldScopes, Item, MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM,
     MAX_TOOL_CALL_IDS_PER_MESSAGE, Principal, Segment, SegmentKind,

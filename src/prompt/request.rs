@@ -232,4 +232,10 @@ pub struct AssembleRequest {
     /// Whether the answer carries the prompt's token ids and engine block
     /// keys ([`super::TokenIds`]).
     pub return_token_ids: bool,
+    /// The fingerprint of the session's previous answer (empty: none): the
+    /// answer then says where this prompt first differs from that one.
+    pub previous_fingerprint: Vec<u8>,
+    /// The cache lifetime asked of the provider ("5m", "1h"; empty: its
+    /// default).
+    pub cache_ttl: String,
 }

@@ -204,6 +204,14 @@ pub struct Assembly {
     /// The prompt's token ids and engine block keys, when asked for and
     /// the model has a folder.
     pub token_ids: Option<TokenIds>,
+    /// The cache plan in the provider's own terms (boxed, as is the
+    /// divergence: an assembly travels by value through the pipeline).
+    pub cache_plan: Box<super::CachePlan>,
+    /// The prompt's fingerprint (hashes and counts of its parts).
+    pub fingerprint: Vec<u8>,
+    /// Where the prompt first differs from the previous one, when the
+    /// request sent that one's fingerprint.
+    pub divergence: Option<Box<super::Divergence>>,
 }
 
 /// The assembled prompt as the engine tokenizes it.

@@ -46,7 +46,53 @@ pub struct UsageReport {
     pub cache_read_tokens: u32,
     /// Cache-creation tokens (Anthropic/Bedrock).
     pub cache_creation_tokens: u32,
+    /// Cache-write tokens (OpenAI GPT-5.6 and later, `cache_write_tokens`).
+    pub cache_write_tokens: u32,
+    /// The provider's cache diagnostic, when the gateway has one
+    /// (Anthropic's `model_changed`, `system_changed`, `tools_changed`,
+    /// `messages_changed`; OpenAI's comparison's reason).
+    pub diagnostic: String,
 }
+
+/// Provider cache diagnostics counted by name; any other counts as `other`.
+pub const DIAGNOSTICS: [&str; 4] = [
+    "model_changed",
+    "system_changed",
+    "tools_changed",
+    "messages_changed",
+];
+
+/// The bounded label of a provider's cache diagnostic (`None`: none sent).
+pub fn diagnostic_label(diagnostic: &str) -> Option<&'static str> {
+    if diagnostic.is_empty() {
+        return None;
+    }
+    let lower = diagnostic.to_ascii_lowercase();
+    Some(DIAGNOSTICS.into_iter().find(|d| *d == lower).unwrap_or("other"))
+}
+
+/// What the sidecar keeps of an assembled request for its usage report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remembered {
+    /// The model-table entry it was assembled for.
+    pub model: Arc<str>,
+    /// The estimate margin its count was made with (0 = exact).
+    pub margin_percent: u32,
+    /// Its count (prompt plus tools).
+    pub tokens: u32,
+    /// Tokens its cache plan expected the provider to serve from cache
+    /// (0: none expected).
+    pub expected_cached: u32,
+    /// The first bytes of its static prefix's digest (the prefix whose
+    /// expected hits are tracked).
+    pub prefix: [u8; 8],
+}
+
+/// Consecutive reports of one prefix whose expected hits did not happen
+/// before the prefix is flagged.
+pub const FLAG_AFTER_MISSES: u32 = 3;
+/// Most prefixes whose misses are tracked.
+const PREFIXES_TRACKED: u64 = 10_000;
 
 /// The comparison made for a report.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,8 +103,19 @@ pub struct Comparison {
     pub margin_percent: u32,
     /// The sidecar's count for the request (prompt plus tools).
     pub ours: u32,
-    /// `(ours - provider) / provider`.
+    /// `(ours - provider) / provider` (0 when the provider counted nothing).
     pub relative_error: f64,
+    /// Tokens the cache plan expected the provider to serve from cache.
+    pub expected_cached: u32,
+    /// Tokens the provider served from cache.
+    pub cached: u32,
+    /// Whether an expected hit did not happen: less than half of what was
+    /// expected was served.
+    pub missed_expected: bool,
+    /// Whether the request's prefix has now missed its expected hits
+    /// [`FLAG_AFTER_MISSES`] times in a row (the provider evicts or
+    /// partitions it).
+    pub prefix_flagged: bool,
 }
 
 /// Reports an estimated model needs before its margin may change.
@@ -93,7 +150,9 @@ fn request_key(request_id: &str) -> [u8; 32] {
 #[derive(Clone)]
 pub struct Feedback {
     /// By blake3 of the request id: an id of any length costs 32 bytes.
-    recent: Cache<[u8; 32], (Arc<str>, u32, u32)>,
+    recent: Cache<[u8; 32], Remembered>,
+    /// Consecutive missed expected hits, by prefix.
+    misses: Cache<[u8; 8], u32>,
     adapting: Arc<std::sync::Mutex<std::collections::HashMap<Arc<str>, Adapting>>>,
 }
 
@@ -110,20 +169,20 @@ impl Default for Feedback {
                 .max_capacity(REMEMBER_AT_MOST)
                 .time_to_live(REMEMBER_FOR)
                 .build(),
+            misses: Cache::builder()
+                .max_capacity(PREFIXES_TRACKED)
+                .time_to_idle(REMEMBER_FOR)
+                .build(),
             adapting: Arc::default(),
         }
     }
 }
 
 impl Feedback {
-    /// Keeps `tokens` (the prompt plus tools) of request `request_id`,
-    /// assembled for model-table entry `model`.
-    pub fn remember(&self, request_id: &str, model: &str, margin_percent: u32, tokens: u32) {
+    /// Keeps what request `request_id` was assembled with, for its report.
+    pub fn remember(&self, request_id: &str, what: Remembered) {
         if !request_id.is_empty() {
-            self.recent.insert(
-                request_key(request_id),
-                (Arc::from(model), margin_percent, tokens),
-            );
+            self.recent.insert(request_key(request_id), what);
         }
     }
 
@@ -175,26 +234,57 @@ impl Feedback {
         Some(wanted)
     }
 
-    /// Records a report: provider totals always; the relative error when the
-    /// request is still remembered and the provider counted something.
+    /// Records a report: provider totals and its diagnostic always; the
+    /// comparison when the request is still remembered: the relative error
+    /// (when the provider counted something) and what its cache served
+    /// against what the plan expected.
     pub fn report(&self, r: &UsageReport) -> Option<Comparison> {
         let provider = provider_label(&r.provider);
+        let cached = r.cached_tokens.saturating_add(r.cache_read_tokens);
         metrics::provider_usage(
             provider,
             u64::from(r.prompt_tokens),
-            u64::from(r.cached_tokens) + u64::from(r.cache_read_tokens),
+            u64::from(cached),
+            u64::from(r.cache_creation_tokens) + u64::from(r.cache_write_tokens),
         );
-        let (model, margin_percent, ours) = self.recent.get(&request_key(&r.request_id))?;
-        if r.prompt_tokens == 0 {
-            return None;
+        if let Some(d) = diagnostic_label(&r.diagnostic) {
+            metrics::provider_cache_diagnostic(provider, d);
         }
-        let relative_error = (f64::from(ours) - f64::from(r.prompt_tokens)) / f64::from(r.prompt_tokens);
-        metrics::count_error(model.to_string(), relative_error);
+        let kept = self.recent.get(&request_key(&r.request_id))?;
+        let relative_error = if r.prompt_tokens == 0 {
+            0.0
+        } else {
+            let e = (f64::from(kept.tokens) - f64::from(r.prompt_tokens)) / f64::from(r.prompt_tokens);
+            metrics::count_error(kept.model.to_string(), e);
+            e
+        };
+        let missed_expected = kept.expected_cached > 0 && cached < kept.expected_cached.div_ceil(2);
+        let prefix_flagged = if kept.expected_cached == 0 {
+            false
+        } else if missed_expected {
+            let misses = self
+                .misses
+                .entry(kept.prefix)
+                .and_upsert_with(|m| m.map_or(1, |m| m.into_value().saturating_add(1)))
+                .into_value();
+            if misses == FLAG_AFTER_MISSES {
+                metrics::prompt_cache_prefix_flagged(provider);
+            }
+            misses >= FLAG_AFTER_MISSES
+        } else {
+            self.misses.invalidate(&kept.prefix);
+            false
+        };
+        metrics::prompt_cache_expected(provider, u64::from(kept.expected_cached), missed_expected);
         Some(Comparison {
-            model,
-            margin_percent,
-            ours,
+            model: kept.model,
+            margin_percent: kept.margin_percent,
+            ours: kept.tokens,
             relative_error,
+            expected_cached: kept.expected_cached,
+            cached,
+            missed_expected,
+            prefix_flagged,
         })
     }
 }
@@ -203,23 +293,77 @@ impl Feedback {
 mod tests {
     use super::*;
 
-    #[test]
-    fn reports_compare_with_the_remembered_count() {
-        let f = Feedback::default();
-        f.remember("r1", "gpt-4o", 0, 110);
-        let report = |id: &str, prompt| UsageReport {
+    fn kept(tokens: u32, expected_cached: u32, prefix: u8) -> Remembered {
+        Remembered {
+            model: Arc::from("gpt-4o"),
+            margin_percent: 0,
+            tokens,
+            expected_cached,
+            prefix: [prefix; 8],
+        }
+    }
+
+    fn report(id: &str, prompt: u32, cached: u32) -> UsageReport {
+        UsageReport {
             request_id: id.to_owned(),
             provider: "OpenAI".to_owned(),
             prompt_tokens: prompt,
+            cached_tokens: cached,
             ..UsageReport::default()
-        };
-        let c = f.report(&report("r1", 100)).unwrap();
+        }
+    }
+
+    #[test]
+    fn reports_compare_with_the_remembered_count() {
+        let f = Feedback::default();
+        f.remember("r1", kept(110, 0, 1));
+        let c = f.report(&report("r1", 100, 0)).unwrap();
         assert_eq!(c.ours, 110);
         assert!((c.relative_error - 0.1).abs() < 1e-9);
-        assert_eq!(f.report(&report("unknown", 100)), None);
-        assert_eq!(f.report(&report("r1", 0)), None);
-        f.remember("", "gpt-4o", 0, 5);
-        assert_eq!(f.report(&report("", 5)), None, "no id, nothing kept");
+        assert!(!c.missed_expected && !c.prefix_flagged, "nothing was expected");
+        assert_eq!(f.report(&report("unknown", 100, 0)), None);
+        let c = f.report(&report("r1", 0, 0)).unwrap();
+        assert_eq!(
+            c.relative_error, 0.0,
+            "the provider counted nothing: no error to tell"
+        );
+        f.remember("", kept(5, 0, 1));
+        assert_eq!(f.report(&report("", 5, 0)), None, "no id, nothing kept");
+    }
+
+    #[test]
+    fn a_prefix_is_flagged_once_its_expected_hits_miss_in_a_row() {
+        let f = Feedback::default();
+        let send = |id: &str, cached: u32| {
+            f.remember(id, kept(3000, 2048, 7));
+            f.report(&report(id, 3000, cached)).unwrap()
+        };
+        // Half of what was expected, or more, is a hit.
+        let c = send("a", 1024);
+        assert!(!c.missed_expected);
+        for n in 1..FLAG_AFTER_MISSES {
+            let c = send(&format!("m{n}"), 0);
+            assert!(c.missed_expected);
+            assert!(!c.prefix_flagged, "{n} misses in a row");
+        }
+        assert!(send("last", 1023).prefix_flagged);
+        assert!(
+            send("again", 0).prefix_flagged,
+            "it stays flagged while it misses"
+        );
+        // A hit clears it.
+        assert!(!send("hit", 2048).prefix_flagged);
+        assert!(!send("after", 0).prefix_flagged);
+        // Another prefix's misses are its own.
+        f.remember("other", kept(3000, 2048, 9));
+        assert!(!f.report(&report("other", 3000, 0)).unwrap().prefix_flagged);
+    }
+
+    #[test]
+    fn diagnostics_are_bounded_labels() {
+        assert_eq!(diagnostic_label(""), None);
+        assert_eq!(diagnostic_label("Tools_Changed"), Some("tools_changed"));
+        assert_eq!(diagnostic_label("something new"), Some("other"));
     }
 
     #[test]
@@ -232,6 +376,10 @@ mod tests {
             margin_percent: 20,
             ours: 120,
             relative_error: 0.0,
+            expected_cached: 0,
+            cached: 0,
+            missed_expected: false,
+            prefix_flagged: false,
         };
         for _ in 1..ADAPT_AFTER_REPORTS {
             assert_eq!(f.adapt(&c, 110, (5, 30), start), None, "too few reports");
@@ -277,6 +425,10 @@ mod tests {
             margin_percent: 10,
             ours: 110,
             relative_error: 0.0,
+            expected_cached: 0,
+            cached: 0,
+            missed_expected: false,
+            prefix_flagged: false,
         };
         // Ten thousand reports at once, each claiming the provider counted
         // ten times more: one change, of at most one step.

@@ -74,59 +74,19 @@ const GROUP: u8 = 0x10;
 const REST: u8 = 0x20;
 const KIND_MASK: u8 = 0x0f;
 
-/// The place of a part in an assembled prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PartKind {
-    /// Every tool definition, as one part.
-    Tools,
-    /// A static system-instructions segment.
-    System,
-    /// A static examples segment.
-    Examples,
-    /// The conversation summary message.
-    Summary,
-    /// A conversation turn.
-    Turn,
-    /// An evidence item of the context message.
-    Evidence,
-    /// A memory item of the context message.
-    Memory,
-    /// A state item of the context message.
-    State,
-    /// The query, last.
-    Query,
+pub use crate::prompt::PartKind;
+
+/// What the encoding and the comparison read of a part's kind.
+trait KindExt: Sized {
+    /// The kind's code in an entry's tag.
+    fn code(self) -> u8;
+    /// The kind of a tag's code.
+    fn from_code(code: u8) -> Option<Self>;
+    /// The stretch of the prompt the kind belongs to.
+    fn region(self) -> Region;
 }
 
-impl PartKind {
-    /// Every kind, in prompt order.
-    pub const ALL: [PartKind; 9] = [
-        PartKind::Tools,
-        PartKind::System,
-        PartKind::Examples,
-        PartKind::Summary,
-        PartKind::Turn,
-        PartKind::Evidence,
-        PartKind::Memory,
-        PartKind::State,
-        PartKind::Query,
-    ];
-
-    /// A stable lower-case name, used as a bounded metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PartKind::Tools => "tools",
-            PartKind::System => "system",
-            PartKind::Examples => "examples",
-            PartKind::Summary => "summary",
-            PartKind::Turn => "turn",
-            PartKind::Evidence => "evidence",
-            PartKind::Memory => "memory",
-            PartKind::State => "state",
-            PartKind::Query => "query",
-        }
-    }
-
-    /// The kind's code in an entry's tag.
+impl KindExt for PartKind {
     fn code(self) -> u8 {
         match self {
             PartKind::Tools => 0,
@@ -193,77 +153,7 @@ pub struct Part<'a> {
     pub volatile: bool,
 }
 
-/// What kind of change a divergence is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Change {
-    /// The prompts are identical.
-    None,
-    /// The previous prompt's conversation is a prefix of this one's: new turns
-    /// were appended, the expected growth.
-    Appended,
-    /// The header differs: model, tokenizer or cache salt.
-    ModelChanged,
-    /// The tool definitions differ.
-    ToolsChanged,
-    /// A static segment differs.
-    SystemChanged,
-    /// A static segment that holds a volatile value changed.
-    VolatileValue,
-    /// The conversation window moved: the previous prompt's leading turns are
-    /// gone or summarized.
-    WindowStep,
-    /// The summary differs.
-    SummaryChanged,
-    /// An earlier turn was edited, inserted or removed.
-    TurnChanged,
-    /// A context item occurs in both prompts at different positions.
-    ItemReordered,
-    /// A context item of the previous prompt is gone.
-    ItemRemoved,
-    /// A new memory, evidence or state item is in the context (an edited item
-    /// is new too).
-    ItemAdded,
-    /// Only the query differs.
-    QueryChanged,
-}
-
-impl Change {
-    /// Every change.
-    pub const ALL: [Change; 13] = [
-        Change::None,
-        Change::Appended,
-        Change::ModelChanged,
-        Change::ToolsChanged,
-        Change::SystemChanged,
-        Change::VolatileValue,
-        Change::WindowStep,
-        Change::SummaryChanged,
-        Change::TurnChanged,
-        Change::ItemReordered,
-        Change::ItemRemoved,
-        Change::ItemAdded,
-        Change::QueryChanged,
-    ];
-
-    /// A stable lower-case name, used as a bounded metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Change::None => "none",
-            Change::Appended => "appended",
-            Change::ModelChanged => "model_changed",
-            Change::ToolsChanged => "tools_changed",
-            Change::SystemChanged => "system_changed",
-            Change::VolatileValue => "volatile_value",
-            Change::WindowStep => "window_step",
-            Change::SummaryChanged => "summary_changed",
-            Change::TurnChanged => "turn_changed",
-            Change::ItemReordered => "item_reordered",
-            Change::ItemRemoved => "item_removed",
-            Change::ItemAdded => "item_added",
-            Change::QueryChanged => "query_changed",
-        }
-    }
-}
+pub use crate::prompt::Change;
 
 /// Where the new prompt first differs from the previous one, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]

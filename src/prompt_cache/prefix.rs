@@ -77,11 +77,21 @@ enum Place {
     Tool,
 }
 
+/// Static segments whose own tokens and volatile values the prefix cache
+/// keeps apart; later ones are kept together with the last of these.
+pub const SEGMENTS_APART: usize = 16;
+
 /// What the prefix cache remembers about a static prefix.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PrefixFacts {
     /// Tokens of the static prefix messages.
     pub tokens: u32,
+    /// Tokens of each static segment's message; the last entry also holds
+    /// those of every segment after it.
+    pub segment_tokens: [u32; SEGMENTS_APART],
+    /// Bit `i`: static segment `i` holds a volatile value (the last bit:
+    /// that segment or one after it).
+    pub volatile_segments: u16,
     /// Tokens of the tool definitions (which the prefix's key covers), so
     /// a known prefix's tools are neither hashed again nor looked up.
     pub tools_tokens: u32,
@@ -94,17 +104,26 @@ pub struct PrefixFacts {
 }
 
 impl PrefixFacts {
-    /// The facts of a prefix of `tokens` tokens whose tools count
-    /// `tools_tokens` (exactly or not, `tools_exact`): its volatile values,
-    /// scanned in `tools` then `segments`.
+    /// The facts of a prefix whose segments' messages count
+    /// `segment_tokens` (in order) and whose tools count `tools_tokens`
+    /// (exactly or not, `tools_exact`): its volatile values, scanned in
+    /// `tools` then `segments`.
     pub fn scan(
-        tokens: u32,
+        segment_tokens: impl IntoIterator<Item = u32>,
         (tools_tokens, tools_exact): (u32, bool),
         segments: &[Segment],
         tools: &[String],
     ) -> Self {
+        let mut apart = [0u32; SEGMENTS_APART];
+        let mut tokens = 0u32;
+        for (i, t) in segment_tokens.into_iter().enumerate() {
+            tokens = tokens.saturating_add(t);
+            let slot = &mut apart[i.min(SEGMENTS_APART - 1)];
+            *slot = slot.saturating_add(t);
+        }
         let mut facts = PrefixFacts {
             tokens,
+            segment_tokens: apart,
             tools_tokens,
             tools_exact,
             ..PrefixFacts::default()
@@ -122,6 +141,9 @@ impl PrefixFacts {
         for (place, i, text) in texts {
             let (kinds, first) = volatile::scan(text);
             facts.volatile |= kinds;
+            if place == Place::Segment && kinds != 0 {
+                facts.volatile_segments |= 1 << i.min(SEGMENTS_APART - 1);
+            }
             if let (None, Some((kind, _))) = (facts.first, first) {
                 facts.first = Some((place, u16::try_from(i).unwrap_or(u16::MAX), kind));
             }

@@ -6,9 +6,9 @@
 use crate::assemble::Catalog;
 use crate::compact::CompactOutcome;
 use crate::memory::model::SUMMARY_TYPE;
-use crate::prompt::BlockKind;
+use crate::prompt::{BlockKind, Change};
 use crate::prompt_cache::families::OTHER;
-use crate::prompt_cache::feedback::PROVIDERS;
+use crate::prompt_cache::feedback::{DIAGNOSTICS, PROVIDERS};
 use crate::prompt_cache::volatile::Volatile;
 use crate::telemetry::metrics;
 
@@ -21,6 +21,7 @@ pub fn start(catalog: &Catalog, memory_types: &[String]) {
         providers: &providers,
         volatile_kinds: &Volatile::ALL.map(Volatile::as_str),
         compact_outcomes: &CompactOutcome::ALL.map(CompactOutcome::as_str),
+        diagnostics: &DIAGNOSTICS.into_iter().chain(["other"]).collect::<Vec<_>>(),
     });
     metrics::memory_types_known(memory_types.iter().cloned().chain([SUMMARY_TYPE.to_owned()]));
     catalog_known(catalog);
@@ -31,6 +32,14 @@ pub fn start(catalog: &Catalog, memory_types: &[String]) {
 pub fn catalog_known(catalog: &Catalog) {
     metrics::models_known(catalog.models.entries().iter().map(|m| m.name.clone()));
     metrics::families_known(catalog.families.iter().cloned().chain([OTHER.to_owned()]));
+    metrics::divergences_known(
+        catalog
+            .families
+            .iter()
+            .cloned()
+            .chain([OTHER.to_owned(), metrics::FAMILY_NONE.to_owned()]),
+        &Change::ALL.map(Change::as_str),
+    );
     for e in catalog
         .models
         .entries()

@@ -165,6 +165,36 @@ pub fn describe() {
         "static-prefix hashes a prefix family had not used in the last 10 minutes, by family"
     );
     describe_counter!(
+        PROVIDER_CACHE_WRITE_TOKENS_TOTAL,
+        Unit::Count,
+        "prompt tokens providers wrote to their caches (ReportUsage), by provider"
+    );
+    describe_counter!(
+        PROVIDER_CACHE_DIAGNOSTICS_TOTAL,
+        Unit::Count,
+        "provider cache diagnostics gateways passed on (ReportUsage), by provider and diagnostic"
+    );
+    describe_counter!(
+        PROMPT_CACHE_EXPECTED_TOKENS_TOTAL,
+        Unit::Count,
+        "tokens the cache plans of reported requests expected the provider to serve from cache, by provider"
+    );
+    describe_counter!(
+        PROMPT_CACHE_EXPECTED_MISSES_TOTAL,
+        Unit::Count,
+        "reported requests whose provider served less than half of the cache hit their plan expected, by provider"
+    );
+    describe_counter!(
+        PROMPT_CACHE_PREFIXES_FLAGGED_TOTAL,
+        Unit::Count,
+        "prefixes that missed their expected cache hits in several reports in a row, by provider"
+    );
+    describe_counter!(
+        PROMPT_CACHE_DIVERGENCES_TOTAL,
+        Unit::Count,
+        "where a prompt first differs from its session's previous one (requests that sent its fingerprint), by change and prefix family"
+    );
+    describe_counter!(
         PREFIX_VOLATILE_TOTAL,
         Unit::Count,
         "assembled prompts whose static prefix holds a volatile value (timestamp, date, uuid, hex_id)"
@@ -307,6 +337,14 @@ pub fn initialize(labels: &Labels) {
     for &provider in labels.providers {
         counter!(PROVIDER_PROMPT_TOKENS_TOTAL, "provider" => provider).increment(0);
         counter!(PROVIDER_CACHED_TOKENS_TOTAL, "provider" => provider).increment(0);
+        counter!(PROVIDER_CACHE_WRITE_TOKENS_TOTAL, "provider" => provider).increment(0);
+        counter!(PROMPT_CACHE_EXPECTED_TOKENS_TOTAL, "provider" => provider).increment(0);
+        counter!(PROMPT_CACHE_EXPECTED_MISSES_TOTAL, "provider" => provider).increment(0);
+        counter!(PROMPT_CACHE_PREFIXES_FLAGGED_TOTAL, "provider" => provider).increment(0);
+        for &diagnostic in labels.diagnostics {
+            counter!(PROVIDER_CACHE_DIAGNOSTICS_TOTAL, "provider" => provider, "diagnostic" => diagnostic)
+                .increment(0);
+        }
     }
     for &kind in labels.volatile_kinds {
         counter!(PREFIX_VOLATILE_TOTAL, "kind" => kind).increment(0);
@@ -356,6 +394,8 @@ pub struct Labels<'a> {
     pub volatile_kinds: &'a [&'static str],
     /// Outcomes of a Compact request.
     pub compact_outcomes: &'a [&'static str],
+    /// Provider cache diagnostics, `other` included.
+    pub diagnostics: &'a [&'static str],
 }
 
 /// Starts the stored-memory series of every memory type at zero (the type
@@ -489,9 +529,28 @@ pub fn estimate_margin(model: String, margin: u32) {
 }
 
 /// Records a provider's usage report.
-pub fn provider_usage(provider: &'static str, prompt: u64, cached: u64) {
+pub fn provider_usage(provider: &'static str, prompt: u64, cached: u64, written: u64) {
     counter!(PROVIDER_PROMPT_TOKENS_TOTAL, "provider" => provider).increment(prompt);
     counter!(PROVIDER_CACHED_TOKENS_TOTAL, "provider" => provider).increment(cached);
+    counter!(PROVIDER_CACHE_WRITE_TOKENS_TOTAL, "provider" => provider).increment(written);
+}
+
+/// Records a provider cache diagnostic (a bounded name) a gateway passed on.
+pub fn provider_cache_diagnostic(provider: &'static str, diagnostic: &'static str) {
+    counter!(PROVIDER_CACHE_DIAGNOSTICS_TOTAL, "provider" => provider, "diagnostic" => diagnostic)
+        .increment(1);
+}
+
+/// Records what a reported request's plan expected from the provider's
+/// cache, and whether the hit did not happen.
+pub fn prompt_cache_expected(provider: &'static str, expected: u64, missed: bool) {
+    counter!(PROMPT_CACHE_EXPECTED_TOKENS_TOTAL, "provider" => provider).increment(expected);
+    counter!(PROMPT_CACHE_EXPECTED_MISSES_TOTAL, "provider" => provider).increment(u64::from(missed));
+}
+
+/// Records a prefix flagged for missing its expected hits in a row.
+pub fn prompt_cache_prefix_flagged(provider: &'static str) {
+    counter!(PROMPT_CACHE_PREFIXES_FLAGGED_TOTAL, "provider" => provider).increment(1);
 }
 
 /// Records the relative error of the sidecar's count against a provider's.
@@ -503,6 +562,23 @@ pub fn count_error(model: String, relative: f64) {
 pub fn families_known(families: impl IntoIterator<Item = String>) {
     for family in families {
         counter!(PREFIX_HASH_CHANGES_TOTAL, "family" => family).increment(0);
+    }
+}
+
+/// Records a divergence report: what changed (a `Change` label) in a
+/// request of `family` (a configured name, `other` or `none`).
+pub fn prompt_cache_divergence(change: &'static str, family: &str) {
+    counter!(PROMPT_CACHE_DIVERGENCES_TOTAL, "change" => change, "family" => family.to_owned()).increment(1);
+}
+
+/// Starts the divergence series of every change (`changes`' labels) and
+/// family label (the configured names, `other` and `none`).
+pub fn divergences_known(families: impl IntoIterator<Item = String>, changes: &[&'static str]) {
+    for family in families {
+        for &change in changes {
+            counter!(PROMPT_CACHE_DIVERGENCES_TOTAL, "change" => change, "family" => family.clone())
+                .increment(0);
+        }
     }
 }
 

@@ -589,6 +589,17 @@ fn assemble_request(rng: &mut Rng) -> pb::AssembleRequest {
             priority: extreme_u32(rng),
         }),
         return_token_ids: chance(rng, 20),
+        // Undecodable, oversized or another prompt's: never a panic.
+        previous_fingerprint: if chance(rng, 30) {
+            (0..rng.below(600)).map(|_| rng.below(256) as u8).collect()
+        } else {
+            Vec::new()
+        },
+        cache_ttl: if chance(rng, fault) {
+            ["5m", "1h", "30m", "24h", "7d", "0m", "1h\u{0}", "-5m"][rng.below(8)].to_owned()
+        } else {
+            String::new()
+        },
     }
 }
 
@@ -717,6 +728,8 @@ fn report_request(rng: &mut Rng) -> pb::ReportUsageRequest {
         cached_tokens: small(rng),
         cache_read_tokens: small(rng),
         cache_creation_tokens: small(rng),
+        cache_write_tokens: small(rng),
+        diagnostic: ["", "tools_changed", "MODEL_CHANGED", "\u{0}", "made up"][rng.below(5)].to_owned(),
     }
 }
 

@@ -165,6 +165,8 @@ fn assemble_request(s: &Secrets, n: usize, budget: Option<u32>) -> pb::AssembleR
         prefix_family: s.id("prefixfamily"),
         recall: None,
         return_token_ids: false,
+        previous_fingerprint: Vec::new(),
+        cache_ttl: String::new(),
     }
 }
 
@@ -528,6 +530,10 @@ async fn exercise(format: &str, s: &Secrets) -> (String, Vec<String>) {
                 cached_tokens: 1000,
                 cache_read_tokens: 100,
                 cache_creation_tokens: 10,
+                cache_write_tokens: 5,
+                // A diagnostic is a bounded label: an unknown one is
+                // counted as "other", never exported as sent.
+                diagnostic: s.word("diagnostic"),
             })
             .await
             .unwrap();

@@ -59,6 +59,23 @@ pub const IDENTITY_UNLISTED: &str = "unlisted";
 pub const PREFIX_VOLATILE_TOTAL: &str = "assembler_prefix_volatile_total";
 /// New static-prefix hashes per prefix family (within a 10-minute window).
 pub const PREFIX_HASH_CHANGES_TOTAL: &str = "assembler_prefix_hash_changes_total";
+/// Divergence reports (a request that sent its session's previous
+/// fingerprint), by what changed and prefix family.
+pub const PROMPT_CACHE_DIVERGENCES_TOTAL: &str = "assembler_prompt_cache_divergences_total";
+/// Cache-write tokens providers reported (Anthropic/Bedrock creation,
+/// OpenAI writes), by provider.
+pub const PROVIDER_CACHE_WRITE_TOKENS_TOTAL: &str = "assembler_provider_cache_write_tokens_total";
+/// Provider cache diagnostics gateways passed on, by provider and name.
+pub const PROVIDER_CACHE_DIAGNOSTICS_TOTAL: &str = "assembler_provider_cache_diagnostics_total";
+/// Tokens the cache plans of reported requests expected the provider to
+/// serve from cache, by provider.
+pub const PROMPT_CACHE_EXPECTED_TOKENS_TOTAL: &str = "assembler_prompt_cache_expected_tokens_total";
+/// Reported requests whose expected cache hit did not happen, by provider.
+pub const PROMPT_CACHE_EXPECTED_MISSES_TOTAL: &str = "assembler_prompt_cache_expected_misses_total";
+/// Prefixes flagged for missing their expected hits in a row, by provider.
+pub const PROMPT_CACHE_PREFIXES_FLAGGED_TOTAL: &str = "assembler_prompt_cache_prefixes_flagged_total";
+/// The family label of a request that names no prefix family.
+pub const FAMILY_NONE: &str = "none";
 /// Prompt tokens providers counted, as gateways report them, by provider.
 pub const PROVIDER_PROMPT_TOKENS_TOTAL: &str = "assembler_provider_prompt_tokens_total";
 /// Prompt tokens providers served from their caches, by provider.

@@ -1,0 +1,240 @@
+//! The fingerprint and the divergence report through whole assemblies.
+
+use proptest::prelude::*;
+
+use crate::assemble::{AssembleError, Assembler};
+use crate::prompt::{
+    AssembleRequest, Assembly, Block, BlockKind, Change, Item, PartKind, Segment, SegmentKind,
+};
+use crate::prompt_cache::fingerprint::MAX_BYTES;
+use crate::vocab::Role;
+
+fn asm() -> Assembler {
+    Assembler::new(crate::config::default_catalog(), 8 << 20)
+}
+
+fn turn(id: &str, role: Role, content: &str) -> Item {
+    Item {
+        id: id.to_owned(),
+        role: Some(role),
+        content: content.to_owned(),
+        ..Item::default()
+    }
+}
+
+fn evidence(id: &str, content: &str, score: f64) -> Item {
+    Item {
+        id: id.to_owned(),
+        content: content.to_owned(),
+        score,
+        ..Item::default()
+    }
+}
+
+/// A session's request after `turns` turns, with evidence `docs`.
+fn request(turns: usize, docs: &[(&str, &str)], system: &str) -> AssembleRequest {
+    let conversation = (0..turns)
+        .map(|i| {
+            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            turn(
+                &format!("t{i}"),
+                role,
+                &format!("Turn {i} of the conversation about refunds."),
+            )
+        })
+        .collect();
+    let docs = docs
+        .iter()
+        .enumerate()
+        .map(|(i, (id, text))| evidence(id, text, 1.0 - i as f64 / 10.0))
+        .collect();
+    AssembleRequest {
+        request_id: "r".to_owned(),
+        model: "gpt-4o".to_owned(),
+        static_segments: vec![
+            Segment {
+                id: "sys".to_owned(),
+                kind: SegmentKind::System,
+                content: system.to_owned(),
+            },
+            Segment {
+                id: "policy".to_owned(),
+                kind: SegmentKind::Policy,
+                content: "Answer from the evidence only.".to_owned(),
+            },
+        ],
+        blocks: vec![
+            Block::new("history", BlockKind::RecentTurns, conversation),
+            Block::new("docs", BlockKind::Evidence, docs),
+        ],
+        query: format!("Question number {turns}?"),
+        session_id: "s".to_owned(),
+        ..AssembleRequest::default()
+    }
+}
+
+const SYSTEM: &str = "You are a careful assistant.";
+const DOCS: [(&str, &str); 2] = [
+    ("d1", "Refunds are granted within 30 days."),
+    ("d2", "Shipping is free above 50 euros."),
+];
+
+/// `next` assembled with `previous`'s fingerprint.
+fn after(a: &Assembler, previous: &Assembly, mut next: AssembleRequest) -> Assembly {
+    next.previous_fingerprint = previous.fingerprint.clone();
+    a.assemble(next).unwrap()
+}
+
+#[test]
+fn an_identical_request_does_not_diverge() {
+    let a = asm();
+    let first = a.assemble(request(4, &DOCS, SYSTEM)).unwrap();
+    assert!(first.divergence.is_none(), "no previous fingerprint, no report");
+    assert!(!first.fingerprint.is_empty() && first.fingerprint.len() <= MAX_BYTES);
+    let again = after(&a, &first, request(4, &DOCS, SYSTEM));
+    let d = again.divergence.unwrap();
+    assert_eq!(d.change, Change::None);
+    assert_eq!(d.kind, None);
+    assert_eq!(again.fingerprint, first.fingerprint);
+    // The shared tokens are the whole prompt (within the context message's
+    // seams, which are counted per item).
+    let total = first.usage.total_tokens;
+    assert!(
+        d.token_offset <= total && d.token_offset + 8 >= total,
+        "{} of {total}",
+        d.token_offset
+    );
+}
+
+#[test]
+fn a_session_that_grows_appends() {
+    let a = asm();
+    let first = a.assemble(request(4, &DOCS, SYSTEM)).unwrap();
+    let next = after(&a, &first, request(6, &DOCS, SYSTEM));
+    let d = next.divergence.unwrap();
+    assert_eq!(d.change, Change::Appended);
+    assert_eq!(d.kind, Some(PartKind::Turn));
+    assert_eq!(d.id, "t4", "the first new turn");
+    // Two static messages, four turns: the new turn is message 6.
+    assert_eq!(d.message_index, 6);
+    assert!(d.token_offset > 0);
+}
+
+#[test]
+fn a_timestamp_in_the_system_prompt_is_named() {
+    let a = asm();
+    let first = a
+        .assemble(request(2, &DOCS, "You are careful. Now: 2026-11-27T08:00:00Z"))
+        .unwrap();
+    let next = after(
+        &a,
+        &first,
+        request(2, &DOCS, "You are careful. Now: 2026-11-27T08:00:05Z"),
+    );
+    let d = next.divergence.unwrap();
+    assert_eq!(d.change, Change::VolatileValue);
+    assert_eq!(
+        (d.kind, d.id.as_str(), d.message_index, d.token_offset),
+        (Some(PartKind::System), "sys", 0, 0)
+    );
+    // Without a volatile value, a changed system prompt is just that.
+    let plain = after(&a, &first, request(2, &DOCS, "You are careful."));
+    assert_eq!(plain.divergence.unwrap().change, Change::SystemChanged);
+}
+
+#[test]
+fn a_changed_tool_comes_first() {
+    let a = asm();
+    let with = |tool: &str| AssembleRequest {
+        tools: vec![tool.to_owned()],
+        ..request(2, &DOCS, SYSTEM)
+    };
+    let first = a.assemble(with(r#"{"name":"refund","parameters":{}}"#)).unwrap();
+    let next = after(&a, &first, with(r#"{"name":"refund2","parameters":{}}"#));
+    let d = next.divergence.unwrap();
+    assert_eq!(
+        (d.change, d.kind, d.token_offset),
+        (Change::ToolsChanged, Some(PartKind::Tools), 0)
+    );
+}
+
+#[test]
+fn a_new_evidence_item_is_an_addition_in_the_context() {
+    let a = asm();
+    let first = a.assemble(request(2, &DOCS, SYSTEM)).unwrap();
+    let more = [DOCS[0], ("d9", "Gift cards are not refunded."), DOCS[1]];
+    let next = after(&a, &first, request(2, &more, SYSTEM));
+    let d = next.divergence.unwrap();
+    assert_eq!(d.change, Change::ItemAdded);
+    assert_eq!(d.kind, Some(PartKind::Evidence));
+}
+
+#[test]
+fn another_model_or_salt_is_another_prompt() {
+    let a = asm();
+    let first = a.assemble(request(2, &DOCS, SYSTEM)).unwrap();
+    let salted = AssembleRequest {
+        cache_salt: "tenant-b".to_owned(),
+        ..request(2, &DOCS, SYSTEM)
+    };
+    assert_eq!(
+        after(&a, &first, salted).divergence.unwrap().change,
+        Change::ModelChanged
+    );
+    let other = AssembleRequest {
+        model: "gpt-4".to_owned(),
+        ..request(2, &DOCS, SYSTEM)
+    };
+    assert_eq!(
+        after(&a, &first, other).divergence.unwrap().change,
+        Change::ModelChanged
+    );
+}
+
+#[test]
+fn an_unreadable_fingerprint_is_the_callers_error() {
+    let a = asm();
+    for bad in [vec![0xff], vec![1u8; 4], vec![7u8; MAX_BYTES + 1]] {
+        let req = AssembleRequest {
+            previous_fingerprint: bad,
+            ..request(2, &DOCS, SYSTEM)
+        };
+        match a.assemble(req) {
+            Err(AssembleError::InvalidArgument(v)) => assert_eq!(v[0].field, "previous_fingerprint"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A change to the text of message `k` of a session's request is
+    /// reported at or before message `k`, never after it; the same request
+    /// is reported unchanged.
+    #[test]
+    fn a_change_is_reported_at_or_before_where_it_is(turns in 1usize..12, at in 0usize..40, same in any::<bool>()) {
+        let a = asm();
+        let first = a.assemble(request(turns, &DOCS, SYSTEM)).unwrap();
+        let mut next = request(turns, &DOCS, SYSTEM);
+        let messages = first.messages.len();
+        let k = at % messages;
+        if !same {
+            // Static segments, then the turns, then the context, the query.
+            match k {
+                0 => next.static_segments[0].content.push('!'),
+                1 => next.static_segments[1].content.push('!'),
+                k if k < 2 + turns => next.blocks[0].items[k - 2].content.push('!'),
+                k if k + 1 < messages => next.blocks[1].items[0].content.push('!'),
+                _ => next.query.push('!'),
+            }
+        }
+        let d = after(&a, &first, next).divergence.unwrap();
+        if same {
+            prop_assert_eq!(d.change, Change::None);
+        } else {
+            prop_assert!(d.change != Change::None);
+            prop_assert!(d.message_index as usize <= k, "{:?} for a change in message {}", d, k);
+        }
+    }
+}
