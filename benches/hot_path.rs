@@ -357,6 +357,63 @@ fn assemble_by_tokens(c: &mut Criterion) {
     g.finish();
 }
 
+/// What the prompt fingerprint adds to a warm request (issue 36: at most
+/// 5% more), side by side: a warm request as `assemble_tokens/warm`; the
+/// same request sending the previous answer's fingerprint (the divergence
+/// report on top); and the fingerprint's own work alone: an xxh3 of every
+/// message, then `fingerprint` and `diverge` over those parts.
+fn fingerprint_cost(c: &mut Criterion) {
+    use context_assembler::prompt::PartKind;
+    use context_assembler::prompt_cache::fingerprint::{Part, diverge, fingerprint};
+    let mut g = c.benchmark_group("fingerprint");
+    g.sample_size(30);
+    for tokens in [4_000usize, 32_000] {
+        let req = workload::request(Shape::new(tokens, 16), 42);
+        let warm = Assembler::new(context_assembler::config::default_catalog(), CACHE_BYTES);
+        let first = warm.assemble(req.clone()).unwrap();
+        eprintln!(
+            "fingerprint/{tokens}: {} bytes for {} messages",
+            first.fingerprint.len(),
+            first.messages.len()
+        );
+        let bytes = wire(&req);
+        g.bench_with_input(BenchmarkId::new("warm", tokens), &bytes, |b, bytes| {
+            b.iter(|| server_side(&warm, black_box(bytes)))
+        });
+        let with_previous = wire(&AssembleRequest {
+            previous_fingerprint: first.fingerprint.clone(),
+            ..req.clone()
+        });
+        g.bench_with_input(
+            BenchmarkId::new("warm_with_previous", tokens),
+            &with_previous,
+            |b, bytes| b.iter(|| server_side(&warm, black_box(bytes))),
+        );
+        let previous = first.fingerprint.clone();
+        g.bench_function(BenchmarkId::new("fingerprint_only", tokens), |b| {
+            b.iter(|| {
+                let parts: Vec<Part<'_>> = first
+                    .messages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| Part {
+                        kind: PartKind::Turn,
+                        id: "",
+                        hash: xxhash_rust::xxh3::xxh3_64(black_box(m.content.as_bytes())),
+                        tokens: 100,
+                        message_index: i as u32,
+                        volatile: false,
+                    })
+                    .collect();
+                let fp = fingerprint(7, &parts);
+                let d = diverge(&previous, 7, &parts).map(|d| d.token_offset);
+                (fp.len(), d.ok())
+            })
+        });
+    }
+    g.finish();
+}
+
 fn assemble_by_items(c: &mut Criterion) {
     let mut g = c.benchmark_group("assemble_items");
     g.sample_size(20);
@@ -466,6 +523,7 @@ criterion_group!(
     cache_lookup,
     count_table,
     assemble_by_tokens,
+    fingerprint_cost,
     assemble_by_items,
     compaction
 );

@@ -103,7 +103,7 @@ pub struct Comparison {
     pub margin_percent: u32,
     /// The sidecar's count for the request (prompt plus tools).
     pub ours: u32,
-    /// `(ours - provider) / provider` (0 when the provider counted nothing).
+    /// `(ours - provider) / provider`.
     pub relative_error: f64,
     /// Tokens the cache plan expected the provider to serve from cache.
     pub expected_cached: u32,
@@ -235,8 +235,8 @@ impl Feedback {
     }
 
     /// Records a report: provider totals and its diagnostic always; the
-    /// comparison when the request is still remembered: the relative error
-    /// (when the provider counted something) and what its cache served
+    /// comparison when the request is still remembered and the provider
+    /// counted something: the relative error, and what its cache served
     /// against what the plan expected.
     pub fn report(&self, r: &UsageReport) -> Option<Comparison> {
         let provider = provider_label(&r.provider);
@@ -251,13 +251,14 @@ impl Feedback {
             metrics::provider_cache_diagnostic(provider, d);
         }
         let kept = self.recent.get(&request_key(&r.request_id))?;
-        let relative_error = if r.prompt_tokens == 0 {
-            0.0
-        } else {
-            let e = (f64::from(kept.tokens) - f64::from(r.prompt_tokens)) / f64::from(r.prompt_tokens);
-            metrics::count_error(kept.model.to_string(), e);
-            e
-        };
+        // A provider always counts the prompt: a report of none is not one
+        // to compare.
+        if r.prompt_tokens == 0 {
+            return None;
+        }
+        let relative_error =
+            (f64::from(kept.tokens) - f64::from(r.prompt_tokens)) / f64::from(r.prompt_tokens);
+        metrics::count_error(kept.model.to_string(), relative_error);
         let missed_expected = kept.expected_cached > 0 && cached < kept.expected_cached.div_ceil(2);
         let prefix_flagged = if kept.expected_cached == 0 {
             false
@@ -322,10 +323,10 @@ mod tests {
         assert!((c.relative_error - 0.1).abs() < 1e-9);
         assert!(!c.missed_expected && !c.prefix_flagged, "nothing was expected");
         assert_eq!(f.report(&report("unknown", 100, 0)), None);
-        let c = f.report(&report("r1", 0, 0)).unwrap();
         assert_eq!(
-            c.relative_error, 0.0,
-            "the provider counted nothing: no error to tell"
+            f.report(&report("r1", 0, 0)),
+            None,
+            "the provider counted nothing"
         );
         f.remember("", kept(5, 0, 1));
         assert_eq!(f.report(&report("", 5, 0)), None, "no id, nothing kept");
