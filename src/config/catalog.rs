@@ -13,6 +13,7 @@ use crate::compact::{CompactionSettings, MarkerKey};
 use crate::prompt::BlockKind;
 use crate::tokens::hf::HfModel;
 use crate::tokens::models::CacheSettings;
+use crate::tokens::provider::ProviderRules;
 use crate::tokens::{Encoding, ModelSpec, ModelTable, Tokenizer};
 use crate::vocab::Role;
 
@@ -138,12 +139,17 @@ fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
             ));
         }
         let defaults = CacheSettings::default();
+        let min_tokens = m
+            .cache_min_tokens
+            .unwrap_or(defaults.min_tokens.min(m.context_window));
         let cache = CacheSettings {
-            min_tokens: m
-                .cache_min_tokens
-                .unwrap_or(defaults.min_tokens.min(m.context_window)),
+            min_tokens,
             engine_block_tokens: m.engine_block_tokens.unwrap_or(defaults.engine_block_tokens),
             key_shards: m.prompt_cache_key_shards.unwrap_or(defaults.key_shards),
+            provider: ProviderRules {
+                min_tokens,
+                ..defaults.provider
+            },
         };
         if cache.min_tokens > m.context_window {
             return Err(ConfigError::new(
