@@ -123,7 +123,7 @@ fn check(r: &ProviderRules, key: &dyn Fn(&str) -> String) -> Result<(), ConfigEr
             format!("must be between 1 and {MAX_STEP_TOKENS}"),
         ));
     }
-    let takes_markers = matches!(p, Provider::OpenAi | Provider::Anthropic | Provider::Bedrock);
+    let takes_markers = p.takes_markers();
     if takes_markers && r.max_breakpoints > MAX_BREAKPOINTS {
         return Err(ConfigError::new(
             key("max_breakpoints"),
@@ -143,7 +143,7 @@ fn check(r: &ProviderRules, key: &dyn Fn(&str) -> String) -> Result<(), ConfigEr
             ),
         ));
     }
-    if matches!(p, Provider::Anthropic | Provider::Bedrock) && !r.explicit_breakpoints {
+    if !p.caches_implicitly() && !r.explicit_breakpoints {
         return Err(ConfigError::new(
             key("explicit_breakpoints"),
             format!("{p} caches only at explicit markers: must be true"),

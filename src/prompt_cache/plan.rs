@@ -426,11 +426,6 @@ pub fn plan(rules: &ProviderRules, p: &PlanPrompt<'_>) -> Result<CachePlan, Plan
     })
 }
 
-/// Whether the provider caches without markers.
-fn caches_implicitly(provider: Provider) -> bool {
-    !matches!(provider, Provider::Anthropic | Provider::Bedrock)
-}
-
 /// The plan of an implicit cache: no markers; the stable prefix (through
 /// the last breakpoint place, cut before the first volatile message) read
 /// in the provider's steps.
@@ -461,7 +456,7 @@ fn implicit(
         provider: rules.provider,
         markers: Vec::new(),
         request_fields,
-        cacheable_tokens: if caches_implicitly(rules.provider) {
+        cacheable_tokens: if rules.provider.caches_implicitly() {
             rules.implicit_hit(stable)
         } else {
             0
@@ -477,7 +472,7 @@ fn implicit(
 /// the prompt in the provider's steps (0 below the minimum).
 pub fn servable(rules: &ProviderRules, common_tokens: u32, plan: &CachePlan) -> u32 {
     if rules.marker_limit() == 0 {
-        if !caches_implicitly(plan.provider) {
+        if !plan.provider.caches_implicitly() {
             return 0;
         }
         return rules.implicit_hit(common_tokens.min(plan.prompt_tokens));

@@ -62,6 +62,18 @@ impl Provider {
     pub fn is_engine(self) -> bool {
         matches!(self, Provider::Vllm | Provider::Sglang | Provider::TrtLlm)
     }
+
+    /// Whether the provider has a syntax for explicit cache markers
+    /// (Anthropic, Bedrock, OpenAI from GPT-5.6).
+    pub fn takes_markers(self) -> bool {
+        matches!(self, Provider::OpenAi | Provider::Anthropic | Provider::Bedrock)
+    }
+
+    /// Whether the provider caches without markers (all but Anthropic and
+    /// Bedrock, which cache only at explicit markers).
+    pub fn caches_implicitly(self) -> bool {
+        !matches!(self, Provider::Anthropic | Provider::Bedrock)
+    }
 }
 
 impl fmt::Display for Provider {
@@ -252,11 +264,7 @@ impl ProviderRules {
     /// that takes markers (Anthropic, Bedrock, OpenAI) and says it does
     /// (`explicit_breakpoints`), else 0.
     pub fn marker_limit(&self) -> u32 {
-        let takes_markers = matches!(
-            self.provider,
-            Provider::OpenAi | Provider::Anthropic | Provider::Bedrock
-        );
-        if takes_markers && self.explicit_breakpoints {
+        if self.provider.takes_markers() && self.explicit_breakpoints {
             self.max_breakpoints
         } else {
             0
@@ -291,6 +299,13 @@ mod tests {
         assert!("OpenAI".parse::<Provider>().is_err());
         assert_eq!(Provider::from_name("azure"), None);
         assert!(Provider::Sglang.is_engine() && !Provider::Gemini.is_engine());
+        let marked: Vec<_> = Provider::ALL.into_iter().filter(|p| p.takes_markers()).collect();
+        assert_eq!(marked, [Provider::OpenAi, Provider::Anthropic, Provider::Bedrock]);
+        let only_marked: Vec<_> = Provider::ALL
+            .into_iter()
+            .filter(|p| !p.caches_implicitly())
+            .collect();
+        assert_eq!(only_marked, [Provider::Anthropic, Provider::Bedrock]);
     }
 
     #[test]
