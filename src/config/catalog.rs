@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::ConfigError;
 use super::file::{CompactionSection, FileConfig, ModelEntry, PolicyEntry, Secret};
+use super::providers::{self, ProviderTable};
 use crate::assemble::{Catalog, Policy};
 use crate::compact::{CompactionSettings, MarkerKey};
 use crate::prompt::BlockKind;
@@ -28,7 +29,8 @@ impl FileConfig {
             .models
             .as_deref()
             .ok_or_else(|| ConfigError::new("models", "the model table is empty"))?;
-        let models = model_table(entries)?;
+        let providers = providers::providers(&self.providers)?;
+        let models = model_table(entries, &providers)?;
         let mut policies = BTreeMap::new();
         for (name, entry) in self.policies.iter().flatten() {
             policies.insert(name.clone(), Arc::new(policy(name, entry)?));
@@ -63,7 +65,7 @@ fn load_folder(
     Ok(model)
 }
 
-fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
+fn model_table(entries: &[ModelEntry], providers: &ProviderTable) -> Result<ModelTable, ConfigError> {
     if entries.is_empty() {
         return Err(ConfigError::new("models", "the model table is empty"));
     }
@@ -138,12 +140,20 @@ fn model_table(entries: &[ModelEntry]) -> Result<ModelTable, ConfigError> {
             ));
         }
         let defaults = CacheSettings::default();
+        let base = providers.get(providers::provider_of(m, &key)?);
+        let min_tokens = m
+            .cache_min_tokens
+            .unwrap_or(base.min_tokens.min(m.context_window));
+        let engine_block_tokens = m.engine_block_tokens.unwrap_or(if base.provider.is_engine() {
+            base.step_tokens
+        } else {
+            defaults.engine_block_tokens
+        });
         let cache = CacheSettings {
-            min_tokens: m
-                .cache_min_tokens
-                .unwrap_or(defaults.min_tokens.min(m.context_window)),
-            engine_block_tokens: m.engine_block_tokens.unwrap_or(defaults.engine_block_tokens),
+            min_tokens,
+            engine_block_tokens,
             key_shards: m.prompt_cache_key_shards.unwrap_or(defaults.key_shards),
+            provider: providers::model_rules(m, base, min_tokens, &key)?,
         };
         if cache.min_tokens > m.context_window {
             return Err(ConfigError::new(

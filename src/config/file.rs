@@ -74,11 +74,61 @@ section! {
         /// `[render]`.
         #[serde(default)]
         pub render: RenderSection,
+        /// `[providers.NAME]`: each provider's cache rules, per field.
+        #[serde(default)]
+        pub providers: ProvidersSection,
         /// `[[models]]`: when present, the whole model table.
         pub models: Option<Vec<ModelEntry>>,
         /// `[policies.NAME]`: when present, every policy (`default` is added if
         /// missing).
         pub policies: Option<BTreeMap<String, PolicyEntry>>,
+    }
+}
+
+section! {
+    /// `[providers]`: one table per provider a model entry may name.
+    pub struct ProvidersSection {
+        /// `[providers.openai]`.
+        #[serde(default)]
+        pub openai: ProviderEntry,
+        /// `[providers.anthropic]`.
+        #[serde(default)]
+        pub anthropic: ProviderEntry,
+        /// `[providers.bedrock]`.
+        #[serde(default)]
+        pub bedrock: ProviderEntry,
+        /// `[providers.gemini]`.
+        #[serde(default)]
+        pub gemini: ProviderEntry,
+        /// `[providers.vllm]`.
+        #[serde(default)]
+        pub vllm: ProviderEntry,
+        /// `[providers.sglang]`.
+        #[serde(default)]
+        pub sglang: ProviderEntry,
+        /// `[providers.trtllm]`.
+        #[serde(default)]
+        pub trtllm: ProviderEntry,
+    }
+}
+
+section! {
+    /// `[providers.NAME]`: the rules of one provider's prompt cache.
+    pub struct ProviderEntry {
+        /// Shortest prefix cached, in tokens.
+        pub min_tokens: Option<u32>,
+        /// Implicit hits grow in steps of this many tokens.
+        pub step_tokens: Option<u32>,
+        /// Most breakpoint markers per request (0 = implicit only).
+        pub max_breakpoints: Option<u32>,
+        /// Cache lifetimes a request may ask for (`"5m"`, `"1h"`, ...).
+        pub ttls: Option<Vec<String>>,
+        /// The lifetime when a request asks for none (`""` = none).
+        pub default_ttl: Option<String>,
+        /// Content blocks a marker looks back (0 = no limit).
+        pub lookback_blocks: Option<u32>,
+        /// Whether the provider takes explicit breakpoint markers.
+        pub explicit_breakpoints: Option<bool>,
     }
 }
 
@@ -261,9 +311,20 @@ pub struct ModelEntry {
     pub context_window: u32,
     /// Default output reserve in tokens.
     pub output_reserve: u32,
-    /// Provider minimum cacheable prefix in tokens (default 1024).
+    /// Who serves the model: a `[providers.NAME]` table (default `openai`
+    /// for an encoding, `vllm` for a `tokenizer_dir`).
+    pub provider: Option<String>,
+    /// Provider minimum cacheable prefix in tokens (default: the provider's).
     pub cache_min_tokens: Option<u32>,
-    /// Engine cache block size in tokens (default 16).
+    /// Whether the model takes explicit breakpoint markers (default: the
+    /// provider's; OpenAI's GPT-5.6 and later do).
+    pub explicit_breakpoints: Option<bool>,
+    /// Cache lifetimes the model offers (default: the provider's).
+    pub cache_ttls: Option<Vec<String>>,
+    /// The model's default cache lifetime (default: the provider's).
+    pub cache_default_ttl: Option<String>,
+    /// Engine cache block size in tokens (default: an engine provider's
+    /// `step_tokens`, else 16).
     pub engine_block_tokens: Option<u32>,
     /// Shards of the OpenAI prompt_cache_key (default 1).
     pub prompt_cache_key_shards: Option<u32>,

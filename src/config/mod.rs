@@ -21,6 +21,7 @@ mod catalog;
 mod file;
 mod layers;
 mod listen;
+mod providers;
 mod tls;
 mod validate;
 

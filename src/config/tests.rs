@@ -51,7 +51,7 @@ fn the_embedded_default_gives_the_documented_defaults() {
         }
     );
     assert!(cfg.tls.is_none());
-    assert_eq!(cfg.catalog.models.entries().len(), 17);
+    assert_eq!(cfg.catalog.models.entries().len(), 22);
     assert!(cfg.catalog.policy("").is_some());
     let memory_first = cfg.catalog.policy("memory-first").unwrap();
     assert_eq!(memory_first.context_role, Role::User);
@@ -697,4 +697,195 @@ fn grpc_and_render_listen_on_unix_sockets_and_their_refusals_name_the_key() {
         .unwrap_err();
     assert!(err.key.starts_with("--tls-cert"), "{err}");
     assert!(err.message.contains("Unix socket"), "{err}");
+}
+
+/// The rules of `model` under the catalog of `cfg`.
+fn rules_of(cfg: &ServerConfig, model: &str) -> crate::tokens::provider::ProviderRules {
+    let spec = cfg.catalog.models.resolve(model).unwrap();
+    assert_eq!(spec.cache.min_tokens, spec.cache.provider.min_tokens, "{model}");
+    spec.cache.provider
+}
+
+fn ttls(list: &[&str]) -> crate::tokens::provider::Ttls {
+    let parsed: Vec<_> = list
+        .iter()
+        .map(|t| crate::tokens::provider::Ttl::parse(t).unwrap())
+        .collect();
+    crate::tokens::provider::Ttls::new(&parsed).unwrap()
+}
+
+#[test]
+fn provider_rules_come_from_the_embedded_tables_and_the_model_entries() {
+    use crate::tokens::provider::{Provider, Ttl};
+    let cfg = ServeArgs::default().validate().unwrap();
+    let gpt = rules_of(&cfg, "gpt-4o-mini");
+    assert_eq!(gpt, crate::tokens::provider::ProviderRules::default());
+    assert_eq!(gpt.marker_limit(), 0);
+    let gpt56 = rules_of(&cfg, "gpt-5.6-mini");
+    assert_eq!(gpt56.provider, Provider::OpenAi);
+    assert!(gpt56.explicit_breakpoints);
+    assert_eq!(gpt56.marker_limit(), 4);
+    assert_eq!(gpt56.ttls, ttls(&["30m"]));
+    assert_eq!(gpt56.default_ttl, Ttl::parse("30m"));
+    assert!(!rules_of(&cfg, "gpt-5-mini").explicit_breakpoints);
+
+    let sonnet = rules_of(&cfg, "claude-sonnet-4-5");
+    assert_eq!(sonnet.provider, Provider::Anthropic);
+    assert_eq!(
+        (sonnet.min_tokens, sonnet.max_breakpoints, sonnet.lookback_blocks),
+        (1024, 4, 20)
+    );
+    assert_eq!(sonnet.ttls, ttls(&["5m", "1h"]));
+    assert_eq!(sonnet.default_ttl, Some(Ttl::FIVE_MINUTES));
+    assert_eq!(rules_of(&cfg, "claude-haiku-4-5-20251001").min_tokens, 4096);
+    assert_eq!(rules_of(&cfg, "claude-opus-4-5").min_tokens, 4096);
+
+    let gemini = rules_of(&cfg, "gemini-2.5-pro");
+    assert_eq!((gemini.provider, gemini.min_tokens), (Provider::Gemini, 2048));
+    assert_eq!((gemini.marker_limit(), gemini.default_ttl), (0, None));
+    assert_eq!(rules_of(&cfg, "gemini-3-pro-preview").min_tokens, 4096);
+}
+
+#[test]
+fn a_file_overrides_provider_rules_field_by_field() {
+    use crate::tokens::provider::Provider;
+    let (_f, cfg) = with_file(&format!(
+        "[providers.anthropic]\nmin_tokens = 2048\n[providers.trtllm]\nstep_tokens = 64\nmin_tokens = 64\n\
+         [providers.openai]\nttls = [\"5m\", \"24h\", \"1h\"]\n\
+         {}{}{}",
+        model_entry("provider = \"anthropic\"\nencoding = \"cl100k_base\""),
+        "[[models]]\nname = \"engine\"\nprovider = \"trtllm\"\nencoding = \"cl100k_base\"\ncontext_window = 8000\noutput_reserve = 100\n",
+        "[[models]]\nname = \"engine-big\"\nprovider = \"vllm\"\nencoding = \"cl100k_base\"\ncontext_window = 8000\noutput_reserve = 100\nengine_block_tokens = 128\n",
+    ));
+    let cfg = cfg.unwrap();
+    let m = rules_of(&cfg, "m");
+    assert_eq!(m.provider, Provider::Anthropic);
+    assert_eq!(
+        (m.min_tokens, m.max_breakpoints, m.lookback_blocks),
+        (2048, 4, 20)
+    );
+    assert_eq!(m.ttls, ttls(&["5m", "1h"]), "fields not given stay");
+    let engine = cfg.catalog.models.resolve("engine").unwrap();
+    assert_eq!(
+        (
+            engine.cache.provider.step_tokens,
+            engine.cache.engine_block_tokens
+        ),
+        (64, 64)
+    );
+    assert_eq!(engine.cache.min_tokens, 64);
+    let big = cfg.catalog.models.resolve("engine-big").unwrap();
+    assert_eq!(
+        (big.cache.provider.step_tokens, big.cache.engine_block_tokens),
+        (128, 128)
+    );
+    assert_eq!(big.cache.provider.provider, Provider::Vllm);
+}
+
+#[test]
+fn a_model_folder_is_served_by_vllm_unless_it_says_otherwise() {
+    use crate::tokens::provider::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    crate::tokens::hf::fixture::write_folder(&dir.path().join("q"), Some(crate::tokens::hf::fixture::CHATML));
+    let folder = format!("tokenizer_dir = {:?}", dir.path().join("q"));
+    let (_f, cfg) = with_file(&model_entry(&folder));
+    let spec_rules = rules_of(&cfg.unwrap(), "m");
+    assert_eq!(
+        (spec_rules.provider, spec_rules.step_tokens, spec_rules.min_tokens),
+        (Provider::Vllm, 16, 16)
+    );
+    let (_f, cfg) = with_file(&model_entry(&format!("{folder}\nprovider = \"sglang\"")));
+    assert_eq!(rules_of(&cfg.unwrap(), "m").provider, Provider::Sglang);
+}
+
+#[test]
+fn bad_provider_rules_name_their_key() {
+    let model = |body: &str| model_entry(&format!("encoding = \"o200k_base\"\n{body}"));
+    let cases = [
+        (
+            "[providers.anthropic]\nttls = [\"5m\", \"2x\"]\n".to_owned(),
+            "providers.anthropic.ttls[1]",
+        ),
+        (
+            "[providers.anthropic]\nttls = [\"5m\", \"300s\"]\n".to_owned(),
+            "providers.anthropic.ttls[1]",
+        ),
+        (
+            "[providers.anthropic]\ndefault_ttl = \"30m\"\n".to_owned(),
+            "providers.anthropic.default_ttl",
+        ),
+        (
+            "[providers.anthropic]\ndefault_ttl = \"soon\"\n".to_owned(),
+            "providers.anthropic.default_ttl",
+        ),
+        (
+            "[providers.anthropic]\nmax_breakpoints = 5\n".to_owned(),
+            "providers.anthropic.max_breakpoints",
+        ),
+        (
+            "[providers.bedrock]\nmax_breakpoints = 5\n".to_owned(),
+            "providers.bedrock.max_breakpoints",
+        ),
+        (
+            "[providers.vllm]\nstep_tokens = 0\n".to_owned(),
+            "providers.vllm.step_tokens",
+        ),
+        (
+            "[providers.gemini]\nexplicit_breakpoints = true\n".to_owned(),
+            "providers.gemini.explicit_breakpoints",
+        ),
+        (
+            "[providers.sglang]\nmax_breakpoints = 2\n".to_owned(),
+            "providers.sglang.max_breakpoints",
+        ),
+        (
+            "[providers.anthropic]\nexplicit_breakpoints = false\n".to_owned(),
+            "providers.anthropic.explicit_breakpoints",
+        ),
+        (
+            "[providers.openai]\nmax_breakpoints = 0\nexplicit_breakpoints = true\n".to_owned(),
+            "providers.openai.explicit_breakpoints",
+        ),
+        (
+            "[providers.openai]\nttls = []\n".to_owned(),
+            "providers.openai.default_ttl",
+        ),
+        (
+            "[providers.openai]\nttls = [\"1m\", \"2m\", \"3m\", \"4m\", \"5m\"]\n".to_owned(),
+            "providers.openai.ttls",
+        ),
+        (
+            "[providers.openai]\nlookback_blocks = 100000\n".to_owned(),
+            "providers.openai.lookback_blocks",
+        ),
+        (model("provider = \"azure\""), "models[0].provider"),
+        (
+            model("provider = \"vllm\"\nexplicit_breakpoints = true"),
+            "models[0].explicit_breakpoints",
+        ),
+        (model("cache_ttls = [\"1h\"]"), "models[0].cache_default_ttl"),
+        (model("cache_ttls = [\"1h\", \"1x\"]"), "models[0].cache_ttls[1]"),
+        (model("cache_default_ttl = \"1x\""), "models[0].cache_default_ttl"),
+        (
+            model("provider = \"vllm\"\nengine_block_tokens = 0"),
+            "models[0].engine_block_tokens",
+        ),
+    ];
+    for (text, key) in cases {
+        assert_eq!(err_key(&text), key, "{text}");
+    }
+    // An unknown provider table is an unknown key of the file.
+    let (f, r) = with_file("[providers.azure]\nmin_tokens = 1\n");
+    let e = r.unwrap_err();
+    assert_eq!(e.key, f.path().display().to_string());
+    assert!(
+        e.message.contains("azure") && e.message.contains("line 1"),
+        "{}",
+        e.message
+    );
+    // The message says what is offered.
+    let e = with_file("[providers.anthropic]\ndefault_ttl = \"24h\"\n")
+        .1
+        .unwrap_err();
+    assert!(e.message.contains("5m, 1h"), "{}", e.message);
 }

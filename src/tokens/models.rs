@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::provider::ProviderRules;
 use super::tokenizer::{Encoding, Tokenizer};
 
 /// What a request naming a model the table does not resolve is told.
@@ -31,13 +32,16 @@ pub struct ModelSpec {
 /// Prompt-cache settings of a model's provider or serving engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheSettings {
-    /// The provider's minimum cacheable prefix, in tokens.
+    /// The provider's minimum cacheable prefix, in tokens (the model's
+    /// `cache_min_tokens`, else its provider's; always `provider.min_tokens`).
     pub min_tokens: u32,
     /// The engine's cache block size (vLLM 16, TensorRT-LLM 32), in tokens.
     pub engine_block_tokens: u32,
     /// Shards of the OpenAI `prompt_cache_key`, to keep each key under the
     /// provider's ~15 requests/minute spill-over.
     pub key_shards: u32,
+    /// Who serves the model and the rules of its cache, for the cache plan.
+    pub provider: ProviderRules,
 }
 
 impl Default for CacheSettings {
@@ -46,6 +50,7 @@ impl Default for CacheSettings {
             min_tokens: 1024,
             engine_block_tokens: 16,
             key_shards: 1,
+            provider: ProviderRules::default(),
         }
     }
 }
