@@ -19,6 +19,7 @@ use crate::prompt::{AssembleRequest, Assembly, Message, TokenIds};
 use crate::prompt_cache::block_keys::block_keys;
 use crate::prompt_cache::families::FamilyTracker;
 use crate::prompt_cache::feedback::{Comparison, Feedback, Remembered, UsageReport};
+use crate::prompt_cache::plan;
 use crate::prompt_cache::prefix::PrefixKey;
 use crate::telemetry::metrics;
 use crate::tokens::hf::HfModel;
@@ -302,6 +303,12 @@ impl Assembler {
             Ok(r) => r,
             Err(e) => return Attempt::Done(Err(e), None),
         };
+        let rules = &spec.cache.provider;
+        let roles = out.plan.iter().map(|(role, _)| *role);
+        let plan = match cache_report::cache_plan(rules, roles, &out.parts, tools.len(), &req.cache_ttl) {
+            Ok(p) => p,
+            Err(e) => return Attempt::Done(Err(e), None),
+        };
         let header = cache_report::header(&spec.name, &out.usage.tokenizer, &req.cache_salt);
         let (fingerprint, divergence) = match cache_report::fingerprint(&req, header, &out.parts) {
             Ok(f) => f,
@@ -313,7 +320,21 @@ impl Assembler {
                 .unwrap_or(metrics::FAMILY_NONE);
             metrics::prompt_cache_divergence(d.change.as_str(), family);
         }
-        let expected_cached = divergence.as_ref().map_or(0, |d| d.servable_tokens);
+        let mut divergence = divergence;
+        if let Some(d) = &mut divergence {
+            d.servable_tokens = plan::servable(rules, d.token_offset, &plan);
+        }
+        // What the provider should serve: what the previous prompt left it,
+        // or, without one, the part of a prefix seen before that it can read.
+        let expected_cached = match &divergence {
+            Some(d) => d.servable_tokens,
+            None if out.cache.prefix_cache_hit => plan::servable(
+                rules,
+                out.usage.tools_tokens.saturating_add(out.usage.static_tokens),
+                &plan,
+            ),
+            None => 0,
+        };
         let mut prefix = [0u8; 8];
         prefix.copy_from_slice(&key.digest[..8]);
         self.feedback.remember(
@@ -356,7 +377,7 @@ impl Assembler {
             tools,
             hints: out.hints,
             token_ids,
-            cache_plan: Box::default(),
+            cache_plan: Box::new(cache_report::answer_plan(plan)),
             fingerprint,
             divergence: divergence.map(Box::new),
         };

@@ -7,8 +7,11 @@
 use super::error::AssembleError;
 use super::layout::PartAt;
 use super::pipeline::PartFacts;
-use crate::prompt::{AssembleRequest, Divergence};
+use crate::prompt::{self, AssembleRequest, Divergence, PartKind};
 use crate::prompt_cache::fingerprint::{self, Part};
+use crate::prompt_cache::plan::{self, PlanMessage, PlanPart, PlanPrompt};
+use crate::tokens::provider::ProviderRules;
+use crate::vocab::{Role, saturating_u32};
 
 /// The fingerprint header: the model-table entry, the tokenizer and the
 /// cache salt, length-framed. Another of any of them is another prompt for
@@ -76,6 +79,93 @@ pub(super) fn fingerprint(
         })
     };
     Ok((fingerprint::fingerprint(header, &parts), divergence))
+}
+
+/// The plan's view of the messages (`roles`, in order): each message's
+/// tokens are those of the parts it holds; a message holding none (a turn
+/// unit's later messages, counted with its first) continues the part
+/// before it.
+fn plan_messages(roles: impl IntoIterator<Item = Role>, facts: &[PartFacts]) -> Vec<PlanMessage> {
+    let mut at = facts.iter().filter(|f| f.kind != PartKind::Tools).peekable();
+    let mut part = PlanPart::System;
+    roles
+        .into_iter()
+        .enumerate()
+        .map(|(i, role)| {
+            let (mut tokens, mut volatile, mut first) = (0u32, false, None);
+            while let Some(f) = at.next_if(|f| f.message_index as usize == i) {
+                tokens = tokens.saturating_add(f.tokens);
+                volatile |= f.volatile;
+                first.get_or_insert(f.kind);
+            }
+            if let Some(kind) = first {
+                part = match kind {
+                    PartKind::Tools | PartKind::System => PlanPart::System,
+                    PartKind::Examples => PlanPart::Examples,
+                    PartKind::Summary => PlanPart::Summary,
+                    PartKind::Turn => PlanPart::Turn,
+                    PartKind::Evidence | PartKind::Memory | PartKind::State => PlanPart::Context,
+                    PartKind::Query => PlanPart::Query,
+                };
+            }
+            PlanMessage {
+                role,
+                tokens,
+                part,
+                volatile,
+            }
+        })
+        .collect()
+}
+
+/// The cache plan of the prompt whose messages have `roles` and whose parts
+/// are `facts`, under `rules`, with the lifetime `ttl` (empty: the
+/// provider's default). A lifetime the provider does not offer is the
+/// caller's error.
+pub(super) fn cache_plan(
+    rules: &ProviderRules,
+    roles: impl IntoIterator<Item = Role>,
+    facts: &[PartFacts],
+    tools: usize,
+    ttl: &str,
+) -> Result<plan::CachePlan, AssembleError> {
+    let messages = plan_messages(roles, facts);
+    let tools_tokens = facts
+        .iter()
+        .filter(|f| f.kind == PartKind::Tools)
+        .fold(0u32, |a, f| a.saturating_add(f.tokens));
+    plan::plan(
+        rules,
+        &PlanPrompt {
+            tools: saturating_u32(tools),
+            tools_tokens,
+            messages: &messages,
+            ttl: (!ttl.is_empty()).then_some(ttl),
+        },
+    )
+    .map_err(|e| AssembleError::invalid("cache_ttl", e.to_string()))
+}
+
+/// The plan as the answer carries it.
+pub(super) fn answer_plan(p: plan::CachePlan) -> prompt::CachePlan {
+    prompt::CachePlan {
+        provider: p.provider.as_str(),
+        markers: p
+            .markers
+            .into_iter()
+            .map(|m| prompt::Marker {
+                kind: m.kind,
+                target: m.target,
+                field: m.field,
+                ttl_seconds: m.ttl.map(|t| t.secs()),
+                prefix_tokens: m.prefix_tokens,
+                effective: m.effective,
+                reason: m.reason,
+            })
+            .collect(),
+        request_fields: p.request_fields,
+        cacheable_tokens: p.cacheable_tokens,
+    }
 }
 
 #[cfg(test)]

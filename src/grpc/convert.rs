@@ -354,21 +354,25 @@ impl From<prompt::AssembleRequest> for pb::AssembleRequest {
     }
 }
 
-fn hints_to_wire(h: prompt::CacheHints) -> pb::CacheHints {
+/// A breakpoint's kind on the wire.
+fn breakpoint_kind_to_wire(kind: prompt::BreakpointKind) -> pb::BreakpointKind {
     use prompt::BreakpointKind as K;
+    match kind {
+        K::EndOfTools => pb::BreakpointKind::EndOfTools,
+        K::EndOfSystem => pb::BreakpointKind::EndOfSystem,
+        K::EndOfExamples => pb::BreakpointKind::EndOfExamples,
+        K::LastStableMessage => pb::BreakpointKind::LastStableMessage,
+    }
+}
+
+fn hints_to_wire(h: prompt::CacheHints) -> pb::CacheHints {
     pb::CacheHints {
         prefix_version: h.prefix_version,
         breakpoints: h
             .breakpoints
             .into_iter()
             .map(|b| pb::Breakpoint {
-                kind: match b.kind {
-                    K::EndOfTools => pb::BreakpointKind::EndOfTools,
-                    K::EndOfSystem => pb::BreakpointKind::EndOfSystem,
-                    K::EndOfExamples => pb::BreakpointKind::EndOfExamples,
-                    K::LastStableMessage => pb::BreakpointKind::LastStableMessage,
-                }
-                .into(),
+                kind: breakpoint_kind_to_wire(b.kind).into(),
                 index: b.index,
             })
             .collect(),

@@ -20,24 +20,28 @@ pub struct CachePlan {
 /// Where a marker goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MarkerTarget {
-    /// On the tool at this index.
+    /// On the tool definition of this index (the last one).
     Tool(u32),
-    /// On the message at this index (its last content block).
+    /// On the message of this index (its last content block).
     Message(u32),
 }
 
-/// A field in the provider's own terms: its name and JSON value.
+/// A field of the provider's request, in the provider's own terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderField {
-    /// The field's name, e.g. `cache_control`.
+    /// The field's name (`cache_control`, `cachePoint`,
+    /// `prompt_cache_breakpoint`, `prompt_cache_options`,
+    /// `prompt_cache_retention`).
     pub name: String,
-    /// Its value as JSON text.
+    /// Its value, as compact JSON.
     pub json: String,
 }
 
 /// One cache marker of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Marker {
+    /// Which of the hints' breakpoints it is.
+    pub kind: super::BreakpointKind,
     /// Where it goes.
     pub target: MarkerTarget,
     /// What to set there.
@@ -46,25 +50,36 @@ pub struct Marker {
     pub ttl_seconds: Option<u32>,
     /// Tokens of the prompt through the marked place.
     pub prefix_tokens: u32,
-    /// Whether it takes effect.
+    /// Whether it takes effect (its field is to be sent).
     pub effective: bool,
-    /// Why not, when it does not.
+    /// Why it does not take effect, or, on an effective marker,
+    /// [`Ineffective::TtlOrder`] when its lifetime was lowered.
     pub reason: Option<Ineffective>,
 }
 
-/// Why a marker would not take effect.
+/// Why a marker does not take effect as asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Ineffective {
-    /// Its prefix is below the provider's minimum.
+    /// Its prefix is below the provider's minimum: nothing is cached.
     BelowMinimum,
-    /// Past the provider's limit of markers per request.
+    /// More markers than the provider takes; this one is left out.
     OverBreakpointLimit,
-    /// Its lifetime may not follow a shorter one's.
+    /// A longer lifetime may not follow a shorter one: this marker's was
+    /// lowered to the one before it (the marker still takes effect).
     TtlOrder,
-    /// A volatile value comes before it.
+    /// A volatile value lies at or before it: its prefix changes every
+    /// request, so it never hits.
     VolatileBefore,
-    /// More blocks since the previous marker than the provider looks back.
+    /// More content blocks than the provider looks back lie between it and
+    /// the previous effective marker: the earlier entry cannot be found
+    /// from it.
     LookbackExceeded,
+}
+
+impl std::fmt::Display for Ineffective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Ineffective {

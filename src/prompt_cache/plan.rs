@@ -38,8 +38,6 @@
 //!   per request: every marker has the requested one.
 //! - A TTL the provider does not offer is the caller's error ([`PlanError`]).
 
-use std::fmt;
-
 use crate::prompt::BreakpointKind;
 use crate::tokens::provider::{Provider, ProviderRules, Ttl, Ttls};
 use crate::vocab::{Role, saturating_u32};
@@ -100,69 +98,13 @@ pub struct PlanPrompt<'a> {
     pub ttl: Option<&'a str>,
 }
 
-/// Where a marker goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MarkerTarget {
-    /// On the tool definition of this index (the last one).
-    Tool(u32),
-    /// On the message of this index.
-    Message(u32),
-}
+pub use crate::prompt::{Ineffective, MarkerTarget, ProviderField};
 
-/// A field of the provider's request, in the provider's own terms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderField {
-    /// The field's name (`cache_control`, `cachePoint`,
-    /// `prompt_cache_breakpoint`, `prompt_cache_options`,
-    /// `prompt_cache_retention`).
-    pub name: String,
-    /// Its value, as compact JSON.
-    pub json: String,
-}
-
-impl ProviderField {
-    fn new(name: &str, json: String) -> Self {
-        ProviderField {
-            name: name.to_owned(),
-            json,
-        }
-    }
-}
-
-/// Why a marker does not take effect as asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ineffective {
-    /// Its prefix is below the provider's minimum: nothing is cached.
-    BelowMinimum,
-    /// More markers than the provider takes; this one is left out.
-    OverBreakpointLimit,
-    /// A longer lifetime may not follow a shorter one: this marker's was
-    /// lowered to the one before it (the marker still takes effect).
-    TtlOrder,
-    /// A volatile value lies at or before it: its prefix changes every
-    /// request, so it never hits.
-    VolatileBefore,
-    /// More content blocks than the provider looks back lie between it and
-    /// the previous marker: the earlier entry cannot be found from it.
-    LookbackExceeded,
-}
-
-impl Ineffective {
-    /// A bounded label for reports and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ineffective::BelowMinimum => "below_minimum",
-            Ineffective::OverBreakpointLimit => "over_breakpoint_limit",
-            Ineffective::TtlOrder => "ttl_order",
-            Ineffective::VolatileBefore => "volatile_before",
-            Ineffective::LookbackExceeded => "lookback_exceeded",
-        }
-    }
-}
-
-impl fmt::Display for Ineffective {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// A field named `name` whose value is `json`.
+fn provider_field(name: &str, json: String) -> ProviderField {
+    ProviderField {
+        name: name.to_owned(),
+        json,
     }
 }
 
@@ -318,13 +260,9 @@ fn marker_field(rules: &ProviderRules, ttl: Option<Ttl>) -> ProviderField {
         _ => String::new(),
     };
     match rules.provider {
-        Provider::Bedrock => {
-            ProviderField::new("cachePoint", format!("{{\"type\":\"default\"{ttl_member}}}"))
-        }
-        Provider::OpenAi => {
-            ProviderField::new("prompt_cache_breakpoint", "{\"mode\":\"explicit\"}".to_owned())
-        }
-        _ => ProviderField::new("cache_control", format!("{{\"type\":\"ephemeral\"{ttl_member}}}")),
+        Provider::Bedrock => provider_field("cachePoint", format!("{{\"type\":\"default\"{ttl_member}}}")),
+        Provider::OpenAi => provider_field("prompt_cache_breakpoint", "{\"mode\":\"explicit\"}".to_owned()),
+        _ => provider_field("cache_control", format!("{{\"type\":\"ephemeral\"{ttl_member}}}")),
     }
 }
 
@@ -412,7 +350,7 @@ pub fn plan(rules: &ProviderRules, p: &PlanPrompt<'_>) -> Result<CachePlan, Plan
     let mut request_fields = Vec::new();
     if rules.provider == Provider::OpenAi {
         let ttl_member = ttl.map(|t| format!(",\"ttl\":\"{t}\"")).unwrap_or_default();
-        request_fields.push(ProviderField::new(
+        request_fields.push(provider_field(
             "prompt_cache_options",
             format!("{{\"mode\":\"explicit\"{ttl_member}}}"),
         ));
@@ -450,7 +388,7 @@ fn implicit(
     if rules.provider == Provider::OpenAi
         && let Some(t) = ttl.filter(|&t| Some(t) != rules.default_ttl)
     {
-        request_fields.push(ProviderField::new("prompt_cache_retention", format!("\"{t}\"")));
+        request_fields.push(provider_field("prompt_cache_retention", format!("\"{t}\"")));
     }
     CachePlan {
         provider: rules.provider,

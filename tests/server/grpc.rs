@@ -616,3 +616,130 @@ async fn a_message_that_is_not_protobuf_is_invalid_argument() {
     assert!(message.contains("AssembleRequest.request_id"), "{message}");
     server.stop().await;
 }
+
+/// Issue 36 through the wire: the plan, the fingerprint and the divergence
+/// on the answer, the expectation on ReportUsage's, and their series.
+#[tokio::test]
+async fn a_session_learns_why_its_cache_missed() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let session = |turns: usize, system: &str| {
+        let mut r = request();
+        r.model = "gpt-4o".to_owned();
+        r.prefix_family = "support".to_owned();
+        r.static_segments[0].content = system.repeat(300);
+        r.blocks.push(pb::Block {
+            name: "chat".to_owned(),
+            kind: pb::BlockKind::RecentTurns.into(),
+            items: (0..turns)
+                .map(|i| pb::Item {
+                    id: format!("t{i}"),
+                    role: if i % 2 == 0 {
+                        pb::Role::User
+                    } else {
+                        pb::Role::Assistant
+                    }
+                    .into(),
+                    content: format!("Turn {i} about the refund."),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        });
+        r
+    };
+    let first = client
+        .assemble(session(2, "Answer from the documents. "))
+        .await
+        .unwrap()
+        .into_inner();
+    let plan = first.cache_plan.clone().unwrap();
+    assert_eq!(plan.provider, "openai");
+    assert!(
+        plan.cacheable_tokens >= 1024 && plan.cacheable_tokens % 128 == 0,
+        "{plan:?}"
+    );
+    assert!(!first.fingerprint.is_empty() && first.fingerprint.len() <= 512);
+    assert!(first.divergence.is_none());
+
+    let mut next = session(4, "Answer from the documents. ");
+    next.request_id = "grown".to_owned();
+    next.previous_fingerprint = first.fingerprint.clone();
+    let grown = client.assemble(next).await.unwrap().into_inner();
+    let d = grown.divergence.unwrap();
+    assert_eq!(d.change(), pb::CacheChange::Appended);
+    assert_eq!(d.part(), pb::PromptPart::Turn);
+    assert_eq!(d.id, "t2");
+    assert!(
+        d.servable_tokens >= 1024 && d.servable_tokens <= d.token_offset,
+        "{d:?}"
+    );
+
+    // The provider served nothing of what was expected: a miss to flag.
+    let report = client
+        .report_usage(pb::ReportUsageRequest {
+            request_id: "grown".to_owned(),
+            provider: "openai".to_owned(),
+            prompt_tokens: 2000,
+            cached_tokens: 0,
+            diagnostic: "system_changed".to_owned(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(report.matched);
+    assert_eq!(report.expected_cached_tokens, d.servable_tokens);
+    assert!(report.missed_expected);
+    assert!(!report.prefix_flagged, "one miss is not a pattern");
+
+    let mut edited = session(4, "Answer from the documents, politely. ");
+    edited.previous_fingerprint = grown.fingerprint.clone();
+    let d = client
+        .assemble(edited)
+        .await
+        .unwrap()
+        .into_inner()
+        .divergence
+        .unwrap();
+    assert_eq!(d.change(), pb::CacheChange::SystemChanged);
+    assert_eq!((d.id.as_str(), d.token_offset, d.servable_tokens), ("sys", 0, 0));
+
+    let mut broken = session(4, "x");
+    broken.previous_fingerprint = vec![0xff; 3];
+    let status = client.assemble(broken).await.unwrap_err();
+    assert_eq!(violations(&status), ["previous_fingerprint"]);
+    let mut ttl = session(4, "x");
+    ttl.cache_ttl = "1h".to_owned();
+    let status = client.assemble(ttl).await.unwrap_err();
+    assert_eq!(violations(&status), ["cache_ttl"], "gpt-4o offers 5m and 24h");
+
+    let page = server.http_get("/metrics").await.1;
+    let divergences = |change: &str| {
+        common::metric(
+            &page,
+            "assembler_prompt_cache_divergences_total",
+            &[("change", change), ("family", "other")],
+        )
+    };
+    assert_eq!(divergences("appended"), Some(1.0));
+    assert_eq!(divergences("system_changed"), Some(1.0));
+    assert_eq!(
+        divergences("tools_changed"),
+        Some(0.0),
+        "every change starts at zero"
+    );
+    let misses = common::metric(
+        &page,
+        "assembler_prompt_cache_expected_misses_total",
+        &[("provider", "openai")],
+    );
+    assert_eq!(misses, Some(1.0));
+    let diagnostics = common::metric(
+        &page,
+        "assembler_provider_cache_diagnostics_total",
+        &[("provider", "openai"), ("diagnostic", "system_changed")],
+    );
+    assert_eq!(diagnostics, Some(1.0));
+    server.stop().await;
+}

@@ -238,3 +238,100 @@ proptest! {
         }
     }
 }
+
+/// `request` with a static prefix of about `words` words.
+fn long(turns: usize, words: usize, model: &str) -> AssembleRequest {
+    AssembleRequest {
+        model: model.to_owned(),
+        ..request(
+            turns,
+            &DOCS,
+            &"Follow the refund policy to the letter. ".repeat(words / 7),
+        )
+    }
+}
+
+#[test]
+fn openai_caches_implicitly_in_steps_above_its_minimum() {
+    let a = asm();
+    let out = a.assemble(long(4, 1400, "gpt-4o")).unwrap();
+    let plan = &out.cache_plan;
+    assert_eq!(plan.provider, "openai");
+    assert!(plan.markers.is_empty(), "{plan:?}");
+    assert!(
+        plan.cacheable_tokens >= 1024 && plan.cacheable_tokens % 128 == 0,
+        "{plan:?}"
+    );
+    assert!(plan.cacheable_tokens <= out.usage.total_tokens);
+    // Below the minimum, nothing.
+    let small = a.assemble(request(2, &DOCS, SYSTEM)).unwrap();
+    assert_eq!(small.cache_plan.cacheable_tokens, 0);
+}
+
+#[test]
+fn anthropic_markers_say_whether_they_take_effect() {
+    let a = asm();
+    let small = a.assemble(long(2, 40, "claude-3-5-sonnet")).unwrap();
+    let plan = &small.cache_plan;
+    assert_eq!(plan.provider, "anthropic");
+    assert!(!plan.markers.is_empty());
+    for m in &plan.markers {
+        assert!(!m.effective, "{m:?}");
+        assert_eq!(m.reason, Some(crate::prompt::Ineffective::BelowMinimum));
+        assert_eq!(m.field.name, "cache_control");
+    }
+    let big = a.assemble(long(4, 1600, "claude-3-5-sonnet")).unwrap();
+    let effective: Vec<_> = big.cache_plan.markers.iter().filter(|m| m.effective).collect();
+    assert!(
+        !effective.is_empty() && effective.len() <= 4,
+        "{:?}",
+        big.cache_plan
+    );
+    assert!(effective.iter().all(|m| m.prefix_tokens >= 1024));
+    // A longer lifetime goes on the static markers; one the provider does
+    // not offer is refused.
+    let hour = a
+        .assemble(AssembleRequest {
+            cache_ttl: "1h".to_owned(),
+            ..long(4, 1600, "claude-3-5-sonnet")
+        })
+        .unwrap();
+    assert!(
+        hour.cache_plan
+            .markers
+            .iter()
+            .any(|m| m.ttl_seconds == Some(3600))
+    );
+    let week = a.assemble(AssembleRequest {
+        cache_ttl: "7d".to_owned(),
+        ..long(4, 1600, "claude-3-5-sonnet")
+    });
+    match week {
+        Err(AssembleError::InvalidArgument(v)) => assert_eq!(v[0].field, "cache_ttl"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_divergence_says_what_the_cache_can_still_serve() {
+    let a = asm();
+    let first = a.assemble(long(4, 1400, "gpt-4o")).unwrap();
+    let grown = after(&a, &first, long(6, 1400, "gpt-4o"));
+    let d = grown.divergence.unwrap();
+    assert_eq!(d.change, Change::Appended);
+    assert!(d.servable_tokens >= 1024 && d.servable_tokens % 128 == 0, "{d:?}");
+    assert!(d.servable_tokens <= d.token_offset);
+    let changed = after(
+        &a,
+        &first,
+        AssembleRequest {
+            tools: vec![r#"{"name":"new"}"#.to_owned()],
+            ..long(4, 1400, "gpt-4o")
+        },
+    );
+    assert_eq!(
+        changed.divergence.unwrap().servable_tokens,
+        0,
+        "a new tool breaks everything"
+    );
+}

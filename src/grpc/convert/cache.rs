@@ -49,6 +49,7 @@ fn marker_to_wire(m: Marker) -> pb::CacheMarker {
             .reason
             .map_or(pb::MarkerIneffective::Unspecified, ineffective_to_wire)
             .into(),
+        kind: super::breakpoint_kind_to_wire(m.kind).into(),
     }
 }
 

@@ -150,7 +150,7 @@ fn markers_are_written_in_each_providers_terms() {
     for m in &a.markers {
         assert_eq!(
             m.field,
-            ProviderField::new("cache_control", r#"{"type":"ephemeral"}"#.into())
+            provider_field("cache_control", r#"{"type":"ephemeral"}"#.into())
         );
         assert_eq!(m.ttl, Some(ttl("5m")));
     }
@@ -160,18 +160,18 @@ fn markers_are_written_in_each_providers_terms() {
     let b = at(bedrock());
     assert_eq!(
         b.markers[1].field,
-        ProviderField::new("cachePoint", r#"{"type":"default"}"#.into())
+        provider_field("cachePoint", r#"{"type":"default"}"#.into())
     );
     assert!(b.request_fields.is_empty());
 
     let o = at(openai_explicit());
     assert_eq!(
         o.markers[2].field,
-        ProviderField::new("prompt_cache_breakpoint", r#"{"mode":"explicit"}"#.into())
+        provider_field("prompt_cache_breakpoint", r#"{"mode":"explicit"}"#.into())
     );
     assert_eq!(
         o.request_fields,
-        [ProviderField::new(
+        [provider_field(
             "prompt_cache_options",
             r#"{"mode":"explicit","ttl":"30m"}"#.into()
         )]
@@ -392,7 +392,7 @@ fn openai_retention_and_options_are_never_sent_together() {
     let p = plan(&implicit_rules, &prompt(0, 0, &messages, Some("24h"))).unwrap();
     assert_eq!(
         p.request_fields,
-        [ProviderField::new("prompt_cache_retention", "\"24h\"".into())]
+        [provider_field("prompt_cache_retention", "\"24h\"".into())]
     );
     let d = plan(&implicit_rules, &prompt(0, 0, &messages, Some("5m"))).unwrap();
     assert!(d.request_fields.is_empty(), "the default needs no field");
