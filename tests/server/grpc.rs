@@ -656,7 +656,7 @@ async fn a_session_learns_why_its_cache_missed() {
     let plan = first.cache_plan.clone().unwrap();
     assert_eq!(plan.provider, "openai");
     assert!(
-        plan.cacheable_tokens >= 1024 && plan.cacheable_tokens % 128 == 0,
+        plan.cacheable_tokens >= 1024 && plan.cacheable_tokens.is_multiple_of(128),
         "{plan:?}"
     );
     assert!(!first.fingerprint.is_empty() && first.fingerprint.len() <= 512);
