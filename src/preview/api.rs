@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hyper::StatusCode;
+use pbjson::private::BytesDeserialize;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -180,6 +181,10 @@ struct AssembleCall {
     model: Option<String>,
     /// Overrides `policy` (empty = default).
     policy: Option<String>,
+    /// Overrides `previous_fingerprint`: the `fingerprint` of an earlier
+    /// answer, base64 as bytes are in proto3 JSON (decoded by the decoder
+    /// the request's own field uses).
+    previous_fingerprint: Option<BytesDeserialize<Vec<u8>>>,
 }
 
 /// `POST /api/assemble`, under `permit` (taken before the body was read):
@@ -224,6 +229,9 @@ pub(super) async fn assemble(state: Arc<Preview>, permit: Permit, body: &[u8]) -
     }
     if let Some(p) = call.policy {
         request.policy = p;
+    }
+    if let Some(BytesDeserialize(f)) = call.previous_fingerprint {
+        request.previous_fingerprint = f;
     }
     let items: usize = request.blocks.iter().map(|b| b.items.len()).sum();
     state

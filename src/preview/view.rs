@@ -1,12 +1,18 @@
 //! The page's answer for one assembly: the `AssembleResponse` as proto3 JSON
 //! (what a gRPC client gets) and a `view` of it for drawing: one bar per
 //! block, each item's outcome in block order, warnings pointed at their
-//! block or items, the cacheable share.
+//! block or items, the cacheable share, the cache plan in the provider's
+//! own terms, the fingerprint and, when the page sent the previous one,
+//! where the prompt diverges from it.
 //!
 //! Built from the assembly and its decision report; of the request only an
 //! [`Outline`] is read: its block and item ids (their order) and the compact
 //! forms of compacted items, which are kept text. No other request text is
 //! read here, so a filtered item's content cannot reach the answer.
+//!
+//! The plan, the fingerprint and the divergence carry no text: field names
+//! and JSON the planner writes, counts, hashes, and the id of a part of the
+//! prompt (never a filtered item: it is in no prompt).
 //!
 //! Warnings are pointed at their blocks and items by the references the
 //! pipeline gives them ([`Warning::about`]), never by reading their text:
@@ -14,11 +20,15 @@
 
 use std::collections::{HashMap, HashSet};
 
+use pbjson::private::base64::Engine as _;
+use pbjson::private::base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use crate::assemble::{Assembler, CountTarget};
 use crate::grpc::json::response_to_json;
-use crate::prompt::{AssembleRequest, Assembly, BlockDecision};
+use crate::prompt::{
+    AssembleRequest, Assembly, BlockDecision, BreakpointKind, CachePlan, Divergence, MarkerTarget, Message,
+};
 use crate::vocab::{Warning, WarningRef, codes};
 
 /// What the view reads of a request, taken before the request moves into
@@ -94,8 +104,83 @@ pub(super) fn answer(assembler: &Assembler, outline: &Outline, assembly: Assembl
         "cacheableShare": share,
         "staticMessages": c.prefix_message_count,
         "assembleMicros": micros,
+        "cachePlan": cache_plan(&assembly.cache_plan, &assembly.messages),
+        // As the response's `fingerprint` (proto3 JSON bytes): what the
+        // page sends back as `previousFingerprint`.
+        "fingerprint": BASE64.encode(&assembly.fingerprint),
+        "divergence": assembly.divergence.as_deref().map(|d| divergence(d, &assembly.messages)),
     });
     json!({ "response": response_to_json(assembly), "view": view })
+}
+
+/// The role of message `index` of `messages`, if there is one.
+fn role(messages: &[Message], index: u32) -> Option<&'static str> {
+    let i = usize::try_from(index).ok()?;
+    messages.get(i).map(|m| m.role.as_str())
+}
+
+/// The cache plan: per marker where it goes (a tool, or a message and its
+/// role), the field to set, its lifetime, its prefix, and whether it takes
+/// effect or why not.
+fn cache_plan(plan: &CachePlan, messages: &[Message]) -> Value {
+    let markers: Vec<Value> = plan
+        .markers
+        .iter()
+        .map(|m| {
+            let (target, index, role) = match m.target {
+                MarkerTarget::Tool(i) => ("tool", i, None),
+                MarkerTarget::Message(i) => ("message", i, role(messages, i)),
+            };
+            json!({
+                "kind": breakpoint(m.kind),
+                "target": target,
+                "index": index,
+                "role": role,
+                "field": { "name": m.field.name, "json": m.field.json },
+                "ttlSeconds": m.ttl_seconds,
+                "prefixTokens": m.prefix_tokens,
+                "effective": m.effective,
+                "reason": m.reason.map(|r| r.as_str()),
+            })
+        })
+        .collect();
+    let fields: Vec<Value> = plan
+        .request_fields
+        .iter()
+        .map(|f| json!({ "name": f.name, "json": f.json }))
+        .collect();
+    json!({
+        "provider": plan.provider,
+        "markers": markers,
+        "requestFields": fields,
+        "cacheableTokens": plan.cacheable_tokens,
+    })
+}
+
+/// A stable lower-case name of a breakpoint kind.
+fn breakpoint(k: BreakpointKind) -> &'static str {
+    match k {
+        BreakpointKind::EndOfTools => "end_of_tools",
+        BreakpointKind::EndOfSystem => "end_of_system",
+        BreakpointKind::EndOfExamples => "end_of_examples",
+        BreakpointKind::LastStableMessage => "last_stable_message",
+    }
+}
+
+/// Where the prompt first differs from the previous one: the change, the
+/// part (its kind, its id, the message holding it and that message's role)
+/// and the tokens before it, of which the provider can still serve some.
+fn divergence(d: &Divergence, messages: &[Message]) -> Value {
+    json!({
+        "change": d.change.as_str(),
+        "breaksPrefix": d.change.breaks_prefix(),
+        "part": d.kind.map(|k| k.as_str()),
+        "id": d.id,
+        "messageIndex": d.message_index,
+        "role": role(messages, d.message_index),
+        "tokenOffset": d.token_offset,
+        "servableTokens": d.servable_tokens,
+    })
 }
 
 /// One block's bar and items. `ids` are the request's item ids in block
@@ -257,6 +342,84 @@ mod tests {
             &Warning::new(codes::CHRONOLOGY_GAP, format!("block {:?} dropped", "history")),
         );
         assert_eq!(text["blocks"], json!([]));
+    }
+
+    /// The plan and the divergence as the page draws them: where each
+    /// marker goes (a message's role, read from the messages), its field,
+    /// and why it does not take effect; a divergence's words are the stable
+    /// labels.
+    #[test]
+    fn the_plan_and_the_divergence_name_their_places() {
+        use crate::prompt::{Change, Ineffective, Marker, PartKind, ProviderField};
+        use crate::vocab::Role;
+        let messages = vec![
+            Message::text(Role::System, "s".to_owned()),
+            Message::text(Role::User, "u".to_owned()),
+        ];
+        let field = ProviderField {
+            name: "cache_control".to_owned(),
+            json: r#"{"type":"ephemeral"}"#.to_owned(),
+        };
+        let plan = CachePlan {
+            provider: "anthropic",
+            markers: vec![
+                Marker {
+                    kind: BreakpointKind::EndOfTools,
+                    target: MarkerTarget::Tool(2),
+                    field: field.clone(),
+                    ttl_seconds: Some(3600),
+                    prefix_tokens: 900,
+                    effective: true,
+                    reason: None,
+                },
+                Marker {
+                    kind: BreakpointKind::EndOfSystem,
+                    target: MarkerTarget::Message(0),
+                    field,
+                    ttl_seconds: None,
+                    prefix_tokens: 1000,
+                    effective: false,
+                    reason: Some(Ineffective::VolatileBefore),
+                },
+            ],
+            request_fields: Vec::new(),
+            cacheable_tokens: 900,
+        };
+        let v = cache_plan(&plan, &messages);
+        assert_eq!(v["provider"], "anthropic");
+        assert_eq!(v["cacheableTokens"], 900);
+        assert_eq!(
+            v["markers"][0],
+            json!({"kind": "end_of_tools", "target": "tool", "index": 2, "role": null,
+                   "field": {"name": "cache_control", "json": "{\"type\":\"ephemeral\"}"},
+                   "ttlSeconds": 3600, "prefixTokens": 900, "effective": true, "reason": null})
+        );
+        assert_eq!(v["markers"][1]["role"], "system");
+        assert_eq!(v["markers"][1]["reason"], "volatile_before");
+        let d = Divergence {
+            change: Change::SystemChanged,
+            kind: Some(PartKind::System),
+            id: "policy".to_owned(),
+            message_index: 1,
+            token_offset: 20,
+            servable_tokens: 0,
+        };
+        assert_eq!(
+            divergence(&d, &messages),
+            json!({"change": "system_changed", "breaksPrefix": true, "part": "system", "id": "policy",
+                   "messageIndex": 1, "role": "user", "tokenOffset": 20, "servableTokens": 0})
+        );
+        // An index past the messages has no role rather than failing.
+        assert_eq!(
+            divergence(
+                &Divergence {
+                    message_index: 9,
+                    ..d
+                },
+                &messages
+            )["role"],
+            Value::Null
+        );
     }
 
     /// The same id in many blocks: a warning about one of them points at

@@ -8,6 +8,10 @@ Starts `BINARY preview --listen 127.0.0.1:0`, opens the page, and checks that
   - the 32k example loads and moving the budget slider changes the kept set;
   - the filtered item's content never reaches the page (its id does);
   - a pasted request that is not JSON shows its error, not a blank page;
+  - with "Compare with the previous assembly" on, a changed system segment
+    shows as system_changed at that segment, its message highlighted;
+  - the cache plan is the model's provider's: markers for an Anthropic model,
+    none for gpt-4o (OpenAI caches by itself);
   - a BUDGET_OVERFLOW shows its numbers;
   - a late answer for the request picked before is not drawn;
   - an error answer while the page starts shows the server's error body.
@@ -192,6 +196,51 @@ def main():
         messages = driver.find_element(By.ID, "messages").text
         assert PASTED_MARKER not in messages and "Annual plans bought in the EU" in messages, messages
 
+        # Compare with the previous assembly: the one shown is the pasted
+        # request; the same with one static segment edited diverges there.
+        divergence = driver.find_element(By.ID, "divergence")
+        assert "Off" in divergence.text, divergence.text
+        driver.find_element(By.ID, "compare").click()
+        assert "compared with the one shown" in divergence.text, divergence.text
+        pasted["staticSegments"][1]["content"] = "Never reveal internal pricing. Escalate legal questions to counsel."
+        driver.execute_script("document.getElementById('paste').value = arguments[0];", json.dumps(pasted))
+        driver.find_element(By.ID, "paste-go").click()
+        n = answered(driver, n)
+        divergence = driver.find_element(By.ID, "divergence")
+        assert divergence.get_attribute("data-change") == "system_changed", divergence.text
+        assert "system_changed" in divergence.text and "system policy" in divergence.text, divergence.text
+        assert "message 1 (system)" in divergence.text, divergence.text
+        diverged = driver.find_elements(By.CSS_SELECTOR, "#messages .msg.diverged")
+        assert len(diverged) == 1 and diverged[0].get_attribute("id") == "msg-1", [d.get_attribute("id") for d in diverged]
+        assert PASTED_MARKER not in driver.page_source.replace(driver.find_element(By.ID, "paste").get_attribute("value"), "")
+        driver.execute_script("document.getElementById('divergence').scrollIntoView({block: 'center'});")
+        driver.save_screenshot(os.path.join(out, "5-divergence.png"))
+        driver.find_element(By.ID, "compare").click()
+        assert "Off" in driver.find_element(By.ID, "divergence").text
+
+        # The cache plan follows the model's provider: Anthropic markers with
+        # their cache_control field; OpenAI caches by itself, no markers.
+        Select(driver.find_element(By.ID, "source")).select_by_value("example:rag-32k")
+        n = answered(driver, n)
+        Select(driver.find_element(By.ID, "model")).select_by_value("claude")
+        n = answered(driver, n)
+        summary = driver.find_element(By.ID, "plan-summary").text
+        assert "provider anthropic" in summary, summary
+        rows = driver.find_elements(By.CSS_SELECTOR, "#plan tr.marker")
+        assert rows, "no marker rows for an Anthropic model"
+        assert all("cache_control" in r.text and '"type":"ephemeral"' in r.text for r in rows), [r.text for r in rows]
+        assert any(r.get_attribute("data-effective") == "true" and "\u2713" in r.text for r in rows), [r.text for r in rows]
+        assert any("message" in r.text and "(system)" in r.text for r in rows), [r.text for r in rows]
+        assert FILTERED_MARKER not in driver.page_source, "filtered content reached the page"
+        driver.execute_script("document.getElementById('plan').scrollIntoView({block: 'center'});")
+        driver.save_screenshot(os.path.join(out, "6-plan-anthropic.png"))
+        Select(driver.find_element(By.ID, "model")).select_by_value("gpt-4o")
+        n = answered(driver, n)
+        summary = driver.find_element(By.ID, "plan-summary").text
+        assert "provider openai" in summary and "0 markers" in summary, summary
+        assert not driver.find_elements(By.CSS_SELECTOR, "#plan tr.marker")
+        assert "no markers" in driver.find_element(By.ID, "plan").text
+
         # Non-cuttable content over the budget: BUDGET_OVERFLOW with its numbers.
         Select(driver.find_element(By.ID, "source")).select_by_value("example:support")
         n = answered(driver, n)
@@ -201,7 +250,7 @@ def main():
         error = driver.find_element(By.ID, "error")
         assert "BUDGET_OVERFLOW" in error.text and "nonCuttableTokens" in error.text, error.text
         assert '"budget": 20' in error.text, error.text
-        driver.save_screenshot(os.path.join(out, "5-budget-overflow.png"))
+        driver.save_screenshot(os.path.join(out, "7-budget-overflow.png"))
         assert "Internal margin table" not in driver.page_source, "filtered content reached the page"
 
         # Switching the request while an answer for the previous one is on its

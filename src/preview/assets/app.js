@@ -18,6 +18,9 @@ const state = {
   loaded: 0,
   timer: 0,
   rangeSet: false,
+  // The fingerprint of the last answer drawn (base64, no content): sent as
+  // previousFingerprint when "Compare with the previous assembly" is on.
+  previous: null,
 };
 
 function el(tag, cls, text) {
@@ -117,6 +120,8 @@ async function init() {
       else delete state.overrides.policy;
       schedule();
     });
+    // Compares the next assembly with the one shown: nothing is sent now.
+    $("compare").addEventListener("change", () => drawDivergence(null, false, null));
     // The FILE.json of the command line if given, else the first example.
     const initial = examples.examples.find((x) => x.source === "file") || examples.examples[0];
     if (initial) {
@@ -152,6 +157,10 @@ async function send() {
   if (!state.current) return;
   const seq = ++state.sent;
   const body = Object.assign({}, state.current, state.overrides);
+  // Whether this answer is compared with an earlier one: only the one drawn
+  // when it was sent.
+  const compared = $("compare").checked && state.previous !== null;
+  if (compared) body.previousFingerprint = state.previous;
   document.body.dataset.busy = "1";
   let status = 0;
   let answer;
@@ -179,10 +188,14 @@ async function send() {
     showError(answer.error, status);
   } else {
     hideError();
-    draw(answer.response, answer.view);
+    draw(answer.response, answer.view, compared);
+    state.previous = answer.view.fingerprint || null;
   }
   document.body.dataset.seq = String(seq);
 }
+
+/** The panels dimmed while an error is shown. */
+const PANELS = ["summary", "blocks", "messages", "warnings", "report", "cache", "plan-summary", "plan", "plan-fields", "divergence"];
 
 function showError(error, status) {
   const box = $("error");
@@ -193,15 +206,15 @@ function showError(error, status) {
     box.append(el("pre", "", JSON.stringify(error.details, null, 2)));
   }
   box.hidden = false;
-  for (const id of ["summary", "blocks", "messages", "warnings", "report", "cache"]) $(id).classList.add("stale");
+  for (const id of PANELS) $(id).classList.add("stale");
 }
 
 function hideError() {
   $("error").hidden = true;
-  for (const id of ["summary", "blocks", "messages", "warnings", "report", "cache"]) $(id).classList.remove("stale");
+  for (const id of PANELS) $(id).classList.remove("stale");
 }
 
-function draw(resp, view) {
+function draw(resp, view, compared) {
   const usage = resp.usage || {};
   const n = (v) => Number(v || 0);
   const offered = view.blocks.reduce((s, b) => s + n(b.offeredTokens), 0);
@@ -230,6 +243,8 @@ function draw(resp, view) {
   drawWarnings(view.warnings);
   drawMessages(resp, view);
   drawReport(resp.decisions || []);
+  drawPlan(view.cachePlan);
+  drawDivergence(view.divergence, compared, view.fingerprint);
 }
 
 function drawBlocks(blocks) {
@@ -310,6 +325,7 @@ function drawWarnings(warnings) {
 }
 
 const BREAKPOINT = {
+  BREAKPOINT_KIND_END_OF_TOOLS: "end of tools",
   BREAKPOINT_KIND_END_OF_SYSTEM: "end of system",
   BREAKPOINT_KIND_END_OF_EXAMPLES: "end of examples",
   BREAKPOINT_KIND_LAST_STABLE_MESSAGE: "last stable message",
@@ -336,6 +352,7 @@ function drawMessages(resp, view) {
     const role = (m.role || "ROLE_UNSPECIFIED").replace("ROLE_", "").toLowerCase();
     li.append(el("div", "role", role + (m.toolCallId ? ` \u2192 ${m.toolCallId}` : "") + (m.toolCallIds ? ` calls ${m.toolCallIds.join(", ")}` : "")));
     li.append(el("pre", "", m.content || ""));
+    li.id = `msg-${i}`;
     root.append(li);
     if (i === statics - 1) {
       root.append(el("li", "mark boundary", `\u25b2 static prefix ends (${statics} messages, hash ${(cache.prefixHash || "").slice(0, 16)}\u2026)`));
@@ -344,6 +361,131 @@ function drawMessages(resp, view) {
       if (Number(b.index || 0) === i) root.append(el("li", "mark breakpoint", `\u2702 cache breakpoint: ${BREAKPOINT[b.kind] || b.kind}`));
     }
   });
+}
+
+/** A marker's reason, in words. */
+const INEFFECTIVE = {
+  below_minimum: "prefix below the provider's minimum: nothing cached",
+  over_breakpoint_limit: "over the provider's limit of markers: left out",
+  ttl_order: "TTL lowered to the one before it",
+  volatile_before: "a volatile value lies before it: it never hits",
+  lookback_exceeded: "too many content blocks back to the previous marker",
+};
+
+/** What a divergence's change means, in words. */
+const CHANGE = {
+  none: "identical to the previous prompt",
+  appended: "the previous conversation is kept whole and new turns follow it",
+  model_changed: "another model, tokenizer or cache salt",
+  tools_changed: "the tool definitions changed",
+  system_changed: "a static segment changed",
+  volatile_value: "a volatile value in a static segment changed",
+  window_step: "the conversation window moved: leading turns gone or summarized",
+  summary_changed: "the summary message changed",
+  turn_changed: "an earlier turn was edited, inserted or removed",
+  item_reordered: "context items in another order",
+  item_removed: "a context item of the previous prompt is gone",
+  item_added: "a new context item",
+  query_changed: "only the query differs",
+};
+
+/** A lifetime as the providers write it: 1h, 5m, 30s. */
+function ttlText(s) {
+  if (s === null || s === undefined) return "\u2014";
+  if (s > 0 && s % 3600 === 0) return `${s / 3600}h`;
+  if (s > 0 && s % 60 === 0) return `${s / 60}m`;
+  return `${s}s`;
+}
+
+/** Where a marker or a divergence is: tool i, or message i and its role. */
+function place(target, index, role) {
+  return target === "tool" ? `tool ${index}` : `message ${index}${role ? ` (${role})` : ""}`;
+}
+
+function drawPlan(plan) {
+  const n = (v) => Number(v || 0).toLocaleString();
+  const summary = $("plan-summary");
+  summary.replaceChildren();
+  summary.append("provider ", el("b", "provider", plan.provider), ` \u00b7 cacheable ${n(plan.cacheableTokens)} tokens`);
+  summary.append(` \u00b7 ${plan.markers.length} marker${plan.markers.length === 1 ? "" : "s"}`);
+  const body = $("plan").tBodies[0];
+  body.replaceChildren();
+  if (plan.markers.length === 0) {
+    const tr = el("tr", "none");
+    const td = el("td", "", `no markers: ${plan.provider} takes none for this prompt (it caches a stable prefix by itself, or nothing is cacheable)`);
+    td.colSpan = 5;
+    tr.append(td);
+    body.append(tr);
+  }
+  for (const m of plan.markers) {
+    const tr = el("tr", `marker${m.effective ? "" : " ineffective"}`);
+    tr.dataset.effective = String(m.effective);
+    const where = el("td", "", place(m.target, m.index, m.role));
+    where.append(el("div", "sub", (BREAKPOINT[`BREAKPOINT_KIND_${m.kind.toUpperCase()}`] || m.kind)));
+    if (m.target === "message") {
+      where.classList.add("link");
+      where.addEventListener("click", () => flash($(`msg-${m.index}`)));
+    }
+    const field = el("td");
+    field.append(el("code", "", m.field.name), " ", el("code", "json", m.field.json));
+    const ok = m.effective ? "\u2713" : "\u2717";
+    const why = m.reason ? ` ${INEFFECTIVE[m.reason] || m.reason}` : "";
+    const eff = el("td", m.effective ? "yes" : "no", ok + why);
+    if (m.reason) eff.dataset.reason = m.reason;
+    tr.append(where, field, el("td", "num", ttlText(m.ttlSeconds)), el("td", "num", n(m.prefixTokens)), eff);
+    body.append(tr);
+  }
+  const fields = $("plan-fields");
+  fields.replaceChildren();
+  fields.append("request fields: ");
+  if (plan.requestFields.length === 0) fields.append("none");
+  plan.requestFields.forEach((f, i) => {
+    if (i) fields.append(", ");
+    fields.append(el("code", "", f.name), " ", el("code", "json", f.json));
+  });
+}
+
+/** The divergence panel: `d` (or null) for an answer `compared` with the
+ * previous one or not; `fingerprint` of the answer drawn (null: only the
+ * control changed). */
+function drawDivergence(d, compared, fingerprint) {
+  const root = $("divergence");
+  for (const li of document.querySelectorAll("#messages .diverged")) li.classList.remove("diverged");
+  for (const li of document.querySelectorAll("#messages .mark.diverges")) li.remove();
+  root.replaceChildren();
+  delete root.dataset.change;
+  if (!$("compare").checked) {
+    root.append(el("p", "none", "Off: tick \u201cCompare with the previous assembly\u201d to see where the next assembly diverges from the one shown."));
+  } else if (!compared || !d) {
+    let text;
+    if (fingerprint === null && state.previous !== null) text = "On: the next assembly will be compared with the one shown.";
+    else if (fingerprint === null) text = "No previous assembly yet: the next one will be the first to compare with.";
+    else text = "No previous assembly to compare with: the next assembly will be compared with this one.";
+    root.append(el("p", "none", text));
+  } else {
+    const n = (v) => Number(v || 0).toLocaleString();
+    root.dataset.change = d.change;
+    const head = el("p", "change");
+    head.append(el("code", d.breaksPrefix ? "breaks" : "keeps", d.change), ` ${CHANGE[d.change] || ""}`);
+    const dl = el("dl");
+    const row = (k, v) => dl.append(el("dt", "", k), v instanceof Node ? v : el("dd", "", v));
+    row("part", d.part ? `${d.part}${d.id ? ` ${d.id}` : ""}` : "\u2014 (identical)");
+    const msg = el("dd", "link", place("message", d.messageIndex, d.role));
+    msg.addEventListener("click", () => flash($(`msg-${d.messageIndex}`)));
+    row("at", msg);
+    row("token offset", `${n(d.tokenOffset)} tokens shared before it`);
+    row("servable", `${n(d.servableTokens)} of them the provider's cache can still serve`);
+    root.append(head, dl);
+    if (d.part) {
+      const li = $(`msg-${d.messageIndex}`);
+      if (li) {
+        li.classList.add("diverged");
+        li.before(el("li", "mark diverges", `\u25bc diverges here: ${d.change}${d.id ? ` at ${d.id}` : ""}`));
+      }
+    }
+  }
+  if (fingerprint) root.append(el("p", "fingerprint", `this prompt's fingerprint ${fingerprint.slice(0, 24)}\u2026 (${atob(fingerprint).length} bytes, hashes and counts only)`));
+  else if (state.previous) root.append(el("p", "fingerprint", `the assembly shown has fingerprint ${state.previous.slice(0, 24)}\u2026`));
 }
 
 function drawReport(decisions) {
