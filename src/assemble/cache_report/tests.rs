@@ -338,3 +338,54 @@ fn a_divergence_says_what_the_cache_can_still_serve() {
         "a new tool breaks everything"
     );
 }
+
+#[test]
+fn a_removed_turn_and_a_reordered_memory_are_named() {
+    let a = asm();
+    let first = a.assemble(request(6, &DOCS, SYSTEM)).unwrap();
+    let mut removed = request(6, &DOCS, SYSTEM);
+    removed.blocks[0].items.remove(3);
+    let d = after(&a, &first, removed).divergence.unwrap();
+    assert_eq!(d.change, Change::TurnChanged);
+    assert_eq!((d.kind, d.message_index), (Some(PartKind::Turn), 5), "{d:?}");
+
+    let memories = |scores: [f64; 2]| {
+        let mut r = request(2, &DOCS, SYSTEM);
+        r.blocks.push(Block::new(
+            "memory",
+            BlockKind::Memory,
+            vec![
+                evidence("m1", "The customer prefers email.", scores[0]),
+                evidence("m2", "The customer lives in Lyon.", scores[1]),
+            ],
+        ));
+        r
+    };
+    let first = a.assemble(memories([0.9, 0.1])).unwrap();
+    let d = after(&a, &first, memories([0.1, 0.9])).divergence.unwrap();
+    assert_eq!(d.change, Change::ItemReordered);
+    assert_eq!(d.kind, Some(PartKind::Memory));
+}
+
+#[test]
+fn a_session_past_its_budget_appends_then_steps_its_window() {
+    let a = asm();
+    let at = |turns: usize| AssembleRequest {
+        max_input_tokens: Some(400),
+        ..request(turns, &DOCS, SYSTEM)
+    };
+    let mut previous = a.assemble(at(10)).unwrap();
+    let mut seen = Vec::new();
+    for turns in (12..=120).step_by(2) {
+        let next = after(&a, &previous, at(turns));
+        seen.push(next.divergence.as_ref().unwrap().change);
+        previous = next;
+    }
+    assert!(seen.contains(&Change::WindowStep), "{seen:?}");
+    assert!(seen.contains(&Change::Appended), "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|c| matches!(c, Change::Appended | Change::WindowStep)),
+        "a growing session only appends or steps its window: {seen:?}"
+    );
+}
