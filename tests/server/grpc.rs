@@ -626,7 +626,8 @@ async fn a_session_learns_why_its_cache_missed() {
     let session = |turns: usize, system: &str| {
         let mut r = request();
         r.model = "gpt-4o".to_owned();
-        r.prefix_family = "support".to_owned();
+        // No prefix family: the family series other tests read (they share
+        // this process's recorder) stay theirs.
         r.static_segments[0].content = system.repeat(300);
         r.blocks.push(pb::Block {
             name: "chat".to_owned(),
@@ -719,7 +720,7 @@ async fn a_session_learns_why_its_cache_missed() {
         common::metric(
             &page,
             "assembler_prompt_cache_divergences_total",
-            &[("change", change), ("family", "other")],
+            &[("change", change), ("family", "none")],
         )
     };
     assert_eq!(divergences("appended"), Some(1.0));
@@ -734,12 +735,14 @@ async fn a_session_learns_why_its_cache_missed() {
         "assembler_prompt_cache_expected_misses_total",
         &[("provider", "openai")],
     );
-    assert_eq!(misses, Some(1.0));
+    // At least this one (the recorder is shared with the binary's other
+    // tests).
+    assert!(misses >= Some(1.0), "{misses:?}");
     let diagnostics = common::metric(
         &page,
         "assembler_provider_cache_diagnostics_total",
         &[("provider", "openai"), ("diagnostic", "system_changed")],
     );
-    assert_eq!(diagnostics, Some(1.0));
+    assert!(diagnostics >= Some(1.0), "{diagnostics:?}");
     server.stop().await;
 }
