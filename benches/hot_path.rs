@@ -360,11 +360,13 @@ fn assemble_by_tokens(c: &mut Criterion) {
 /// What the prompt fingerprint adds to a warm request (issue 36: at most
 /// 5% more), side by side: a warm request as `assemble_tokens/warm`; the
 /// same request sending the previous answer's fingerprint (the divergence
-/// report on top); and the fingerprint's own work alone: an xxh3 of every
-/// message, then `fingerprint` and `diverge` over those parts.
+/// report on top); the fingerprint's own work alone: an xxh3 of every
+/// message, then `fingerprint` and `diverge` over those parts; and the
+/// cache plan's (Anthropic's markers, the most a plan writes).
 fn fingerprint_cost(c: &mut Criterion) {
     use context_assembler::prompt::PartKind;
     use context_assembler::prompt_cache::fingerprint::{Part, diverge, fingerprint};
+    use context_assembler::prompt_cache::plan::{PlanMessage, PlanPart, PlanPrompt, plan};
     let mut g = c.benchmark_group("fingerprint");
     g.sample_size(30);
     for tokens in [4_000usize, 32_000] {
@@ -410,6 +412,46 @@ fn fingerprint_cost(c: &mut Criterion) {
                 median(&mut with)
             );
         }
+        // The cache plan of the same prompt for Anthropic (markers, each
+        // with its JSON): the plan's own work, which both ways above do.
+        let claude = context_assembler::config::default_catalog()
+            .models
+            .resolve("claude-3-5-sonnet")
+            .unwrap()
+            .cache
+            .provider;
+        let messages: Vec<PlanMessage> = first
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| PlanMessage {
+                role: m.role,
+                tokens: (m.content.len() / 4) as u32,
+                part: if i < 2 {
+                    PlanPart::System
+                } else if i + 1 == first.messages.len() {
+                    PlanPart::Query
+                } else {
+                    PlanPart::Turn
+                },
+                volatile: false,
+            })
+            .collect();
+        g.bench_function(BenchmarkId::new("plan_only", tokens), |b| {
+            b.iter(|| {
+                let p = plan(
+                    &claude,
+                    &PlanPrompt {
+                        tools: 0,
+                        tools_tokens: 0,
+                        messages: black_box(&messages),
+                        ttl: Some("1h"),
+                    },
+                )
+                .unwrap();
+                p.markers.len()
+            })
+        });
         let previous = first.fingerprint.clone();
         g.bench_function(BenchmarkId::new("fingerprint_only", tokens), |b| {
             b.iter(|| {
