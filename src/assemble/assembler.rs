@@ -15,7 +15,7 @@ use super::pipeline::{Pipeline, RunOutput};
 use super::policy::Catalog;
 use super::validate::{self, Resolved};
 use crate::compact::{CompactionSettings, Counting};
-use crate::prompt::{AssembleRequest, Assembly, Message, TokenIds};
+use crate::prompt::{AssembleRequest, Assembly, Change, Message, TokenIds};
 use crate::prompt_cache::block_keys::block_keys;
 use crate::prompt_cache::families::FamilyTracker;
 use crate::prompt_cache::feedback::{Comparison, Feedback, Remembered, UsageReport};
@@ -305,7 +305,7 @@ impl Assembler {
         };
         let rules = &spec.cache.provider;
         let roles = out.plan.iter().map(|(role, _)| *role);
-        let plan = match cache_report::cache_plan(rules, roles, &out.parts, tools.len(), &req.cache_ttl) {
+        let mut plan = match cache_report::cache_plan(rules, roles, &out.parts, tools.len(), &req.cache_ttl) {
             Ok(p) => p,
             Err(e) => return Attempt::Done(Err(e), None),
         };
@@ -322,7 +322,11 @@ impl Assembler {
         }
         let mut divergence = divergence;
         if let Some(d) = &mut divergence {
-            d.servable_tokens = plan::servable(rules, d.token_offset, &plan);
+            d.servable_tokens = if d.change == Change::Appended {
+                plan::after_append(rules, &mut plan, d.message_index, d.token_offset)
+            } else {
+                plan::servable(rules, d.token_offset, &plan)
+            };
         }
         // What the provider should serve: what the previous prompt left it,
         // or, without one, the part of a prefix seen before that it can read.

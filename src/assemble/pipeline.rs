@@ -348,12 +348,17 @@ impl<'a> Pipeline<'a> {
         let last_apart = SEGMENTS_APART - 1;
         let mut context_opened = false;
         for r in refs {
+            // Segments past those kept apart are one part with the last of
+            // those (its tokens and volatile flag already hold theirs).
+            if matches!(r.at, layout::PartAt::Static(i) if i > last_apart) {
+                if let Some(last) = out.last_mut() {
+                    last.hash = last.hash.rotate_left(17) ^ r.hash;
+                }
+                continue;
+            }
             let (tokens, volatile) = match r.at {
                 layout::PartAt::Static(i) => (
-                    match i.cmp(&last_apart) {
-                        std::cmp::Ordering::Greater => 0,
-                        _ => facts.segment_tokens[i],
-                    },
+                    facts.segment_tokens.get(i).copied().unwrap_or(0),
                     facts.volatile_segments & (1 << i.min(last_apart)) != 0,
                 ),
                 layout::PartAt::Summary => {

@@ -67,8 +67,12 @@ pub fn diagnostic_label(diagnostic: &str) -> Option<&'static str> {
     if diagnostic.is_empty() {
         return None;
     }
-    let lower = diagnostic.to_ascii_lowercase();
-    Some(DIAGNOSTICS.into_iter().find(|d| *d == lower).unwrap_or("other"))
+    Some(
+        DIAGNOSTICS
+            .into_iter()
+            .find(|d| d.eq_ignore_ascii_case(diagnostic))
+            .unwrap_or("other"),
+    )
 }
 
 /// What the sidecar keeps of an assembled request for its usage report.

@@ -20,11 +20,15 @@
 //! - A marker is ineffective, in this order of blame, when a volatile
 //!   message lies at or before its target ([`Ineffective::VolatileBefore`]:
 //!   its prefix changes every request), when its prefix is below the
-//!   minimum ([`Ineffective::BelowMinimum`]), when more markers remain than
-//!   the provider takes ([`Ineffective::OverBreakpointLimit`]), or when more
-//!   than `lookback_blocks` blocks (a tool or a message each) lie between it
-//!   and the previous effective marker ([`Ineffective::LookbackExceeded`]).
-//!   A gateway sends the `field` of every effective marker and of no other.
+//!   minimum ([`Ineffective::BelowMinimum`]), or when more markers remain
+//!   than the provider takes ([`Ineffective::OverBreakpointLimit`]). A
+//!   gateway sends the `field` of every effective marker and of no other.
+//! - The lookback (`lookback_blocks`, a tool or a message each) limits how
+//!   far a marker searches for an entry an earlier request wrote, so only
+//!   the session's previous prompt can tell when it is exceeded
+//!   ([`after_append`]): the last turn's marker then says
+//!   [`Ineffective::LookbackExceeded`] and stays effective (it writes the
+//!   entry the next request reads).
 //! - Over the limit, the last stable message's marker is kept first (it
 //!   reads the longest prefix that recurs), then the static ones by length,
 //!   longest first (a longer prefix reads more on a hit).
@@ -186,22 +190,18 @@ struct Candidate {
     target: MarkerTarget,
     /// Tokens through the target.
     prefix: u64,
-    /// Content blocks through the target (each tool and message is one).
-    blocks: u64,
     /// Whether a volatile message lies at or before the target.
     volatile_before: bool,
 }
 
 /// The hints' breakpoints, in prompt order.
 fn candidates(p: &PlanPrompt<'_>) -> Vec<Candidate> {
-    let tools = u64::from(p.tools);
     let mut out = Vec::with_capacity(4);
     if p.tools > 0 {
         out.push(Candidate {
             kind: BreakpointKind::EndOfTools,
             target: MarkerTarget::Tool(p.tools - 1),
             prefix: u64::from(p.tools_tokens),
-            blocks: tools,
             volatile_before: false,
         });
     }
@@ -228,7 +228,6 @@ fn candidates(p: &PlanPrompt<'_>) -> Vec<Candidate> {
             kind,
             target: MarkerTarget::Message(saturating_u32(i)),
             prefix,
-            blocks: tools + i as u64 + 1,
             volatile_before: volatile,
         });
     }
@@ -293,21 +292,14 @@ pub fn plan(rules: &ProviderRules, p: &PlanPrompt<'_>) -> Result<CachePlan, Plan
         .collect();
     let eligible: Vec<bool> = reasons.iter().map(Option::is_none).collect();
     let kept = within_limit(&candidates, &eligible, limit);
-    let mut previous: Option<u64> = None;
-    for (i, c) in candidates.iter().enumerate() {
-        if reasons[i].is_some() {
-            continue;
+    // Two markers of one prompt are two entries, each read where it is
+    // written: how far apart they are does not matter. The lookback limits
+    // how far a marker searches for an entry an *earlier request* wrote,
+    // which only the session's previous prompt can tell ([`after_append`]).
+    for (i, reason) in reasons.iter_mut().enumerate() {
+        if reason.is_none() && !kept[i] {
+            *reason = Some(Ineffective::OverBreakpointLimit);
         }
-        if !kept[i] {
-            reasons[i] = Some(Ineffective::OverBreakpointLimit);
-            continue;
-        }
-        let lookback = u64::from(rules.lookback_blocks);
-        if lookback > 0 && previous.is_some_and(|prev| c.blocks.saturating_sub(prev) > lookback) {
-            reasons[i] = Some(Ineffective::LookbackExceeded);
-            continue;
-        }
-        previous = Some(c.blocks);
     }
 
     // Lifetimes: per marker (Anthropic, Bedrock) or per request (OpenAI).
@@ -401,6 +393,38 @@ fn implicit(
         },
         prompt_tokens,
     }
+}
+
+/// What the plan of a prompt that appends turns to the session's previous
+/// one (the first new message at `first_new`, `common_tokens` shared) can
+/// still read: the previous request's last-turn entry, which ends where the
+/// prompts part, is found by this prompt's last-turn marker if no more than
+/// the provider's lookback of blocks lie between them. If more do, that
+/// marker is marked [`Ineffective::LookbackExceeded`] (it still writes, for
+/// the next request: it stays effective) and only what [`servable`] finds
+/// at this prompt's own markers counts. Returns the tokens servable.
+pub fn after_append(rules: &ProviderRules, plan: &mut CachePlan, first_new: u32, common_tokens: u32) -> u32 {
+    // The blocks from the first new message through the marked one.
+    let within = |m: &Marker| match m.target {
+        MarkerTarget::Message(i) => {
+            let (last, first) = (u64::from(i), u64::from(first_new));
+            (last + 1).saturating_sub(first) <= u64::from(rules.lookback_blocks)
+        }
+        MarkerTarget::Tool(_) => false,
+    };
+    let last_turn = plan
+        .markers
+        .iter_mut()
+        .find(|m| m.kind == BreakpointKind::LastStableMessage && m.effective);
+    match last_turn {
+        Some(m) if (rules.lookback_blocks == 0 || within(m)) && common_tokens >= rules.min_tokens => {
+            return common_tokens;
+        }
+        Some(m) if rules.lookback_blocks > 0 && !within(m) => m.reason = Some(Ineffective::LookbackExceeded),
+        Some(_) => {}
+        None => {}
+    }
+    servable(rules, common_tokens, plan)
 }
 
 /// Tokens a provider cache can still serve when the next prompt shares its

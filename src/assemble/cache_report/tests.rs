@@ -389,3 +389,52 @@ fn a_session_past_its_budget_appends_then_steps_its_window() {
         "a growing session only appends or steps its window: {seen:?}"
     );
 }
+
+#[test]
+fn an_anthropic_session_reads_its_previous_turns_through_the_lookback() {
+    let a = asm();
+    let first = a.assemble(long(4, 1600, "claude-3-5-sonnet")).unwrap();
+    let grown = after(&a, &first, long(6, 1600, "claude-3-5-sonnet"));
+    let d = grown.divergence.unwrap();
+    assert_eq!(d.change, Change::Appended);
+    assert_eq!(
+        d.servable_tokens, d.token_offset,
+        "the previous last turn's entry is read"
+    );
+    // Twenty-odd turns at once are past the 20-block lookback: only the
+    // static entry is read, and the last turn's marker says why.
+    let far = after(&a, &first, long(40, 1600, "claude-3-5-sonnet"));
+    let d = far.divergence.unwrap();
+    assert!(d.servable_tokens < d.token_offset, "{d:?}");
+    let last = far.cache_plan.markers.last().unwrap();
+    assert!(last.effective);
+    assert_eq!(last.reason, Some(crate::prompt::Ineffective::LookbackExceeded));
+}
+
+#[test]
+fn static_segments_past_those_kept_apart_are_one_part() {
+    let a = asm();
+    let many = |changed: Option<usize>| {
+        let mut r = request(2, &DOCS, SYSTEM);
+        r.static_segments = (0..24)
+            .map(|i| Segment {
+                id: format!("s{i}"),
+                kind: SegmentKind::System,
+                content: if changed == Some(i) {
+                    format!("Rule {i}, changed.")
+                } else {
+                    format!("Rule {i}.")
+                },
+            })
+            .collect();
+        r
+    };
+    let first = a.assemble(many(None)).unwrap();
+    let d = after(&a, &first, many(Some(20))).divergence.unwrap();
+    assert_eq!(d.change, Change::SystemChanged);
+    // Reported at the part that holds segments 15 and after: at or before
+    // the change, never past it.
+    assert_eq!((d.id.as_str(), d.message_index), ("s15", 15));
+    let d = after(&a, &first, many(Some(3))).divergence.unwrap();
+    assert_eq!((d.id.as_str(), d.message_index), ("s3", 3));
+}

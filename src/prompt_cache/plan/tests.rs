@@ -308,33 +308,60 @@ fn a_volatile_value_makes_every_marker_after_it_ineffective() {
 }
 
 #[test]
-fn a_marker_more_than_the_lookback_after_the_previous_one_is_reported() {
-    // System at block 1; the last turn at block 1 + turns.
+fn markers_far_apart_in_one_prompt_all_take_effect() {
+    // Each marker is its own entry, read where it is written.
     let with_turns = |system: u32, turns: usize| {
         let mut messages = vec![msg(PlanPart::System, system)];
         messages.extend(std::iter::repeat_n(msg(PlanPart::Turn, 100), turns));
         messages.push(msg(PlanPart::Query, 5));
         plan(&anthropic(), &prompt(0, 0, &messages, None)).unwrap()
     };
-    assert_eq!(reasons(&with_turns(2000, 19)), [None, None]);
-    assert_eq!(reasons(&with_turns(2000, 20)), [None, None]);
-    let p = with_turns(2000, 21);
-    assert_eq!(reasons(&p), [None, Some(Ineffective::LookbackExceeded)]);
-    assert_eq!(p.cacheable_tokens, 2000);
-    // Without an effective marker before it, there is nothing to look for.
-    assert_eq!(
-        reasons(&with_turns(500, 30)),
-        [Some(Ineffective::BelowMinimum), None]
-    );
-    // Tools count a block each.
+    for turns in [19, 20, 21, 60] {
+        let p = with_turns(2000, turns);
+        assert_eq!(reasons(&p), [None, None], "{turns} turns");
+        assert_eq!(p.cacheable_tokens, 2000 + 100 * turns as u32);
+    }
     let messages = [msg(PlanPart::System, 10), msg(PlanPart::Turn, 10)];
     let tools = plan(&anthropic(), &prompt(30, 2000, &messages, None)).unwrap();
     assert_eq!(reasons(&tools), [None, None, None]);
+}
+
+#[test]
+fn an_append_reads_the_previous_entry_within_the_lookback() {
+    // The previous prompt: system (message 0) and 10 turns (1..=10). The new
+    // one appends `added` turns: its last turn is message 10 + added.
+    let appended = |added: usize| {
+        let mut messages = vec![msg(PlanPart::System, 2000)];
+        messages.extend(std::iter::repeat_n(msg(PlanPart::Turn, 100), 10 + added));
+        messages.push(msg(PlanPart::Query, 5));
+        let mut p = plan(&anthropic(), &prompt(0, 0, &messages, None)).unwrap();
+        let servable = after_append(&anthropic(), &mut p, 11, 3000);
+        (servable, reasons(&p))
+    };
+    assert_eq!(
+        appended(2),
+        (3000, vec![None, None]),
+        "the previous last turn is read"
+    );
+    assert_eq!(appended(20), (3000, vec![None, None]));
+    // More blocks added than the provider looks back: only the system entry.
+    assert_eq!(
+        appended(21),
+        (2000, vec![None, Some(Ineffective::LookbackExceeded)])
+    );
     // OpenAI has no lookback limit.
     let mut long = vec![msg(PlanPart::System, 2000)];
     long.extend(std::iter::repeat_n(msg(PlanPart::Turn, 100), 60));
-    let o = plan(&openai_explicit(), &prompt(0, 0, &long, None)).unwrap();
-    assert_eq!(reasons(&o), [None, None]);
+    let mut o = plan(&openai_explicit(), &prompt(0, 0, &long, None)).unwrap();
+    assert_eq!(after_append(&openai_explicit(), &mut o, 2, 2100), 2100);
+    // Below the minimum, nothing.
+    let small = [
+        msg(PlanPart::System, 500),
+        msg(PlanPart::Turn, 100),
+        msg(PlanPart::Turn, 100),
+    ];
+    let mut p = plan(&anthropic(), &prompt(0, 0, &small, None)).unwrap();
+    assert_eq!(after_append(&anthropic(), &mut p, 2, 600), 0);
 }
 
 #[test]
