@@ -70,9 +70,10 @@ pub enum Ineffective {
     /// A volatile value lies at or before it: its prefix changes every
     /// request, so it never hits.
     VolatileBefore,
-    /// More content blocks than the provider looks back lie between it and
-    /// the previous effective marker: the earlier entry cannot be found
-    /// from it.
+    /// On the last turn's marker, after an append: more blocks were added
+    /// since the session's previous request than the provider looks back
+    /// over, so that request's entry is not found (the marker still takes
+    /// effect: it writes the entry the next request reads).
     LookbackExceeded,
 }
 
