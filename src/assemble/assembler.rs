@@ -328,9 +328,19 @@ impl Assembler {
                 plan::servable(rules, d.token_offset, &plan)
             };
         }
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&key.digest[..8]);
         // What the provider should serve: what the previous prompt left it,
-        // or, without one, the part of a prefix seen before that it can read.
+        // or, without one, the part of a prefix seen before that it can read;
+        // nothing when this prefix was last assembled longer ago than the
+        // entries it wrote live.
+        let lifetime = cache_report::lifetime(rules, &plan);
+        let fresh = self
+            .feedback
+            .seen(prefix, std::time::Instant::now())
+            .is_some_and(|gap| gap <= lifetime);
         let expected_cached = match &divergence {
+            _ if !fresh => 0,
             Some(d) => d.servable_tokens,
             None if out.cache.prefix_cache_hit => plan::servable(
                 rules,
@@ -339,8 +349,6 @@ impl Assembler {
             ),
             None => 0,
         };
-        let mut prefix = [0u8; 8];
-        prefix.copy_from_slice(&key.digest[..8]);
         self.feedback.remember(
             &req.request_id,
             Remembered {

@@ -146,6 +146,21 @@ pub(super) fn cache_plan(
     .map_err(|e| AssembleError::invalid("cache_ttl", e.to_string()))
 }
 
+/// How long the entries `plan` writes live: its longest effective
+/// marker's lifetime, else the provider's default, else five minutes (the
+/// shortest any provider keeps an idle entry).
+pub(super) fn lifetime(rules: &ProviderRules, plan: &plan::CachePlan) -> std::time::Duration {
+    let secs = plan
+        .markers
+        .iter()
+        .filter(|m| m.effective)
+        .filter_map(|m| m.ttl)
+        .max()
+        .or(rules.default_ttl)
+        .map_or(300, |t| t.secs());
+    std::time::Duration::from_secs(u64::from(secs))
+}
+
 /// The plan as the answer carries it.
 pub(super) fn answer_plan(p: plan::CachePlan) -> prompt::CachePlan {
     prompt::CachePlan {

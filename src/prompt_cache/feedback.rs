@@ -3,7 +3,7 @@
 //! briefly by request id) and exports both.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use moka::sync::Cache;
 
@@ -157,6 +157,8 @@ pub struct Feedback {
     recent: Cache<[u8; 32], Remembered>,
     /// Consecutive missed expected hits, by prefix.
     misses: Cache<[u8; 8], u32>,
+    /// When each prefix was last assembled.
+    seen: Cache<[u8; 8], Instant>,
     adapting: Arc<std::sync::Mutex<std::collections::HashMap<Arc<str>, Adapting>>>,
 }
 
@@ -177,12 +179,25 @@ impl Default for Feedback {
                 .max_capacity(PREFIXES_TRACKED)
                 .time_to_idle(REMEMBER_FOR)
                 .build(),
+            seen: Cache::builder()
+                .max_capacity(PREFIXES_TRACKED)
+                .time_to_idle(REMEMBER_FOR)
+                .build(),
             adapting: Arc::default(),
         }
     }
 }
 
 impl Feedback {
+    /// Records that `prefix` is assembled at `now`; returns how long ago it
+    /// was last (`None`: not within [`REMEMBER_FOR`], or never). A cache
+    /// entry the provider wrote then may have expired since.
+    pub fn seen(&self, prefix: [u8; 8], now: Instant) -> Option<Duration> {
+        let before = self.seen.get(&prefix);
+        self.seen.insert(prefix, now);
+        before.map(|t| now.saturating_duration_since(t))
+    }
+
     /// Keeps what request `request_id` was assembled with, for its report.
     pub fn remember(&self, request_id: &str, what: Remembered) {
         if !request_id.is_empty() {
@@ -362,6 +377,20 @@ mod tests {
         // Another prefix's misses are its own.
         f.remember("other", kept(3000, 2048, 9));
         assert!(!f.report(&report("other", 3000, 0)).unwrap().prefix_flagged);
+    }
+
+    #[test]
+    fn a_prefix_remembers_when_it_was_last_assembled() {
+        let f = Feedback::default();
+        let t0 = Instant::now();
+        assert_eq!(f.seen([1; 8], t0), None, "never before");
+        let later = t0 + Duration::from_secs(90);
+        assert_eq!(f.seen([1; 8], later), Some(Duration::from_secs(90)));
+        assert_eq!(f.seen([2; 8], later), None, "another prefix is its own");
+        assert_eq!(
+            f.seen([1; 8], later + Duration::from_secs(1)),
+            Some(Duration::from_secs(1))
+        );
     }
 
     #[test]

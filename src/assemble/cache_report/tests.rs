@@ -438,3 +438,54 @@ fn static_segments_past_those_kept_apart_are_one_part() {
     let d = after(&a, &first, many(Some(3))).divergence.unwrap();
     assert_eq!((d.id.as_str(), d.message_index), ("s3", 3));
 }
+
+#[test]
+fn entries_live_as_long_as_their_longest_effective_marker_says() {
+    use crate::prompt_cache::plan::{PlanMessage, PlanPart, PlanPrompt, plan};
+    let catalog = crate::config::default_catalog();
+    let rules = |model: &str| catalog.models.resolve(model).unwrap().cache.provider;
+    let messages = |system: u32| {
+        [
+            PlanMessage {
+                role: Role::System,
+                tokens: system,
+                part: PlanPart::System,
+                volatile: false,
+            },
+            PlanMessage {
+                role: Role::User,
+                tokens: 10,
+                part: PlanPart::Query,
+                volatile: false,
+            },
+        ]
+    };
+    let lifetime = |model: &str, system: u32, ttl: Option<&str>| {
+        let r = rules(model);
+        let m = messages(system);
+        let p = plan(
+            &r,
+            &PlanPrompt {
+                tools: 0,
+                tools_tokens: 0,
+                messages: &m,
+                ttl,
+            },
+        )
+        .unwrap();
+        super::lifetime(&r, &p).as_secs()
+    };
+    assert_eq!(lifetime("claude-3-5-sonnet", 3000, Some("1h")), 3600);
+    assert_eq!(lifetime("claude-3-5-sonnet", 3000, None), 300);
+    assert_eq!(
+        lifetime("claude-3-5-sonnet", 100, Some("1h")),
+        300,
+        "no effective marker"
+    );
+    assert_eq!(lifetime("gpt-4o", 3000, None), 300);
+    assert_eq!(
+        lifetime("gemini-2.5", 3000, None),
+        300,
+        "no lifetime offered: five minutes"
+    );
+}
