@@ -95,6 +95,10 @@ pub struct Remembered {
 /// Consecutive reports of one prefix whose expected hits did not happen
 /// before the prefix is flagged.
 pub const FLAG_AFTER_MISSES: u32 = 3;
+/// How often the time a prefix was last assembled is renewed: the gaps
+/// [`Feedback::seen`] answers are at most this much too long, against
+/// cache lifetimes of minutes.
+pub const SEEN_GRANULARITY: Duration = Duration::from_secs(1);
 /// Most prefixes whose misses are tracked.
 const PREFIXES_TRACKED: u64 = 10_000;
 
@@ -192,10 +196,14 @@ impl Feedback {
     /// Records that `prefix` is assembled at `now`; returns how long ago it
     /// was last (`None`: not within [`REMEMBER_FOR`], or never). A cache
     /// entry the provider wrote then may have expired since.
+    /// The time kept is renewed at most once a [`SEEN_GRANULARITY`], so a
+    /// busy prefix costs a lookup per request, not a write.
     pub fn seen(&self, prefix: [u8; 8], now: Instant) -> Option<Duration> {
-        let before = self.seen.get(&prefix);
-        self.seen.insert(prefix, now);
-        before.map(|t| now.saturating_duration_since(t))
+        let gap = self.seen.get(&prefix).map(|t| now.saturating_duration_since(t));
+        if gap.is_none_or(|g| g >= SEEN_GRANULARITY) {
+            self.seen.insert(prefix, now);
+        }
+        gap
     }
 
     /// Keeps what request `request_id` was assembled with, for its report.
@@ -391,6 +399,13 @@ mod tests {
             f.seen([1; 8], later + Duration::from_secs(1)),
             Some(Duration::from_secs(1))
         );
+        // Within the granularity the time kept is not renewed: the gap runs on.
+        let busy = later + Duration::from_secs(1);
+        let ms = Duration::from_millis;
+        assert_eq!(f.seen([1; 8], busy + ms(400)), Some(ms(400)));
+        assert_eq!(f.seen([1; 8], busy + ms(800)), Some(ms(800)));
+        assert_eq!(f.seen([1; 8], busy + ms(1200)), Some(ms(1200)));
+        assert_eq!(f.seen([1; 8], busy + ms(1300)), Some(ms(100)));
     }
 
     #[test]
