@@ -62,7 +62,18 @@ fn within(path: &str, idx: Option<usize>, len: usize) {
 /// Panics unless `path` names a field of `req`.
 pub fn check_assemble_path(path: &str, req: &AssembleRequest) {
     match parse(path).as_slice() {
-        [("model" | "query" | "policy" | "output_reserve" | "max_input_tokens", None)] => {}
+        [
+            (
+                "model"
+                | "query"
+                | "policy"
+                | "output_reserve"
+                | "max_input_tokens"
+                | "previous_fingerprint"
+                | "cache_ttl",
+                None,
+            ),
+        ] => {}
         [("tools", i)] => within(path, *i, req.tools.len()),
         [("static_segments", i), ("kind", None)] => within(path, *i, req.static_segments.len()),
         [
