@@ -66,6 +66,16 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
         input: 0,
         output_reserve: 0,
     };
+    if !req.previous_fingerprint.is_empty()
+        && let Err(e) = crate::prompt_cache::fingerprint::check(&req.previous_fingerprint)
+    {
+        v.push(FieldViolation::new("previous_fingerprint", e.to_string()));
+    }
+    if let Some(spec) = model.as_deref()
+        && let Err(e) = crate::prompt_cache::plan::check_ttl(&spec.cache.provider, &req.cache_ttl)
+    {
+        v.push(FieldViolation::new("cache_ttl", e.to_string()));
+    }
     if let Some(spec) = model.as_deref() {
         let window = spec.context_window;
         let reserve = req.output_reserve.unwrap_or(spec.output_reserve);

@@ -195,6 +195,12 @@ pub fn fingerprint(header: u64, parts: &[Part<'_>]) -> Vec<u8> {
     encode(header, parts, 0)
 }
 
+/// Whether `previous` is a fingerprint this server reads: the request's
+/// check, before any work.
+pub fn check(previous: &[u8]) -> Result<(), FingerprintError> {
+    decode(previous).map(|_| ())
+}
+
 /// Where the prompt of `header` and `parts` first differs from the one
 /// `previous` (a fingerprint from [`fingerprint`], untrusted) describes.
 pub fn diverge(previous: &[u8], header: u64, parts: &[Part<'_>]) -> Result<Divergence, FingerprintError> {

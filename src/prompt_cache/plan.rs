@@ -165,6 +165,12 @@ pub enum PlanError {
     },
 }
 
+/// Whether `rules`' provider offers the lifetime `asked` (empty: its
+/// default): the request's check, before any work.
+pub fn check_ttl(rules: &ProviderRules, asked: &str) -> Result<(), PlanError> {
+    chosen_ttl(rules, (!asked.is_empty()).then_some(asked)).map(|_| ())
+}
+
 /// The lifetime a request gets: the one it asks for if offered, else the
 /// provider's default.
 fn chosen_ttl(rules: &ProviderRules, asked: Option<&str>) -> Result<Option<Ttl>, PlanError> {
