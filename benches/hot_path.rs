@@ -112,15 +112,9 @@ fn rendered_count_model_folders(c: &mut Criterion) {
             let mut msgs: Vec<ChatMessage<'_>> = turns
                 .iter()
                 .enumerate()
-                .map(|(i, t)| ChatMessage {
-                    role: if i % 2 == 0 { "user" } else { "assistant" },
-                    content: t,
-                })
+                .map(|(i, t)| ChatMessage::new(if i % 2 == 0 { "user" } else { "assistant" }, t))
                 .collect();
-            msgs.push(ChatMessage {
-                role: "user",
-                content: &last,
-            });
+            msgs.push(ChatMessage::new("user", &last));
             template.render(&msgs, None, true).unwrap()
         };
         let cache = CountCache::new(CACHE_BYTES);

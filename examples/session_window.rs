@@ -1,7 +1,10 @@
-//! The conversation window measured (issue 19): sessions that add one
-//! exchange per request, at 4k, 8k and 32k budgets, chat-like and
-//! tool-output-heavy, through the library in process, with the default
-//! window and without one (side by side, same requests). For each: the share
+//! The conversation window measured (issues 19 and 37): sessions that add
+//! one exchange (an agent: one step) per request, at 4k, 8k and 32k budgets
+//! (`BUDGETS=8000,16000,32000` for others), chat-like, tool-output-heavy
+//! and agent loops (`TURNS=agent` for one kind), through the library in
+//! process, with the default policy (window and lightening), the window
+//! alone (no result cleared, no thinking dropped) and no window at all
+//! (side by side, same requests). For each: the share
 //! of prompt tokens (the query excluded) that are a byte-identical prefix of
 //! the session's previous prompt (all requests together, and the 10th
 //! percentile and median per request), the budget utilization (tokens over
@@ -10,6 +13,7 @@
 //!
 //!   cargo run --release --example session_window [SESSIONS] [REQUESTS]
 //!   LOWS=60,70,80,90 cargo run --release --example session_window   # other low marks too
+//!   CLEARS=2000,4000 cargo run --release --example session_window   # other clear_at_least_tokens
 //!   GRPC=1 cargo run --release --example session_window   # also through a real server on
 //!                                                          # loopback: its handler time per request
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,6 +28,8 @@ use context_assembler::workload::sessions::{Sessions, Turns, common_prefix};
 
 /// The policy without a window (equal marks).
 const NO_WINDOW: &str = "no-window";
+/// The policy before lightening: the window alone.
+const NO_LIGHTENING: &str = "window-only";
 
 struct Figures {
     share_all: f64,
@@ -59,16 +65,37 @@ fn measure(asm: &Assembler, sessions: &Sessions, tok: &Tokenizer) -> Figures {
             took += started.elapsed();
             n += 1;
             let kept: usize = out.decisions[0].kept_item_ids.len();
-            if kept < offered {
+            // The conversation did not fit whole: turns cut, or lightened.
+            if kept < offered || out.decisions[0].tokens_cleared > 0 {
                 cut += 1;
                 utils.push(f64::from(out.usage.total_tokens) / f64::from(out.usage.budget));
+            }
+            if std::env::var("TRACE").is_ok_and(|v| v == "1") && n <= 40 {
+                let d = &out.decisions[0];
+                eprintln!(
+                    "req {n}: offered {offered} kept {} dropped {} summarized {} cleared {} thinking_dropped {} total {} unused {}",
+                    d.kept_item_ids.len(),
+                    d.dropped_item_ids.len(),
+                    d.summarized_item_ids.len(),
+                    d.cleared_item_ids.len(),
+                    d.thinking_dropped_item_ids.len(),
+                    out.usage.total_tokens,
+                    d.tokens_window_unused
+                );
             }
             if let Some(prev) = &previous {
                 let (common, len) = common_prefix(prev, &out.messages);
                 let text = |m: &[context_assembler::prompt::Message]| -> String {
                     let body = &m[..m.len() - 1];
                     body.iter()
-                        .map(|x| format!("{}\u{0}{}\u{0}", x.role.as_str(), x.content))
+                        .map(|x| {
+                            let thinking: String = x
+                                .thinking
+                                .iter()
+                                .map(|t| format!("{}\u{0}{}\u{0}", t.text, t.signature))
+                                .collect();
+                            format!("{}\u{0}{thinking}{}\u{0}", x.role.as_str(), x.content)
+                        })
                         .collect()
                 };
                 let now = text(&out.messages);
@@ -198,6 +225,63 @@ fn main() {
         names.push((name, format!("{low}-100%")));
     }
     names.push((NO_WINDOW, "none".to_owned()));
+    // Before lightening: the window alone (no tool result cleared, no
+    // thinking dropped).
+    let before = Policy {
+        clear_tool_results: false,
+        drop_closed_thinking: false,
+        ..Policy::default()
+    };
+    catalog
+        .policies
+        .insert(NO_LIGHTENING.to_owned(), Arc::new(before));
+    names.insert(1, (NO_LIGHTENING, "window only".to_owned()));
+    // Other least amounts cleared at once (policies "clear-N").
+    let clears: Vec<u32> = std::env::var("CLEARS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|x| x.trim().parse().ok())
+        .collect();
+    for at_least in clears {
+        let name: &'static str = Box::leak(format!("clear-{at_least}").into_boxed_str());
+        let p = Policy {
+            clear_at_least_tokens: at_least,
+            ..Policy::default()
+        };
+        catalog.policies.insert(name.to_owned(), Arc::new(p));
+        names.push((name, format!("clear at least {at_least}")));
+    }
+    // Other numbers of newest results kept (policies "keep-N").
+    let keeps: Vec<u32> = std::env::var("KEEPS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|x| x.trim().parse().ok())
+        .collect();
+    for keep in keeps {
+        let name: &'static str = Box::leak(format!("keep-{keep}").into_boxed_str());
+        let p = Policy {
+            keep_recent_tool_results: keep,
+            ..Policy::default()
+        };
+        catalog.policies.insert(name.to_owned(), Arc::new(p));
+        names.push((name, format!("keep {keep} newest results")));
+    }
+    let list = |var: &str, default: &str| -> Vec<String> {
+        std::env::var(var)
+            .unwrap_or_else(|_| default.to_owned())
+            .split(',')
+            .map(|x| x.trim().to_owned())
+            .filter(|x| !x.is_empty())
+            .collect()
+    };
+    let kinds: Vec<Turns> = list("TURNS", "chat,tool-heavy,agent")
+        .iter()
+        .filter_map(|n| Turns::ALL.into_iter().find(|t| t.name() == n))
+        .collect();
+    let budgets: Vec<u32> = list("BUDGETS", "4000,8000,32000")
+        .iter()
+        .filter_map(|b| b.parse().ok())
+        .collect();
     // The same policies for a server, when GRPC is set.
     let grpc = std::env::var("GRPC").is_ok_and(|v| v == "1");
     let dir = std::env::temp_dir().join(format!("session-window-{}", std::process::id()));
@@ -206,8 +290,15 @@ fn main() {
     let mut toml = String::new();
     for (name, p) in &catalog.policies {
         toml.push_str(&format!(
-            "[policies.{name}]\nwindow_low_percent = {}\nwindow_high_percent = {}\n",
-            p.window_low_percent, p.window_high_percent
+            "[policies.{name}]\nwindow_low_percent = {}\nwindow_high_percent = {}\n\
+             clear_tool_results = {}\ndrop_closed_thinking = {}\nclear_at_least_tokens = {}\n\
+             keep_recent_tool_results = {}\n",
+            p.window_low_percent,
+            p.window_high_percent,
+            p.clear_tool_results,
+            p.drop_closed_thinking,
+            p.clear_at_least_tokens,
+            p.keep_recent_tool_results
         ));
     }
     std::fs::write(&config, toml).unwrap();
@@ -218,15 +309,15 @@ fn main() {
         default.window_low_percent, default.window_high_percent
     );
     println!(
-        "| budget | turns | window | prefix share (all) | p10 | median | utilization mean | p10 | requests cut | µs/request in process |{}",
+        "| budget | turns | policy | prefix share (all) | p10 | median | utilization mean | p10 | requests cut | µs/request in process |{}",
         if grpc { " server µs/request |" } else { "" }
     );
     println!(
         "|---|---|---|---|---|---|---|---|---|---|{}",
         if grpc { "---|" } else { "" }
     );
-    for budget in [4_000u32, 8_000, 32_000] {
-        for turns in Turns::ALL {
+    for &budget in &budgets {
+        for &turns in &kinds {
             for (policy, label) in &names {
                 let policy = *policy;
                 // A fresh assembler each: the memo of turn summaries starts cold.
@@ -236,7 +327,8 @@ fn main() {
                     sessions: count,
                     requests,
                     budget,
-                    system_chars: 4_000,
+                    // The agent workload's system prompt is 5,000 characters.
+                    system_chars: if turns == Turns::Agent { 5_000 } else { 4_000 },
                     turns,
                     policy,
                     seed: 11,

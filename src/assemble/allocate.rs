@@ -11,7 +11,7 @@ use crate::prompt::BlockKind;
 use crate::vocab::saturating_u32;
 
 pub use plan::{
-    Allocation, BlockFate, BlockPlan, Carrier, DropReason, Form, Full, Overflow, Shrink, TurnSummary,
+    Allocation, BlockFate, BlockPlan, Carrier, DropReason, Form, Full, Light, Overflow, Shrink, TurnSummary,
     UnitPlan, Window,
 };
 
@@ -29,12 +29,133 @@ pub fn rank_by_score(mut positions: Vec<usize>, score: impl Fn(usize) -> f64) ->
 /// Allocates `budget` tokens. `base` is the cost of what is always present
 /// (static prefix, query, reply priming); `overheads` is the cost of opening
 /// each shared message, indexed by slot index (context, summary).
+///
+/// With `lighten` (the least tokens lightened at once), a conversation that
+/// does not fit is first *lightened* ([`Shrink::light`]: old tool results
+/// cleared, closed cycles' thinking dropped) before any turn is summarized
+/// or dropped. Lightening goes oldest first up to an anchor: the anchors
+/// are the turns where the tokens lightening could save since the previous
+/// anchor reach `lighten`, counted from the first turn, so they depend only
+/// on the turns before them and appending turns moves none. The least
+/// anchor whose lightening lets the whole conversation fit the room the
+/// turns had is taken (the last anchor when none does: the window, the
+/// summary and drops then do the rest). A session's next requests lighten
+/// the same turns until the conversation outgrows its room again, and then
+/// lighten at least `lighten` tokens more at once.
 pub fn allocate(
     blocks: &[BlockPlan],
     base: u64,
     overheads: [u32; 2],
     budget: u32,
     window: Window,
+    lighten: Option<u32>,
+    shrink: &mut dyn Shrink,
+) -> Result<Allocation, Overflow> {
+    let first = fill_all(blocks, base, overheads, budget, window, None, shrink)?;
+    let Some(at_least) = lighten else {
+        return Ok(first);
+    };
+    let seq = Conversation::sequence(blocks);
+    if seq.iter().all(|&(b, u)| first.forms[b][u].is_kept()) {
+        return Ok(first);
+    }
+    // The room the turns had: what they kept and what was left.
+    let kept: u64 = seq
+        .iter()
+        .map(|&(b, u)| u64::from(first.costs[b][u]))
+        .sum::<u64>()
+        + first.summary.as_ref().map_or(0, |s| u64::from(s.cost));
+    let room = (kept + u64::from(budget).saturating_sub(first.used)).min(u64::from(window.high));
+    let lights: Vec<Option<Light>> = seq
+        .iter()
+        .map(|&(b, u)| {
+            let unit = &blocks[b].units[u];
+            if unit.reserved_in(&blocks[b]) {
+                None
+            } else {
+                shrink.light(b, u)
+            }
+        })
+        .collect();
+    let full = |i: usize| u64::from(blocks[seq[i].0].units[seq[i].1].full);
+    let light = |i: usize| lights[i].map_or(full(i), |l| u64::from(l.cost).min(full(i)));
+    // ends[k]: the conversation is lightened before seq[ends[k]], the k-th
+    // anchor.
+    let mut ends = Vec::new();
+    let mut since = 0u64;
+    for (i, l) in lights.iter().enumerate() {
+        since += l.map_or(0, |l| u64::from(l.saving));
+        if since > 0 && since >= u64::from(at_least) {
+            ends.push(i + 1);
+            since = 0;
+        }
+    }
+    // What lightening every turn it may would leave of each, were nothing
+    // protected: it depends on the turns alone.
+    let bare = |i: usize| full(i) - lights[i].map_or(0, |l| u64::from(l.saving)).min(full(i));
+    let total: u64 = (0..seq.len()).map(full).sum();
+    // The least anchor that lets the whole conversation fit as it will be
+    // sent.
+    let (mut sent_total, mut last) = (total, 0);
+    let mut end = None;
+    for &e in &ends {
+        sent_total -= (last..e).map(|i| full(i) - light(i)).sum::<u64>();
+        last = e;
+        if sent_total <= room {
+            end = Some(e);
+            break;
+        }
+    }
+    // None does: the window must cut anyway. Every turn that can be is
+    // lightened, and the window's anchors are placed on the bare costs:
+    // they do not move when a result leaves the newest or a user turn
+    // closes a cycle, and the kept turns grow by little more than their
+    // bare cost, so the cut moves forward as the session grows (lightening
+    // at the anchors here would free a step's room every few requests and
+    // pull the cut back).
+    let (end, anchors) = match end {
+        Some(e) => (e, None),
+        None => (seq.len(), Some((0..seq.len()).map(bare).collect::<Vec<u64>>())),
+    };
+    let lightened: Vec<usize> = (0..end).filter(|&i| light(i) < full(i)).collect();
+    if lightened.is_empty() {
+        return Ok(first);
+    }
+    let mut lighter = blocks.to_vec();
+    for &i in &lightened {
+        let (b, u) = seq[i];
+        lighter[b].units[u].full = saturating_u32(light(i));
+    }
+    let mut out = fill_all(
+        &lighter,
+        base,
+        overheads,
+        budget,
+        window,
+        anchors.as_deref(),
+        shrink,
+    )?;
+    for &i in &lightened {
+        let (b, u) = seq[i];
+        if out.forms[b][u] == Form::Full {
+            out.forms[b][u] = Form::Light;
+        }
+        out.fulls[b][u] = Full::Exact(blocks[b].units[u].full);
+    }
+    Ok(out)
+}
+
+/// [`allocate`] without lightening: reserve, fill by priority, cut the
+/// conversation at the window's anchor, summarize what did not fit. The
+/// window's anchors are placed on `anchor_costs` (per turn unit, oldest
+/// first) when given, else on the units' costs.
+fn fill_all(
+    blocks: &[BlockPlan],
+    base: u64,
+    overheads: [u32; 2],
+    budget: u32,
+    window: Window,
+    anchor_costs: Option<&[u64]>,
     shrink: &mut dyn Shrink,
 ) -> Result<Allocation, Overflow> {
     let mut st = State {
@@ -92,7 +213,7 @@ pub fn allocate(
     for bi in order {
         st.fill(bi, &blocks[bi], shrink);
     }
-    let conversation = Conversation::of(blocks, window);
+    let conversation = Conversation::of(blocks, window, anchor_costs);
     let window_given_up = st.cut_at_anchor(blocks, &conversation, window);
     let summary = st.summarize_turns(blocks, &conversation, shrink);
 
@@ -116,17 +237,25 @@ struct Conversation {
 }
 
 impl Conversation {
-    fn of(blocks: &[BlockPlan], window: Window) -> Conversation {
+    /// (block, unit) of every valid turn unit, oldest first.
+    fn sequence(blocks: &[BlockPlan]) -> Vec<(usize, usize)> {
         let mut chrono: Vec<usize> = (0..blocks.len())
             .filter(|&b| blocks[b].chrono.is_some())
             .collect();
         chrono.sort_by_key(|&b| blocks[b].chrono);
-        let seq: Vec<(usize, usize)> = chrono
+        chrono
             .iter()
             .flat_map(|&b| (0..blocks[b].units.len()).map(move |u| (b, u)))
             .filter(|&(b, u)| blocks[b].units[u].invalid.is_none())
-            .collect();
-        let anchor = window.anchors(seq.iter().map(|&(b, u)| u64::from(blocks[b].units[u].full)));
+            .collect()
+    }
+
+    fn of(blocks: &[BlockPlan], window: Window, costs: Option<&[u64]>) -> Conversation {
+        let seq = Conversation::sequence(blocks);
+        let anchor = match costs {
+            Some(costs) => window.anchors(costs.iter().copied()),
+            None => window.anchors(seq.iter().map(|&(b, u)| u64::from(blocks[b].units[u].full))),
+        };
         Conversation { seq, anchor }
     }
 

@@ -11,6 +11,7 @@ use super::caches::Caches;
 use super::counting::Counter;
 use super::error::AssembleError;
 use super::layout;
+use super::lighten;
 use super::pipeline::{Pipeline, RunOutput};
 use super::policy::Catalog;
 use super::validate::{self, Resolved};
@@ -411,7 +412,8 @@ fn token_ids(
     salt: &str,
 ) -> Option<TokenIds> {
     let folder = spec.tokenizer.hf_model()?;
-    let chat = chat_messages(messages);
+    let reasoning = reasonings(messages);
+    let chat = chat_messages(messages, &reasoning);
     let tools: Vec<serde_json::Value> = tools
         .iter()
         .filter_map(|t| serde_json::from_str(t).ok())
@@ -427,13 +429,27 @@ fn token_ids(
     })
 }
 
-/// Assembled messages as a chat template reads them.
-pub(super) fn chat_messages(messages: &[Message]) -> Vec<ChatMessage<'_>> {
+/// Each assembled message's thinking as a chat template reads it.
+pub(super) fn reasonings(messages: &[Message]) -> Vec<Option<String>> {
     messages
         .iter()
-        .map(|m| ChatMessage {
+        .map(|m| lighten::readable_thinking(&m.thinking))
+        .collect()
+}
+
+/// Assembled messages as a chat template reads them, with their thinking
+/// (`reasoning`: [`reasonings`] of them).
+pub(super) fn chat_messages<'m>(
+    messages: &'m [Message],
+    reasoning: &'m [Option<String>],
+) -> Vec<ChatMessage<'m>> {
+    messages
+        .iter()
+        .zip(reasoning)
+        .map(|(m, r)| ChatMessage {
             role: m.role.as_str(),
             content: &m.content,
+            reasoning: r.as_deref(),
         })
         .collect()
 }

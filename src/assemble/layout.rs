@@ -19,10 +19,11 @@
 use std::borrow::Cow;
 
 use super::allocate::{Allocation, Form, rank_by_score};
+use super::lighten::{self, Clear};
 use super::measure::Measurement;
 use super::policy::Policy;
 use super::render::{self, FormAttr};
-use crate::prompt::{AssembleRequest, BlockKind, Message, PartKind, SegmentKind};
+use crate::prompt::{AssembleRequest, BlockKind, Item, Message, PartKind, SegmentKind, Thinking};
 use crate::tokens::chat::LayoutRules;
 use crate::vocab::Role;
 
@@ -31,8 +32,13 @@ use crate::vocab::Role;
 pub(super) enum Source {
     /// `static_segments[i].content`.
     Static(usize),
-    /// `blocks[block].items[item]` (a turn, with its tool metadata).
-    Turn { block: usize, item: usize },
+    /// `blocks[block].items[item]` (a turn, with its tool metadata), in
+    /// `form`.
+    Turn {
+        block: usize,
+        item: usize,
+        form: TurnForm,
+    },
     /// The query.
     Query,
     /// Text rendered by the assembler (summary and context messages).
@@ -51,6 +57,45 @@ impl Source {
             Source::Joined(parts) => parts.iter().any(Source::holds_turn),
             _ => false,
         }
+    }
+}
+
+/// How a kept turn is sent: whole, or lightened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct TurnForm {
+    /// A cleared tool result: what takes its content's place, and its
+    /// message's tokens (the placeholder names them).
+    pub cleared: Option<(Clear, u32)>,
+    /// Its thinking is dropped.
+    pub drop_thinking: bool,
+}
+
+impl TurnForm {
+    /// The form of turn candidate `ci` of block `bi` in a unit kept in
+    /// `form`.
+    fn of(p: Measurement<'_>, bi: usize, ci: usize, form: Form) -> TurnForm {
+        if form != Form::Light {
+            return TurnForm::default();
+        }
+        let m = &p.blocks[bi];
+        let tokens = m.costs.get(ci).map_or(0, |c| c.message);
+        TurnForm {
+            cleared: m.clears(ci).map(|c| (c, tokens)),
+            drop_thinking: m.lights.get(ci).is_some_and(|l| l.drops_thinking()),
+        }
+    }
+
+    /// The content `item` is sent with.
+    pub(super) fn content<'r>(self, item: &'r Item) -> Cow<'r, str> {
+        match self.cleared {
+            Some((clear, tokens)) => lighten::cleared_text(item, clear, tokens),
+            None => Cow::Borrowed(&item.content),
+        }
+    }
+
+    /// The thinking `item` is sent with.
+    pub(super) fn thinking(self, item: &Item) -> &[Thinking] {
+        if self.drop_thinking { &[] } else { &item.thinking }
     }
 }
 
@@ -93,21 +138,26 @@ pub(super) enum PartAt {
     Query,
 }
 
-/// The xxh3 of a turn's messages: each one's role, content and tool
-/// metadata, length-framed.
-fn turn_hash<'a>(messages: impl Iterator<Item = (Role, &'a crate::prompt::Item)>) -> u64 {
+/// The xxh3 of a turn's messages as sent: each one's role, content, tool
+/// metadata and thinking, length-framed.
+fn turn_hash<'a>(messages: impl Iterator<Item = (Role, &'a Item, TurnForm)>) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut framed = |b: &[u8]| {
         h.update(&(b.len() as u64).to_le_bytes());
         h.update(b);
     };
-    for (role, item) in messages {
+    for (role, item, form) in messages {
         framed(role.as_str().as_bytes());
-        framed(item.content.as_bytes());
+        framed(form.content(item).as_bytes());
         for id in &item.tool_call_ids {
             framed(id.as_bytes());
         }
         framed(item.tool_call_id.as_bytes());
+        for t in form.thinking(item) {
+            framed(t.text.as_bytes());
+            framed(t.signature.as_bytes());
+            framed(&[u8::from(t.redacted)]);
+        }
     }
     h.digest()
 }
@@ -124,7 +174,7 @@ fn unit_text<'p>(p: Measurement<'p>, bi: usize, ui: usize, form: Form) -> Cow<'p
         Form::Truncated { bytes } => {
             render::unit(kind, item, &item.content[..bytes], FormAttr::Truncated).into()
         }
-        Form::Full | Form::Dropped(_) => p.blocks[bi].unit(kind, item, ui).into(),
+        Form::Full | Form::Light | Form::Dropped(_) => p.blocks[bi].unit(kind, item, ui).into(),
     }
 }
 
@@ -202,26 +252,39 @@ pub(super) fn plan(
     {
         for ui in kept(bi) {
             let members = &p.blocks[bi].units[ui].members;
+            let unit_form = alloc.forms[bi][ui];
             let of = |&(mb, mc): &(usize, usize)| {
                 let item = p.blocks[mb].candidates[mc];
-                (mb, item, &req.blocks[mb].items[item])
+                (
+                    mb,
+                    item,
+                    &req.blocks[mb].items[item],
+                    TurnForm::of(p, mb, mc, unit_form),
+                )
             };
             parts.push(PartRef {
                 kind: PartKind::Turn,
                 at: PartAt::Unit { block: bi, unit: ui },
                 message: plan.len(),
                 hash: turn_hash(members.iter().map(|m| {
-                    let (_, _, it) = of(m);
-                    (it.role.unwrap_or(Role::User), it)
+                    let (_, _, it, form) = of(m);
+                    (it.role.unwrap_or(Role::User), it, form)
                 })),
                 item: members.first().map(|m| {
-                    let (mb, item, _) = of(m);
+                    let (mb, item, _, _) = of(m);
                     (mb, item)
                 }),
             });
             for m in members {
-                let (mb, item, it) = of(m);
-                plan.push((it.role.unwrap_or(Role::User), Source::Turn { block: mb, item }));
+                let (mb, item, it, form) = of(m);
+                plan.push((
+                    it.role.unwrap_or(Role::User),
+                    Source::Turn {
+                        block: mb,
+                        item,
+                        form,
+                    },
+                ));
             }
         }
     }
@@ -331,7 +394,7 @@ pub(super) fn text_of<'r>(req: &'r AssembleRequest, source: &'r Source) -> Cow<'
         Source::Static(i) => Cow::Borrowed(&req.static_segments[*i].content),
         Source::Query => Cow::Borrowed(&req.query),
         Source::Rendered(text) => Cow::Borrowed(text),
-        Source::Turn { block, item } => Cow::Borrowed(&req.blocks[*block].items[*item].content),
+        Source::Turn { block, item, form } => form.content(&req.blocks[*block].items[*item]),
         Source::Joined(parts) => {
             let mut out = String::new();
             for (i, p) in parts.iter().enumerate() {
@@ -342,6 +405,21 @@ pub(super) fn text_of<'r>(req: &'r AssembleRequest, source: &'r Source) -> Cow<'
             }
             Cow::Owned(out)
         }
+    }
+}
+
+/// The thinking a planned message will carry, as a chat template reads it
+/// (`None`: none).
+pub(super) fn thinking_of(req: &AssembleRequest, source: &Source) -> Option<String> {
+    match source {
+        Source::Turn { block, item, form } => {
+            lighten::readable_thinking(form.thinking(&req.blocks[*block].items[*item]))
+        }
+        Source::Joined(parts) => {
+            let texts: Vec<String> = parts.iter().filter_map(|p| thinking_of(req, p)).collect();
+            (!texts.is_empty()).then(|| texts.join("\n\n"))
+        }
+        _ => None,
     }
 }
 
@@ -358,13 +436,22 @@ fn take(role: Role, source: Source, req: &mut AssembleRequest) -> Message {
         Source::Static(i) => Message::text(role, std::mem::take(&mut req.static_segments[i].content)),
         Source::Query => Message::text(role, std::mem::take(&mut req.query)),
         Source::Rendered(text) => Message::text(role, text),
-        Source::Turn { block, item } => {
+        Source::Turn { block, item, form } => {
             let it = &mut req.blocks[block].items[item];
+            let content = match form.cleared {
+                Some(_) => form.content(it).into_owned(),
+                None => std::mem::take(&mut it.content),
+            };
             Message {
                 role,
-                content: std::mem::take(&mut it.content),
+                content,
                 tool_call_ids: std::mem::take(&mut it.tool_call_ids),
                 tool_call_id: std::mem::take(&mut it.tool_call_id),
+                thinking: if form.drop_thinking {
+                    Vec::new()
+                } else {
+                    std::mem::take(&mut it.thinking)
+                },
             }
         }
         Source::Joined(parts) => {
@@ -376,6 +463,7 @@ fn take(role: Role, source: Source, req: &mut AssembleRequest) -> Message {
                 }
                 joined.content.push_str(&m.content);
                 joined.tool_call_ids.extend(m.tool_call_ids);
+                joined.thinking.extend(m.thinking);
                 if joined.tool_call_id.is_empty() {
                     joined.tool_call_id = m.tool_call_id;
                 }

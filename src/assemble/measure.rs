@@ -6,6 +6,7 @@
 use std::cell::OnceCell;
 
 use super::allocate::DropReason;
+use super::lighten::{Clear, MemberLight};
 use super::render::{self, FormAttr};
 use crate::prompt::{AssembleRequest, BlockKind, Item};
 use crate::tokens::{Tokenizer, cache};
@@ -35,6 +36,24 @@ pub(super) struct Measured {
     /// Count-cache key of each candidate's content (turn kinds only), hashed
     /// once: its count and the summary keys of the runs covering it use it.
     content_keys: Vec<OnceCell<cache::Key>>,
+    /// What lightening may do to each candidate (turn kinds only).
+    pub lights: Vec<MemberLight>,
+    /// Each candidate's tokens (turn kinds only): its message, and its
+    /// thinking where the provider reads it.
+    pub costs: Vec<MemberCost>,
+    /// Each candidate's message tokens once cleared, when clearing saves
+    /// tokens (`None`: it is kept whole), decided when the allocator first
+    /// asks what lightening saves (turn kinds only).
+    cleared: Vec<OnceCell<Option<u32>>>,
+}
+
+/// A turn's tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct MemberCost {
+    /// Its message (role, content, overhead).
+    pub message: u32,
+    /// Its thinking, where the provider reads it (else 0).
+    pub thinking: u32,
 }
 
 impl Measured {
@@ -43,13 +62,31 @@ impl Measured {
     /// contents are keyed; a context block's units are rendered).
     pub fn new(candidates: Vec<usize>, filtered: Vec<usize>, units: Vec<Unit>, turns: bool) -> Self {
         let (rendered, content_keys) = (cells(&candidates, !turns), cells(&candidates, turns));
+        let cleared = cells(&candidates, turns);
         Measured {
             candidates,
             filtered,
             units,
             rendered,
             content_keys,
+            lights: Vec::new(),
+            costs: Vec::new(),
+            cleared,
         }
+    }
+
+    /// Candidate `ci`'s message tokens once cleared, decided by `decide` on
+    /// first use (`None`: clearing it saves nothing, it is kept whole).
+    pub fn cleared_cost(&self, ci: usize, decide: impl FnOnce() -> Option<u32>) -> Option<u32> {
+        *self.cleared.get(ci)?.get_or_init(decide)
+    }
+
+    /// Whether candidate `ci` is cleared when its unit is lightened: the
+    /// policy may clear it, nothing protects it, and clearing saves tokens
+    /// (known once the allocator asked).
+    pub fn clears(&self, ci: usize) -> Option<Clear> {
+        let clear = self.lights.get(ci)?.cleared()?;
+        self.cleared.get(ci)?.get().copied().flatten().map(|_| clear)
     }
 
     /// The full-form unit of candidate `ci`, `item`, of a block of `kind`.

@@ -10,7 +10,8 @@ use super::allocate::{self, Allocation, BlockPlan, Carrier, DropReason, UnitPlan
 use super::counting::Counter;
 use super::error::AssembleError;
 use super::layout;
-use super::measure::{Measured, Measurement, Unit};
+use super::lighten;
+use super::measure::{Measured, Measurement, MemberCost, Unit};
 use super::policy::Policy;
 use super::report;
 use super::shrink::Shrinker;
@@ -195,7 +196,16 @@ impl<'a> Pipeline<'a> {
         ];
         let mut shrinker = Shrinker::new(&self.counter, self.measurement(), self.policy);
         let window = self.policy.window(self.budget.input);
-        let alloc = allocate::allocate(&plans, base, overheads, self.budget.input, window, &mut shrinker)
+        let lighten = Some(self.policy.clear_at_least(self.budget.input));
+        let alloc = allocate::allocate(
+            &plans,
+            base,
+            overheads,
+            self.budget.input,
+            window,
+            lighten,
+            &mut shrinker,
+        )
             .map_err(|o| {
                 debug!(non_cuttable = o.non_cuttable, budget = self.budget.input, model = %self.spec.name, "budget overflow");
                 AssembleError::BudgetOverflow {
@@ -463,12 +473,18 @@ impl<'a> Pipeline<'a> {
             .iter()
             .map(|(_, source)| layout::text_of(self.req, source))
             .collect();
+        let reasoning: Vec<Option<String>> = plan
+            .iter()
+            .map(|(_, source)| layout::thinking_of(self.req, source))
+            .collect();
         let messages: Vec<ChatMessage<'_>> = plan
             .iter()
             .zip(&texts)
-            .map(|((role, _), text)| ChatMessage {
+            .zip(&reasoning)
+            .map(|(((role, _), text), reasoning)| ChatMessage {
                 role: role.as_str(),
                 content: text,
+                reasoning: reasoning.as_deref(),
             })
             .collect();
         let warning = self.special_text_warning(model, &messages);
@@ -581,6 +597,21 @@ impl<'a> Pipeline<'a> {
                 .push(Measured::new(candidates, filtered, units, turns));
         }
         let chrono = self.group_conversation();
+        let reads_thinking = self.spec.cache.provider.provider.reads_thinking();
+        for (bi, lights) in lighten::members(self.measurement(), &chrono, self.policy)
+            .into_iter()
+            .enumerate()
+        {
+            if !chrono.contains(&bi) {
+                continue;
+            }
+            let costs: Vec<MemberCost> = (0..self.measured[bi].candidates.len())
+                .map(|ci| self.member_cost(bi, ci, reads_thinking))
+                .collect();
+            let m = &mut self.measured[bi];
+            m.lights = lights;
+            m.costs = costs;
+        }
 
         let mut plans = Vec::with_capacity(req.blocks.len());
         for (bi, block) in req.blocks.iter().enumerate() {
@@ -599,17 +630,8 @@ impl<'a> Pipeline<'a> {
                         u.members
                             .iter()
                             .map(|&(mb, mc)| {
-                                let it = self.measurement().item(mb, mc);
-                                if self.counter.cancel.is_cancelled() {
-                                    return 0;
-                                }
-                                let role = it.role.unwrap_or(Role::User);
-                                self.counter.message_count(
-                                    role,
-                                    false,
-                                    &it.content,
-                                    Some(self.measurement().content_key(self.counter.tok, mb, mc)),
-                                )
+                                let c = self.measured[mb].costs.get(mc).copied().unwrap_or_default();
+                                c.message.saturating_add(c.thinking)
                             })
                             .fold(0, u32::saturating_add)
                     } else if self.counter.cancel.is_cancelled() {
@@ -649,6 +671,32 @@ impl<'a> Pipeline<'a> {
             });
         }
         plans
+    }
+
+    /// The tokens of turn candidate `ci` of block `bi`: its message, and
+    /// its thinking when the provider reads it.
+    fn member_cost(&self, bi: usize, ci: usize, reads_thinking: bool) -> MemberCost {
+        let it = self.measurement().item(bi, ci);
+        if self.counter.cancel.is_cancelled() {
+            return MemberCost::default();
+        }
+        let role = it.role.unwrap_or(Role::User);
+        let message = self.counter.message_count(
+            role,
+            false,
+            &it.content,
+            Some(self.measurement().content_key(self.counter.tok, bi, ci)),
+        );
+        let thinking = if reads_thinking {
+            it.thinking
+                .iter()
+                .filter(|t| !t.redacted)
+                .map(|t| self.counter.count(&t.text))
+                .fold(0, u32::saturating_add)
+        } else {
+            0
+        };
+        MemberCost { message, thinking }
     }
 
     /// Groups every visible turn of the conversation (HISTORY blocks, then

@@ -42,12 +42,35 @@ pub struct Policy {
     /// engine will read, with a SPECIAL_TOKEN_TEXT warning. The static
     /// prefix (the operator's own) is never rewritten.
     pub neutralize_special_tokens: bool,
+    /// Whether old tool results may be cleared when the conversation does
+    /// not fit, before any turn is summarized or dropped (see
+    /// [`lighten`](super::lighten)).
+    pub clear_tool_results: bool,
+    /// The newest tool results, never cleared.
+    pub keep_recent_tool_results: u32,
+    /// Least tokens cleared at once (the anchors' spacing); 0: the window's
+    /// step (`window_high_percent - window_low_percent` of the budget).
+    pub clear_at_least_tokens: u32,
+    /// Tools whose results are never cleared.
+    pub exclude_tools: Vec<String>,
+    /// Whether a closed tool cycle's thinking may be dropped (all of a
+    /// turn's at once) when the conversation does not fit, with the
+    /// results cleared at the same anchor.
+    pub drop_closed_thinking: bool,
 }
 
 /// The default `window_low_percent`.
 pub const DEFAULT_WINDOW_LOW_PERCENT: u32 = 70;
 /// The default `window_high_percent`.
 pub const DEFAULT_WINDOW_HIGH_PERCENT: u32 = 100;
+/// The default `keep_recent_tool_results`. Anthropic's context editing
+/// keeps 3 tool uses by default; here clearing only ever happens when the
+/// conversation does not fit, and every result kept whole is one more step
+/// of the conversation rewritten when the next one is cleared: with 3, an
+/// agent session at an 8k budget keeps 40% of each prompt a byte-identical
+/// prefix of the one before, less than the window alone (60%); with 1,
+/// 66% (`examples/session_window`, docs/assembly.md).
+pub const DEFAULT_KEEP_RECENT_TOOL_RESULTS: u32 = 1;
 
 impl Default for Policy {
     fn default() -> Self {
@@ -58,6 +81,11 @@ impl Default for Policy {
             window_low_percent: DEFAULT_WINDOW_LOW_PERCENT,
             window_high_percent: DEFAULT_WINDOW_HIGH_PERCENT,
             neutralize_special_tokens: false,
+            clear_tool_results: true,
+            keep_recent_tool_results: DEFAULT_KEEP_RECENT_TOOL_RESULTS,
+            clear_at_least_tokens: 0,
+            exclude_tools: Vec::new(),
+            drop_closed_thinking: true,
         }
     }
 }
@@ -77,6 +105,16 @@ impl Policy {
         Window {
             step: of(high - low),
             high: if high == 100 { u32::MAX } else { of(high) },
+        }
+    }
+
+    /// Least tokens lightening clears at once under an input budget of
+    /// `budget` tokens: `clear_at_least_tokens`, or the window's step.
+    pub fn clear_at_least(&self, budget: u32) -> u32 {
+        if self.clear_at_least_tokens > 0 {
+            self.clear_at_least_tokens
+        } else {
+            self.window(budget).step
         }
     }
 

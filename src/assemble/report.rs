@@ -53,6 +53,9 @@ pub(super) fn decisions(
             compacted_item_ids: Vec::new(),
             summarized_item_ids: Vec::new(),
             tokens_window_unused: saturating_u32(alloc.window_given_up[bi]),
+            cleared_item_ids: Vec::new(),
+            thinking_dropped_item_ids: Vec::new(),
+            tokens_cleared: 0,
             reason: String::new(),
         };
         let block_forms: Vec<Form> = forms[bi]
@@ -71,9 +74,27 @@ pub(super) fn decisions(
                     d.compacted_item_ids.push(item_id.clone());
                     d.kept_item_ids.push(item_id);
                 }
+                Form::Light => {
+                    if m.clears(ci).is_some() {
+                        d.cleared_item_ids.push(item_id.clone());
+                    }
+                    if m.lights.get(ci).is_some_and(|l| l.drops_thinking()) {
+                        d.thinking_dropped_item_ids.push(item_id.clone());
+                    }
+                    d.kept_item_ids.push(item_id);
+                }
                 Form::Full | Form::Truncated { .. } => d.kept_item_ids.push(item_id),
             }
         }
+        // What lightening saved, in the block that owns each unit (as its
+        // tokens count there).
+        d.tokens_cleared = alloc.forms[bi]
+            .iter()
+            .zip(&alloc.fulls[bi])
+            .zip(&alloc.costs[bi])
+            .filter(|((f, _), _)| **f == Form::Light)
+            .map(|((_, full), &cost)| full.tokens().saturating_sub(cost))
+            .fold(0, u32::saturating_add);
         let any_kept = block_forms.iter().any(|f| f.is_kept());
         let any_dropped = block_forms.iter().any(|f| !f.is_kept());
         d.outcome = if block.items.is_empty() {

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use super::allocate::{Shrink, TurnSummary};
+use super::allocate::{Light, Shrink, TurnSummary};
 use super::counting::Counter;
+use super::lighten;
 use super::measure::Measurement;
 use super::policy::Policy;
 use super::render::{self, FormAttr};
@@ -268,6 +269,38 @@ impl Shrink for Shrinker<'_, '_> {
         let cost = self.last.as_ref()?.memo.cost;
         c.caches.summary_costs.insert(key, cost);
         Some(cost)
+    }
+
+    /// Each member's lightened form: a cleared result's message counted
+    /// with its placeholder or compact form (kept whole when that saves
+    /// nothing, and so decided once for the layout), thinking that may be
+    /// dropped taken out.
+    fn light(&mut self, block: usize, unit: usize) -> Option<Light> {
+        let (c, m) = (self.c, self.m);
+        let (mut cost, mut saving) = (0u32, 0u32);
+        for &(mb, mc) in &m.blocks[block].units.get(unit)?.members {
+            let measured = &m.blocks[mb];
+            let light = measured.lights.get(mc).copied().unwrap_or_default();
+            let costs = measured.costs.get(mc).copied().unwrap_or_default();
+            let cleared = light.clear.and_then(|clear| {
+                measured.cleared_cost(mc, || {
+                    let item = m.item(mb, mc);
+                    let text = lighten::cleared_text(item, clear, costs.message);
+                    let role = item.role.unwrap_or(Role::Tool);
+                    Some(c.message_count(role, false, &text, None)).filter(|&n| n < costs.message)
+                })
+            });
+            let message = match cleared {
+                Some(n) if light.cleared().is_some() => n,
+                _ => costs.message,
+            };
+            let thinking = if light.drops_thinking() { 0 } else { costs.thinking };
+            cost = cost.saturating_add(message).saturating_add(thinking);
+            let could =
+                cleared.map_or(0, |n| costs.message - n) + if light.thinking { costs.thinking } else { 0 };
+            saving = saving.saturating_add(could);
+        }
+        (saving > 0).then_some(Light { cost, saving })
     }
 
     fn compact_cost(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::policy::{Catalog, Policy};
 use crate::prompt::{
-    AssembleRequest, MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM, MAX_TOOL_CALL_IDS_PER_MESSAGE,
+    AssembleRequest, MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM, MAX_THINKING_PER_MESSAGE,
+    MAX_TOOL_CALL_IDS_PER_MESSAGE, MAX_TOOL_NAME_BYTES,
 };
 use crate::prompt_cache::tools;
 use crate::tokens::ModelSpec;
@@ -173,7 +174,28 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
                 ));
             }
             if !b.kind.is_turns() {
+                if !item.tool_name.is_empty() {
+                    v.push(FieldViolation::new(at("tool_name"), "conversation turns only"));
+                }
+                if !item.thinking.is_empty() {
+                    v.push(FieldViolation::new(at("thinking"), "conversation turns only"));
+                }
                 continue;
+            }
+            if item.tool_name.len() > MAX_TOOL_NAME_BYTES {
+                v.push(FieldViolation::new(
+                    at("tool_name"),
+                    format!("at most {MAX_TOOL_NAME_BYTES} bytes"),
+                ));
+            }
+            if !item.thinking.is_empty() && item.role != Some(Role::Assistant) {
+                v.push(FieldViolation::new(at("thinking"), "only assistant turns think"));
+            }
+            if item.thinking.len() > MAX_THINKING_PER_MESSAGE {
+                v.push(FieldViolation::new(
+                    at("thinking"),
+                    format!("at most {MAX_THINKING_PER_MESSAGE} thinking blocks"),
+                ));
             }
             match item.role {
                 None => v.push(FieldViolation::new(at("role"), "required for conversation turns")),

@@ -11,7 +11,7 @@ use super::file::{CompactionSection, FileConfig, ModelEntry, PolicyEntry, Secret
 use super::providers::{self, ProviderTable};
 use crate::assemble::{Catalog, Policy};
 use crate::compact::{CompactionSettings, MarkerKey};
-use crate::prompt::BlockKind;
+use crate::prompt::{BlockKind, MAX_TOOL_NAME_BYTES};
 use crate::tokens::hf::HfModel;
 use crate::tokens::models::CacheSettings;
 use crate::tokens::{Encoding, ModelSpec, ModelTable, Tokenizer};
@@ -298,6 +298,9 @@ fn compaction(c: &CompactionSection) -> Result<CompactionSettings, ConfigError> 
     Ok(settings)
 }
 
+/// Most tool names a policy's `exclude_tools` lists.
+const MAX_EXCLUDE_TOOLS: usize = 256;
+
 fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
     let key = |f: &str| format!("policies.{name}.{f}");
     let valid_name = !name.is_empty()
@@ -316,6 +319,32 @@ fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
     policy.neutralize_special_tokens = entry
         .neutralize_special_tokens
         .unwrap_or(policy.neutralize_special_tokens);
+    policy.clear_tool_results = entry.clear_tool_results.unwrap_or(policy.clear_tool_results);
+    policy.keep_recent_tool_results = entry
+        .keep_recent_tool_results
+        .unwrap_or(policy.keep_recent_tool_results);
+    policy.clear_at_least_tokens = entry
+        .clear_at_least_tokens
+        .unwrap_or(policy.clear_at_least_tokens);
+    policy.drop_closed_thinking = entry.drop_closed_thinking.unwrap_or(policy.drop_closed_thinking);
+    if let Some(tools) = &entry.exclude_tools {
+        if tools.len() > MAX_EXCLUDE_TOOLS {
+            return Err(ConfigError::new(
+                key("exclude_tools"),
+                format!("at most {MAX_EXCLUDE_TOOLS} tool names"),
+            ));
+        }
+        if let Some(bad) = tools
+            .iter()
+            .find(|t| t.is_empty() || t.len() > MAX_TOOL_NAME_BYTES)
+        {
+            return Err(ConfigError::new(
+                key("exclude_tools"),
+                format!("{bad:?}: a tool name is 1 to {MAX_TOOL_NAME_BYTES} bytes"),
+            ));
+        }
+        policy.exclude_tools = tools.clone();
+    }
     policy.window_low_percent = entry.window_low_percent.unwrap_or(policy.window_low_percent);
     policy.window_high_percent = entry.window_high_percent.unwrap_or(policy.window_high_percent);
     if policy.window_high_percent > 100 {

@@ -351,6 +351,17 @@ section! {
         /// Whether special-token text in items and the query is broken before
         /// counting (models with a tokenizer_dir).
         pub neutralize_special_tokens: Option<bool>,
+        /// Whether old tool results may be cleared before turns are
+        /// summarized or dropped.
+        pub clear_tool_results: Option<bool>,
+        /// The newest tool results, never cleared.
+        pub keep_recent_tool_results: Option<u32>,
+        /// Least tokens cleared at once (0: the window's step).
+        pub clear_at_least_tokens: Option<u32>,
+        /// Tools whose results are never cleared.
+        pub exclude_tools: Option<Vec<String>>,
+        /// Whether a closed tool cycle's thinking may be dropped.
+        pub drop_closed_thinking: Option<bool>,
     }
 }
 

@@ -73,6 +73,24 @@ fn role_from_wire(v: i32) -> Result<Option<Role>, ()> {
     pb::Role::try_from(v).map(role_from_wire_enum).map_err(drop)
 }
 
+/// A thinking block off the wire.
+fn thinking_from_wire(t: pb::Thinking) -> prompt::Thinking {
+    prompt::Thinking {
+        text: t.text,
+        signature: t.signature,
+        redacted: t.redacted,
+    }
+}
+
+/// A thinking block onto the wire.
+fn thinking_to_wire(t: prompt::Thinking) -> pb::Thinking {
+    pb::Thinking {
+        text: t.text,
+        signature: t.signature,
+        redacted: t.redacted,
+    }
+}
+
 /// A block kind; `None` when unset or unknown (both invalid).
 fn kind_from_wire(v: i32) -> Option<BlockKind> {
     pb::BlockKind::try_from(v).ok().and_then(kind_from_wire_enum)
@@ -137,6 +155,8 @@ impl TryFrom<pb::AssembleRequest> for prompt::AssembleRequest {
                     tool_call_ids: it.tool_call_ids,
                     tool_call_id: it.tool_call_id,
                     compact_form: it.compact_form,
+                    tool_name: it.tool_name,
+                    thinking: it.thinking.into_iter().map(thinking_from_wire).collect(),
                 })
                 .collect();
             blocks.push(prompt::Block {
@@ -197,6 +217,7 @@ impl From<Assembly> for pb::AssembleResponse {
                     content: m.content,
                     tool_call_ids: m.tool_call_ids,
                     tool_call_id: m.tool_call_id,
+                    thinking: m.thinking.into_iter().map(thinking_to_wire).collect(),
                 })
                 .collect(),
             usage: Some(pb::Usage {
@@ -236,6 +257,9 @@ impl From<Assembly> for pb::AssembleResponse {
                     reason: d.reason,
                     summarized_item_ids: d.summarized_item_ids,
                     tokens_window_unused: d.tokens_window_unused,
+                    cleared_item_ids: d.cleared_item_ids,
+                    thinking_dropped_item_ids: d.thinking_dropped_item_ids,
+                    tokens_cleared: d.tokens_cleared,
                 })
                 .collect(),
             warnings: a.warnings.into_iter().map(warning_to_wire).collect(),
@@ -332,6 +356,8 @@ impl From<prompt::AssembleRequest> for pb::AssembleRequest {
                             tool_call_ids: it.tool_call_ids,
                             tool_call_id: it.tool_call_id,
                             compact_form: it.compact_form,
+                            tool_name: it.tool_name,
+                            thinking: it.thinking.into_iter().map(thinking_to_wire).collect(),
                         })
                         .collect(),
                 })

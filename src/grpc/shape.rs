@@ -194,6 +194,7 @@ const STRUCT_SIZES: &[(&str, usize)] = struct_sizes!(
     Segment,
     Block,
     Item,
+    Thinking,
     Principal,
     AssembleRequest,
     Recall,

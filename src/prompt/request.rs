@@ -14,6 +14,29 @@ pub const MAX_PRINCIPAL_SCOPES: usize = 4096;
 /// Most `tool_call_ids` per item (calls one assistant turn makes).
 pub const MAX_TOOL_CALL_IDS_PER_MESSAGE: usize = 4096;
 
+/// Longest `tool_name` of an item (and of a policy's `exclude_tools`).
+pub const MAX_TOOL_NAME_BYTES: usize = 256;
+
+/// Most thinking blocks per assistant turn (interleaved thinking writes one
+/// per step of a turn; a few dozen is generous).
+pub const MAX_THINKING_PER_MESSAGE: usize = 256;
+
+/// Reasoning an assistant turn carries: Anthropic's extended thinking with
+/// its signature (or a redacted block), another provider's reasoning
+/// content. Passed back verbatim, never escaped, clipped or summarized, and
+/// always with the turn that holds it: dropped as a whole or kept as a
+/// whole.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Thinking {
+    /// The reasoning text; for a redacted block, its opaque data.
+    pub text: String,
+    /// The provider's signature over it (empty: none), passed back unchanged.
+    pub signature: String,
+    /// A redacted block (Anthropic's `redacted_thinking`): `text` is the
+    /// provider's encrypted data, never counted as text the model reads.
+    pub redacted: bool,
+}
+
 /// What a static segment holds (informational: all are rendered alike).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentKind {
@@ -125,6 +148,11 @@ pub struct Item {
     pub tool_call_id: String,
     /// A shorter text used before the item is dropped.
     pub compact_form: Option<String>,
+    /// The tool that produced a tool result (for the policy's
+    /// `exclude_tools`; empty: not named).
+    pub tool_name: String,
+    /// An assistant turn's thinking, in order.
+    pub thinking: Vec<Thinking>,
 }
 
 /// A variable block, with caller options not yet resolved against its kind.

@@ -1,6 +1,6 @@
 //! The domain's output: the assembled prompt, its accounting and the decision report.
 
-use super::request::BlockKind;
+use super::request::{BlockKind, Thinking};
 use crate::vocab::{Role, Warning};
 
 /// One message of the assembled prompt.
@@ -14,6 +14,8 @@ pub struct Message {
     pub tool_call_ids: Vec<String>,
     /// The call a tool result answers.
     pub tool_call_id: String,
+    /// An assistant turn's thinking, verbatim.
+    pub thinking: Vec<Thinking>,
 }
 
 impl Message {
@@ -24,6 +26,7 @@ impl Message {
             content,
             tool_call_ids: Vec::new(),
             tool_call_id: String::new(),
+            thinking: Vec::new(),
         }
     }
 }
@@ -176,6 +179,14 @@ pub struct BlockDecision {
     /// gave up, so that the conversation is cut where the session's next
     /// requests cut it too (room left unused for the provider cache).
     pub tokens_window_unused: u32,
+    /// Tool results kept with their content cleared (a placeholder, or the
+    /// item's compact form, in its place; a subset of `kept_item_ids`).
+    pub cleared_item_ids: Vec<String>,
+    /// Assistant turns kept without their thinking (a closed tool cycle's,
+    /// dropped as a whole; a subset of `kept_item_ids`).
+    pub thinking_dropped_item_ids: Vec<String>,
+    /// Tokens saved by clearing those results and dropping that thinking.
+    pub tokens_cleared: u32,
     /// Why, in a few words.
     pub reason: String,
 }

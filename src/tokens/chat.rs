@@ -160,7 +160,7 @@ fn glue_at(model: &HfModel, roles: &[&'static str], at: usize) -> Option<Glue> {
         let msgs: Vec<ChatMessage<'_>> = roles
             .iter()
             .zip(&contents)
-            .map(|(&role, c)| ChatMessage { role, content: c })
+            .map(|(&role, c)| ChatMessage::new(role, c))
             .collect();
         let text = template.render(&msgs, None, true).ok()?;
         let start = text.find(&core)?;
@@ -280,7 +280,7 @@ fn measure(model: &HfModel, cost: impl Fn(&str, bool, &str) -> i64) -> ([[i64; 2
     const A: &str = "Hello there.";
     const B: &str = "Sure, here it is.";
     const C: &str = "Thanks!";
-    let msg = |role, content| ChatMessage { role, content };
+    let msg = ChatMessage::new;
     // Tokens of a rendering (with the generation prompt or not) beyond its
     // contents, or None if refused.
     let beyond = |msgs: &[ChatMessage<'_>], generate: bool| -> Option<i64> {

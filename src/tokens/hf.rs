@@ -214,14 +214,7 @@ impl HfModel {
         let template = source
             .map(|s| {
                 let t = ChatTemplate::new(&s, specials_named)?;
-                t.render(
-                    &[ChatMessage {
-                        role: "user",
-                        content: "Hi",
-                    }],
-                    None,
-                    true,
-                )?;
+                t.render(&[ChatMessage::new("user", "Hi")], None, true)?;
                 Ok::<_, TemplateError>(t)
             })
             .transpose()
@@ -412,7 +405,7 @@ impl HfModel {
 /// tool, a tool result, a system message); conversations it refuses are
 /// left out.
 fn emitted_text(template: &ChatTemplate) -> String {
-    let msg = |role, content| ChatMessage { role, content };
+    let msg = ChatMessage::new;
     let tool = serde_json::json!({"type": "function", "function": {"name": "f", "description": "d",
         "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}});
     let probes: [&[ChatMessage<'_>]; 4] = [

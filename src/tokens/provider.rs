@@ -29,6 +29,15 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Whether thinking passed back on an assistant turn is input the
+    /// provider bills: Anthropic and Bedrock read it (inside a tool cycle
+    /// it is required); an engine's chat template decides for itself (the
+    /// rendered prompt is what is counted); OpenAI and Gemini take
+    /// reasoning back as opaque items the prompt does not bill.
+    pub fn reads_thinking(self) -> bool {
+        !matches!(self, Provider::OpenAi | Provider::Gemini)
+    }
+
     /// Every provider, in the order of [`Provider::as_str`]'s list.
     pub const ALL: [Provider; 7] = [
         Provider::OpenAi,

@@ -28,13 +28,46 @@ const NAME: &str = "chat";
 /// uses well under a tenth of it.
 const FUEL: u64 = 50_000_000;
 
-/// One message handed to a template: the fields every chat template reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// One message handed to a template: the fields every chat template reads,
+/// and an assistant turn's reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChatMessage<'a> {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: &'a str,
     /// Its text.
     pub content: &'a str,
+    /// An assistant turn's reasoning, handed over as `transformers` does:
+    /// `{"thinking": r, role, content, "reasoning_content": r}` (templates
+    /// read one name or the other; each decides where it renders it).
+    pub reasoning: Option<&'a str>,
+}
+
+impl<'a> ChatMessage<'a> {
+    /// A message without reasoning.
+    pub fn new(role: &'a str, content: &'a str) -> Self {
+        ChatMessage {
+            role,
+            content,
+            reasoning: None,
+        }
+    }
+}
+
+impl serde::Serialize for ChatMessage<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let fields = if self.reasoning.is_some() { 4 } else { 2 };
+        let mut map = s.serialize_map(Some(fields))?;
+        if let Some(r) = self.reasoning {
+            map.serialize_entry("thinking", r)?;
+        }
+        map.serialize_entry("role", self.role)?;
+        map.serialize_entry("content", self.content)?;
+        if let Some(r) = self.reasoning {
+            map.serialize_entry("reasoning_content", r)?;
+        }
+        map.end()
+    }
 }
 
 /// Why a template could not be compiled or rendered.

@@ -543,10 +543,7 @@ impl Tokenizer {
                     .iter()
                     .map(|t| serde_json::from_str(t).ok())
                     .collect::<Option<_>>()?;
-                let probe = [ChatMessage {
-                    role: "user",
-                    content: "Hi",
-                }];
+                let probe = [ChatMessage::new("user", "Hi")];
                 let with = t.render(&probe, Some(&values), true).ok()?;
                 let without = t.render(&probe, None, true).ok()?;
                 Some(m.count(&with).saturating_sub(m.count(&without)))

@@ -17,20 +17,39 @@ pub enum Turns {
     /// Each exchange: a question, an assistant tool call, a long tool
     /// result (code or logs), and the answer.
     ToolHeavy,
+    /// An agent loop: each request adds one step, a short assistant turn
+    /// with its thinking (signed) and one tool call, and the call's result
+    /// (800 to 7,000 characters of code or prose); now and then (one step
+    /// in eight) the user says something first. The query is the harness's
+    /// short nudge to take the next step. Counted for Anthropic (which
+    /// reads thinking passed back).
+    Agent,
 }
 
 impl Turns {
-    /// Both kinds.
-    pub const ALL: [Turns; 2] = [Turns::Chat, Turns::ToolHeavy];
+    /// Every kind.
+    pub const ALL: [Turns; 3] = [Turns::Chat, Turns::ToolHeavy, Turns::Agent];
 
     /// A name for reports.
     pub fn name(self) -> &'static str {
         match self {
             Turns::Chat => "chat",
             Turns::ToolHeavy => "tool-heavy",
+            Turns::Agent => "agent",
+        }
+    }
+
+    /// The model the requests name.
+    pub fn model(self) -> &'static str {
+        match self {
+            Turns::Chat | Turns::ToolHeavy => "gpt-4o",
+            Turns::Agent => "claude-sonnet-4-5",
         }
     }
 }
+
+/// The tools an agent session calls (its results' `tool_name`).
+pub const AGENT_TOOLS: [&str; 4] = ["read_file", "grep", "run_tests", "web_search"];
 
 /// The shape of a session workload.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,13 +78,26 @@ impl Sessions {
             .map(|s| {
                 let system = prose(&mut rng, self.system_chars);
                 let mut history: Vec<Item> = Vec::new();
+                if self.turns == Turns::Agent {
+                    let len = 200 + rng.below(600);
+                    history.push(Item {
+                        id: "task".to_owned(),
+                        role: Some(Role::User),
+                        content: format!("Session {s}, the task: {}", prose(&mut rng, len)),
+                        ..Item::default()
+                    });
+                }
                 (0..self.requests)
                     .map(|r| {
                         let len = 80 + rng.below(240);
-                        let query = format!("Session {s}, request {r}: {}", prose(&mut rng, len));
+                        let query = if self.turns == Turns::Agent {
+                            format!("Take the next step of the task (step {r}), or answer if it is done.")
+                        } else {
+                            format!("Session {s}, request {r}: {}", prose(&mut rng, len))
+                        };
                         let request = AssembleRequest {
                             request_id: format!("s{s}-r{r}"),
-                            model: "gpt-4o".to_owned(),
+                            model: self.turns.model().to_owned(),
                             max_input_tokens: Some(self.budget),
                             static_segments: vec![Segment {
                                 id: "system".to_owned(),
@@ -98,6 +130,49 @@ impl Sessions {
             content,
             ..Item::default()
         };
+        if self.turns == Turns::Agent {
+            if r > 0 && rng.below(8) == 0 {
+                let len = 60 + rng.below(300);
+                history.push(turn(format!("r{r}-user"), Role::User, prose(rng, len)));
+            }
+            let call = format!("call-{r}");
+            let tool = AGENT_TOOLS[rng.below(AGENT_TOOLS.len())];
+            let thinking_len = 200 + rng.below(1_200);
+            let thinking = prose(rng, thinking_len);
+            let signature: String = (0..88)
+                .map(|_| {
+                    char::from(
+                        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[rng.below(64)],
+                    )
+                })
+                .collect();
+            let len = 40 + rng.below(160);
+            history.push(Item {
+                tool_call_ids: vec![call.clone()],
+                thinking: vec![crate::prompt::Thinking {
+                    text: thinking,
+                    signature,
+                    redacted: false,
+                }],
+                ..turn(
+                    format!("r{r}-call"),
+                    Role::Assistant,
+                    format!("Calling {tool}: {}", prose(rng, len)),
+                )
+            });
+            let len = 800 + rng.below(6_200);
+            let output = if rng.below(2) == 0 {
+                code(rng, len)
+            } else {
+                prose(rng, len)
+            };
+            history.push(Item {
+                tool_call_id: call,
+                tool_name: tool.to_owned(),
+                ..turn(format!("r{r}-result"), Role::Tool, output)
+            });
+            return;
+        }
         history.push(turn(format!("r{r}-q"), Role::User, query));
         if self.turns == Turns::ToolHeavy {
             let call = format!("call-{r}");
@@ -123,8 +198,8 @@ impl Sessions {
 }
 
 /// The length in bytes of the longest common prefix of two prompts' texts
-/// (roles and contents in order, the final query excluded), and the length
-/// of `now`'s text: a provider cache hits on the common part.
+/// (roles, thinking and contents in order, the final query excluded), and
+/// the length of `now`'s text: a provider cache hits on the common part.
 pub fn common_prefix(previous: &[Message], now: &[Message]) -> (usize, usize) {
     let text = |m: &[Message]| -> Vec<u8> {
         let body = &m[..m.len().saturating_sub(1)];
@@ -132,6 +207,12 @@ pub fn common_prefix(previous: &[Message], now: &[Message]) -> (usize, usize) {
         for msg in body {
             out.extend_from_slice(msg.role.as_str().as_bytes());
             out.push(0);
+            for t in &msg.thinking {
+                out.extend_from_slice(t.text.as_bytes());
+                out.push(0);
+                out.extend_from_slice(t.signature.as_bytes());
+                out.push(0);
+            }
             out.extend_from_slice(msg.content.as_bytes());
             out.push(0);
         }

@@ -489,6 +489,22 @@ fn item(rng: &mut Rng, fault: usize, position: usize, turn: bool, content: Strin
             String::new()
         },
         compact_form: chance(rng, 20).then(|| nasty(rng, 60)),
+        tool_name: if chance(rng, if turn { 30 } else { fault }) {
+            ["grep", "", "memory", "read_file"][rng.below(4)].to_owned()
+        } else {
+            String::new()
+        },
+        thinking: if chance(rng, if turn { 20 } else { fault }) {
+            (0..rng.below(3))
+                .map(|_| pb::Thinking {
+                    text: nasty(rng, 60),
+                    signature: if chance(rng, 50) { id(rng) } else { String::new() },
+                    redacted: chance(rng, 20),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
     }
 }
 

@@ -115,6 +115,10 @@ pub enum Form {
         /// Length of the kept prefix.
         bytes: usize,
     },
+    /// A turn unit lightened: its tool results cleared and its closed
+    /// cycle's thinking dropped, as far as each member may be
+    /// ([`Shrink::light`]).
+    Light,
     /// Not kept.
     Dropped(DropReason),
 }
@@ -223,6 +227,19 @@ impl Window {
     }
 }
 
+/// A turn unit's lightened form, as far as it is known before deciding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Light {
+    /// Its tokens lightened as far as its members may be now (the newest
+    /// results and the open cycle's thinking kept): its full cost when
+    /// nothing of it may be lightened yet.
+    pub cost: u32,
+    /// Tokens lightening would save were nothing protected: it places the
+    /// anchors, which must not move as the session grows (a result leaves
+    /// the newest ones, a user turn closes a cycle).
+    pub saving: u32,
+}
+
 /// Turns that did not fit, compacted into one summary unit instead of
 /// dropped (compact before drop).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,6 +271,9 @@ pub trait Shrink {
     /// The longest sentence-boundary prefix of the unit whose cost is at most
     /// `limit`: (bytes kept, cost). `None` if not even one sentence fits.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)>;
+    /// A turn unit's lightened form: `None` when lightening cannot change
+    /// it, whatever protects its members.
+    fn light(&mut self, block: usize, unit: usize) -> Option<Light>;
     /// Tokens of one summary unit covering the turn units `units`
     /// ((block, unit), oldest first) in the summary message; `None` when
     /// turns are not compacted (the policy says drop).

@@ -23,6 +23,9 @@ impl Shrink for Synthetic<'_> {
     fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
         self.1.then(|| 6 + 3 * saturating_u32(units.len()))
     }
+    fn light(&mut self, _: usize, _: usize) -> Option<Light> {
+        None
+    }
 }
 
 const OVERHEAD: u32 = 4;
@@ -97,6 +100,7 @@ fn allocated(
         [OVERHEAD; 2],
         budget,
         window,
+        None,
         &mut Synthetic(blocks, summaries),
     )
 }
@@ -316,6 +320,9 @@ impl Shrink for Metered<'_> {
     fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
         self.inner.summarize(units)
     }
+    fn light(&mut self, _: usize, _: usize) -> Option<Light> {
+        None
+    }
 }
 
 /// Allocates `blocks` made lazy within `budget`, metered: the allocation
@@ -326,7 +333,7 @@ fn metered(blocks: &[BlockPlan], budget: u32) -> (Allocation, u64) {
         inner: Synthetic(blocks, true),
         looked_at: 0,
     };
-    let a = allocate(&lazy, 0, [OVERHEAD; 2], budget, Window::OFF, &mut metered).unwrap();
+    let a = allocate(&lazy, 0, [OVERHEAD; 2], budget, Window::OFF, None, &mut metered).unwrap();
     (a, metered.looked_at)
 }
 
@@ -348,6 +355,9 @@ impl Shrink for Unbounded<'_> {
     fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
         self.0.summarize(units)
     }
+    fn light(&mut self, _: usize, _: usize) -> Option<Light> {
+        None
+    }
 }
 
 proptest! {
@@ -360,10 +370,10 @@ proptest! {
     /// kept unit; and what was counted is at most what was offered.
     #[test]
     fn lazy_measuring_decides_as_full_measuring((blocks, base, budget) in plans()) {
-        let exact = allocate(&blocks, base, [OVERHEAD; 2], budget, Window::OFF, &mut Unbounded(Synthetic(&blocks, true)));
+        let exact = allocate(&blocks, base, [OVERHEAD; 2], budget, Window::OFF, None, &mut Unbounded(Synthetic(&blocks, true)));
         let lazy_plans = lazily(&blocks);
         let mut metered = Metered { inner: Synthetic(&blocks, true), looked_at: 0 };
-        let lazy = allocate(&lazy_plans, base, [OVERHEAD; 2], budget, Window::OFF, &mut metered);
+        let lazy = allocate(&lazy_plans, base, [OVERHEAD; 2], budget, Window::OFF, None, &mut metered);
         match (exact, lazy) {
             (Err(e), Err(l)) => prop_assert_eq!(e, l),
             (Ok(e), Ok(l)) => {

@@ -97,7 +97,8 @@ fn chatml_message_tokens(model: &HfModel, m: &Message) -> u32 {
 
 /// The messages rendered by the model's own template, tokenized whole.
 fn rendered_tokens(model: &HfModel, messages: &[Message]) -> u32 {
-    let chat = chat_messages(messages);
+    let reasoning = reasonings(messages);
+    let chat = chat_messages(messages, &reasoning);
     let text = model.template().unwrap().render(&chat, None, true).unwrap();
     model.count(&text)
 }

@@ -25,8 +25,19 @@ fn asm() -> Assembler {
     catalog
         .policies
         .insert("system-ctx".to_owned(), Arc::new(reversed));
+    let window_only = Policy {
+        clear_tool_results: false,
+        drop_closed_thinking: false,
+        ..Policy::default()
+    };
+    catalog
+        .policies
+        .insert(WINDOW_ONLY.to_owned(), Arc::new(window_only));
     Assembler::new(catalog, 8 << 20)
 }
+
+/// A policy that lightens nothing: the window, the summary and drops alone.
+const WINDOW_ONLY: &str = "window-only";
 
 fn reference(encoding: Encoding) -> &'static tiktoken_rs::CoreBPE {
     match encoding {
@@ -375,6 +386,8 @@ proptest! {
             .collect();
         let mut req = request(vec![block("recent", BlockKind::RecentTurns, turns)]);
         req.max_input_tokens = Some(120_000);
+        // Summaries alone: lightening would clear the results first.
+        req.policy = WINDOW_ONLY.to_owned();
         let whole = asm().assemble(req.clone());
         prop_assert!(whole.is_ok(), "everything fits: {:?}", whole.err());
         let whole = whole.map(|a| a.usage.total_tokens).unwrap_or_default();
@@ -463,7 +476,9 @@ proptest! {
             + bpe.encode_ordinary(&t.content).len() as u64;
         let mut previous: Option<(Vec<Message>, usize)> = None;
         let mut moves = 0;
-        for req in session(seed, budget, 14, 2_000, tool_heavy) {
+        for mut req in session(seed, budget, 14, 2_000, tool_heavy) {
+            // The window alone (lightening has its own property below).
+            req.policy = WINDOW_ONLY.to_owned();
             let turns = req.blocks[0].items.clone();
             let out = a.assemble(req).unwrap();
             prop_assert_eq!(recount(Encoding::O200kBase, &out.messages), out.usage.total_tokens);

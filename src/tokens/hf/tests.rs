@@ -139,10 +139,7 @@ fn chat_template_jinja_wins_and_is_in_the_digest() {
     )
     .unwrap();
     let after = HfModel::load(dir.path()).unwrap();
-    let hi = [ChatMessage {
-        role: "user",
-        content: "hi",
-    }];
+    let hi = [ChatMessage::new("user", "hi")];
     assert_eq!(after.template().unwrap().render(&hi, None, true).unwrap(), "Xhi");
     assert_ne!(before.digest(), after.digest());
     assert_eq!(before.digest(), folder(Some(CHATML)).1.digest());
@@ -159,10 +156,7 @@ fn a_list_of_templates_uses_the_default() {
     ]});
     std::fs::write(dir.path().join("tokenizer_config.json"), config.to_string()).unwrap();
     let m = HfModel::load(dir.path()).unwrap();
-    let hi = [ChatMessage {
-        role: "user",
-        content: "hi",
-    }];
+    let hi = [ChatMessage::new("user", "hi")];
     assert_eq!(m.template().unwrap().render(&hi, None, true).unwrap(), "D1");
 }
 
@@ -417,10 +411,7 @@ fn seamless(tok: &Tokenizer, msgs: &[(Role, String)]) -> u32 {
 fn rendered(model: &HfModel, msgs: &[(Role, String)]) -> u32 {
     let chat: Vec<ChatMessage<'_>> = msgs
         .iter()
-        .map(|(r, c)| ChatMessage {
-            role: r.as_str(),
-            content: c,
-        })
+        .map(|(r, c)| ChatMessage::new(r.as_str(), c))
         .collect();
     model.count(&model.template().unwrap().render(&chat, None, true).unwrap())
 }

@@ -6,7 +6,7 @@ fn render_with(source: &str, messages: &[ChatMessage<'_>]) -> Result<String, Tem
 
 /// A message.
 fn m<'a>(role: &'a str, content: &'a str) -> ChatMessage<'a> {
-    ChatMessage { role, content }
+    ChatMessage::new(role, content)
 }
 
 fn one(source: &str) -> Result<String, TemplateError> {
@@ -102,7 +102,7 @@ fn a_broken_template_does_not_compile() {
 #[test]
 fn strip_and_trim_strip_pythons_whitespace() {
     let hi = |content| {
-        render_with("[{{ messages[0]['content'] | trim }}|{{ messages[0]['content'].strip() }}|{{ messages[0]['content'].lstrip() }}|{{ messages[0]['content'].rstrip('\\x1f') }}|{{ 'xxaxx'.strip('x') }}]", &[ChatMessage { role: "user", content }]).unwrap()
+        render_with("[{{ messages[0]['content'] | trim }}|{{ messages[0]['content'].strip() }}|{{ messages[0]['content'].lstrip() }}|{{ messages[0]['content'].rstrip('\\x1f') }}|{{ 'xxaxx'.strip('x') }}]", &[ChatMessage::new("user", content)]).unwrap()
     };
     assert_eq!(
         hi("\u{1f} hi\u{a0}\u{1c}\n"),
