@@ -1,6 +1,17 @@
 //! Ranking recall candidates: full-text relevance (normalized to the best
 //! candidate, so both backends' scales agree) and recency (halving every
 //! half-life) into one score in [0, 1], higher first; ties go to the newer.
+//!
+//! The ranking is deterministic, so a retry of a request recalls the same
+//! memories in the same order and its prompt is byte for byte the same:
+//! - Recency is scored on a clock that moves in steps
+//!   ([`recency_clock`]), not at the request's millisecond: every rank
+//!   within one step gives the same scores (a millisecond apart, test
+//!   `two_ranks_a_millisecond_apart_give_the_same_order_and_scores`).
+//! - Every tie is broken by a total order (newer first, then later stored,
+//!   then the lower id), so the order in which the store returns the
+//!   candidates never matters (test
+//!   `the_store_s_order_of_candidates_never_changes_the_ranking`).
 
 use std::time::Duration;
 
@@ -52,8 +63,43 @@ pub struct Ranked {
     pub score: f64,
 }
 
-/// Scores and orders `candidates` at `now_ms`, keeping the best `max`.
+/// Steps of the recency clock in a half-life (see [`recency_clock`]).
+pub const RECENCY_STEPS_PER_HALF_LIFE: u32 = 64;
+
+/// The length of a step of the recency clock: 1/64 of the half-life (2 h
+/// 37 min 30 s at the default week, 56.25 s at the shortest configurable
+/// half-life, an hour), at least 1 ms.
+pub fn recency_step_ms(half_life: Duration) -> i64 {
+    let step = half_life.as_millis() / u128::from(RECENCY_STEPS_PER_HALF_LIFE);
+    i64::try_from(step).unwrap_or(i64::MAX).max(1)
+}
+
+/// The time recency is scored at: `now_ms` rounded down to the start of
+/// its step ([`recency_step_ms`]), steps counted from the Unix epoch, so
+/// every sidecar sharing a store steps at the same instants.
+///
+/// Why: scored at the exact millisecond, every memory's recency shrinks a
+/// little between a request and its retry, by the same factor for all, and
+/// that can swap two memories whose scores nearly tie (one more relevant,
+/// the other newer): the retry's prompt differs. Within a step the scores
+/// are identical. Crossing into the next step shrinks each recency by a
+/// factor of at least 2^(-1/64), which can only swap two memories whose
+/// scores were within `(1 - RELEVANCE_WEIGHT) * (1 - 2^(-1/64))` (about
+/// 0.0032) of each other; a retry a few seconds later crosses with a chance of its delay over the
+/// step (under 0.1% for 5 s at the default half-life). The cost: a
+/// recency up to one step stale, at most 2^(1/64) (1.1%) too high, the same
+/// for every memory; a memory stored within the current step has full
+/// recency, and among those the newer ranks first (the tie order).
+pub fn recency_clock(now_ms: i64, half_life: Duration) -> i64 {
+    now_ms - now_ms.rem_euclid(recency_step_ms(half_life))
+}
+
+/// Scores and orders `candidates` at `now_ms` (on the recency clock,
+/// [`recency_clock`]), keeping the best `max`. The order is total: equal
+/// scores go to the newer, then to the later stored (`seq`, unique within
+/// a store), then to the lower id; the candidates' order does not matter.
 pub fn rank(candidates: Vec<Candidate>, now_ms: i64, half_life: Duration, max: usize) -> Vec<Ranked> {
+    let now_ms = recency_clock(now_ms, half_life);
     let best = candidates
         .iter()
         .map(|c| c.relevance)
@@ -79,6 +125,7 @@ pub fn rank(candidates: Vec<Candidate>, now_ms: i64, half_life: Duration, max: u
             .total_cmp(&a.score)
             .then(b.candidate.created_at_ms.cmp(&a.candidate.created_at_ms))
             .then(b.candidate.seq.cmp(&a.candidate.seq))
+            .then_with(|| a.candidate.id.cmp(&b.candidate.id))
     });
     ranked.truncate(max);
     ranked

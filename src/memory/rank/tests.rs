@@ -59,6 +59,87 @@ fn without_relevance_the_newest_come_first() {
     assert_eq!(ids, [3, 2]);
 }
 
+/// Regression (recall once): a retry a millisecond later recalls in the
+/// same order, with the same scores. The two memories below are built to
+/// tie half a millisecond after `t`: scored at the exact time, the newer
+/// one led at `t` and the more relevant one at `t + 1`.
+#[test]
+fn two_ranks_a_millisecond_apart_give_the_same_order_and_scores() {
+    let t = 1000 * DAY + 7 * 3_600_000 + 1234;
+    let half_life_ms = WEEK.as_millis() as f64;
+    let recency = |age_ms: f64| 0.5_f64.powf(age_ms / half_life_ms);
+    let (newer_at, older_at) = (t - 3_600_000, t - 30 * DAY);
+    let mid = t as f64 + 0.5;
+    // Relevance of the older one (relative to the anchor's 1.0) that
+    // makes both score alike at `mid`.
+    let tie = (1.0 - RELEVANCE_WEIGHT) * (recency(mid - newer_at as f64) - recency(mid - older_at as f64))
+        / RELEVANCE_WEIGHT;
+    let candidates = vec![
+        candidate(1, t - 2 * DAY, 1.0),
+        candidate(2, newer_at, 0.0),
+        candidate(3, older_at, tie),
+    ];
+    let order = |r: &[Ranked]| r.iter().map(|r| (r.candidate.seq, r.score)).collect::<Vec<_>>();
+    let first = rank(candidates.clone(), t, WEEK, 10);
+    let retry = rank(candidates, t + 1, WEEK, 10);
+    assert_eq!(order(&first), order(&retry));
+}
+
+/// Every rank within one step of the recency clock gives the same
+/// order and scores; the next step may change the scores, not the
+/// order of memories whose scores are far apart.
+#[test]
+fn ranks_within_a_step_of_the_recency_clock_agree() {
+    let step = recency_step_ms(WEEK);
+    let start = 5000 * step;
+    let candidates: Vec<Candidate> = (0..20)
+        .map(|i| candidate(i, start - i * DAY / 3, f64::from((i * 7 % 5) as u8)))
+        .collect();
+    let at = |t: i64| rank(candidates.clone(), t, WEEK, usize::MAX);
+    let first = at(start);
+    for t in [start + 1, start + step / 3, start + step - 1] {
+        assert_eq!(at(t), first, "at {t}");
+    }
+    let next = at(start + step);
+    assert_ne!(next, first, "the clock moved on at the next step");
+    let seqs = |r: &[Ranked]| r.iter().map(|r| r.candidate.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(&next), seqs(&first));
+}
+
+/// The order is total: candidates tied on score and age (the store's
+/// order of writes and the id then decide) come out alike whatever
+/// order the store gave them in.
+#[test]
+fn the_store_s_order_of_candidates_never_changes_the_ranking() {
+    let now = 100 * DAY;
+    let mut candidates = vec![
+        candidate(4, now - DAY, 1.0),
+        candidate(9, now - DAY, 1.0),
+        candidate(2, now - DAY, 1.0),
+        candidate(7, now - 2 * DAY, 0.0),
+        candidate(3, now - 2 * DAY, 0.0),
+    ];
+    // The same seq twice (no store does this): the id decides.
+    let mut twin = candidate(3, now - 2 * DAY, 0.0);
+    twin.id = crate::memory::MemoryId::stored(format!("{:032x}", 1));
+    candidates.push(twin);
+    let ids = |c: Vec<Candidate>| -> Vec<String> {
+        rank(c, now, WEEK, usize::MAX)
+            .into_iter()
+            .map(|r| r.candidate.id.to_string())
+            .collect()
+    };
+    let expected = ids(candidates.clone());
+    assert_eq!(expected, [9, 4, 2, 7, 1, 3].map(|s: i64| format!("{s:032x}")),);
+    for turn in 1..candidates.len() {
+        let mut shuffled = candidates.clone();
+        shuffled.rotate_left(turn);
+        assert_eq!(ids(shuffled.clone()), expected, "rotated by {turn}");
+        shuffled.reverse();
+        assert_eq!(ids(shuffled), expected, "rotated by {turn}, reversed");
+    }
+}
+
 proptest! {
     /// Ordered by score, scores in [0, 1], at most `max`, each candidate
     /// once; and monotone: more relevant at equal age, or newer at equal
