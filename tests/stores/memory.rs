@@ -338,7 +338,7 @@ async fn recall_joins_a_named_memory_block_and_refuses_other_kinds() {
 /// is not recalled, a MEMORY_DUPLICATE warning names the ones left out by
 /// id, and a retry gives the same prompt byte for byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fact_retained_twice_is_recalled_once_and_the_repeat_is_named() {
+async fn recall_gives_a_fact_retained_twice_once_and_names_the_repeat() {
     for (backend, flags) in backends() {
         let server = server(&flags).await;
         let mut client = server.client();
