@@ -5,13 +5,15 @@
 //!
 //! Two texts say the same when their [`normalized`] forms are equal,
 //! compared by their blake3 digests in one pass: a digest per memory
-//! considered and at most one per item of the request, never a comparison
-//! of two texts (test `the_work_is_a_digest_per_memory_and_per_item`).
-//! blake3 is collision resistant, so equal digests are equal texts: no
-//! crafted item can pass for a memory it does not repeat.
+//! considered, and one per item of the request whose normalized length is a
+//! memory's (any other can repeat none), never a comparison of two texts
+//! (test `the_work_is_a_digest_per_memory_and_per_item`). So the request's
+//! text is seldom digested twice, and never a long item. blake3 is
+//! collision resistant, so equal digests are equal texts: no crafted item
+//! can pass for a memory it does not repeat.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use super::recall::{Recalled, item_id, shown};
 use crate::memory::model::MemoryId;
@@ -128,38 +130,46 @@ impl Recalled {
     /// Memories ranked past the last one chosen are not considered.
     ///
     /// A memory's text is its item's content ([`items`](super::items)).
-    /// Only an item of the request no longer than the longest memory can
-    /// repeat one (normalizing never lengthens a text): a longer one is
-    /// read until it passes that length, and never digested.
+    /// Only an item whose normalized text is as long as a memory's can
+    /// repeat it: an item is digested only then, and one longer than every
+    /// memory is read only until it passes the longest.
     pub fn choose(self, request: &AssembleRequest) -> Chosen {
         let Recalled { ranked, max } = self;
         let mut chosen = Chosen::default();
         if ranked.is_empty() || max == 0 {
             return chosen;
         }
-        let longest = ranked
+        // Every memory's text, normalized (they are few and small: the
+        // candidates fit `memory.max_recall_bytes`).
+        let texts: Vec<String> = ranked
             .iter()
-            .map(|r| shown(&r.candidate).iter().map(|p| p.len() + 1).sum::<usize>())
-            .max()
-            .unwrap_or(0);
-        let mut text = String::new();
+            .map(|r| {
+                let mut text = String::new();
+                normalize_into(&mut text, &shown(&r.candidate), usize::MAX);
+                text
+            })
+            .collect();
+        let lengths: HashSet<usize> = texts.iter().map(String::len).collect();
+        let longest = lengths.iter().copied().max().unwrap_or(0);
         let mut said: HashMap<blake3::Hash, Said> = HashMap::new();
+        let mut text = String::new();
         let held = request.principal.held();
         for (b, block) in request.blocks.iter().enumerate() {
             for (i, item) in block.items.iter().enumerate() {
-                if held.permit(&item.required_scopes) && normalize_into(&mut text, &[&item.content], longest)
+                if held.permit(&item.required_scopes)
+                    && normalize_into(&mut text, &[&item.content], longest)
+                    && lengths.contains(&text.len())
                 {
                     // The first item to say it is the one named.
                     said.entry(digest_of(&text)).or_insert(Said::Item(b, i));
                 }
             }
         }
-        for r in ranked {
+        for (r, text) in ranked.into_iter().zip(&texts) {
             if chosen.memories.len() == max {
                 break;
             }
-            normalize_into(&mut text, &shown(&r.candidate), usize::MAX);
-            match said.entry(digest_of(&text)) {
+            match said.entry(digest_of(text)) {
                 Entry::Vacant(v) => {
                     v.insert(Said::Memory(chosen.memories.len()));
                     chosen.memories.push(r);
