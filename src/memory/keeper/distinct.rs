@@ -28,8 +28,9 @@ pub struct Chosen {
     /// Best first: at most the recall's `max`, no two alike, none alike to
     /// an item of the request the principal may see.
     pub memories: Vec<Ranked>,
-    /// Memories ranked among these that repeat one of them or an item, in
-    /// rank order.
+    /// The memories left out, in rank order: those ranked before the last
+    /// one chosen (or any, when fewer than `max` were) that repeat a
+    /// better-ranked memory or an item.
     pub duplicates: Vec<Duplicate>,
 }
 
@@ -69,8 +70,8 @@ pub enum Original {
 /// tokens; and Unicode case mapping depends on the language (Turkish `I`)
 /// and changes lengths. Whitespace is only layout to the model, and the
 /// form a text takes from where it was written (a line ending, an indent,
-/// a trailing newline). No Unicode normalization either: a memory and an
-/// item that repeat it come from the same text, in the same form.
+/// a trailing newline). No Unicode normalization (NFC) either: a repeat is
+/// expected to come from the same text, in the same form.
 pub fn normalized(text: &str) -> String {
     let mut out = String::new();
     normalize_into(&mut out, &[text], usize::MAX);
