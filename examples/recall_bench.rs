@@ -1,6 +1,6 @@
 //! Recall latency of the memory store: what an Assemble with `recall` pays
-//! before it assembles (the store's query, ranking and the MEMORY items),
-//! through the library, without gRPC.
+//! before it assembles (the store's query, ranking, the choice of distinct
+//! memories and the MEMORY items), through the library, without gRPC.
 //!
 //! Fills a SQLite or PostgreSQL store with N generated memories (a seeded
 //! generator: observations of the five built-in types, 15-40 words each from
@@ -30,6 +30,7 @@ use clap::{Parser, ValueEnum};
 use context_assembler::memory::model::{BUILTIN_TYPES, MemoryBody, NewMemory, Observation};
 use context_assembler::memory::store::{Backend, MemoryStore, RetainBatch, Retention};
 use context_assembler::memory::{Memories, MemorySettings, RecallSpec, keeper};
+use context_assembler::prompt::AssembleRequest;
 use sqlx::Connection;
 
 /// Seed of the stored memories (the same N memories every run).
@@ -393,7 +394,8 @@ async fn check(
 ) -> Vec<String> {
     let mut problems = Vec::new();
     for (i, (spec, scopes)) in work.iter().enumerate() {
-        let ranked = memories.recall(spec, scopes, now_ms()).await.unwrap();
+        let recalled = memories.recall(spec, scopes, now_ms()).await.unwrap();
+        let ranked = recalled.choose(&AssembleRequest::default()).memories;
         let holds = scopes.iter().any(|s| s == SCOPE);
         let (all, unscoped) = record.visible.get(&spec.subject).copied().unwrap_or_default();
         let expected = u64::from(limit).min(if holds { all } else { unscoped });
@@ -459,12 +461,13 @@ fn recalls(n: usize, subjects: u64, limit: u32) -> Vec<(RecallSpec, Vec<String>)
         .collect()
 }
 
-/// One recall as the service does it before assembling: query, rank and
-/// the MEMORY items. Returns its wall time and how many it recalled.
+/// One recall as the service does it before assembling: query, rank, the
+/// distinct memories (a request without items) and the MEMORY items.
+/// Returns its wall time and how many it recalled.
 async fn recall_once(m: &Memories, spec: &RecallSpec, scopes: &[String]) -> (Duration, usize) {
     let started = Instant::now();
-    let ranked = m.recall(spec, scopes, now_ms()).await.unwrap();
-    let items = keeper::items(&ranked);
+    let recalled = m.recall(spec, scopes, now_ms()).await.unwrap();
+    let items = keeper::items(&recalled.choose(&AssembleRequest::default()).memories);
     (started.elapsed(), items.len())
 }
 

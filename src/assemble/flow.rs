@@ -1,11 +1,12 @@
 //! The one Assemble flow every edge calls, for one request or a batch: the
 //! recall (fetched outside the CPU work slot, within the recall timeout,
-//! then settled into the request's MEMORY block), the warm try where the
-//! request was decoded, the cold run on the blocking pool holding the work
-//! slot, the request metrics, and the recall report. Knows nothing of any
-//! wire: an edge converts its request into a [`Prepared`], admits it with
-//! its own [`Admit`], calls [`Flow::one`] or [`Flow::batch`], and converts
-//! the [`Answered`] (or maps the [`FlowError`]) back.
+//! then settled into the request's MEMORY block, each text once), the warm
+//! try where the request was decoded, the cold run on the blocking pool
+//! holding the work slot, the request metrics, and the recall report.
+//! Knows nothing of any wire: an edge converts its request into a
+//! [`Prepared`], admits it with its own [`Admit`], calls [`Flow::one`] or
+//! [`Flow::batch`], and converts the [`Answered`] (or maps the
+//! [`FlowError`]) back.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,8 +16,7 @@ use tracing::warn;
 use super::batch;
 use super::{AssembleError, Assembler, Attempt, Catalog, Options};
 use crate::memory::RecallReport;
-use crate::memory::keeper::{self, Placement, RecallFailure, RecallSpec};
-use crate::memory::rank::Ranked;
+use crate::memory::keeper::{self, Placement, RecallFailure, RecallSpec, Recalled};
 use crate::memory::store::StoreError;
 use crate::memory::{Memories, MemoryError, MemoryId, MemorySettings};
 use crate::prompt::{AssembleRequest, Assembly};
@@ -84,17 +84,19 @@ pub struct BatchAnswer<R> {
     pub order: Vec<usize>,
 }
 
-/// A recall done for a request: where the memories went, their ids, and
-/// whether the store failed to answer (then there are none).
+/// A recall done for a request: where the memories went, their ids,
+/// whether the store failed to answer (then there are none), and the
+/// MEMORY_DUPLICATE warning naming those left out as repeats.
 #[derive(Debug)]
 struct RecallDone {
     placement: Placement,
     ids: Vec<MemoryId>,
     unavailable: bool,
+    duplicates: Option<vocab::Warning>,
 }
 
 /// What the store answered a recall, and how long it took.
-type Fetched = (Result<Vec<Ranked>, MemoryError>, Duration);
+type Fetched = (Result<Recalled, MemoryError>, Duration);
 
 /// Requests of at most this many encoded bytes are first tried warm where
 /// they were decoded ([`Options::warm_only`]: hashing and cache
@@ -262,23 +264,25 @@ impl Flow {
 async fn fetch(memories: Arc<Memories>, spec: RecallSpec, scopes: Vec<String>) -> Fetched {
     let started = Instant::now();
     let _waiting = metrics::RecallInFlight::enter();
-    let ranked = memories.recall_within(&spec, &scopes, now_ms()).await;
-    (ranked, started.elapsed())
+    let recalled = memories.recall_within(&spec, &scopes, now_ms()).await;
+    (recalled, started.elapsed())
 }
 
-/// Puts what a recall fetched into the request's MEMORY block. A store that
-/// did not answer leaves the block without memories (`degrade`, reported
-/// as a RECALL_UNAVAILABLE warning) or fails the request (`fail`).
+/// Puts what a recall fetched into the request's MEMORY block, each text
+/// once and none the request holds already ([`Recalled::choose`]). A store
+/// that did not answer leaves the block without memories (`degrade`,
+/// reported as a RECALL_UNAVAILABLE warning) or fails the request (`fail`).
 fn settle<R>(
     settings: &MemorySettings,
     req: &mut AssembleRequest,
     placement: Placement,
     (fetched, took): Fetched,
 ) -> Result<RecallDone, FlowError<R>> {
-    let (ranked, unavailable) = match fetched {
-        Ok(ranked) => {
-            metrics::recall(took, ranked.len());
-            (ranked, false)
+    let (chosen, unavailable) = match fetched {
+        Ok(recalled) => {
+            let chosen = recalled.choose(req);
+            metrics::recall(took, chosen.memories.len());
+            (chosen, false)
         }
         Err(MemoryError::Store(e)) => {
             metrics::recall_unavailable();
@@ -286,25 +290,27 @@ fn settle<R>(
                 return Err(FlowError::Memory(MemoryError::Store(e)));
             }
             warn!(err = %e, "recall unavailable: assembling without memories");
-            (Vec::new(), true)
+            (keeper::Chosen::default(), true)
         }
         Err(e) => return Err(FlowError::Memory(e)),
     };
-    let ids = ranked.iter().map(|r| r.candidate.id.clone()).collect();
-    keeper::attach(req, &placement, keeper::items(&ranked), "recall")
+    let ids = chosen.memories.iter().map(|r| r.candidate.id.clone()).collect();
+    let block = keeper::attach(req, &placement, keeper::items(&chosen.memories), "recall")
         .map_err(|v| FlowError::Invalid(vec![v]))?;
     Ok(RecallDone {
         placement,
         ids,
         unavailable,
+        duplicates: chosen.warning(block),
     })
 }
 
 /// An assembly with its recall report (and a RECALL_UNAVAILABLE warning
-/// when the store did not answer).
+/// when the store did not answer, or a MEMORY_DUPLICATE one naming the
+/// memories left out as repeats).
 fn answer<R>(
     outcome: Result<Assembly, AssembleError>,
-    recalled: Option<RecallDone>,
+    mut recalled: Option<RecallDone>,
 ) -> Result<Answered, FlowError<R>> {
     let mut assembly = outcome.map_err(FlowError::Assemble)?;
     if recalled.as_ref().is_some_and(|r| r.unavailable) {
@@ -313,6 +319,9 @@ fn answer<R>(
             message: "the memory store did not answer the recall in time: no memories recalled".into(),
             about: Vec::new(),
         });
+    }
+    if let Some(duplicates) = recalled.as_mut().and_then(|r| r.duplicates.take()) {
+        assembly.warnings.push(duplicates);
     }
     let recall = recalled.map(|r| keeper::report(&assembly, &r.placement, &r.ids));
     Ok(Answered { assembly, recall })

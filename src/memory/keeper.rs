@@ -3,8 +3,9 @@
 //! its calls), Forget and ListMemories, and the checks every call shares.
 //! Beside it: `keeper/retain.rs` (validation, `<private>` removal and
 //! parsing before a write), `keeper/recall.rs` (the query, ranking and
-//! MEMORY items of a recall) and `keeper/settings.rs` (the settings and
-//! the bounds on a call's fields).
+//! MEMORY items of a recall), `keeper/distinct.rs` (which ranked memories a
+//! request gets: each text once, none the request holds already) and
+//! `keeper/settings.rs` (the settings and the bounds on a call's fields).
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -15,13 +16,15 @@ use super::store::{ForgetFilter, Forgotten, ListQuery, MemoryStore, Page, StoreE
 use crate::prompt::MAX_PRINCIPAL_SCOPES;
 use crate::vocab::FieldViolation;
 
+mod distinct;
 mod recall;
 mod retain;
 mod settings;
 
+pub use distinct::{Chosen, Duplicate, Original, normalized};
 pub use recall::{
-    DEFAULT_RECALL_BLOCK, Placement, RecallReport, RecallSpec, attach, date, item_id, items, memory_id,
-    report,
+    DEFAULT_RECALL_BLOCK, Placement, RecallReport, RecallSpec, Recalled, attach, date, item_id, items,
+    memory_id, report,
 };
 pub use retain::{PreparedRetain, RetainInput, RetainOutput};
 pub use settings::{

@@ -1,6 +1,17 @@
 //! Ranking recall candidates: full-text relevance (normalized to the best
 //! candidate, so both backends' scales agree) and recency (halving every
 //! half-life) into one score in [0, 1], higher first; ties go to the newer.
+//!
+//! The ranking is deterministic, so a retry of a request recalls the same
+//! memories in the same order and its prompt is byte for byte the same:
+//! - Recency is scored on a clock that moves in steps
+//!   ([`recency_clock`]), not at the request's millisecond: every rank
+//!   within one step gives the same scores (a millisecond apart, test
+//!   `two_ranks_a_millisecond_apart_give_the_same_order_and_scores`).
+//! - Every tie is broken by a total order (newer first, then later stored,
+//!   then the lower id), so the order in which the store returns the
+//!   candidates never matters (test
+//!   `the_store_s_order_of_candidates_never_changes_the_ranking`).
 
 use std::time::Duration;
 
@@ -52,8 +63,43 @@ pub struct Ranked {
     pub score: f64,
 }
 
-/// Scores and orders `candidates` at `now_ms`, keeping the best `max`.
+/// Steps of the recency clock in a half-life (see [`recency_clock`]).
+pub const RECENCY_STEPS_PER_HALF_LIFE: u32 = 64;
+
+/// The length of a step of the recency clock: 1/64 of the half-life (2 h
+/// 37 min 30 s at the default week, 56.25 s at the shortest configurable
+/// half-life, an hour), at least 1 ms.
+pub fn recency_step_ms(half_life: Duration) -> i64 {
+    let step = half_life.as_millis() / u128::from(RECENCY_STEPS_PER_HALF_LIFE);
+    i64::try_from(step).unwrap_or(i64::MAX).max(1)
+}
+
+/// The time recency is scored at: `now_ms` rounded down to the start of
+/// its step ([`recency_step_ms`]), steps counted from the Unix epoch, so
+/// every sidecar sharing a store steps at the same instants.
+///
+/// Why: scored at the exact millisecond, every memory's recency shrinks a
+/// little between a request and its retry, by the same factor for all, and
+/// that can swap two memories whose scores nearly tie (one more relevant,
+/// the other newer): the retry's prompt differs. Within a step the scores
+/// are identical. Crossing into the next step shrinks each recency by a
+/// factor of at least 2^(-1/64), which can only swap two memories whose
+/// scores were within `(1 - RELEVANCE_WEIGHT) * (1 - 2^(-1/64))` (about
+/// 0.0032) of each other; a retry a few seconds later crosses with a chance of its delay over the
+/// step (under 0.1% for 5 s at the default half-life). The cost: a
+/// recency up to one step stale, at most 2^(1/64) (1.1%) too high, the same
+/// for every memory; a memory stored within the current step has full
+/// recency, and among those the newer ranks first (the tie order).
+pub fn recency_clock(now_ms: i64, half_life: Duration) -> i64 {
+    now_ms - now_ms.rem_euclid(recency_step_ms(half_life))
+}
+
+/// Scores and orders `candidates` at `now_ms` (on the recency clock,
+/// [`recency_clock`]), keeping the best `max`. The order is total: equal
+/// scores go to the newer, then to the later stored (`seq`, unique within
+/// a store), then to the lower id; the candidates' order does not matter.
 pub fn rank(candidates: Vec<Candidate>, now_ms: i64, half_life: Duration, max: usize) -> Vec<Ranked> {
+    let now_ms = recency_clock(now_ms, half_life);
     let best = candidates
         .iter()
         .map(|c| c.relevance)
@@ -79,125 +125,11 @@ pub fn rank(candidates: Vec<Candidate>, now_ms: i64, half_life: Duration, max: u
             .total_cmp(&a.score)
             .then(b.candidate.created_at_ms.cmp(&a.candidate.created_at_ms))
             .then(b.candidate.seq.cmp(&a.candidate.seq))
+            .then_with(|| a.candidate.id.cmp(&b.candidate.id))
     });
     ranked.truncate(max);
     ranked
 }
 
 #[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-
-    fn candidate(seq: i64, created_at_ms: i64, relevance: f64) -> Candidate {
-        Candidate {
-            id: crate::memory::MemoryId::stored(format!("{seq:032x}")),
-            seq,
-            memory_type: "decision".into(),
-            title: String::new(),
-            body: String::new(),
-            created_at_ms,
-            relevance,
-        }
-    }
-
-    const DAY: i64 = 86_400_000;
-    const WEEK: Duration = Duration::from_secs(7 * 86_400);
-
-    #[test]
-    fn terms_are_words_lower_cased_without_stop_words_or_syntax() {
-        assert_eq!(
-            terms("How do I refresh the JWT? NEAR(\"x\" OR y*) jwt"),
-            ["refresh", "jwt", "near", "x", "y"]
-        );
-        assert_eq!(terms("Überprüfung 42"), ["überprüfung", "42"]);
-        assert!(terms("!!! ... the").is_empty());
-        assert_eq!(terms(&"w ".repeat(1000)).len(), 1);
-        let many: String = (0..100).map(|i| format!("t{i} ")).collect();
-        assert_eq!(terms(&many).len(), MAX_TERMS);
-    }
-
-    #[test]
-    fn a_relevant_old_memory_beats_an_irrelevant_new_one() {
-        let now = 100 * DAY;
-        let ranked = rank(
-            vec![candidate(1, now - 30 * DAY, 8.0), candidate(2, now, 0.0)],
-            now,
-            WEEK,
-            10,
-        );
-        assert_eq!(ranked[0].candidate.seq, 1);
-    }
-
-    #[test]
-    fn without_relevance_the_newest_come_first() {
-        let now = 100 * DAY;
-        let ranked = rank(
-            vec![
-                candidate(1, now - 3 * DAY, 0.0),
-                candidate(3, now - DAY, 0.0),
-                candidate(2, now - 2 * DAY, 0.0),
-            ],
-            now,
-            WEEK,
-            2,
-        );
-        let ids: Vec<i64> = ranked.iter().map(|r| r.candidate.seq).collect();
-        assert_eq!(ids, [3, 2]);
-    }
-
-    proptest! {
-        /// Ordered by score, scores in [0, 1], at most `max`, each candidate
-        /// once; and monotone: more relevant at equal age, or newer at equal
-        /// relevance, never ranks lower.
-        #[test]
-        fn ranking_is_ordered_bounded_and_monotone(
-            // Ties on purpose: relevances and ages from small sets half the
-            // time, so equal relevance and equal age occur in most cases.
-            raw in prop::collection::vec(
-                (
-                    prop_oneof![(0i64..4).prop_map(|d| d * 10), 0i64..1000],
-                    prop_oneof![(0u8..4).prop_map(f64::from), 0.0f64..50.0],
-                ),
-                0..40,
-            ),
-            max in 0usize..50,
-        ) {
-            let now = 1000 * DAY;
-            let candidates: Vec<Candidate> = raw
-                .iter()
-                .enumerate()
-                .map(|(i, &(days, rel))| candidate(i as i64, now - days * DAY / 10, rel))
-                .collect();
-            let ranked = rank(candidates.clone(), now, WEEK, max);
-            prop_assert_eq!(ranked.len(), candidates.len().min(max));
-            let mut ids: Vec<i64> = ranked.iter().map(|r| r.candidate.seq).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            prop_assert_eq!(ids.len(), ranked.len());
-            for w in ranked.windows(2) {
-                prop_assert!(w[0].score >= w[1].score);
-            }
-            for r in &ranked {
-                prop_assert!((0.0..=1.0).contains(&r.score));
-            }
-            let all = rank(candidates, now, WEEK, usize::MAX);
-            for (i, a) in all.iter().enumerate() {
-                for (j, b) in all.iter().enumerate() {
-                    let (ca, cb) = (&a.candidate, &b.candidate);
-                    if ca.created_at_ms == cb.created_at_ms && ca.relevance > cb.relevance {
-                        prop_assert!(a.score >= b.score);
-                    }
-                    // At equal relevance the newer ranks first; at equal
-                    // relevance and age, the later stored (higher seq).
-                    if ca.relevance == cb.relevance
-                        && (ca.created_at_ms, ca.seq) > (cb.created_at_ms, cb.seq)
-                    {
-                        prop_assert!(i < j, "{:?} ranked after {:?}", ca, cb);
-                    }
-                }
-            }
-        }
-    }
-}
+mod tests;

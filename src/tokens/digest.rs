@@ -4,7 +4,9 @@
 //! request's text is hashed once; every digest on that path (count keys,
 //! prefix keys, turn-summary keys, request and session ids) goes through
 //! here, so a test holds the path to the rule by a byte count, whatever the
-//! machine's speed. (Compaction's seals and markers hash on their own.)
+//! machine's speed. (Compaction's seals and markers hash on their own. A
+//! recall digests an item's normalized text again only when it is as long
+//! as a recalled memory's, to compare them: `memory/keeper/distinct.rs`.)
 
 use std::cell::Cell;
 

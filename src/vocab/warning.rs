@@ -78,9 +78,14 @@ pub mod codes {
     /// Token ids were asked for, but the model counts with an encoding, not
     /// a model folder (or its template refused the prompt): none are given.
     pub const TOKEN_IDS_UNAVAILABLE: &str = "TOKEN_IDS_UNAVAILABLE";
+    /// Recalled memories were left out because their text (normalized)
+    /// is that of a better-ranked memory or of an item of the request: the
+    /// message names each one's id and what it repeats (a memory id, or an
+    /// item's id and block), never the text.
+    pub const MEMORY_DUPLICATE: &str = "MEMORY_DUPLICATE";
 
     /// Every code above.
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 12] = [
         VOLATILE_PREFIX,
         RECALL_UNAVAILABLE,
         ORPHAN_TOOL_RESULT,
@@ -92,5 +97,27 @@ pub mod codes {
         MESSAGES_JOINED,
         SPECIAL_TOKEN_TEXT,
         TOKEN_IDS_UNAVAILABLE,
+        MEMORY_DUPLICATE,
     ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::codes;
+
+    /// `codes::ALL` lists every code `codes` declares, once, in the order
+    /// declared, and each code is spelled as its name: a code added to
+    /// one list and not the other fails here.
+    #[test]
+    fn all_lists_every_declared_code_once_spelled_as_its_name() {
+        let declared: Vec<(&str, &str)> = include_str!("warning.rs")
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("pub const ")?.split_once(": &str = "))
+            .collect();
+        let names: Vec<&str> = declared.iter().map(|&(name, _)| name).collect();
+        assert_eq!(names, codes::ALL);
+        for (name, value) in declared {
+            assert_eq!(value, format!("{name:?};"));
+        }
+    }
 }

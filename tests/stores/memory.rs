@@ -333,6 +333,79 @@ async fn recall_joins_a_named_memory_block_and_refuses_other_kinds() {
     }
 }
 
+/// Regression (recall once): the same fact retained twice (in another
+/// layout) is recalled once, a memory that repeats an item of the request
+/// is not recalled, a MEMORY_DUPLICATE warning names the ones left out by
+/// id, and a retry gives the same prompt byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_gives_a_fact_retained_twice_once_and_names_the_repeat() {
+    for (backend, flags) in backends() {
+        let server = server(&flags).await;
+        let mut client = server.client();
+        let who = subject("once");
+        let fact = "Tokens are signed with Ed25519 keys rotated weekly.";
+        let mut ids = Vec::new();
+        for (key, text) in [
+            ("first", fact.to_owned()),
+            ("again", format!("  {}\n", fact.replace(" with ", "\n  with "))),
+            ("other", "Logs are shipped to the collector over TLS.".to_owned()),
+            ("known", "Dark mode ships in release 4.2.".to_owned()),
+        ] {
+            let r = retained(
+                &mut client,
+                retain(&who, key, &observation("decision", &text), &[]),
+            )
+            .await;
+            assert_eq!(r.memory_ids.len(), 1, "{backend}: {r:?}");
+            ids.push(r.memory_ids[0].clone());
+        }
+        let mut req = assemble(&who, "How are tokens signed?", &[]);
+        req.blocks = vec![pb::Block {
+            name: "notes".to_owned(),
+            kind: pb::BlockKind::Evidence.into(),
+            items: vec![pb::Item {
+                id: "release".to_owned(),
+                content: "Dark mode ships in release 4.2.".to_owned(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }];
+        let answer = client.assemble(req.clone()).await.unwrap().into_inner();
+        let text = prompt(&answer);
+        assert_eq!(text.matches("Ed25519").count(), 1, "{backend}: {text}");
+        assert_eq!(text.matches("Dark mode").count(), 1, "{backend}: {text}");
+        let report = answer.recall.clone().unwrap();
+        let (first, again, other, known) = (&ids[0], &ids[1], &ids[2], &ids[3]);
+        let recalled_fact: Vec<&String> = report
+            .recalled_ids
+            .iter()
+            .filter(|id| *id == first || *id == again)
+            .collect();
+        assert_eq!(recalled_fact.len(), 1, "{backend}: {report:?}");
+        assert!(report.recalled_ids.contains(other), "{backend}: {report:?}");
+        assert!(!report.recalled_ids.contains(known), "{backend}: {report:?}");
+        assert_eq!(warning_codes(&answer), ["MEMORY_DUPLICATE"], "{backend}");
+        let message = &answer.warnings[0].message;
+        let repeat = if recalled_fact[0] == first { again } else { first };
+        assert!(
+            message.contains(&format!("{repeat} (as memory {})", recalled_fact[0])),
+            "{backend}: {message}"
+        );
+        assert!(
+            message.contains(&format!("{known} (as item \"release\" of block \"notes\")")),
+            "{backend}: {message}"
+        );
+        assert!(!message.contains("Ed25519"), "{backend}: {message}");
+
+        // A retry: the same memories, in the same order, the same prompt.
+        let retry = client.assemble(req).await.unwrap().into_inner();
+        assert_eq!(retry.messages, answer.messages, "{backend}");
+        assert_eq!(retry.recall, answer.recall, "{backend}");
+        assert_eq!(retry.warnings, answer.warnings, "{backend}");
+        server.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retain_is_idempotent_strips_private_text_and_reports_bad_blocks() {
     for (backend, flags) in backends() {

@@ -1,12 +1,13 @@
 //! Recall: a request's recall checked, the store's candidates for the
 //! principal's scopes ranked within the recall timeout, and the MEMORY
-//! items, block and report they become in a prompt.
+//! items, block and report they become in a prompt. Which of the ranked
+//! memories a request gets (each text once) is `keeper/distinct.rs`.
 
 use super::settings::MAX_SUBJECT_BYTES;
 use super::{Memories, MemoryError, check_name};
 use crate::memory::model::{MemoryId, SUMMARY_TYPE};
 use crate::memory::rank::{self, Ranked};
-use crate::memory::store::{RecallQuery, StoreError};
+use crate::memory::store::{Candidate, RecallQuery, StoreError};
 use crate::prompt::{AssembleRequest, Assembly, Block, BlockKind, Item};
 use crate::vocab::FieldViolation;
 
@@ -47,15 +48,16 @@ impl Memories {
         violations
     }
 
-    /// The memories `spec` recalls for a principal holding `scopes`, best
-    /// first. Memories requiring a scope outside `scopes` are excluded by
-    /// the store's query, before ranking.
+    /// The memories `spec` may recall for a principal holding `scopes`,
+    /// ranked best first ([`Recalled::choose`] picks a request's). Memories
+    /// requiring a scope outside `scopes` are excluded by the store's
+    /// query, before ranking.
     pub async fn recall(
         &self,
         spec: &RecallSpec,
         scopes: &[String],
         now_ms: i64,
-    ) -> Result<Vec<Ranked>, MemoryError> {
+    ) -> Result<Recalled, MemoryError> {
         let store = self.store()?;
         let max = if spec.max_memories == 0 {
             self.settings.recall_limit
@@ -73,12 +75,12 @@ impl Memories {
             max_bytes: self.settings.max_recall_bytes,
         };
         let candidates = store.recall(&query).await?;
-        Ok(rank::rank(
-            candidates,
-            now_ms,
-            self.settings.half_life,
-            max as usize,
-        ))
+        Ok(Recalled {
+            // All of them: a memory left out as a repeat leaves its place
+            // to the next.
+            ranked: rank::rank(candidates, now_ms, self.settings.half_life, usize::MAX),
+            max: max as usize,
+        })
     }
 
     /// [`Memories::recall`] within the recall timeout, holding a store slot
@@ -90,7 +92,7 @@ impl Memories {
         spec: &RecallSpec,
         scopes: &[String],
         now_ms: i64,
-    ) -> Result<Vec<Ranked>, MemoryError> {
+    ) -> Result<Recalled, MemoryError> {
         let timeout = self.settings.recall_timeout;
         let bounded = async {
             let _slot = self
@@ -107,6 +109,16 @@ impl Memories {
             )
         })
     }
+}
+
+/// What a recall found, before it meets the request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Recalled {
+    /// Every candidate the store gave (up to `max` best matches and `max`
+    /// newest), ranked best first.
+    pub ranked: Vec<Ranked>,
+    /// Most memories to recall.
+    pub max: usize,
 }
 
 /// Name of the MEMORY block recalled memories go to when a request names none.
@@ -136,30 +148,32 @@ impl Placement {
 
 /// Puts recalled `items` into `request`: after the items of its MEMORY
 /// block named by `placement`, or as a new MEMORY block after its blocks.
-/// A block of that name that is not a MEMORY block is an error on `field`.
+/// Returns the block's index in the request. A block of that name that is
+/// not a MEMORY block is an error on `field`.
 pub fn attach(
     request: &mut AssembleRequest,
     placement: &Placement,
     items: Vec<Item>,
     field: &str,
-) -> Result<(), FieldViolation> {
+) -> Result<usize, FieldViolation> {
     let name = placement.name();
-    match request.blocks.iter_mut().find(|b| b.name == name) {
-        Some(b) if b.kind == BlockKind::Memory => b.items.extend(items),
-        Some(_) => {
-            return Err(FieldViolation::new(
-                format!("{field}.block"),
-                "names a block of the request that is not a MEMORY block",
-            ));
+    match request.blocks.iter().position(|b| b.name == name) {
+        Some(at) if request.blocks[at].kind == BlockKind::Memory => {
+            request.blocks[at].items.extend(items);
+            Ok(at)
         }
+        Some(_) => Err(FieldViolation::new(
+            format!("{field}.block"),
+            "names a block of the request that is not a MEMORY block",
+        )),
         None => {
             let mut block = Block::new(name, BlockKind::Memory, items);
             block.max_tokens = placement.max_tokens;
             block.priority = placement.priority;
             request.blocks.push(block);
+            Ok(request.blocks.len() - 1)
         }
     }
-    Ok(())
 }
 
 /// What a recall brought into a prompt.
@@ -215,10 +229,9 @@ pub fn items(ranked: &[Ranked]) -> Vec<Item> {
         .iter()
         .map(|r| {
             let c = &r.candidate;
-            let content = if c.title.is_empty() || c.body.starts_with(&c.title) {
-                c.body.clone()
-            } else {
-                format!("{}\n{}", c.title, c.body)
+            let content = match shown(c) {
+                ["", body] => body.to_owned(),
+                [title, body] => format!("{title}\n{body}"),
             };
             Item {
                 id: item_id(&c.id),
@@ -230,6 +243,18 @@ pub fn items(ranked: &[Ranked]) -> Vec<Item> {
             }
         })
         .collect()
+}
+
+/// What a recalled memory's item shows: its title (empty when it has none
+/// or its body starts with it) and its body, one line apart. The one
+/// definition of a recalled memory's text, for its item and for
+/// comparing it with others.
+pub(super) fn shown(c: &Candidate) -> [&str; 2] {
+    if c.title.is_empty() || c.body.starts_with(&c.title) {
+        ["", &c.body]
+    } else {
+        [&c.title, &c.body]
+    }
 }
 
 /// `YYYY-MM-DD` (UTC) of a time in ms since the Unix epoch.
