@@ -51,14 +51,18 @@ pub fn allocate(
     lighten: Option<u32>,
     shrink: &mut dyn Shrink,
 ) -> Result<Allocation, Overflow> {
-    let first = fill_all(blocks, base, overheads, budget, window, None, shrink)?;
     let Some(at_least) = lighten else {
-        return Ok(first);
+        return fill_all(blocks, base, overheads, budget, window, None, true, shrink);
     };
+    // First without summarizing (the costly part): what the turns have
+    // room for, and whether they fit whole.
+    let first = fill_all(blocks, base, overheads, budget, window, None, false, shrink)?;
     let seq = Conversation::sequence(blocks);
     if seq.iter().all(|&(b, u)| first.forms[b][u].is_kept()) {
         return Ok(first);
     }
+    let plain =
+        |shrink: &mut dyn Shrink| fill_all(blocks, base, overheads, budget, window, None, true, shrink);
     // The room the turns had: what they kept and what was left.
     let kept: u64 = seq
         .iter()
@@ -90,36 +94,52 @@ pub fn allocate(
             since = 0;
         }
     }
+    if lights.iter().all(Option::is_none) {
+        return plain(shrink);
+    }
     // What lightening every turn it may would leave of each, were nothing
     // protected: it depends on the turns alone.
-    let bare = |i: usize| full(i) - lights[i].map_or(0, |l| u64::from(l.saving)).min(full(i));
-    let total: u64 = (0..seq.len()).map(full).sum();
-    // The least anchor that lets the whole conversation fit as it will be
-    // sent.
-    let (mut sent_total, mut last) = (total, 0);
-    let mut end = None;
-    for &e in &ends {
-        sent_total -= (last..e).map(|i| full(i) - light(i)).sum::<u64>();
-        last = e;
-        if sent_total <= room {
-            end = Some(e);
-            break;
+    let bare: Vec<u64> = (0..seq.len())
+        .map(|i| full(i) - lights[i].map_or(0, |l| u64::from(l.saving)).min(full(i)))
+        .collect();
+    // The window's cut, decided on the bare conversation: it depends on
+    // the turns alone, so it only moves forward as the session grows, by a
+    // whole step, and a result leaving the newest or a user turn closing a
+    // cycle never pulls it back. When what protection keeps whole (the
+    // newest results, an open cycle's thinking) does not fit beside the
+    // rest, the fill cuts further, and a later request may not need to.
+    let window_anchor = window.anchors(bare.iter().copied());
+
+    let cut = if bare.iter().sum::<u64>() <= room {
+        0
+    } else {
+        let mut first = seq.len();
+        let mut suffix = 0u64;
+        while first > 0 && suffix + bare[first - 1] <= room {
+            first -= 1;
+            suffix += bare[first];
         }
-    }
-    // None does: the window must cut anyway. Every turn that can be is
-    // lightened, and the window's anchors are placed on the bare costs:
-    // they do not move when a result leaves the newest or a user turn
-    // closes a cycle, and the kept turns grow by little more than their
-    // bare cost, so the cut moves forward as the session grows (lightening
-    // at the anchors here would free a step's room every few requests and
-    // pull the cut back).
-    let (end, anchors) = match end {
-        Some(e) => (e, None),
-        None => (seq.len(), Some((0..seq.len()).map(bare).collect::<Vec<u64>>())),
+        (first..seq.len())
+            .find(|&j| window_anchor[j])
+            .unwrap_or(first)
+            .min(seq.len().saturating_sub(1))
     };
-    let lightened: Vec<usize> = (0..end).filter(|&i| light(i) < full(i)).collect();
-    if lightened.is_empty() {
-        return Ok(first);
+    // Of the turns after the cut, the least anchor that lets them fit as
+    // they will be sent (all that can be lightened when none does).
+    let kept_total = |end: usize| -> u64 {
+        (cut..seq.len())
+            .map(|i| if i < end { light(i) } else { full(i) })
+            .sum()
+    };
+    let end = ends
+        .iter()
+        .copied()
+        .filter(|&e| e > cut)
+        .find(|&e| kept_total(e) <= room)
+        .unwrap_or(seq.len());
+    let lightened: Vec<usize> = (cut..end).filter(|&i| light(i) < full(i)).collect();
+    if lightened.is_empty() && cut == 0 {
+        return plain(shrink);
     }
     let mut lighter = blocks.to_vec();
     for &i in &lightened {
@@ -132,7 +152,8 @@ pub fn allocate(
         overheads,
         budget,
         window,
-        anchors.as_deref(),
+        Some((&bare, &seq[..cut])),
+        true,
         shrink,
     )?;
     for &i in &lightened {
@@ -146,16 +167,20 @@ pub fn allocate(
 }
 
 /// [`allocate`] without lightening: reserve, fill by priority, cut the
-/// conversation at the window's anchor, summarize what did not fit. The
-/// window's anchors are placed on `anchor_costs` (per turn unit, oldest
-/// first) when given, else on the units' costs.
+/// conversation at the window's anchor, summarize what did not fit. With
+/// `decided` (per turn unit, oldest first, the costs the window's anchors
+/// are placed on; and the turn units cut already), the window works on
+/// those anchors and those units are cut whatever the room. Without
+/// `summarize`, turns that do not fit are dropped, not summarized.
+#[allow(clippy::too_many_arguments)]
 fn fill_all(
     blocks: &[BlockPlan],
     base: u64,
     overheads: [u32; 2],
     budget: u32,
     window: Window,
-    anchor_costs: Option<&[u64]>,
+    decided: Option<(&[u64], &[(usize, usize)])>,
+    summarize: bool,
     shrink: &mut dyn Shrink,
 ) -> Result<Allocation, Overflow> {
     let mut st = State {
@@ -190,7 +215,16 @@ fn fill_all(
         overheads: overheads.map(u64::from),
         budget: u64::from(budget),
         cut_chrono: None,
+        forced: blocks.iter().map(|b| vec![false; b.units.len()]).collect(),
     };
+    let (anchor_costs, forced) = decided.unzip();
+    for &(b, u) in forced.unwrap_or_default() {
+        if !blocks[b].units[u].reserved_in(&blocks[b]) {
+            st.forced[b][u] = true;
+            st.forms[b][u] = Form::Dropped(DropReason::OlderThanCut);
+            st.fates[b] = BlockFate::Cut;
+        }
+    }
 
     for (bi, b) in blocks.iter().enumerate() {
         if !b.cuttable {
@@ -215,7 +249,11 @@ fn fill_all(
     }
     let conversation = Conversation::of(blocks, window, anchor_costs);
     let window_given_up = st.cut_at_anchor(blocks, &conversation, window);
-    let summary = st.summarize_turns(blocks, &conversation, shrink);
+    let summary = if summarize {
+        st.summarize_turns(blocks, &conversation, shrink)
+    } else {
+        None
+    };
 
     Ok(Allocation {
         forms: st.forms,
@@ -278,6 +316,8 @@ struct State {
     budget: u64,
     /// Chronological position of the newest turn block that lost turns.
     cut_chrono: Option<usize>,
+    /// Per block, per unit: cut whatever the room (see [`fill_all`]).
+    forced: Vec<Vec<bool>>,
 }
 
 impl State {
@@ -305,7 +345,7 @@ impl State {
 
     fn fill(&mut self, bi: usize, b: &BlockPlan, shrink: &mut dyn Shrink) {
         let valid: Vec<usize> = (0..b.units.len())
-            .filter(|&ui| b.units[ui].invalid.is_none() && !b.units[ui].pinned)
+            .filter(|&ui| b.units[ui].invalid.is_none() && !b.units[ui].pinned && !self.forced[bi][ui])
             .collect();
         if valid.is_empty() {
             return;

@@ -661,3 +661,190 @@ fn the_window_ceiling_bounds_the_kept_turns_even_when_they_fit() {
     let a = windowed(&blocks, 0, 1_000, Window { step: 20, high: 35 }, true);
     assert_eq!(a.summary.map(|s| s.units.len()), Some(8));
 }
+
+/// Synthetic lightening of the turns of block 0: unit `i` would save
+/// `lights[i].0` tokens were nothing protected, of which `lights[i].1` are
+/// protected now (a newest result, an open cycle's thinking).
+struct Lightening<'a> {
+    inner: Synthetic<'a>,
+    lights: &'a [(u32, u32)],
+}
+
+impl Shrink for Lightening<'_> {
+    fn measure(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
+        self.inner.measure(block, unit, limit)
+    }
+    fn compact_cost(&mut self, block: usize, unit: usize, limit: u32) -> Option<u32> {
+        self.inner.compact_cost(block, unit, limit)
+    }
+    fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
+        self.inner.truncate(block, unit, limit)
+    }
+    fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
+        self.inner.summarize(units)
+    }
+    fn light(&mut self, block: usize, unit: usize) -> Option<Light> {
+        let full = self.inner.0[block].units[unit].full;
+        let &(saving, protected) = self.lights.get(unit).filter(|_| block == 0)?;
+        let saving = saving.min(full);
+        (saving > 0).then_some(Light {
+            cost: full - (saving - protected.min(saving)),
+            saving,
+        })
+    }
+}
+
+/// Allocates turns `fulls` (lightening as `lights` says, at least
+/// `at_least` at once) under `budget`, no window, with summaries.
+fn lightened(
+    fulls: &[u32],
+    lights: &[(u32, u32)],
+    budget: u32,
+    at_least: u32,
+) -> (Vec<BlockPlan>, Allocation) {
+    let blocks = vec![turns(BlockKind::RecentTurns, 8, 0, fulls)];
+    let a = allocate(
+        &blocks,
+        0,
+        [OVERHEAD; 2],
+        budget,
+        Window::OFF,
+        Some(at_least),
+        &mut Lightening {
+            inner: Synthetic(&blocks, true),
+            lights,
+        },
+    )
+    .unwrap();
+    (blocks, a)
+}
+
+#[test]
+fn turns_are_lightened_before_any_is_summarized_or_dropped() {
+    // 4 turns of 100 (400) in 300: lightening the first two (60 each)
+    // frees 120, the first anchor (at least 100 saved) is after turn 2.
+    let (blocks, a) = lightened(
+        &[100, 100, 100, 100],
+        &[(60, 0), (60, 0), (60, 0), (60, 0)],
+        300,
+        100,
+    );
+    assert_eq!(a.forms[0], vec![Form::Light, Form::Light, Form::Full, Form::Full]);
+    assert_eq!(a.costs[0], vec![40, 40, 100, 100]);
+    assert_eq!(a.fulls[0][0], Full::Exact(100), "offered: the full cost");
+    assert!(a.summary.is_none());
+    assert_eq!(recount(&blocks, &a, 0), a.used);
+    // What fits whole is not lightened.
+    let (_, whole) = lightened(&[100, 100, 100, 100], &[(60, 0); 4], 400, 100);
+    assert!(whole.forms[0].iter().all(|&f| f == Form::Full));
+}
+
+#[test]
+fn protected_savings_place_anchors_but_are_not_taken() {
+    // The second turn's saving is protected: the first anchor (after turn
+    // 2, 120 saved were nothing protected) frees only 60, too little; the
+    // next (after turn 4) frees 180.
+    let lights = [(60, 0), (60, 60), (60, 0), (60, 0), (60, 0)];
+    let (blocks, a) = lightened(&[100; 5], &lights, 360, 100);
+    // The protected turn is sent whole.
+    assert_eq!(
+        a.forms[0],
+        vec![Form::Light, Form::Full, Form::Light, Form::Light, Form::Full]
+    );
+    assert_eq!(a.costs[0], vec![40, 100, 40, 40, 100]);
+    assert_eq!(recount(&blocks, &a, 0), a.used);
+}
+
+#[test]
+fn past_the_last_anchor_everything_is_lightened_and_the_window_cuts() {
+    // Even lightened whole (5 x 40 = 200) the turns pass 150: every turn
+    // that can be is lightened, and the oldest go.
+    let (blocks, a) = lightened(&[100; 5], &[(60, 0); 5], 150, 100);
+    assert!(!a.forms[0][0].is_kept());
+    assert!(
+        a.forms[0]
+            .iter()
+            .filter(|f| f.is_kept())
+            .all(|&f| f == Form::Light)
+    );
+    assert!(a.used <= 150);
+    assert_eq!(recount(&blocks, &a, 0), a.used);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Appending turns to a conversation that lightening makes fit either
+    /// lightens the same turns (every turn before the new ones sent as
+    /// before), or lightens more of them, oldest first, at least
+    /// `at_least` tokens more were nothing protected (a whole step); the
+    /// total is exact and within the budget.
+    #[test]
+    fn appending_keeps_the_lightened_turns_or_lightens_a_whole_step_more(
+        units in prop::collection::vec((1u32..150, 0u32..150, 0u32..4), 2..30),
+        added in prop::collection::vec((1u32..150, 0u32..150, 0u32..4), 1..3),
+        budget in 100u32..2000,
+        at_least in 1u32..400,
+    ) {
+        // A protected share only for the newest few, as protection works.
+        let shape = |all: &[(u32, u32, u32)]| -> (Vec<u32>, Vec<(u32, u32)>) {
+            let n = all.len();
+            all.iter().enumerate().map(|(i, &(full, saving, p))| {
+                let saving = saving.min(full);
+                let protected = if n - i <= 2 { saving * p / 4 } else { 0 };
+                (full, (saving, protected))
+            }).unzip()
+        };
+        let (fulls, lights) = shape(&units);
+        let mut longer = units.clone();
+        longer.extend(&added);
+        let (fulls2, mut lights2) = shape(&longer);
+        // What protected a unit before may only have been lifted.
+        for (i, l) in lights.iter().enumerate() {
+            lights2[i].1 = lights2[i].1.min(l.1);
+        }
+        let (b1, a) = lightened(&fulls, &lights, budget, at_least);
+        let (b2, b) = lightened(&fulls2, &lights2, budget, at_least);
+        prop_assert_eq!(recount(&b1, &a, 0), a.used);
+        prop_assert_eq!(recount(&b2, &b, 0), b.used);
+        prop_assert!(a.used <= u64::from(budget) && b.used <= u64::from(budget));
+        // Only the case where both fit whole, lightened or not.
+        prop_assume!(a.forms[0].iter().chain(&b.forms[0]).all(|f| f.is_kept()));
+        // The anchors, as specified: where the savings (were nothing
+        // protected) since the one before reach `at_least`.
+        let anchors = |lights: &[(u32, u32)]| -> Vec<usize> {
+            let mut since = 0u32;
+            let mut out = vec![0];
+            for (i, l) in lights.iter().enumerate() {
+                since += l.0;
+                if since > 0 && since >= at_least {
+                    out.push(i + 1);
+                    since = 0;
+                }
+            }
+            out.push(lights.len());
+            out
+        };
+        // Where lightening ends: the least anchor that covers every turn
+        // sent lightened, and no turn that could be is sent whole before it.
+        let end = |x: &Allocation, fulls: &[u32], lights: &[(u32, u32)]| -> Result<usize, TestCaseError> {
+            let last = x.forms[0].iter().rposition(|&f| f == Form::Light).map_or(0, |i| i + 1);
+            let at = anchors(lights).into_iter().find(|&a| a >= last).unwrap_or(lights.len());
+            for i in 0..at {
+                let saves = lights[i].0 > lights[i].1 && lights[i].0.min(fulls[i]) > 0;
+                prop_assert_eq!(x.forms[0][i] == Form::Light, saves, "turn {} of {} (lightened to {})", i, fulls.len(), at);
+            }
+            Ok(at)
+        };
+        let (e1, e2) = (end(&a, &fulls, &lights)?, end(&b, &fulls2, &lights2)?);
+        prop_assert!(e2 >= e1 || e1 == fulls.len(), "lightening went back from {} to {}", e1, e2);
+        if e2 == e1 {
+            for i in 0..fulls.len() {
+                prop_assert_eq!(a.forms[0][i], b.forms[0][i], "turn {}", i);
+            }
+        } else if e2 < fulls2.len() && e1 < fulls.len() {
+            let more: u32 = lights2[e1..e2].iter().map(|l| l.0).sum();
+            prop_assert!(more >= at_least, "lightened {} more (units {}..{}), less than {}", more, e1, e2, at_least);
+        }
+    }
+}

@@ -529,6 +529,121 @@ proptest! {
     }
 }
 
+/// The requests of one agent session: `requests` steps, each one more than
+/// the request before (an assistant turn with signed thinking and a call,
+/// its result; now and then a user turn), at `budget`.
+fn agent_session(seed: u64, budget: u32, requests: usize) -> Vec<AssembleRequest> {
+    use crate::workload::sessions::{Sessions, Turns};
+    let shape = Sessions {
+        sessions: 1,
+        requests,
+        budget,
+        system_chars: 2_000,
+        turns: Turns::Agent,
+        policy: "",
+        seed,
+    };
+    shape.requests().remove(0)
+}
+
+/// A message's bytes as a provider compares them: role, thinking, content
+/// and tool metadata.
+fn sent(m: &Message) -> (Role, &[crate::prompt::Thinking], &str, &[String], &str) {
+    (m.role, &m.thinking, &m.content, &m.tool_call_ids, &m.tool_call_id)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Agent sessions end to end, on real text, for Anthropic (which reads
+    /// thinking) and OpenAI (which does not): every request keeps every
+    /// call with its results (a cleared result keeps its tool call id and
+    /// names its item and tokens, never its text); every turn of the open
+    /// cycle (no user turn after it) that is sent carries its thinking byte
+    /// for byte; and each request either repeats every byte of the previous
+    /// prompt through its last turn, or first differs at a turn lightened
+    /// now and not before (the clearing anchor moved), or the window moved
+    /// its cut (more turns dropped or summarized), or a user turn closed the
+    /// open cycle (its thinking may go at once), or (rarely) a cut that
+    /// what protection keeps whole forced is undone.
+    #[test]
+    fn an_agent_session_is_lightened_in_steps_keeping_every_pair_and_open_thinking(
+        seed in any::<u64>(),
+        budget in prop::sample::select(vec![6_000u32, 8_000, 12_000]),
+        openai in any::<bool>(),
+    ) {
+        let a = asm();
+        let mut previous: Option<Assembly> = None;
+        let mut previous_items = 0;
+        let mut lightened = 0;
+        let mut back_to_whole = 0;
+        for mut req in agent_session(seed, budget, 24) {
+            if openai {
+                req.model = "gpt-4o".to_owned();
+            }
+            let items = req.blocks[0].items.clone();
+            let out = a.assemble(req).unwrap();
+            check_turns(&out.messages)?;
+            if openai {
+                prop_assert_eq!(recount(Encoding::O200kBase, &out.messages), out.usage.total_tokens);
+            }
+            let d = &out.decisions[0];
+            lightened += usize::from(d.tokens_cleared > 0);
+            for id in &d.cleared_item_ids {
+                let item = items.iter().find(|i| &i.id == id).unwrap();
+                let m = out.messages.iter().find(|m| m.role == Role::Tool && m.tool_call_id == item.tool_call_id);
+                let m = m.ok_or_else(|| TestCaseError::fail(format!("cleared {id} not sent")))?;
+                prop_assert!(m.content.contains(&format!("{id:?}")) && m.content.contains(" tokens"), "{}", m.content);
+                prop_assert!(m.content.len() < item.content.len());
+            }
+            // The open cycle: the turns after the last user turn.
+            let open_from = items.iter().rposition(|i| i.role == Some(Role::User)).map_or(0, |p| p + 1);
+            for item in &items[open_from..] {
+                if let Some(m) = out.messages.iter().find(|m| m.role == Role::Assistant && m.tool_call_ids == item.tool_call_ids) {
+                    prop_assert_eq!(&m.thinking, &item.thinking, "open-cycle thinking changed: {}", item.id);
+                }
+                prop_assert!(!d.thinking_dropped_item_ids.contains(&item.id));
+            }
+            if let Some(before) = &previous {
+                let last_turn = before.messages.len() - 2;
+                let same = before.messages[..=last_turn].iter().zip(&out.messages).all(|(x, y)| sent(x) == sent(y))
+                    && out.messages.len() > last_turn;
+                if !same {
+                    let first = before.messages[..=last_turn]
+                        .iter()
+                        .zip(&out.messages)
+                        .position(|(x, y)| sent(x) != sent(y))
+                        .unwrap_or(last_turn);
+                    let was = &before.decisions[0];
+                    let newly_lightened = d.cleared_item_ids.iter().any(|i| !was.cleared_item_ids.contains(i))
+                        || d.thinking_dropped_item_ids.iter().any(|i| !was.thinking_dropped_item_ids.contains(i));
+                    // The window cut more turns, or the summary of those
+                    // it cut now fits (or no longer does).
+                    let cut_moved = d.dropped_item_ids.len() > was.dropped_item_ids.len()
+                        || d.summarized_item_ids != was.summarized_item_ids;
+                    let m = &out.messages[first];
+                    let at_lightened = m.role == Role::Tool || (m.role == Role::Assistant && m.thinking.is_empty());
+                    // A user turn closes the open cycle: its thinking may go
+                    // at once, which may let the window keep older turns.
+                    let closed = items[previous_items..].iter().any(|i| i.role == Some(Role::User));
+                    // What protection keeps whole (the newest result, the
+                    // open cycle's thinking) may not fit beside the rest:
+                    // the window then cuts, and the next request, whose
+                    // newest result is smaller, may fit whole again.
+                    let whole_again = !was.dropped_item_ids.is_empty() && d.dropped_item_ids.is_empty();
+                    back_to_whole += usize::from(whole_again);
+                    prop_assert!(cut_moved || (newly_lightened && at_lightened) || closed || whole_again,
+                        "request {} differs at message {} ({:?}) without a step: {:?}", out.request_id, first, m.role, d);
+                }
+            }
+            previous = Some(out);
+            previous_items = items.len();
+        }
+        prop_assert!(lightened > 0, "a 24-step session at {} never lightened", budget);
+        prop_assert!(back_to_whole <= 3, "{} requests went back to the whole conversation", back_to_whole);
+    }
+}
+
 /// The requests of one chat-like session of 48 requests at a 1,500-token
 /// budget, each one exchange longer than the one before.
 fn chat_session() -> Vec<AssembleRequest> {
