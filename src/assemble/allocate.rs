@@ -51,18 +51,23 @@ pub fn allocate(
     lighten: Option<u32>,
     shrink: &mut dyn Shrink,
 ) -> Result<Allocation, Overflow> {
+    let limits = Limits {
+        base,
+        overheads,
+        budget,
+        window,
+    };
     let Some(at_least) = lighten else {
-        return fill_all(blocks, base, overheads, budget, window, None, true, shrink);
+        return fill_all(blocks, &limits, None, true, shrink);
     };
     // First without summarizing (the costly part): what the turns have
     // room for, and whether they fit whole.
-    let first = fill_all(blocks, base, overheads, budget, window, None, false, shrink)?;
+    let first = fill_all(blocks, &limits, None, false, shrink)?;
     let seq = Conversation::sequence(blocks);
     if seq.iter().all(|&(b, u)| first.forms[b][u].is_kept()) {
         return Ok(first);
     }
-    let plain =
-        |shrink: &mut dyn Shrink| fill_all(blocks, base, overheads, budget, window, None, true, shrink);
+    let plain = |shrink: &mut dyn Shrink| fill_all(blocks, &limits, None, true, shrink);
     // The room the turns had: what they kept and what was left.
     let kept: u64 = seq
         .iter()
@@ -146,16 +151,11 @@ pub fn allocate(
         let (b, u) = seq[i];
         lighter[b].units[u].full = saturating_u32(light(i));
     }
-    let mut out = fill_all(
-        &lighter,
-        base,
-        overheads,
-        budget,
-        window,
-        Some((&bare, &seq[..cut])),
-        true,
-        shrink,
-    )?;
+    let decided = Decided {
+        anchor_costs: &bare,
+        cut: &seq[..cut],
+    };
+    let mut out = fill_all(&lighter, &limits, Some(decided), true, shrink)?;
     for &i in &lightened {
         let (b, u) = seq[i];
         if out.forms[b][u] == Form::Full {
@@ -168,21 +168,22 @@ pub fn allocate(
 
 /// [`allocate`] without lightening: reserve, fill by priority, cut the
 /// conversation at the window's anchor, summarize what did not fit. With
-/// `decided` (per turn unit, oldest first, the costs the window's anchors
-/// are placed on; and the turn units cut already), the window works on
-/// those anchors and those units are cut whatever the room. Without
-/// `summarize`, turns that do not fit are dropped, not summarized.
-#[allow(clippy::too_many_arguments)]
+/// `decided`, the window works on its anchors and its cut turns are cut
+/// whatever the room. Without `summarize`, turns that do not fit are
+/// dropped, not summarized.
 fn fill_all(
     blocks: &[BlockPlan],
-    base: u64,
-    overheads: [u32; 2],
-    budget: u32,
-    window: Window,
-    decided: Option<(&[u64], &[(usize, usize)])>,
+    limits: &Limits,
+    decided: Option<Decided<'_>>,
     summarize: bool,
     shrink: &mut dyn Shrink,
 ) -> Result<Allocation, Overflow> {
+    let Limits {
+        base,
+        overheads,
+        budget,
+        window,
+    } = *limits;
     let mut st = State {
         forms: blocks
             .iter()
@@ -217,7 +218,7 @@ fn fill_all(
         cut_chrono: None,
         forced: blocks.iter().map(|b| vec![false; b.units.len()]).collect(),
     };
-    let (anchor_costs, forced) = decided.unzip();
+    let (anchor_costs, forced) = decided.map(|d| (d.anchor_costs, d.cut)).unzip();
     for &(b, u) in forced.unwrap_or_default() {
         if !blocks[b].units[u].reserved_in(&blocks[b]) {
             st.forced[b][u] = true;
@@ -264,6 +265,24 @@ fn fill_all(
         window_given_up,
         used: st.used,
     })
+}
+
+/// What every fill is within: the always-present cost, the shared messages'
+/// overheads, the budget and the window.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    base: u64,
+    overheads: [u32; 2],
+    budget: u32,
+    window: Window,
+}
+
+/// What lightening decided for the window: the costs its anchors are
+/// placed on (per turn unit, oldest first), and the turn units cut.
+#[derive(Debug, Clone, Copy)]
+struct Decided<'a> {
+    anchor_costs: &'a [u64],
+    cut: &'a [(usize, usize)],
 }
 
 /// The conversation's turn units in chronological order, with its anchors.
