@@ -222,6 +222,10 @@ pub fn check_assembly(req: &AssembleRequest, spec: &ModelSpec, policy: &Policy, 
                 "filtered content rendered: {:?}",
                 m.content
             );
+            assert!(
+                !m.thinking.iter().any(|t| t.text.contains(SECRET)),
+                "filtered thinking returned"
+            );
         }
     }
 
@@ -303,10 +307,16 @@ fn visible_texts(req: &AssembleRequest) -> impl Iterator<Item = &str> {
                 it.content.as_str(),
                 it.compact_form.as_deref().unwrap_or_default(),
             ];
-            [it.id.as_str(), it.source.as_str(), it.tool_call_id.as_str()]
+            let thinking = it
+                .thinking
+                .iter()
+                .flat_map(|t| [t.text.as_str(), t.signature.as_str()])
+                .filter(move |_| visible);
+            [it.id.as_str(), it.source.as_str(), it.tool_call_id.as_str(), it.tool_name.as_str()]
                 .into_iter()
                 .chain(it.tool_call_ids.iter().map(String::as_str))
                 .chain(content.into_iter().filter(move |_| visible))
+                .chain(thinking)
         })
     });
     let names = req.blocks.iter().map(|b| b.name.as_str());

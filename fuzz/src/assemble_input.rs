@@ -6,7 +6,9 @@
 //! deliberately invalid values so validation is exercised too.
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use context_assembler::prompt::{AssembleRequest, Block, BlockKind, Item, Principal, Segment, SegmentKind};
+use context_assembler::prompt::{
+    AssembleRequest, Block, BlockKind, Item, Principal, Segment, SegmentKind, Thinking,
+};
 use context_assembler::vocab::Role;
 
 use crate::one_in;
@@ -82,11 +84,17 @@ fn item(u: &mut Unstructured<'_>, kind: BlockKind, index: usize) -> Result<Item>
         role: None,
         tool_call_ids: Vec::new(),
         tool_call_id: String::new(),
-        compact_form: if !kind.is_turns() && one_in(u, 3)? {
+        compact_form: if one_in(u, 3)? {
             Some(Text::arbitrary(u)?.into_string())
         } else {
             None
         },
+        tool_name: if one_in(u, 4)? {
+            pick(u, &["grep", "read_file", "memory", ""])?.to_owned()
+        } else {
+            String::new()
+        },
+        thinking: Vec::new(),
     };
     if kind.is_turns() {
         let role = pick(
@@ -108,6 +116,18 @@ fn item(u: &mut Unstructured<'_>, kind: BlockKind, index: usize) -> Result<Item>
             }
             Role::Tool => it.tool_call_id = call_id(u)?,
             _ => {}
+        }
+        if role == Role::Assistant || one_in(u, 40)? {
+            // Thinking, signed or redacted (on another role: a validation
+            // error).
+            let n = u.int_in_range(0..=2)?;
+            for _ in 0..n {
+                it.thinking.push(Thinking {
+                    text: Text::arbitrary(u)?.into_string(),
+                    signature: if bool::arbitrary(u)? { call_id(u)? } else { String::new() },
+                    redacted: one_in(u, 5)?,
+                });
+            }
         }
         if one_in(u, 40)? {
             // A call or an answer on the wrong role (validation errors).
@@ -210,6 +230,9 @@ impl<'a> Arbitrary<'a> for AssembleInput {
                     it.content = format!("{SECRET}{bi}.{ii}{SECRET} {}", it.content);
                     if let Some(c) = &mut it.compact_form {
                         *c = format!("{SECRET}{c}");
+                    }
+                    for t in &mut it.thinking {
+                        t.text = format!("{SECRET}{}", t.text);
                     }
                 }
             }

@@ -85,7 +85,10 @@ pub fn check_assemble_path(path: &str, req: &AssembleRequest) {
         [
             ("blocks", i),
             ("items", j),
-            ("id" | "role" | "score" | "tool_call_id" | "tool_call_ids", None),
+            (
+                "id" | "role" | "score" | "tool_call_id" | "tool_call_ids" | "tool_name" | "thinking",
+                None,
+            ),
         ] => {
             within(path, *i, req.blocks.len());
             let b = i.unwrap_or_default();

@@ -495,6 +495,35 @@ fn window_marks_are_read_per_policy_and_checked() {
 }
 
 #[test]
+fn lightening_is_read_per_policy_and_checked() {
+    let (_f, cfg) = with_file(
+        "[policies.agents]\nclear_tool_results = false\nkeep_recent_tool_results = 3\n\
+         clear_at_least_tokens = 5000\nexclude_tools = [\"memory\", \"plan\"]\ndrop_closed_thinking = false\n",
+    );
+    let cfg = cfg.unwrap();
+    let agents = cfg.catalog.policy("agents").unwrap();
+    assert!(!agents.clear_tool_results && !agents.drop_closed_thinking);
+    assert_eq!(agents.keep_recent_tool_results, 3);
+    assert_eq!(agents.clear_at_least(8_000), 5_000);
+    assert_eq!(agents.exclude_tools, vec!["memory".to_owned(), "plan".to_owned()]);
+    // The defaults: clear and drop, keep the newest result, a window step
+    // at once.
+    let default = cfg.catalog.policy("").unwrap();
+    assert!(default.clear_tool_results && default.drop_closed_thinking);
+    assert_eq!(default.keep_recent_tool_results, 1);
+    assert_eq!(default.clear_at_least(8_000), 2_400);
+    assert_eq!(
+        err_key("[policies.p]\nexclude_tools = [\"\"]\n"),
+        "policies.p.exclude_tools"
+    );
+    let many: Vec<String> = (0..300).map(|i| format!("\"t{i}\"")).collect();
+    assert_eq!(
+        err_key(&format!("[policies.p]\nexclude_tools = [{}]\n", many.join(", "))),
+        "policies.p.exclude_tools"
+    );
+}
+
+#[test]
 fn tracing_is_off_unless_an_endpoint_is_configured_and_the_flag_wins_over_the_file() {
     assert_eq!(parse(&[]).serve.validate().unwrap().tracing, None);
     let (_f, cfg) = with_file("[telemetry]\notlp_endpoint = \"off\"\n");

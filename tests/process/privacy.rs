@@ -105,12 +105,29 @@ fn turn(s: &Secrets, block: &str, i: usize) -> pb::Item {
         1 => (pb::Role::Assistant, vec![call], String::new()),
         _ => (pb::Role::Tool, Vec::new(), call),
     };
+    let thinking = if role == pb::Role::Assistant {
+        vec![pb::Thinking {
+            text: s.text(&format!("{block}thinking{i}")),
+            signature: s.text(&format!("{block}signature{i}")),
+            redacted: i % 2 == 0,
+        }]
+    } else {
+        Vec::new()
+    };
+    let tool_name = if role == pb::Role::Tool {
+        s.id(&format!("{block}toolname{i}"))
+    } else {
+        String::new()
+    };
     pb::Item {
         id: s.id(&format!("{block}turn{i}")),
         content: s.text(&format!("{block}turn{i}")),
         role: role.into(),
         tool_call_ids,
         tool_call_id,
+        compact_form: (i % 6 == 5).then(|| s.text(&format!("{block}turncompact{i}"))),
+        tool_name,
+        thinking,
         ..Default::default()
     }
 }

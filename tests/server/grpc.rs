@@ -746,3 +746,135 @@ async fn a_session_learns_why_its_cache_missed() {
     assert!(diagnostics >= Some(1.0), "{diagnostics:?}");
     server.stop().await;
 }
+
+/// An agent conversation over the wire: a tool call whose assistant turn
+/// thinks (signed), its long result, then more steps; the budget holds the
+/// newest steps whole only.
+fn agent_request(budget: u32) -> pb::AssembleRequest {
+    let turn = |id: &str, role: pb::Role, content: String| pb::Item {
+        id: id.to_owned(),
+        role: role.into(),
+        content,
+        ..Default::default()
+    };
+    let mut items = vec![turn(
+        "task",
+        pb::Role::User,
+        "Find why the build fails.".to_owned(),
+    )];
+    for step in 0..6 {
+        items.push(pb::Item {
+            tool_call_ids: vec![format!("c{step}")],
+            thinking: vec![pb::Thinking {
+                text: format!("Step {step}: the log should say which crate failed. <b>&amp;</b>"),
+                signature: format!("sig-{step}=="),
+                redacted: false,
+            }],
+            ..turn(
+                &format!("a{step}"),
+                pb::Role::Assistant,
+                format!("Reading part {step}."),
+            )
+        });
+        items.push(pb::Item {
+            tool_call_id: format!("c{step}"),
+            tool_name: if step == 1 { "memory" } else { "read_file" }.to_owned(),
+            ..turn(
+                &format!("r{step}"),
+                pb::Role::Tool,
+                format!("error[E0{step}]: {} ", "a long line of the build log ".repeat(60)),
+            )
+        });
+    }
+    pb::AssembleRequest {
+        request_id: "agent".to_owned(),
+        model: "claude-sonnet-4-5".to_owned(),
+        max_input_tokens: Some(budget),
+        blocks: vec![pb::Block {
+            name: "conversation".to_owned(),
+            kind: pb::BlockKind::RecentTurns.into(),
+            items,
+            ..Default::default()
+        }],
+        query: "Take the next step.".to_owned(),
+        policy: "agents".to_owned(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn an_agent_conversation_is_lightened_over_the_wire_with_its_thinking_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agents.toml");
+    std::fs::write(&config, "[policies.agents]\nexclude_tools = [\"memory\"]\n").unwrap();
+    let server = TestServer::start_with(context_assembler::config::ServeArgs {
+        config: Some(config),
+        ..TestServer::args()
+    })
+    .await;
+    let mut client = server.client();
+
+    // Room for everything: nothing is lightened, every thinking block comes
+    // back verbatim on its turn.
+    let whole = client
+        .assemble(agent_request(100_000))
+        .await
+        .unwrap()
+        .into_inner();
+    let d = &whole.decisions[0];
+    assert!(d.cleared_item_ids.is_empty() && d.thinking_dropped_item_ids.is_empty());
+    assert_eq!(d.tokens_cleared, 0);
+    let calls: Vec<&pb::Message> = whole
+        .messages
+        .iter()
+        .filter(|m| !m.tool_call_ids.is_empty())
+        .collect();
+    assert_eq!(calls.len(), 6);
+    for (step, m) in calls.iter().enumerate() {
+        assert_eq!(m.thinking.len(), 1);
+        assert_eq!(m.thinking[0].signature, format!("sig-{step}=="));
+        assert!(
+            m.thinking[0].text.ends_with("<b>&amp;</b>"),
+            "thinking is never escaped"
+        );
+    }
+
+    // Tight: old results are cleared (never the newest, never the excluded
+    // tool's), every call keeps its result, and the open cycle's thinking
+    // (no user turn after the task) stays.
+    let tight = client.assemble(agent_request(1_500)).await.unwrap().into_inner();
+    let d = &tight.decisions[0];
+    assert!(!d.cleared_item_ids.is_empty(), "{d:?}");
+    assert!(d.tokens_cleared > 0);
+    assert!(
+        !d.cleared_item_ids.contains(&"r5".to_owned()),
+        "the newest result is kept"
+    );
+    assert!(
+        !d.cleared_item_ids.contains(&"r1".to_owned()),
+        "an excluded tool's result is kept"
+    );
+    assert!(d.thinking_dropped_item_ids.is_empty(), "the cycle is open");
+    assert!(d.cleared_item_ids.iter().all(|id| d.kept_item_ids.contains(id)));
+    for id in &d.cleared_item_ids {
+        let call = format!("c{}", &id[1..]);
+        let result = tight.messages.iter().find(|m| m.tool_call_id == call).unwrap();
+        assert!(result.content.contains(&format!("{id:?}")) && !result.content.contains("build log"));
+        assert!(
+            tight
+                .messages
+                .iter()
+                .any(|m| m.tool_call_ids == vec![call.clone()])
+        );
+    }
+    assert!(tight.usage.unwrap().total_tokens <= 1_500);
+
+    // Thinking on a user turn is refused, naming the field.
+    let mut bad = agent_request(100_000);
+    bad.blocks[0].items[0].thinking = vec![pb::Thinking::default()];
+    assert_eq!(
+        violations(&client.assemble(bad).await.unwrap_err()),
+        vec!["blocks[0].items[0].thinking"]
+    );
+    server.stop().await;
+}
