@@ -109,7 +109,7 @@ fn turn(s: &Secrets, block: &str, i: usize) -> pb::Item {
         vec![pb::Thinking {
             text: s.text(&format!("{block}thinking{i}")),
             signature: s.text(&format!("{block}signature{i}")),
-            redacted: i % 2 == 0,
+            redacted: i.is_multiple_of(2),
         }]
     } else {
         Vec::new()
