@@ -208,22 +208,23 @@ fn main() {
     };
     catalog.policies.insert(NO_WINDOW.to_owned(), Arc::new(off));
     let default = catalog.policy("").unwrap().clone();
-    // Other low marks to compare (policies "low-N").
-    let lows: Vec<u32> = std::env::var("LOWS")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|x| x.trim().parse().ok())
-        .collect();
     let mut names: Vec<(&'static str, String)> = vec![("", "default".to_owned())];
-    for low in lows {
-        let name: &'static str = Box::leak(format!("low-{low}").into_boxed_str());
-        let p = Policy {
-            window_low_percent: low,
-            ..Policy::default()
-        };
-        catalog.policies.insert(name.to_owned(), Arc::new(p));
-        names.push((name, format!("{low}-100%")));
-    }
+    // Variants named by a list of numbers in `var`: the default policy with
+    // `set` applied, named `prefix-N`, labelled `label(N)`.
+    let mut variants = |var: &str, prefix: &str, set: fn(&mut Policy, u32), label: fn(u32) -> String| {
+        let values = std::env::var(var).unwrap_or_default();
+        for n in values.split(',').filter_map(|x| x.trim().parse::<u32>().ok()) {
+            let name: &'static str = Box::leak(format!("{prefix}-{n}").into_boxed_str());
+            let mut p = Policy::default();
+            set(&mut p, n);
+            catalog.policies.insert(name.to_owned(), Arc::new(p));
+            names.push((name, label(n)));
+        }
+    };
+    // Other low marks, least amounts cleared at once, newest results kept.
+    variants("LOWS", "low", |p, n| p.window_low_percent = n, |n| format!("{n}-100%"));
+    variants("CLEARS", "clear", |p, n| p.clear_at_least_tokens = n, |n| format!("clear at least {n}"));
+    variants("KEEPS", "keep", |p, n| p.keep_recent_tool_results = n, |n| format!("keep {n} newest results"));
     names.push((NO_WINDOW, "none".to_owned()));
     // Before lightening: the window alone (no tool result cleared, no
     // thinking dropped).
@@ -236,36 +237,6 @@ fn main() {
         .policies
         .insert(NO_LIGHTENING.to_owned(), Arc::new(before));
     names.insert(1, (NO_LIGHTENING, "window only".to_owned()));
-    // Other least amounts cleared at once (policies "clear-N").
-    let clears: Vec<u32> = std::env::var("CLEARS")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|x| x.trim().parse().ok())
-        .collect();
-    for at_least in clears {
-        let name: &'static str = Box::leak(format!("clear-{at_least}").into_boxed_str());
-        let p = Policy {
-            clear_at_least_tokens: at_least,
-            ..Policy::default()
-        };
-        catalog.policies.insert(name.to_owned(), Arc::new(p));
-        names.push((name, format!("clear at least {at_least}")));
-    }
-    // Other numbers of newest results kept (policies "keep-N").
-    let keeps: Vec<u32> = std::env::var("KEEPS")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|x| x.trim().parse().ok())
-        .collect();
-    for keep in keeps {
-        let name: &'static str = Box::leak(format!("keep-{keep}").into_boxed_str());
-        let p = Policy {
-            keep_recent_tool_results: keep,
-            ..Policy::default()
-        };
-        catalog.policies.insert(name.to_owned(), Arc::new(p));
-        names.push((name, format!("keep {keep} newest results")));
-    }
     let list = |var: &str, default: &str| -> Vec<String> {
         std::env::var(var)
             .unwrap_or_else(|_| default.to_owned())
