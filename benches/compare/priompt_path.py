@@ -39,6 +39,9 @@ def element(req: dict, evidence: dict, turns: list):
     """The prompt tree; kept ids are recorded into `evidence` and `turns` by on_include."""
     tree = [SystemMessage(s.get("content", "")) for s in req.get("staticSegments", [])]
     for j, item in enumerate(turns_of(req)):
+        if item.get("thinking"):
+            raise SystemExit("path (b): priomptipy has no thinking blocks to carry an agent's turns; "
+                             "run the agent workload with --paths a,c")
         make = AssistantMessage if item.get("role") == "ROLE_ASSISTANT" else UserMessage
         tree.append(Scope(
             children=[make(item.get("content", ""))],

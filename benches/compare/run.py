@@ -9,7 +9,8 @@ pass per path, interleaved (the fastest pass of each path is reported). The side
 reported as its cold pass. Two floor rows show what the Python client costs by itself: a trivial RPC
 (CountTokens of "hi"), and the protobuf encoding of the requests and decoding of the responses
 without any RPC. Each path's token total is checked by recounting its own output with tiktoken under
-the chat formula.
+the chat formula, as the sidecar counts the request's model (gpt-4o: o200k_base; Claude: cl100k_base
+plus 20%, thinking included).
 
 Usage:
   python3 benches/compare/run.py WORKLOAD.jsonl [--sidecar BIN | --addr HOST:PORT] [--limit N]
@@ -133,7 +134,7 @@ def run_paths(args, requests) -> tuple:
 
 def honesty(key: str, res: list) -> dict:
     """Whether a path's reported totals are what tiktoken counts for its own output."""
-    recounts = [common.chat_tokens(r.messages) for r in res]
+    recounts = [r.recount() for r in res]
     return {
         "path": key,
         "reported_equals_recount": sum(r.reported_tokens == n for r, n in zip(res, recounts)),
@@ -157,20 +158,31 @@ def _suffix(shorter: list, longer: list) -> bool:
 
 def reasons(a, b, c) -> list:
     """Why the paths' kept sets differ on one request (any of them may be None). The turn ids of the
-    replay workload end in -q (user) and -a (assistant)."""
+    replay workload end in -q (user) and -a (assistant); an agent session's in -call (assistant),
+    -result (tool) and -user, its first turn is `task` (user)."""
     out = []
     if c and c.summarized:
         out.append("sidecar: turns that did not fit were compacted into one summary unit (compact before drop): "
                    f"{c.summarized}")
+    if c and (c.cleared or c.thinking_dropped):
+        out.append("sidecar: old tool results cleared and closed cycles' thinking dropped (lightening) before any "
+                   f"turn is dropped: {len(c.cleared)} results, {len(c.thinking_dropped)} turns' thinking")
+    if a and c and _suffix(a.turns, c.turns) and not _leading_assistant_dropped(a, c):
+        out.append("langchain: trim_messages(start_on='human') keeps turns only from a user turn on (none when no "
+                   "user turn is among the newest turns that fit), so older turns the sidecar keeps are left out: "
+                   f"{len(c.turns) - len(a.turns)} turns")
+    if a and c and _suffix(c.turns, a.turns):
+        out.append("sidecar: its conversation window cuts at anchors that stay put from request to request (the "
+                   f"prefix stays cached), leaving out older turns langchain fits: {len(a.turns) - len(c.turns)} turns")
     keepers = [n for n, r in (("the sidecar", c), ("priompt", b))
-               if r and a and _leading_assistant_dropped(a, r) and common.chat_tokens(r.messages) <= r.budget]
+               if r and a and _leading_assistant_dropped(a, r) and r.recount() <= r.budget]
     if keepers:
         out.append("langchain: trim_messages(start_on='human') drops the oldest turn that fits because it is an "
                    f"assistant turn; {' and '.join(keepers)} {'keeps' if len(keepers) == 1 else 'keep'} it")
     if b:
         # Priompt accepts a prompt whose true total is up to `gap` over the limit; that changes what
         # it keeps exactly when its true total ends over the budget.
-        gap = common.chat_tokens(b.messages) - b.reported_tokens
+        gap = b.recount() - b.reported_tokens
         if gap + b.reported_tokens > b.budget:
             out.append(f"priompt: counts chat framing as 4(n-1)+3, {gap} tokens under the chat formula, so it "
                        "keeps content that does not fit and ends over the budget")
@@ -209,7 +221,7 @@ def disagreements(results: dict) -> dict:
                                          for p, q in zip(rx, ry)),
             "turns_differ": sum(p.turns != q.turns for p, q in zip(rx, ry)),
             "reported_tokens_differ": sum(p.reported_tokens != q.reported_tokens for p, q in zip(rx, ry)),
-            "recounted_tokens_differ": sum(common.chat_tokens(p.messages) != common.chat_tokens(q.messages)
+            "recounted_tokens_differ": sum(p.recount() != q.recount()
                                            for p, q in zip(rx, ry)),
         }
     n = len(next(iter(results.values())))
@@ -231,7 +243,7 @@ def disagreements(results: dict) -> dict:
                "reasons": reasons(rs.get("a"), rs.get("b"), rs.get("c"))}
         for k, r in rs.items():
             row[k] = {"evidence": r.evidence, "turns": r.turns, "summarized": r.summarized,
-                      "reported_tokens": r.reported_tokens, "recounted_tokens": common.chat_tokens(r.messages),
+                      "reported_tokens": r.reported_tokens, "recounted_tokens": r.recount(),
                       "budget": r.budget}
         examples.append(row)
     return {"pairs": pairs, "requests_with_any_difference": differing, "reasons": dict(by_reason.most_common()),

@@ -3,7 +3,9 @@
 
 The requests are parsed from the same JSON lines with `google.protobuf.json_format.Parse` before any
 timing. The kept ids come from the response's decision report (`decisions[].kept_item_ids`,
-`compacted_item_ids`, `summarized_item_ids`), the total from `usage.total_tokens`.
+`compacted_item_ids`, `summarized_item_ids`, and of the turns kept, `cleared_item_ids` and
+`thinking_dropped_item_ids`), the total from `usage.total_tokens`; each message's thinking is kept
+with it for the recount.
 
 Ways of calling it: one synchronous `Assemble` after another on one channel; a thread pool of
 `concurrency` threads sharing one channel; `grpc.aio` with `concurrency` calls in flight; and, as an
@@ -96,7 +98,7 @@ def parse(requests) -> list:
 
 
 def result(resp, seconds: float) -> Result:
-    evidence, turns, summarized = {}, [], []
+    evidence, turns, summarized, cleared, thinking_dropped = {}, [], [], [], []
     for d in resp.decisions:
         if d.kind == pb.BLOCK_KIND_EVIDENCE:
             compacted = set(d.compacted_item_ids)
@@ -104,15 +106,21 @@ def result(resp, seconds: float) -> Result:
         elif d.kind in (pb.BLOCK_KIND_HISTORY, pb.BLOCK_KIND_RECENT_TURNS):
             turns.extend(d.kept_item_ids)
             summarized.extend(d.summarized_item_ids)
+            cleared.extend(d.cleared_item_ids)
+            thinking_dropped.extend(d.thinking_dropped_item_ids)
     return Result(
         request_id=resp.request_id,
         budget=resp.usage.budget,
-        messages=[(_ROLE[m.role], m.content) for m in resp.messages],
+        messages=[(_ROLE[m.role], m.content, tuple(t.text for t in m.thinking if not t.redacted))
+                  for m in resp.messages],
         evidence=evidence,
         turns=turns,
         reported_tokens=resp.usage.total_tokens,
         seconds=seconds,
         summarized=summarized,
+        model=resp.model,
+        cleared=cleared,
+        thinking_dropped=thinking_dropped,
     )
 
 

@@ -400,6 +400,11 @@ impl Driver {
                 if let Some(c) = &mut item.compact_form {
                     c.insert_str(0, &nonce);
                 }
+                // Thinking text is counted on its own (a redacted block's
+                // data is opaque, never counted).
+                for t in item.thinking.iter_mut().filter(|t| !t.redacted) {
+                    t.text.insert_str(0, &nonce);
+                }
             }
             r.query.insert_str(0, &nonce);
         }

@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use clap::Parser;
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
-use context_assembler::tokens::Encoding;
 use context_assembler::workload::replay::Replay;
 use context_assembler::workload::sessions::{Sessions, Turns};
 use tokio::sync::watch;
@@ -62,11 +61,21 @@ enum Workload {
     /// Conversations whose exchanges carry a tool call and a long tool
     /// result (code or logs).
     ToolSessions,
+    /// Agent loops: each request adds one step, an assistant turn with its
+    /// signed thinking and a tool call, and the call's result (code or
+    /// prose); the query is a short nudge to take the next step.
+    AgentSessions,
 }
 
 /// The session workload's defaults: sessions, requests per session,
 /// budget, and the system prompt's characters.
 const SESSIONS: (usize, usize, usize, usize) = (100, 20, 4000, 4000);
+/// The agent workload's defaults (issue 37): its sessions run longer (40
+/// steps of about 1,200 tokens outgrow a 32k budget), so fewer of them keep
+/// the workload's memory near the others' (each request repeats its
+/// session, about 100 KB on average); its budgets start at 8k, and an
+/// agent's system prompt is 5,000 characters.
+const AGENT_SESSIONS: (usize, usize, usize, usize) = (25, 40, 8000, 5000);
 
 /// The workload's requests in the order tickets take them, its description,
 /// and its number of sessions (0 for the replay).
@@ -97,8 +106,12 @@ fn workload(args: &Args) -> anyhow::Result<(Arc<[pb::AssembleRequest]>, String, 
         _ if args.offer > 1 => anyhow::bail!("--offer applies to the replay workload only"),
         Workload::ChatSessions => Turns::Chat,
         Workload::ToolSessions => Turns::ToolHeavy,
+        Workload::AgentSessions => Turns::Agent,
     };
-    let (sessions, per_session, budget, system_chars) = SESSIONS;
+    let (sessions, per_session, budget, system_chars) = match turns {
+        Turns::Agent => AGENT_SESSIONS,
+        Turns::Chat | Turns::ToolHeavy => SESSIONS,
+    };
     let shape = Sessions {
         sessions: args.users.unwrap_or(sessions),
         requests: args.turns.unwrap_or(per_session),
@@ -112,15 +125,22 @@ fn workload(args: &Args) -> anyhow::Result<(Arc<[pb::AssembleRequest]>, String, 
         shape.sessions > 0 && shape.requests > 0,
         "the workload is empty: sessions (--users) and requests (--turns) must be positive"
     );
-    // Request r of session s at r * sessions + s.
-    let by_session = shape.requests();
+    // Request r of session s at r * sessions + s; each converted once, in
+    // place of its domain form, not beside it (the default agent workload
+    // holds about 100 MB of text).
+    let mut by_session: Vec<_> = shape.requests().into_iter().map(Vec::into_iter).collect();
     let mut requests = Vec::with_capacity(shape.sessions * shape.requests);
-    for r in 0..shape.requests {
-        requests.extend(by_session.iter().map(|s| pb::AssembleRequest::from(s[r].clone())));
+    for _ in 0..shape.requests {
+        requests.extend(
+            by_session
+                .iter_mut()
+                .filter_map(Iterator::next)
+                .map(pb::AssembleRequest::from),
+        );
     }
     let describe = format!(
         "{} sessions x {} requests of {} turns, a {}-token budget, a {}-character system prompt; each request \
-         repeats its session's conversation and adds one exchange; sessions interleaved",
+         repeats its session's conversation and adds one exchange (an agent: one step); sessions interleaved",
         shape.sessions,
         shape.requests,
         turns.name(),
@@ -185,23 +205,25 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     batch_size: usize,
     /// The workload: the replay (families x users x turns), or sessions
-    /// of chat-like or tool-output-heavy turns (--users sessions of --turns
-    /// requests, each adding one exchange to the conversation it repeats;
-    /// with --cold, each pass over them brings new sessions).
+    /// of chat-like, tool-output-heavy or agent turns (--users sessions of
+    /// --turns requests, each adding one exchange, or an agent's step, to
+    /// the conversation it repeats; with --cold, each pass over them brings
+    /// new sessions).
     #[arg(long, value_enum, default_value_t = Workload::Replay)]
     workload: Workload,
     /// Prefix families of the replay workload [default: the workload's, 8].
     #[arg(long)]
     families: Option<usize>,
-    /// Users per family [default: the workload's, 100], or sessions [100].
+    /// Users per family [default: the workload's, 100], or sessions [100;
+    /// agent sessions 25].
     #[arg(long)]
     users: Option<usize>,
     /// Turns per user [default: the workload's, 6], or requests per
-    /// session [20].
+    /// session [20; agent sessions 40].
     #[arg(long)]
     turns: Option<usize>,
     /// The request budget and the prompt's target size in tokens [default:
-    /// the workload's, 8000; sessions 4000].
+    /// the workload's, 8000; sessions 4000; agent sessions 8000].
     #[arg(long)]
     prompt_tokens: Option<usize>,
     /// Replay only: how many budgets of content each request offers (1: a
@@ -436,9 +458,8 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         start: start.as_ref(),
         end: end.as_ref(),
         rss_max,
-        // The session workload's model is gpt-4o.
         sessions: (plan.sessions > 0)
-            .then(|| sessions::figures(&driver.session_answers(), Encoding::O200kBase))
+            .then(|| sessions::figures(&driver.session_answers(), sessions::encoding(&workload)))
             .flatten(),
     });
     print!("{}", report.text());
@@ -677,5 +698,50 @@ mod tests {
         assert!(Args::try_parse_from(["loadgen", "--server-arg", "x"]).is_err());
         let defaults = Args::try_parse_from(["loadgen"]).map_err(|e| e.to_string());
         assert!(defaults.is_ok_and(|a| a.expect_ok && a.concurrency == 16 && a.connections == 2));
+    }
+
+    /// The requests of `flags`, their description and session count.
+    fn requests_of(flags: &[&str]) -> (Vec<pb::AssembleRequest>, String, usize) {
+        let args = Args::try_parse_from(std::iter::once("loadgen").chain(flags.iter().copied()))
+            .map_err(|e| e.to_string())
+            .unwrap();
+        let (requests, described, sessions) = workload(&args).map_err(|e| e.to_string()).unwrap();
+        (requests.to_vec(), described, sessions)
+    }
+
+    #[test]
+    fn agent_sessions_are_the_agent_workload_at_its_budgets() {
+        let small = ["--workload", "agent-sessions", "--users", "2", "--turns", "3"];
+        let (requests, described, sessions) = requests_of(&small);
+        assert_eq!((requests.len(), sessions), (6, 2));
+        assert!(described.contains("of agent turns"), "{described}");
+        let system = &requests[0].static_segments[0].content;
+        assert!((5_000..5_200).contains(&system.len()), "{}", system.len());
+        for r in &requests {
+            assert_eq!(r.model, "claude-sonnet-4-5");
+            assert_eq!(r.max_input_tokens, Some(8_000));
+        }
+        // Interleaved: request 1 of session 0 (ticket 2) carries step 0, its
+        // thinking and the tool result.
+        assert_eq!(requests[2].session_id, "session-0");
+        let items = &requests[2].blocks[0].items;
+        assert!(items.iter().any(|i| !i.thinking.is_empty()));
+        assert!(items.iter().any(|i| !i.tool_name.is_empty()));
+        for budget in ["8000", "16000", "32000"] {
+            let flags = [&small[..], &["--prompt-tokens", budget]].concat();
+            let (requests, _, _) = requests_of(&flags);
+            assert!(
+                requests
+                    .iter()
+                    .all(|r| r.max_input_tokens.map(|b| b.to_string()).as_deref() == Some(budget))
+            );
+        }
+        // The other session workloads keep their defaults.
+        let (chat, _, _) = requests_of(&["--workload", "chat-sessions", "--users", "1", "--turns", "1"]);
+        assert_eq!(
+            (chat[0].model.as_str(), chat[0].max_input_tokens),
+            ("gpt-4o", Some(4_000))
+        );
+        assert!(chat[0].static_segments[0].content.len() < 4_200);
     }
 }

@@ -421,18 +421,20 @@ impl<'a> Report<'a> {
                 "session prefix:",
                 format!(
                     "{} of prompt tokens (query excluded) byte-identical with the session's previous prompt; \
-                     per request p10 {}, median {} ({} requests of {} sessions)",
+                     per request p10 {}, median {} ({} requests of {} sessions, up to request {} of a session)",
                     percent(Some(f.share)),
                     percent(Some(f.share_p10)),
                     percent(Some(f.share_median)),
                     f.compared,
-                    f.sessions
+                    f.sessions,
+                    f.furthest + 1
                 ),
             );
             line(
                 "session budget use:",
                 format!(
-                    "mean {}, p10 {} of the budget over {} requests whose conversation was cut",
+                    "mean {}, p10 {} of the budget over {} requests whose conversation did not fit whole \
+                     (turns cut, or tool results cleared)",
                     percent(f.utilization),
                     percent(f.utilization_p10),
                     f.cut
@@ -470,6 +472,7 @@ impl<'a> Report<'a> {
             json!({
                 "sessions": f.sessions,
                 "compared": f.compared,
+                "furthest_position": f.furthest,
                 "prefix_share": round(Some(f.share), 4),
                 "prefix_share_p10": round(Some(f.share_p10), 4),
                 "prefix_share_median": round(Some(f.share_median), 4),

@@ -1,7 +1,13 @@
 //! The session workload's own figures: how much of each prompt is a
 //! byte-identical prefix of the session's previous prompt (what a provider
 //! prompt cache bills at a fraction), and the budget used once the
-//! conversation no longer fits.
+//! conversation no longer fits whole (a turn dropped or summarized, or old
+//! tool results cleared and thinking dropped).
+//!
+//! The prompt text compared is the one `workload::sessions::common_prefix`
+//! compares: each message's role, its thinking (text and signature) and its
+//! content, in order, the query excluded; thinking passed back is part of
+//! what a provider caches.
 //!
 //! Answers of every [`SAMPLE_EVERY`]th session of the first pass are kept
 //! (their prompt text, the query excluded) and measured after the run, so
@@ -11,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use context_assembler::config::default_catalog;
 use context_assembler::grpc::pb;
 use context_assembler::tokens::{Encoding, Tokenizer};
 
@@ -26,14 +33,17 @@ pub struct SessionAnswer {
     pub session: usize,
     /// The request's position in its session, from 0.
     pub position: usize,
-    /// The prompt without its last message (the query): each message's role
-    /// and content, NUL-separated.
+    /// The prompt without its last message (the query): each message's
+    /// role, its thinking's text and signature, and its content,
+    /// NUL-separated.
     pub text: String,
     /// Tokens of the whole prompt.
     pub total: u32,
     /// The budget.
     pub budget: u32,
-    /// Whether some of the conversation was left out.
+    /// Whether the conversation did not fit whole: some turn was left out
+    /// (dropped or summarized), or lightened (tool results cleared,
+    /// thinking dropped).
     pub cut: bool,
 }
 
@@ -52,11 +62,18 @@ impl SessionAnswer {
             let role = pb::Role::try_from(m.role).unwrap_or(pb::Role::Unspecified);
             text.push_str(role.as_str_name());
             text.push('\0');
+            for t in &m.thinking {
+                text.push_str(&t.text);
+                text.push('\0');
+                text.push_str(&t.signature);
+                text.push('\0');
+            }
             text.push_str(&m.content);
             text.push('\0');
         }
         let offered: usize = sent.blocks.iter().map(|b| b.items.len()).sum();
         let kept: usize = resp.decisions.iter().map(|d| d.kept_item_ids.len()).sum();
+        let lightened = resp.decisions.iter().any(|d| d.tokens_cleared > 0);
         let usage = resp.usage.clone().unwrap_or_default();
         SessionAnswer {
             session,
@@ -64,7 +81,7 @@ impl SessionAnswer {
             text,
             total: usage.total_tokens,
             budget: usage.budget,
-            cut: kept < offered,
+            cut: kept < offered || lightened,
         }
     }
 }
@@ -76,6 +93,10 @@ pub struct SessionFigures {
     pub sessions: usize,
     /// Requests compared with their session's previous one.
     pub compared: usize,
+    /// The furthest position (from 0) of a compared request in its session:
+    /// a run too short to reach the requests that outgrow the budget shows
+    /// here.
+    pub furthest: usize,
     /// Prompt tokens (query excluded) that are a byte-identical prefix of
     /// the previous prompt, over all compared requests.
     pub share: f64,
@@ -83,12 +104,24 @@ pub struct SessionFigures {
     pub share_p10: f64,
     /// Its median per request.
     pub share_median: f64,
-    /// Requests whose conversation was cut.
+    /// Requests whose conversation did not fit whole.
     pub cut: usize,
     /// Total tokens over budget of those, mean (`None` if none was cut).
     pub utilization: Option<f64>,
     /// Its 10th percentile.
     pub utilization_p10: Option<f64>,
+}
+
+/// The encoding the figures count with: that of the workload's model (the
+/// model of its first request), its base encoding when the sidecar
+/// estimates (Claude: cl100k_base); o200k_base for a model the default
+/// catalog does not know. The shares are ratios of counts of one text, so
+/// any close encoding gives nearly the same figures.
+pub fn encoding(workload: &[pb::AssembleRequest]) -> Encoding {
+    workload
+        .first()
+        .and_then(|r| default_catalog().models.resolve(&r.model)?.tokenizer.encoding())
+        .unwrap_or(Encoding::O200kBase)
 }
 
 fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
@@ -109,11 +142,13 @@ pub fn figures(answers: &[SessionAnswer], encoding: Encoding) -> Option<SessionF
     }
     let (mut common_tokens, mut all_tokens) = (0u64, 0u64);
     let mut shares = Vec::new();
+    let mut furthest = 0;
     for requests in by_session.values() {
         for (position, now) in requests {
             let Some(previous) = position.checked_sub(1).and_then(|p| requests.get(&p)) else {
                 continue;
             };
+            furthest = furthest.max(*position);
             let mut at = previous
                 .text
                 .bytes()
@@ -141,6 +176,7 @@ pub fn figures(answers: &[SessionAnswer], encoding: Encoding) -> Option<SessionF
     Some(SessionFigures {
         sessions: by_session.len(),
         compared: shares.len(),
+        furthest,
         share: common_tokens as f64 / all_tokens.max(1) as f64,
         share_p10: percentile(shares.clone(), 0.1),
         share_median: percentile(shares, 0.5),
@@ -191,5 +227,93 @@ mod tests {
             .collect();
         assert_eq!(figures(&uncut, Encoding::O200kBase).unwrap().utilization, None);
         assert_eq!(figures(&answers[..1], Encoding::O200kBase), None);
+        assert_eq!(f.furthest, 2);
+    }
+
+    /// An answer of two turns, `r0-call` with its thinking and `r0-result`,
+    /// then the query; `kept` of them kept, `cleared` tokens lightened.
+    fn agent_answer(
+        thinking: &str,
+        kept: &[&str],
+        cleared: u32,
+    ) -> (pb::AssembleRequest, pb::AssembleResponse) {
+        let item = |id: &str| pb::Item {
+            id: id.to_owned(),
+            ..pb::Item::default()
+        };
+        let sent = pb::AssembleRequest {
+            blocks: vec![pb::Block {
+                items: vec![item("r0-call"), item("r0-result")],
+                ..pb::Block::default()
+            }],
+            ..pb::AssembleRequest::default()
+        };
+        let message = |role: pb::Role, content: &str| pb::Message {
+            role: role as i32,
+            content: content.to_owned(),
+            ..pb::Message::default()
+        };
+        let resp = pb::AssembleResponse {
+            messages: vec![
+                pb::Message {
+                    thinking: vec![pb::Thinking {
+                        text: thinking.to_owned(),
+                        signature: "sig".to_owned(),
+                        redacted: false,
+                    }],
+                    ..message(pb::Role::Assistant, "call")
+                },
+                message(pb::Role::Tool, "result"),
+                message(pb::Role::User, "the query"),
+            ],
+            decisions: vec![pb::BlockDecision {
+                kept_item_ids: kept.iter().map(|&k| k.to_owned()).collect(),
+                tokens_cleared: cleared,
+                ..pb::BlockDecision::default()
+            }],
+            usage: Some(pb::Usage {
+                total_tokens: 90,
+                budget: 100,
+                ..pb::Usage::default()
+            }),
+            ..pb::AssembleResponse::default()
+        };
+        (sent, resp)
+    }
+
+    #[test]
+    fn thinking_is_compared_before_content_and_lightening_counts_as_not_fitting() {
+        let whole = ["r0-call", "r0-result"];
+        let (sent, resp) = agent_answer("plan", &whole, 0);
+        let a = SessionAnswer::new(0, 0, &sent, &resp);
+        assert_eq!(
+            a.text, "ROLE_ASSISTANT\0plan\0sig\0call\0ROLE_TOOL\0result\0",
+            "role, thinking text and signature, content; the query left out"
+        );
+        assert!(!a.cut, "every turn kept whole");
+        let (sent, resp) = agent_answer("plan", &whole, 40);
+        assert!(SessionAnswer::new(0, 0, &sent, &resp).cut, "tool results cleared");
+        let (sent, resp) = agent_answer("plan", &whole[1..], 0);
+        assert!(SessionAnswer::new(0, 0, &sent, &resp).cut, "a turn left out");
+
+        // Same contents, other thinking: the prefix ends inside the thinking.
+        let (sent, resp) = agent_answer("replan", &whole, 0);
+        let b = SessionAnswer::new(0, 1, &sent, &resp);
+        let f = figures(&[a, b], Encoding::O200kBase).unwrap();
+        assert!(f.share < 0.5, "{f:?}");
+    }
+
+    #[test]
+    fn figures_count_with_the_workloads_model() {
+        let of = |model: &str| {
+            encoding(&[pb::AssembleRequest {
+                model: model.to_owned(),
+                ..pb::AssembleRequest::default()
+            }])
+        };
+        assert_eq!(of("gpt-4o"), Encoding::O200kBase);
+        assert_eq!(of("claude-sonnet-4-5"), Encoding::Cl100kBase);
+        assert_eq!(of("no-such-model"), Encoding::O200kBase);
+        assert_eq!(encoding(&[]), Encoding::O200kBase);
     }
 }

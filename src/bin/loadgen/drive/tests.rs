@@ -146,8 +146,21 @@ fn cold_requests_are_unique_and_keep_their_ids() {
 #[test]
 fn cold_sessions_share_a_nonce_within_a_pass() {
     let (_tx, rx) = watch::channel(false);
+    let thinking = |text: &str, redacted| pb::Thinking {
+        text: text.to_owned(),
+        signature: "sig".to_owned(),
+        redacted,
+    };
     let turn = pb::AssembleRequest {
         query: "q".to_owned(),
+        blocks: vec![pb::Block {
+            items: vec![pb::Item {
+                content: "call".to_owned(),
+                thinking: vec![thinking("plan", false), thinking("opaque", true)],
+                ..pb::Item::default()
+            }],
+            ..pb::Block::default()
+        }],
         ..request("t", Some(10))
     };
     // Two sessions of two requests: tickets 0 and 2 are session 0's.
@@ -166,6 +179,18 @@ fn cold_sessions_share_a_nonce_within_a_pass() {
     assert_eq!(query(0), query(2), "one session, one pass");
     assert_ne!(query(0), query(1), "two sessions");
     assert_ne!(query(0), query(4), "the next pass brings new sessions");
+    // Thinking is counted on its own: cold, its text is new too; a
+    // redacted block and every signature pass unchanged.
+    let item = |t| d.request(t).blocks[0].items[0].clone();
+    let (first, next) = (item(0), item(4));
+    assert!(first.thinking[0].text.ends_with(" plan"));
+    assert_ne!(first.thinking[0].text, next.thinking[0].text);
+    assert_eq!(
+        first.thinking[0].text.strip_suffix("plan"),
+        first.content.strip_suffix("call")
+    );
+    assert_eq!(first.thinking[1], thinking("opaque", true));
+    assert_eq!(first.thinking[0].signature, "sig");
 }
 
 #[test]
