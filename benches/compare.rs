@@ -70,7 +70,7 @@ fn sessions(turns: Turns) -> Sessions {
         sessions: env_or("COMPARE_USERS", if test { 2 } else { 20 }),
         requests: env_or("COMPARE_TURNS", if test { 3 } else { 20 }),
         budget: if agent { 8_000 } else { 4_000 },
-        system_chars: if agent { 5_000 } else { 4_000 },
+        system_chars: turns.system_chars(),
         turns,
         policy: "",
         seed: Replay::default().seed,

@@ -78,7 +78,7 @@ fn sessions_jsonl(args: &Args, turns: Turns) -> (Vec<u8>, String) {
         sessions: args.users,
         requests: args.turns,
         budget: args.budget.unwrap_or(u32::try_from(prompt_tokens).unwrap()),
-        system_chars: if turns == Turns::Agent { 5_000 } else { 4_000 },
+        system_chars: turns.system_chars(),
         turns,
         policy: "",
         seed: args.seed,

@@ -222,9 +222,24 @@ fn main() {
         }
     };
     // Other low marks, least amounts cleared at once, newest results kept.
-    variants("LOWS", "low", |p, n| p.window_low_percent = n, |n| format!("{n}-100%"));
-    variants("CLEARS", "clear", |p, n| p.clear_at_least_tokens = n, |n| format!("clear at least {n}"));
-    variants("KEEPS", "keep", |p, n| p.keep_recent_tool_results = n, |n| format!("keep {n} newest results"));
+    variants(
+        "LOWS",
+        "low",
+        |p, n| p.window_low_percent = n,
+        |n| format!("{n}-100%"),
+    );
+    variants(
+        "CLEARS",
+        "clear",
+        |p, n| p.clear_at_least_tokens = n,
+        |n| format!("clear at least {n}"),
+    );
+    variants(
+        "KEEPS",
+        "keep",
+        |p, n| p.keep_recent_tool_results = n,
+        |n| format!("keep {n} newest results"),
+    );
     names.push((NO_WINDOW, "none".to_owned()));
     // Before lightening: the window alone (no tool result cleared, no
     // thinking dropped).
@@ -275,7 +290,7 @@ fn main() {
     std::fs::write(&config, toml).unwrap();
     let tok = Tokenizer::exact(Encoding::O200kBase);
     println!(
-        "{count} sessions x {requests} requests, one exchange added per request, a 4,000-character system prompt; \
+        "{count} sessions x {requests} requests, one exchange (an agent: one step) added per request, a 4,000-character system prompt (5,000 for agents); \
          default window {}-{}% vs none",
         default.window_low_percent, default.window_high_percent
     );
@@ -298,8 +313,7 @@ fn main() {
                     sessions: count,
                     requests,
                     budget,
-                    // The agent workload's system prompt is 5,000 characters.
-                    system_chars: if turns == Turns::Agent { 5_000 } else { 4_000 },
+                    system_chars: turns.system_chars(),
                     turns,
                     policy,
                     seed: 11,

@@ -39,6 +39,15 @@ impl Turns {
         }
     }
 
+    /// Characters of the system prompt the measurements use: 5,000 for an
+    /// agent (issue 37's shape), 4,000 otherwise.
+    pub fn system_chars(self) -> usize {
+        match self {
+            Turns::Chat | Turns::ToolHeavy => 4_000,
+            Turns::Agent => 5_000,
+        }
+    }
+
     /// The model the requests name.
     pub fn model(self) -> &'static str {
         match self {
