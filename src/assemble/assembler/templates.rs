@@ -545,3 +545,59 @@ proptest! {
         prop_assert_eq!(out.tokens_after, chatml_tokens(&model, &as_sent(&out.messages)));
     }
 }
+
+/// A template that renders an assistant turn's reasoning (as Qwen 3's
+/// does, read as `reasoning_content`) before its content.
+const THINKS: &str = "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if message.reasoning_content %}<think>{{ message.reasoning_content }}</think>{% endif %}{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// A model counted with its own folder bills thinking as its template
+/// renders it: the usage is the rendered prompt's count, thinking
+/// included, and the thinking comes back verbatim on its turn.
+#[test]
+fn a_template_that_renders_thinking_bills_it() {
+    let (_dir, a, model) = assembler(THINKS, Role::User);
+    let thinking = vec![crate::prompt::Thinking {
+        text: "First look at the failing crate, then its lock file.".to_owned(),
+        signature: "sig".to_owned(),
+        redacted: false,
+    }];
+    let turn = |id: &str, role: Role, content: &str| Item {
+        id: id.to_owned(),
+        role: Some(role),
+        content: content.to_owned(),
+        ..Item::default()
+    };
+    let req = |thinking: Vec<crate::prompt::Thinking>| AssembleRequest {
+        request_id: "r".to_owned(),
+        model: "m".to_owned(),
+        max_input_tokens: Some(5_000),
+        query: "Go on.".to_owned(),
+        blocks: vec![Block::new(
+            "turns",
+            BlockKind::RecentTurns,
+            vec![
+                turn("u", Role::User, "Why does the build fail?"),
+                Item {
+                    tool_call_ids: vec!["c".to_owned()],
+                    thinking,
+                    ..turn("a", Role::Assistant, "Reading the log.")
+                },
+                Item {
+                    tool_call_id: "c".to_owned(),
+                    ..turn("r", Role::Tool, "error: lock file out of date")
+                },
+            ],
+        )],
+        ..AssembleRequest::default()
+    };
+    let with = a.assemble(req(thinking.clone())).unwrap();
+    let without = a.assemble(req(Vec::new())).unwrap();
+    assert_eq!(with.usage.total_tokens, rendered_tokens(&model, &with.messages));
+    assert!(with.usage.total_tokens > without.usage.total_tokens);
+    let call = with
+        .messages
+        .iter()
+        .find(|m| !m.tool_call_ids.is_empty())
+        .unwrap();
+    assert_eq!(call.thinking, thinking);
+}
