@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tracing::debug;
 
-use super::allocate::{self, Allocation, BlockPlan, Carrier, DropReason, UnitPlan};
+use super::allocate::{self, Allocation, BlockPlan, Carrier, DropReason, Form, UnitPlan};
 use super::counting::Counter;
 use super::error::AssembleError;
 use super::layout;
@@ -224,6 +224,18 @@ impl<'a> Pipeline<'a> {
                 metrics::COMPACTION_SOURCE_ASSEMBLE,
                 metrics::COMPACTION_OUTCOME_SUMMARIZED,
                 saturating_u32(s.covered.saturating_sub(u64::from(s.cost))),
+            );
+        }
+        let lightened: u64 = (alloc.forms.iter().flatten())
+            .zip(alloc.fulls.iter().flatten().zip(alloc.costs.iter().flatten()))
+            .filter(|(f, _)| **f == Form::Light)
+            .map(|(_, (full, &cost))| u64::from(full.tokens().saturating_sub(cost)))
+            .sum();
+        if lightened > 0 {
+            metrics::compaction(
+                metrics::COMPACTION_SOURCE_ASSEMBLE,
+                metrics::COMPACTION_OUTCOME_LIGHTENED,
+                saturating_u32(lightened),
             );
         }
         let measurement = Measurement {

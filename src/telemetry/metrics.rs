@@ -353,8 +353,10 @@ pub fn initialize(labels: &Labels) {
     for &outcome in labels.compact_outcomes {
         counter!(COMPACTIONS_TOTAL, "source" => COMPACTION_SOURCE_COMPACT, "outcome" => outcome).increment(0);
     }
-    counter!(COMPACTIONS_TOTAL, "source" => COMPACTION_SOURCE_ASSEMBLE, "outcome" => COMPACTION_OUTCOME_SUMMARIZED)
-        .increment(0);
+    for outcome in [COMPACTION_OUTCOME_SUMMARIZED, COMPACTION_OUTCOME_LIGHTENED] {
+        counter!(COMPACTIONS_TOTAL, "source" => COMPACTION_SOURCE_ASSEMBLE, "outcome" => outcome)
+            .increment(0);
+    }
     counter!(COMPACTION_BREAKER_OPEN_TOTAL).increment(0);
     for result in [RELOAD_APPLIED, RELOAD_REFUSED] {
         counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(0);
@@ -604,6 +606,9 @@ pub fn connection_refused() {
 
 /// Outcome of a compaction inside Assemble: turns summarized before dropping.
 pub const COMPACTION_OUTCOME_SUMMARIZED: &str = "summarized";
+/// Outcome of a compaction inside Assemble: turns lightened (tool results
+/// cleared, closed cycles' thinking dropped) before any is summarized.
+pub const COMPACTION_OUTCOME_LIGHTENED: &str = "lightened";
 
 /// Records one compaction (`outcome` is a bounded `as_str` label) and the
 /// tokens it removed.

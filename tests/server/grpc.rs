@@ -841,8 +841,12 @@ async fn an_agent_conversation_is_lightened_over_the_wire_with_its_thinking_inta
 
     // Tight: old results are cleared (never the newest, never the excluded
     // tool's), every call keeps its result, and the open cycle's thinking
-    // (no user turn after the task) stays.
+    // (no user turn after the task) stays; the lightening is counted.
+    let labels = [("source", "assemble"), ("outcome", "lightened")];
+    let before = server.counter("assembler_compactions_total", &labels).await;
     let tight = client.assemble(agent_request(1_500)).await.unwrap().into_inner();
+    let after = server.counter("assembler_compactions_total", &labels).await;
+    assert!(after > before, "lightening not counted: {before} -> {after}");
     let d = &tight.decisions[0];
     assert!(!d.cleared_item_ids.is_empty(), "{d:?}");
     assert!(d.tokens_cleared > 0);
