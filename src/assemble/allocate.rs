@@ -34,14 +34,16 @@ pub fn rank_by_score(mut positions: Vec<usize>, score: impl Fn(usize) -> f64) ->
 /// does not fit is first *lightened* ([`Shrink::light`]: old tool results
 /// cleared, closed cycles' thinking dropped) before any turn is summarized
 /// or dropped. Lightening goes oldest first up to an anchor: the anchors
-/// are the turns where the tokens lightening could save since the previous
-/// anchor reach `lighten`, counted from the first turn, so they depend only
-/// on the turns before them and appending turns moves none. The least
-/// anchor whose lightening lets the whole conversation fit the room the
-/// turns had is taken (the last anchor when none does: the window, the
-/// summary and drops then do the rest). A session's next requests lighten
-/// the same turns until the conversation outgrows its room again, and then
-/// lighten at least `lighten` tokens more at once.
+/// are the turns where the tokens lightening could save (were nothing
+/// protected) since the previous anchor reach `lighten`, counted from the
+/// first turn, so they depend only on the turns before them and appending
+/// turns moves none. The least anchor whose lightening lets the whole
+/// conversation fit the room the turns had is taken. A session's next
+/// requests lighten the same turns until the conversation outgrows its room
+/// again, and then lighten at least `lighten` tokens more at once. When
+/// even the conversation lightened whole (were nothing protected) does not
+/// fit, the window cuts it first, at its anchors on those bare costs (see
+/// below), and the turns after the cut are lightened as above.
 pub fn allocate(
     blocks: &[BlockPlan],
     base: u64,
@@ -115,7 +117,15 @@ pub fn allocate(
     // rest, the fill cuts further, and a later request may not need to.
     let window_anchor = window.anchors(bare.iter().copied());
 
-    let cut = if bare.iter().sum::<u64>() <= room {
+    // A turn that must stay (reserved) stops the cut, as it stops the
+    // window's; a turn block with a floor leaves the cut to the fill, which
+    // keeps the floor.
+    let must_stay = seq
+        .iter()
+        .position(|&(b, u)| blocks[b].units[u].reserved_in(&blocks[b]))
+        .unwrap_or(seq.len());
+    let floors = seq.iter().any(|&(b, _)| blocks[b].min_tokens > 0);
+    let cut = if floors || bare.iter().sum::<u64>() <= room {
         0
     } else {
         let mut first = seq.len();
@@ -128,6 +138,7 @@ pub fn allocate(
             .find(|&j| window_anchor[j])
             .unwrap_or(first)
             .min(seq.len().saturating_sub(1))
+            .min(must_stay)
     };
     // Of the turns after the cut, the least anchor that lets them fit as
     // they will be sent (all that can be lightened when none does).

@@ -848,3 +848,92 @@ proptest! {
         }
     }
 }
+
+/// Every turn of block 0 lightened as `lights` says (others not).
+fn with_lights(
+    blocks: &[BlockPlan],
+    lights: &[(u32, u32)],
+    base: u64,
+    budget: u32,
+    at_least: u32,
+) -> Result<Allocation, Overflow> {
+    allocate(
+        blocks,
+        base,
+        [OVERHEAD; 2],
+        budget,
+        Window {
+            step: 50,
+            high: u32::MAX,
+        },
+        Some(at_least),
+        &mut Lightening {
+            inner: Synthetic(blocks, true),
+            lights,
+        },
+    )
+}
+
+#[test]
+fn a_pinned_turn_stays_whole_and_a_floor_is_kept_when_the_cut_is_decided_bare() {
+    // The oldest turn is pinned (its call's other half is in a block that
+    // may not be cut), and even lightened whole the turns do not fit: the
+    // cut decided on the bare costs never takes it.
+    let mut blocks = vec![turns(BlockKind::RecentTurns, 8, 0, &[100; 8])];
+    blocks[0].units[0].pinned = true;
+    let lights = [(60, 0); 8];
+    let a = with_lights(&blocks, &lights, 0, 250, 100).unwrap();
+    assert_eq!(a.forms[0][0], Form::Full, "the pinned turn stays whole");
+    assert!(a.used <= 250);
+    assert_eq!(recount(&blocks, &a, 0), a.used);
+    // A floor on the block: the fill keeps it, or drops the block whole.
+    blocks[0].units[0].pinned = false;
+    blocks[0].min_tokens = 200;
+    let b = with_lights(&blocks, &lights, 0, 250, 100).unwrap();
+    assert!(b.used <= 250);
+    assert_eq!(recount(&blocks, &b, 0), b.used);
+    let kept: u32 = b.costs[0].iter().sum();
+    assert!(kept == 0 || kept >= 200, "kept {kept} under the floor");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// With lightening, whatever the blocks: the same overflow as without
+    /// (only what may not be cut counts), a total within the budget and
+    /// exact, reserved units whole, and a turn block's floor kept or the
+    /// block dropped whole.
+    #[test]
+    fn lightening_keeps_the_allocation_invariants(
+        (blocks, base, budget) in plans(),
+        lights in prop::collection::vec((0u32..150, 0u32..150), 0..8),
+        at_least in 1u32..300,
+    ) {
+        let plain = run(&blocks, base, budget);
+        let lit = with_lights(&blocks, &lights, base, budget, at_least);
+        match (plain, lit) {
+            (Err(p), Err(l)) => prop_assert_eq!(p, l),
+            (Ok(_), Ok(a)) => {
+                prop_assert!(a.used <= u64::from(budget));
+                prop_assert_eq!(recount(&blocks, &a, base), a.used);
+                for (bi, b) in blocks.iter().enumerate() {
+                    for (ui, u) in b.units.iter().enumerate() {
+                        if u.reserved_in(b) {
+                            prop_assert_eq!(a.forms[bi][ui], Form::Full, "reserved unit {} of block {}", ui, bi);
+                        }
+                    }
+                    // What the fill kept beside the reserved units.
+                    let kept: u64 = a.costs[bi].iter().zip(&b.units).filter(|(_, u)| !u.reserved_in(b)).map(|(&c, _)| u64::from(c)).sum();
+                    // A floor binds a block that lost turns (one kept whole,
+                    // lightened or not, is not cut).
+                    let lost = a.forms[bi].iter().zip(&b.units).any(|(f, u)| u.invalid.is_none() && !f.is_kept());
+                    if b.cuttable && b.chrono.is_some() && lost {
+                        prop_assert!(kept == 0 || kept >= u64::from(b.min_tokens),
+                            "block {} kept {} under its floor {}", bi, kept, b.min_tokens);
+                    }
+                }
+            }
+            (p, l) => prop_assert!(false, "lightening changed the outcome: {:?} vs {:?}", p.map(|a| a.used), l.map(|a| a.used)),
+        }
+    }
+}
