@@ -1500,3 +1500,51 @@ fn token_ids_of_an_encodings_model_are_unavailable() {
     assert_eq!(out.messages, plain.messages);
     assert_eq!(out.usage, plain.usage);
 }
+
+/// A cleared result that has a compact form is sent in it, in place of the
+/// placeholder; one without is sent as the placeholder; and with clearing
+/// off the same conversation is cut instead.
+#[test]
+fn a_cleared_result_is_sent_in_its_compact_form_when_it_has_one() {
+    let long = "the build log says the lock file is out of date. ".repeat(80);
+    let mut items = vec![turn("task", Role::User, "Why does the build fail?")];
+    for step in 0..4 {
+        items.push(Item {
+            tool_call_ids: vec![format!("c{step}")],
+            ..turn(&format!("a{step}"), Role::Assistant, "Reading the log.")
+        });
+        items.push(Item {
+            tool_call_id: format!("c{step}"),
+            compact_form: (step == 0).then(|| "Lock file out of date.".to_owned()),
+            ..turn(&format!("r{step}"), Role::Tool, &long)
+        });
+    }
+    let mut req = request(vec![block("recent", BlockKind::RecentTurns, items)]);
+    req.max_input_tokens = Some(2_500);
+    let out = asm().assemble(req.clone()).unwrap();
+    let d = &out.decisions[0];
+    assert!(d.cleared_item_ids.contains(&"r0".to_owned()), "{d:?}");
+    assert!(d.dropped_item_ids.is_empty(), "lightening was enough: {d:?}");
+    let sent = |call: &str| {
+        out.messages
+            .iter()
+            .find(|m| m.tool_call_id == call)
+            .unwrap()
+            .content
+            .clone()
+    };
+    assert_eq!(sent("c0"), "Lock file out of date.");
+    if d.cleared_item_ids.contains(&"r1".to_owned()) {
+        assert!(sent("c1").starts_with("[tool result cleared") && sent("c1").contains("\"r1\""));
+    }
+    assert_eq!(sent("c3"), long, "the newest result is kept whole");
+    assert_eq!(
+        recount(Encoding::O200kBase, &out.messages),
+        out.usage.total_tokens
+    );
+    // Without clearing, turns go instead.
+    req.policy = WINDOW_ONLY.to_owned();
+    let cut = asm().assemble(req).unwrap();
+    assert!(cut.decisions[0].cleared_item_ids.is_empty());
+    assert!(!cut.decisions[0].dropped_item_ids.is_empty());
+}
