@@ -169,16 +169,10 @@ impl Sessions {
                     format!("Calling {tool}: {}", prose(rng, len)),
                 )
             });
-            let len = 800 + rng.below(6_200);
-            let output = if rng.below(2) == 0 {
-                code(rng, len)
-            } else {
-                prose(rng, len)
-            };
             history.push(Item {
                 tool_call_id: call,
                 tool_name: tool.to_owned(),
-                ..turn(format!("r{r}-result"), Role::Tool, output)
+                ..turn(format!("r{r}-result"), Role::Tool, tool_output(rng, 800, 6_200))
             });
             return;
         }
@@ -189,20 +183,25 @@ impl Sessions {
                 tool_call_ids: vec![call.clone()],
                 ..turn(format!("r{r}-call"), Role::Assistant, "Looking it up.".to_owned())
             });
-            let len = 1_500 + rng.below(4_500);
-            let output = if rng.below(2) == 0 {
-                code(rng, len)
-            } else {
-                prose(rng, len)
-            };
             history.push(Item {
                 tool_call_id: call,
-                ..turn(format!("r{r}-result"), Role::Tool, output)
+                ..turn(format!("r{r}-result"), Role::Tool, tool_output(rng, 1_500, 4_500))
             });
         }
         let len = 300 + rng.below(1_200);
         let answer = prose(rng, len);
         history.push(turn(format!("r{r}-a"), Role::Assistant, answer));
+    }
+}
+
+/// A tool's output: `least` to `least + spread` characters, code or prose
+/// with even odds.
+fn tool_output(rng: &mut Rng, least: usize, spread: usize) -> String {
+    let len = least + rng.below(spread);
+    if rng.below(2) == 0 {
+        code(rng, len)
+    } else {
+        prose(rng, len)
     }
 }
 
