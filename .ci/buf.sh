@@ -63,14 +63,16 @@ PY
     echo "$out" >&2
     exit 1
   fi
-  echo "buf: refused ($name): $(head -n 1 <<<"$out")"
+  echo "buf: refused ($name): ${out%%$'\n'*}"
 }
 plant "a removed field" \
   "  // What the block holds.
   BlockKind kind = 2;" "" \
   'Previously present field "2" with name "kind" on message "Block" was deleted.'
 plant "a renumbered tag" \
-  "  uint32 priority = 3;" "  uint32 priority = 30;" \
+  "  // priority; ties keep request order.
+  uint32 priority = 3;" "  // priority; ties keep request order.
+  uint32 priority = 30;" \
   'Previously present field "3" with name "priority" on message "Block" was deleted.'
 plant "a changed type" \
   "  uint32 min_tokens = 5;" "  uint64 min_tokens = 5;" \
