@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# CI: the example clients in clients/ (Go, Java, Python), each generated from the proto contract
-# and built here, run against a real server; fails if any of them fails a check.
+# CI: the client packages in clients/ (Go, Java, Python), each holding code generated from
+# proto/ and a helper. Each package's own check (clients/LANG/check.sh OUT ADDR ADDR_NO_MEMORY)
+# regenerates its code into a scratch copy and fails when it differs from the checked-in code,
+# builds the package, and runs its tests against real servers: ADDR with a memory store
+# (SQLite), ADDR_NO_MEMORY without one. Fails if any package fails.
 # Usage: bash .ci/clients.sh SERVER_BINARY   (e.g. target/debug/context-assembler)
-# Installs what it needs (Debian packages, pip packages); everything generated or built goes to
-# target/clients/, never into the source tree.
+# Installs what the packages need (Debian packages, the buf CLI); everything generated or built
+# goes to target/clients/, never into the source tree.
 set -euo pipefail
 
 server="${1:?usage: bash .ci/clients.sh SERVER_BINARY}"
 [[ "$server" == /* ]] || server="$PWD/$server"
 cd "$(dirname "$0")/.."
 [[ -x "$server" ]] || { echo "clients: not an executable: $server" >&2; exit 1; }
-out=target/clients
+out="$PWD/target/clients"
 ready_timeout_secs=60
 
 started=$SECONDS
 step() { echo "--- [$((SECONDS - started))s] $*"; }
 
-# Debian's toolchains and libraries, so nothing is fetched by Maven or the Go module proxy.
+# Debian's toolchains, generators and libraries, so nothing is fetched by Maven or the Go
+# module proxy.
 apt_packages=(
   protobuf-compiler
   golang-go protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev golang-google-genproto-dev
@@ -36,57 +40,60 @@ if apt_missing; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
 fi
-python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r clients/python/requirements.txt
+# The buf CLI (the Go and Java packages generate through proto/buf.gen.yaml).
+bash .ci/buf.sh >/dev/null
+export PATH="$PWD/target/buf/node_modules/.bin:$PATH"
 
-step "build"
 mkdir -p "$out"
-bash clients/go/build.sh "$out/go"
-bash clients/java/build.sh "$out/java"
-bash clients/python/build.sh "$out/python"
-
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-addr="127.0.0.1:$port"
-step "server on $addr (log: $out/server.log)"
-# The clients' Retain, recall and ListMemories need the memory store: a fresh SQLite file per run
-# (each client also retains under a subject of its own, so a database left over would do too).
-rm -f "$out/memory.db" "$out/memory.db-wal" "$out/memory.db-shm"
-"$server" --listen "$addr" --metrics-listen off --memory-sqlite-path "$out/memory.db" >"$out/server.log" 2>&1 &
-server_pid=$!
-stop_server() {
-  kill "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+pids=()
+stop_servers() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
-trap stop_server EXIT
-# Fail fast if the server dies before it listens; the Python client then waits for SERVING.
-for ((tries = ready_timeout_secs * 10; tries > 0; tries--)); do
-  if ! kill -0 "$server_pid" 2>/dev/null; then
-    echo "clients: the server exited before listening; its log:"
-    cat "$out/server.log"
-    exit 1
-  fi
-  (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
+trap stop_servers EXIT
+# start NAME ARGS...: a server on a free port, its address in $addr once it listens.
+start() {
+  local name="$1" port pid tries
+  shift
+  port="$(free_port)"
+  addr="127.0.0.1:$port"
+  "$server" --listen "$addr" --metrics-listen off "$@" >"$out/$name.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  for ((tries = ready_timeout_secs * 10; tries > 0; tries--)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "clients: the $name server exited before listening; its log:"
+      cat "$out/$name.log"
+      exit 1
+    fi
+    (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "clients: the $name server did not listen in ${ready_timeout_secs}s" >&2
+  exit 1
+}
+# Retain, recall and ListMemories need the memory store: a fresh SQLite file per run (each
+# package also retains under subjects of its own, so a database left over would do too).
+rm -f "$out/memory.db" "$out/memory.db-wal" "$out/memory.db-shm"
+start server --memory-sqlite-path "$out/memory.db"
+with_memory="$addr"
+start server-no-memory
+without_memory="$addr"
+step "servers on $with_memory (memory) and $without_memory (no memory); logs in $out"
 
 failed=()
-run_client() {
-  local name="$1"
-  shift
-  step "$name client"
-  if ! "$@"; then
-    failed+=("$name")
+for lang in python go java; do
+  step "$lang package"
+  if ! bash "clients/$lang/check.sh" "$out/$lang" "$with_memory" "$without_memory"; then
+    failed+=("$lang")
   fi
-}
-# The Python client goes first: it waits for grpc.health.v1 SERVING before calling.
-run_client python env PYTHONPATH="$out/python" \
-  python3 clients/python/client.py --wait-ready "$ready_timeout_secs" "$addr"
-run_client go "$out/go/go-client" "$addr"
-run_client java "$out/java/java-client" "$addr"
+done
 
 step "done"
 if ((${#failed[@]})); then
-  echo "clients: FAILED: ${failed[*]}; server log:"
-  cat "$out/server.log"
+  echo "clients: FAILED: ${failed[*]}; server logs:"
+  cat "$out/server.log" "$out/server-no-memory.log"
   exit 1
 fi
-echo "clients: go, java and python clients passed"
+echo "clients: the go, java and python packages passed"
