@@ -91,6 +91,8 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	// grpc.WithInsecure, not credentials/insecure: go.mod names grpc-go 1.33, which has no such
+	// package; later releases deprecate WithInsecure but keep it.
 	creds := grpc.WithInsecure()
 	if o.tls != nil {
 		creds = grpc.WithTransportCredentials(credentials.NewTLS(o.tls))
