@@ -3493,12 +3493,13 @@ type BudgetOverflowDetail struct {
 	// per-prompt overheads of the model's formula.
 	FramingTokens uint64 `protobuf:"varint,7,opt,name=framing_tokens,json=framingTokens,proto3" json:"framing_tokens,omitempty"`
 	// The blocks with parts that may never be cut (a non-cuttable block's
-	// items, a pinned tool call), most tokens first; at most 32.
+	// items, a pinned tool call), most tokens first; at most 16.
 	Blocks []*BlockNeed `protobuf:"bytes,8,rep,name=blocks,proto3" json:"blocks,omitempty"`
 	// Blocks with such parts beyond those listed.
 	MoreBlocks uint32 `protobuf:"varint,9,opt,name=more_blocks,json=moreBlocks,proto3" json:"more_blocks,omitempty"`
-	// Tokens that the model's chat template adds around the parts (its
-	// markup), when the prompt is rendered by one; else 0.
+	// Tokens that the rendered prompt adds beyond the parts, when a model
+	// folder's chat template renders it (its markup, known only once
+	// rendered: the parts are the allocator's estimates); else 0.
 	TemplateTokens uint64 `protobuf:"varint,10,opt,name=template_tokens,json=templateTokens,proto3" json:"template_tokens,omitempty"`
 }
 
@@ -3610,7 +3611,7 @@ type BlockNeed struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The block's name (its first 100 characters).
+	// The block's name (its first 64 bytes, cut at a character boundary).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Its position in AssembleRequest.blocks.
 	Index uint32 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
