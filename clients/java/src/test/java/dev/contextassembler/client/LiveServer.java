@@ -81,6 +81,8 @@ final class LiveServer {
 
   /** Addresses already seen SERVING: each test class waits only for a server not yet seen. */
   private static final Set<String> READY = ConcurrentHashMap.newKeySet();
+  /** Addresses that never became SERVING: later test classes fail at once. */
+  private static final Set<String> UNREADY = ConcurrentHashMap.newKeySet();
 
   private LiveServer() {}
 
@@ -104,6 +106,10 @@ final class LiveServer {
     if (READY.contains(addr)) {
       return channel;
     }
+    if (UNREADY.contains(addr)) {
+      channel.shutdownNow();
+      fail("the sidecar at " + addr + " was not SERVING (seen by an earlier test class)");
+    }
     long deadline = System.currentTimeMillis() + READY_TIMEOUT_MILLIS;
     String last = "no answer";
     while (System.currentTimeMillis() < deadline) {
@@ -120,6 +126,7 @@ final class LiveServer {
       }
       Thread.sleep(100);
     }
+    UNREADY.add(addr);
     channel.shutdownNow();
     fail("the sidecar at " + addr + " was not SERVING in " + READY_TIMEOUT_MILLIS + " ms: " + last);
     return channel;
