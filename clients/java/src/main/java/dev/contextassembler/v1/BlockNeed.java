@@ -54,7 +54,7 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object name_ = "";
   /**
    * <pre>
-   * The block's name (its first 100 characters).
+   * The block's name (its first 64 bytes, cut at a character boundary).
    * </pre>
    *
    * <code>string name = 1 [json_name = "name"];</code>
@@ -75,7 +75,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The block's name (its first 100 characters).
+   * The block's name (its first 64 bytes, cut at a character boundary).
    * </pre>
    *
    * <code>string name = 1 [json_name = "name"];</code>
@@ -593,7 +593,7 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object name_ = "";
     /**
      * <pre>
-     * The block's name (its first 100 characters).
+     * The block's name (its first 64 bytes, cut at a character boundary).
      * </pre>
      *
      * <code>string name = 1 [json_name = "name"];</code>
@@ -613,7 +613,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The block's name (its first 100 characters).
+     * The block's name (its first 64 bytes, cut at a character boundary).
      * </pre>
      *
      * <code>string name = 1 [json_name = "name"];</code>
@@ -634,7 +634,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The block's name (its first 100 characters).
+     * The block's name (its first 64 bytes, cut at a character boundary).
      * </pre>
      *
      * <code>string name = 1 [json_name = "name"];</code>
@@ -651,7 +651,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The block's name (its first 100 characters).
+     * The block's name (its first 64 bytes, cut at a character boundary).
      * </pre>
      *
      * <code>string name = 1 [json_name = "name"];</code>
@@ -665,7 +665,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The block's name (its first 100 characters).
+     * The block's name (its first 64 bytes, cut at a character boundary).
      * </pre>
      *
      * <code>string name = 1 [json_name = "name"];</code>

@@ -9,7 +9,7 @@ public interface BlockNeedOrBuilder extends
 
   /**
    * <pre>
-   * The block's name (its first 100 characters).
+   * The block's name (its first 64 bytes, cut at a character boundary).
    * </pre>
    *
    * <code>string name = 1 [json_name = "name"];</code>
@@ -18,7 +18,7 @@ public interface BlockNeedOrBuilder extends
   java.lang.String getName();
   /**
    * <pre>
-   * The block's name (its first 100 characters).
+   * The block's name (its first 64 bytes, cut at a character boundary).
    * </pre>
    *
    * <code>string name = 1 [json_name = "name"];</code>

@@ -199,7 +199,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -211,7 +211,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -224,7 +224,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -236,7 +236,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -248,7 +248,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -278,8 +278,9 @@ private static final long serialVersionUID = 0L;
   private long templateTokens_ = 0L;
   /**
    * <pre>
-   * Tokens that the model's chat template adds around the parts (its
-   * markup), when the prompt is rendered by one; else 0.
+   * Tokens that the rendered prompt adds beyond the parts, when a model
+   * folder's chat template renders it (its markup, known only once
+   * rendered: the parts are the allocator's estimates); else 0.
    * </pre>
    *
    * <code>uint64 template_tokens = 10 [json_name = "templateTokens"];</code>
@@ -1262,7 +1263,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1277,7 +1278,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1292,7 +1293,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1307,7 +1308,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1329,7 +1330,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1348,7 +1349,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1369,7 +1370,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1391,7 +1392,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1410,7 +1411,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1429,7 +1430,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1449,7 +1450,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1467,7 +1468,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1485,7 +1486,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1497,7 +1498,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1512,7 +1513,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1528,7 +1529,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1540,7 +1541,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1553,7 +1554,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The blocks with parts that may never be cut (a non-cuttable block's
-     * items, a pinned tool call), most tokens first; at most 32.
+     * items, a pinned tool call), most tokens first; at most 16.
      * </pre>
      *
      * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -1624,8 +1625,9 @@ private static final long serialVersionUID = 0L;
     private long templateTokens_ ;
     /**
      * <pre>
-     * Tokens that the model's chat template adds around the parts (its
-     * markup), when the prompt is rendered by one; else 0.
+     * Tokens that the rendered prompt adds beyond the parts, when a model
+     * folder's chat template renders it (its markup, known only once
+     * rendered: the parts are the allocator's estimates); else 0.
      * </pre>
      *
      * <code>uint64 template_tokens = 10 [json_name = "templateTokens"];</code>
@@ -1637,8 +1639,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tokens that the model's chat template adds around the parts (its
-     * markup), when the prompt is rendered by one; else 0.
+     * Tokens that the rendered prompt adds beyond the parts, when a model
+     * folder's chat template renders it (its markup, known only once
+     * rendered: the parts are the allocator's estimates); else 0.
      * </pre>
      *
      * <code>uint64 template_tokens = 10 [json_name = "templateTokens"];</code>
@@ -1654,8 +1657,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tokens that the model's chat template adds around the parts (its
-     * markup), when the prompt is rendered by one; else 0.
+     * Tokens that the rendered prompt adds beyond the parts, when a model
+     * folder's chat template renders it (its markup, known only once
+     * rendered: the parts are the allocator's estimates); else 0.
      * </pre>
      *
      * <code>uint64 template_tokens = 10 [json_name = "templateTokens"];</code>

@@ -92,7 +92,7 @@ public interface BudgetOverflowDetailOrBuilder extends
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -102,7 +102,7 @@ public interface BudgetOverflowDetailOrBuilder extends
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -111,7 +111,7 @@ public interface BudgetOverflowDetailOrBuilder extends
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -120,7 +120,7 @@ public interface BudgetOverflowDetailOrBuilder extends
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -130,7 +130,7 @@ public interface BudgetOverflowDetailOrBuilder extends
   /**
    * <pre>
    * The blocks with parts that may never be cut (a non-cuttable block's
-   * items, a pinned tool call), most tokens first; at most 32.
+   * items, a pinned tool call), most tokens first; at most 16.
    * </pre>
    *
    * <code>repeated .context_assembler.v1.BlockNeed blocks = 8 [json_name = "blocks"];</code>
@@ -150,8 +150,9 @@ public interface BudgetOverflowDetailOrBuilder extends
 
   /**
    * <pre>
-   * Tokens that the model's chat template adds around the parts (its
-   * markup), when the prompt is rendered by one; else 0.
+   * Tokens that the rendered prompt adds beyond the parts, when a model
+   * folder's chat template renders it (its markup, known only once
+   * rendered: the parts are the allocator's estimates); else 0.
    * </pre>
    *
    * <code>uint64 template_tokens = 10 [json_name = "templateTokens"];</code>
