@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -67,6 +68,9 @@ KEEPALIVE_TIMEOUT_MS = 10_000
 DEFAULT_MAX_SEND_BYTES = 4 << 20
 #: The sidecar's default response limit (8 bytes per request byte, at least 16 MiB).
 DEFAULT_MAX_RECEIVE_BYTES = 32 << 20
+
+#: The pause before watching health again after a watch ended early.
+_WATCH_RETRY_SECS = 0.1
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -146,8 +150,8 @@ def wait_ready(channel: grpc.Channel, timeout: float) -> None:
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
                 last = f"{err.code().name}: {err.details()}"
-            # A sidecar that restarts ends the watch: try again after a pause.
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        # The watch ended early (the sidecar restarted or drained): watch again after a pause.
+        time.sleep(min(_WATCH_RETRY_SECS, max(0.0, deadline - time.monotonic())))
     raise TimeoutError(f"the sidecar was not SERVING after {timeout}s (last: {last})")
 
 
