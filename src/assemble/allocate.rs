@@ -238,17 +238,21 @@ fn fill_all(
         }
     }
 
+    let mut reserved = vec![0; blocks.len()];
     for (bi, b) in blocks.iter().enumerate() {
         if !b.cuttable {
             st.fates[bi] = BlockFate::Reserved;
         }
+        let before = st.used;
         for (ui, u) in b.units.iter().enumerate().filter(|(_, u)| u.reserved_in(b)) {
             st.keep(bi, ui, b.slot, Form::Full, u.full);
         }
+        reserved[bi] = st.used - before;
     }
     if st.used > st.budget {
         return Err(Overflow {
             non_cuttable: st.used,
+            reserved,
         });
     }
 
@@ -275,6 +279,7 @@ fn fill_all(
         summary,
         window_given_up,
         used: st.used,
+        reserved,
     })
 }
 

@@ -1,5 +1,6 @@
 //! Why an assembly failed; `grpc::status` maps it to gRPC codes.
 
+use crate::prompt::BlockKind;
 use crate::vocab::violation::describe;
 use crate::vocab::{Cancelled, FieldViolation};
 
@@ -20,6 +21,8 @@ pub enum AssembleError {
         budget: u32,
         /// The model table entry.
         model: String,
+        /// What each part that may never be cut needs.
+        needs: Box<Needs>,
     },
     /// The model's chat template refuses the prompt laid out for it (after
     /// conforming it to what the template was found to need): the prompt is
@@ -35,6 +38,57 @@ pub enum AssembleError {
     /// The request was cancelled (deadline or caller gone) before it finished.
     #[error("cancelled before the prompt was assembled")]
     Cancelled,
+}
+
+/// What each part of a request that may never be cut needs of a budget it
+/// overflowed, so a caller can decide what to drop. The parts add up to the
+/// overflow's `non_cuttable_tokens` ([`Needs::total`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Needs {
+    /// The static prefix's segments, as messages.
+    pub static_prefix: u64,
+    /// The tool definitions.
+    pub tools: u64,
+    /// The query's message.
+    pub query: u64,
+    /// Fixed per-prompt overheads of the model's formula (the reply's
+    /// priming).
+    pub framing: u64,
+    /// The blocks with parts that may never be cut, most tokens first (ties
+    /// in request order).
+    pub blocks: Vec<BlockNeed>,
+    /// What the rendered prompt adds beyond the parts (a chat template's
+    /// markup, known only once rendered); 0 without a template.
+    pub template: u64,
+}
+
+impl Needs {
+    /// The tokens of all the parts.
+    pub fn total(&self) -> u64 {
+        self.static_prefix
+            + self.tools
+            + self.query
+            + self.framing
+            + self.template
+            + self.blocks.iter().map(|b| b.tokens).sum::<u64>()
+    }
+}
+
+/// What one block needs of a budget that overflowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockNeed {
+    /// Position in the request's blocks.
+    pub index: usize,
+    /// The block's name.
+    pub name: String,
+    /// Its kind.
+    pub kind: BlockKind,
+    /// Tokens of its parts that may never be cut, with the opening of the
+    /// message they are the first to open.
+    pub tokens: u64,
+    /// Whether the rest of the block may be cut (only pinned items are
+    /// reserved).
+    pub cuttable: bool,
 }
 
 impl AssembleError {

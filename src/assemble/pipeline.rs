@@ -8,7 +8,7 @@ use tracing::debug;
 
 use super::allocate::{self, Allocation, BlockPlan, Carrier, DropReason, Form, UnitPlan};
 use super::counting::Counter;
-use super::error::AssembleError;
+use super::error::{AssembleError, BlockNeed, Needs};
 use super::layout;
 use super::lighten;
 use super::measure::{Measured, Measurement, MemberCost, Unit};
@@ -108,9 +108,36 @@ pub(super) struct Pipeline<'a> {
     phases: Vec<(&'static str, Instant, Duration)>,
     /// The static prefix's facts and whether they were a hit, once looked up.
     prefix_lookup: Option<(PrefixFacts, bool)>,
+    /// What the parts that may never be cut need, once allocated.
+    needs: Option<Needs>,
+}
+
+/// `parts` with the blocks that reserve tokens (`reserved`, per block of
+/// `plans`, which are `req`'s blocks), most tokens first.
+fn block_needs(mut parts: Needs, req: &AssembleRequest, plans: &[BlockPlan], reserved: &[u64]) -> Needs {
+    parts.blocks = (req.blocks.iter().zip(plans).zip(reserved).enumerate())
+        .filter(|(_, (_, tokens))| **tokens > 0)
+        .map(|(index, ((block, plan), &tokens))| BlockNeed {
+            index,
+            name: block.name.clone(),
+            kind: block.kind,
+            tokens,
+            cuttable: plan.cuttable,
+        })
+        .collect();
+    parts
+        .blocks
+        .sort_by_key(|b| (std::cmp::Reverse(b.tokens), b.index));
+    parts
 }
 
 impl<'a> Pipeline<'a> {
+    /// What the parts that may never be cut needed on the last run, once it
+    /// allocated (whether they fit or not).
+    pub(super) fn needs(&self) -> Option<&Needs> {
+        self.needs.as_ref()
+    }
+
     /// A run of `req` (valid: `spec`, `policy`, `budget` and canonical
     /// `tools` resolved) counting with `counter` (`spec`'s tokenizer), whose
     /// first phase began at `started`.
@@ -135,6 +162,7 @@ impl<'a> Pipeline<'a> {
             warnings: Vec::new(),
             phases: Vec::new(),
             prefix_lookup: None,
+            needs: None,
         }
     }
 
@@ -205,17 +233,38 @@ impl<'a> Pipeline<'a> {
             window,
             lighten,
             &mut shrinker,
-        )
-            .map_err(|o| {
+        );
+        let needs;
+        let parts = Needs {
+            static_prefix: u64::from(static_tokens),
+            tools: u64::from(tools_tokens),
+            query: u64::from(query_tokens),
+            framing: u64::from(self.counter.tok.priming_tokens()),
+            blocks: Vec::new(),
+            template: 0,
+        };
+        let alloc = match alloc {
+            Ok(a) => {
+                needs = Some(block_needs(parts, req, &plans, &a.reserved));
+                a
+            }
+            Err(o) => {
                 debug!(non_cuttable = o.non_cuttable, budget = self.budget.input, model = %self.spec.name, "budget overflow");
-                AssembleError::BudgetOverflow {
+                let needs = block_needs(parts, req, &plans, &o.reserved);
+                drop(shrinker);
+                self.needs = Some(needs.clone());
+                return Err(AssembleError::BudgetOverflow {
                     non_cuttable_tokens: o.non_cuttable,
                     budget: self.budget.input,
                     model: self.spec.name.clone(),
-                }
-            })?;
+                    needs: Box::new(needs),
+                });
+            }
+        };
 
         let turn_summary = alloc.summary.as_ref().and_then(|s| shrinker.kept_summary(s));
+        drop(shrinker);
+        self.needs = needs;
         let turn_summary_cost = alloc.summary.as_ref().map_or(0, |s| s.cost);
         self.check_cancelled()?;
         self.end_phase(metrics::PHASE_ALLOCATE);

@@ -14,7 +14,7 @@ use crate::vocab::{FieldViolation, Role};
 /// of pairs; the wire's UNSPECIFIED value maps to `None`.
 macro_rules! wire_enum {
     ($to:ident, $from:ident, $domain:ty, $wire:ty, { $($d:path => $w:path),+ $(,)? }) => {
-        fn $to(v: $domain) -> $wire {
+        pub(super) fn $to(v: $domain) -> $wire {
             match v {
                 $($d => $w,)+
             }

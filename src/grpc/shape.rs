@@ -219,6 +219,8 @@ const STRUCT_SIZES: &[(&str, usize)] = struct_sizes!(
     ModelInfo,
     ListModelsResponse,
     AssembleBatchRequest,
+    BudgetOverflowDetail,
+    BlockNeed,
     RequestError,
     AssembleResult,
     BatchGroup,

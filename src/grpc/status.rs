@@ -1,17 +1,22 @@
 //! The one map from domain errors to gRPC status, with rich details.
 
+use prost::Message as _;
 use tonic::{Code, Status};
+use tonic_types::pb as rpc;
 use tonic_types::{ErrorDetails, StatusExt};
 
 use super::admission::Refusal;
 use super::auth::{CLAIM_IDENTITY, Denied, REASON_CLAIM_DENIED};
+use super::convert::kind_to_wire;
+use super::pb;
 use crate::assemble::AssembleError;
+use crate::assemble::error::Needs;
 use crate::assemble::flow::FlowError;
 use crate::compact::CompactError;
 use crate::memory::MemoryError;
 use crate::memory::store::StoreError;
 use crate::telemetry::metrics;
-use crate::vocab::FieldViolation;
+use crate::vocab::{FieldViolation, saturating_u32};
 
 /// `ErrorInfo.domain` of our errors.
 pub const ERROR_DOMAIN: &str = "context-assembler";
@@ -106,17 +111,24 @@ pub fn to_status(err: &AssembleError) -> Status {
             non_cuttable_tokens,
             budget,
             model,
+            needs,
         } => {
-            let details = ErrorDetails::with_error_info(
-                REASON_BUDGET_OVERFLOW,
-                ERROR_DOMAIN,
-                [
+            let info = rpc::ErrorInfo {
+                reason: REASON_BUDGET_OVERFLOW.to_owned(),
+                domain: ERROR_DOMAIN.to_owned(),
+                metadata: [
                     ("non_cuttable_tokens".to_owned(), non_cuttable_tokens.to_string()),
                     ("budget".to_owned(), budget.to_string()),
                     ("model".to_owned(), model.clone()),
-                ],
-            );
-            Status::with_error_details(Code::FailedPrecondition, err.to_string(), details)
+                ]
+                .into(),
+            };
+            let detail = overflow_detail(*non_cuttable_tokens, *budget, model, needs);
+            let details = vec![
+                packed("google.rpc.ErrorInfo", &info),
+                packed("context_assembler.v1.BudgetOverflowDetail", &detail),
+            ];
+            status_with(Code::FailedPrecondition, err.to_string(), details)
         }
         AssembleError::TemplateRefused { model, .. } => {
             let details = ErrorDetails::with_error_info(
@@ -128,6 +140,76 @@ pub fn to_status(err: &AssembleError) -> Status {
         }
         AssembleError::Cancelled => Status::cancelled(err.to_string()),
     }
+}
+
+/// Blocks a `BudgetOverflowDetail` lists, most tokens first: the whole
+/// status must stay well inside the smallest header list a client accepts
+/// (8 KiB in grpc-java), so each listed name is clipped too
+/// ([`MAX_BLOCK_NAME_BYTES`]).
+pub const MAX_REPORTED_BLOCKS: usize = 16;
+/// Bytes kept of a block's name in a `BudgetOverflowDetail` (cut at a
+/// character boundary).
+pub const MAX_BLOCK_NAME_BYTES: usize = 64;
+
+/// The wire form of an overflow's parts: at most [`MAX_REPORTED_BLOCKS`]
+/// blocks, the rest counted in `more_blocks`.
+fn overflow_detail(
+    non_cuttable_tokens: u64,
+    budget: u32,
+    model: &str,
+    needs: &Needs,
+) -> pb::BudgetOverflowDetail {
+    let blocks = needs.blocks.iter().take(MAX_REPORTED_BLOCKS);
+    pb::BudgetOverflowDetail {
+        model: model.to_owned(),
+        budget,
+        non_cuttable_tokens,
+        static_prefix_tokens: needs.static_prefix,
+        tools_tokens: needs.tools,
+        query_tokens: needs.query,
+        framing_tokens: needs.framing,
+        blocks: blocks
+            .map(|b| pb::BlockNeed {
+                name: clip_bytes(&b.name, MAX_BLOCK_NAME_BYTES).to_owned(),
+                index: saturating_u32(b.index),
+                kind: kind_to_wire(b.kind) as i32,
+                tokens: b.tokens,
+                cuttable: b.cuttable,
+            })
+            .collect(),
+        more_blocks: saturating_u32(needs.blocks.len().saturating_sub(MAX_REPORTED_BLOCKS)),
+        template_tokens: needs.template,
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends at a
+/// character boundary.
+fn clip_bytes(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// `message` packed as a `google.protobuf.Any` of type `name`.
+fn packed(name: &str, message: &impl prost::Message) -> prost_types::Any {
+    prost_types::Any {
+        type_url: format!("type.googleapis.com/{name}"),
+        value: message.encode_to_vec(),
+    }
+}
+
+/// A status whose `grpc-status-details-bin` is a `google.rpc.Status` with
+/// `details` (for details beyond the standard ones).
+fn status_with(code: Code, message: String, details: Vec<prost_types::Any>) -> Status {
+    let encoded = rpc::Status {
+        code: code as i32,
+        message: message.clone(),
+        details,
+    }
+    .encode_to_vec();
+    Status::with_details(code, message, encoded.into())
 }
 
 /// The status for a compaction error.
@@ -301,6 +383,60 @@ pub fn code_label(code: Code) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::assemble::error::BlockNeed;
+    use crate::prompt::BlockKind;
+
+    /// However many blocks overflow and however long their names, the
+    /// status fits a client's 8 KiB header list (grpc-java's default), and
+    /// what is left out is counted.
+    #[test]
+    fn an_overflow_detail_is_bounded_and_counts_what_it_leaves_out() {
+        let blocks: Vec<BlockNeed> = (0..64)
+            .map(|i| BlockNeed {
+                index: i,
+                name: format!("{i:02}{}", "é".repeat(127)),
+                kind: BlockKind::State,
+                tokens: 1000 - i as u64,
+                cuttable: false,
+            })
+            .collect();
+        let needs = Needs {
+            static_prefix: 5,
+            blocks,
+            ..Needs::default()
+        };
+        let err = AssembleError::BudgetOverflow {
+            non_cuttable_tokens: needs.total(),
+            budget: 100,
+            model: "gpt-4o".to_owned(),
+            needs: Box::new(needs),
+        };
+        let status = to_status(&err);
+        // Base64 in the trailer, beside the message.
+        assert!(
+            status.details().len() * 4 / 3 + status.message().len() < 4096,
+            "{}",
+            status.details().len()
+        );
+        let decoded = rpc::Status::decode(status.details()).unwrap();
+        assert_eq!(decoded.code, Code::FailedPrecondition as i32);
+        let detail = decoded
+            .details
+            .iter()
+            .find(|a| a.type_url.ends_with(".BudgetOverflowDetail"))
+            .unwrap();
+        let detail = pb::BudgetOverflowDetail::decode(detail.value.as_slice()).unwrap();
+        assert_eq!(
+            (detail.blocks.len(), detail.more_blocks),
+            (MAX_REPORTED_BLOCKS, 48)
+        );
+        assert_eq!(detail.blocks[0].name, format!("00{}", "é".repeat(31)));
+        assert_eq!(detail.blocks[15].index, 15);
+        assert_eq!(
+            status.get_details_error_info().unwrap().reason,
+            REASON_BUDGET_OVERFLOW
+        );
+    }
 
     /// The label of every code is its name in SCREAMING_SNAKE_CASE.
     #[test]

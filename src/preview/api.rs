@@ -105,7 +105,23 @@ impl From<AssembleError> for ApiError {
                 non_cuttable_tokens,
                 budget,
                 model,
-            } => json!({ "nonCuttableTokens": non_cuttable_tokens, "budget": budget, "model": model }),
+                needs,
+            } => {
+                let blocks: Vec<Value> = (needs.blocks.iter())
+                    .map(|b| json!({ "index": b.index, "name": b.name, "kind": b.kind.as_str(), "tokens": b.tokens, "cuttable": b.cuttable }))
+                    .collect();
+                json!({
+                    "nonCuttableTokens": non_cuttable_tokens,
+                    "budget": budget,
+                    "model": model,
+                    "staticPrefixTokens": needs.static_prefix,
+                    "toolsTokens": needs.tools,
+                    "queryTokens": needs.query,
+                    "framingTokens": needs.framing,
+                    "templateTokens": needs.template,
+                    "blocks": blocks,
+                })
+            }
             AssembleError::TemplateRefused { model, .. } => json!({ "model": model }),
             AssembleError::Cancelled => json!({}),
         };

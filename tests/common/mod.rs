@@ -23,7 +23,7 @@ pub use child::{BIN, ChildServer, open_fds, proc_status};
 #[allow(unused_imports)]
 pub use raw::{HeldCall, RawAnswer, RawClient, UploadSender, frame, raw_unary, stalled_upload};
 #[allow(unused_imports)]
-pub use status::{reason, violations};
+pub use status::{overflow_detail, reason, violations};
 
 /// Small model folders in the Hugging Face layout (the unit tests' own).
 #[path = "../../src/tokens/hf/fixture.rs"]

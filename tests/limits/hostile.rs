@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::wire::{empties, empty_items, field, varint};
-use crate::common::{self, ChildServer, RawAnswer, RawClient, frame};
+use crate::common::{self, ChildServer, RawAnswer, RawClient, frame, overflow_detail};
 use crate::shapes;
 use context_assembler::grpc::pb;
 use context_assembler::prompt_cache::feedback::PROVIDERS;
@@ -1770,7 +1770,13 @@ fn check_overflow(status: &tonic::Status) -> Result<(), String> {
         number("non_cuttable_tokens"),
         number("budget"),
     ) {
-        ("BUDGET_OVERFLOW", Some(need), Some(budget)) if need > budget => Ok(()),
+        // The breakdown agrees and adds up (overflow_detail asserts).
+        ("BUDGET_OVERFLOW", Some(need), Some(budget)) if need > budget => {
+            match overflow_detail(status.details()) {
+                Some(d) if d.blocks.len() <= 16 && d.blocks.iter().all(|b| b.name.len() <= 64) => Ok(()),
+                d => Err(format!("BUDGET_OVERFLOW with {d:?}")),
+            }
+        }
         _ => Err(format!("FAILED_PRECONDITION with {info:?}")),
     }
 }

@@ -1,7 +1,7 @@
 //! Integration tests through the real server: status codes and structured
 //! details for bad input, exact usage, health, reflection and metrics.
 
-use crate::common::{self, TestServer, violations};
+use crate::common::{self, TestServer, overflow_detail, violations};
 use context_assembler::grpc::pb;
 use context_assembler::workload::{self, Shape};
 use tonic::Code;
@@ -153,6 +153,7 @@ async fn non_cuttable_overflow_is_failed_precondition_with_error_info() {
         }],
         ..Default::default()
     });
+    let req_blocks = req.blocks.len();
     let status = client.assemble(req).await.unwrap_err();
     assert_eq!(status.code(), Code::FailedPrecondition);
     let info = status.get_details_error_info().expect("ErrorInfo detail");
@@ -161,6 +162,17 @@ async fn non_cuttable_overflow_is_failed_precondition_with_error_info() {
     assert_eq!(info.metadata.get("model").map(String::as_str), Some("gpt-4o"));
     let tokens: u64 = info.metadata["non_cuttable_tokens"].parse().unwrap();
     assert!(tokens > 200);
+    // The breakdown: the parts add up (checked by overflow_detail), the
+    // state block named by its position, the query and framing counted.
+    let detail = overflow_detail(status.details()).expect("a BudgetOverflowDetail");
+    assert_eq!((detail.budget, detail.non_cuttable_tokens), (50, tokens));
+    let blocks: Vec<(&str, u32, i32, bool)> = (detail.blocks.iter())
+        .map(|b| (b.name.as_str(), b.index, b.kind, b.cuttable))
+        .collect();
+    let state = u32::try_from(req_blocks - 1).unwrap();
+    assert_eq!(blocks, vec![("state", state, pb::BlockKind::State as i32, false)]);
+    assert!(detail.blocks[0].tokens > 200 && detail.query_tokens > 0 && detail.framing_tokens > 0);
+    assert_eq!((detail.more_blocks, detail.template_tokens), (0, 0));
 
     let (status_line, body) = server.http_get("/metrics").await;
     assert!(status_line.contains("200"), "{status_line}");

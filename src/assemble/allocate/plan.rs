@@ -184,6 +184,11 @@ pub struct Allocation {
     pub window_given_up: Vec<u64>,
     /// Exact tokens of the whole prompt.
     pub used: u64,
+    /// Per block: tokens of its units that may not be cut (a non-cuttable
+    /// block's, pinned ones), with the opening of the message they are the
+    /// first to open. With the fixed cost these add up to what may never be
+    /// cut.
+    pub reserved: Vec<u64>,
 }
 
 /// The conversation window: when turns must go, the conversation is cut
@@ -253,10 +258,13 @@ pub struct TurnSummary {
 }
 
 /// Non-cuttable content alone exceeds the budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overflow {
     /// Tokens of everything that may not be cut.
     pub non_cuttable: u64,
+    /// Per block: tokens of its units that may not be cut, with the opening
+    /// of the message they open (see [`Allocation::reserved`]).
+    pub reserved: Vec<u64>,
 }
 
 /// Measures the cheaper forms of a unit on demand, so that a warm request that

@@ -142,10 +142,23 @@ proptest! {
         }
         // The fill itself (turn summaries are checked against it below).
         match run_without_summary(&blocks, base, budget) {
-            Err(Overflow { non_cuttable }) => {
+            Err(Overflow { non_cuttable, reserved }) => {
                 prop_assert!(non_cuttable > u64::from(budget));
+                // The breakdown adds up, each block's part is its reserved
+                // units (with at most the openings of both messages).
+                prop_assert_eq!(base + reserved.iter().sum::<u64>(), non_cuttable);
+                for (bi, b) in blocks.iter().enumerate() {
+                    let units: u64 = b.units.iter().filter(|u| u.reserved_in(b)).map(|u| u64::from(u.full)).sum();
+                    prop_assert!(reserved[bi] >= units && reserved[bi] <= units + 2 * u64::from(OVERHEAD));
+                    prop_assert!(units > 0 || reserved[bi] == 0);
+                }
+                // The same parts whatever the budget.
+                if let Ok(a) = run_without_summary(&blocks, base, u32::try_from(non_cuttable).unwrap_or(u32::MAX)) {
+                    prop_assert_eq!(a.reserved, reserved);
+                }
             }
             Ok(a) => {
+                prop_assert!(base + a.reserved.iter().sum::<u64>() <= a.used);
                 // Exact accounting, within budget.
                 prop_assert_eq!(recount(&blocks, &a, base), a.used);
                 prop_assert!(a.used <= u64::from(budget));
@@ -473,7 +486,14 @@ fn non_cuttable_overflow_is_reported_not_truncated() {
     let mut state = evidence(&[(100, 1.0)]);
     state.kind = BlockKind::State;
     state.cuttable = false;
-    assert_eq!(run(&[state], 10, 50), Err(Overflow { non_cuttable: 114 }));
+    // The base, and the block with the opening of its message.
+    assert_eq!(
+        run(&[state], 10, 50),
+        Err(Overflow {
+            non_cuttable: 114,
+            reserved: vec![100 + u64::from(OVERHEAD)]
+        })
+    );
 }
 
 #[test]

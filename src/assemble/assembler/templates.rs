@@ -453,7 +453,7 @@ fn a_folder_without_a_template_bills_contents_and_overheads() {
 #[test]
 fn an_overshoot_in_cuttable_messages_does_not_refuse_the_prompt() {
     let (_dir, a, model) = assembler(LATE_NOTES, Role::User);
-    let mut fitted = 0;
+    let (mut fitted, mut refused) = (0, 0);
     for budget in (60..200).step_by(7) {
         let mut req = asking("hello world");
         req.max_input_tokens = Some(budget);
@@ -488,8 +488,19 @@ fn an_overshoot_in_cuttable_messages_does_not_refuse_the_prompt() {
                 assert_eq!(out.usage.budget, budget);
                 fitted += 1;
             }
-            Err(AssembleError::BudgetOverflow { budget: reported, .. }) => {
+            Err(AssembleError::BudgetOverflow {
+                budget: reported,
+                non_cuttable_tokens,
+                needs,
+                ..
+            }) => {
                 assert_eq!(reported, budget);
+                // The parts add up, the template's markup among them, and
+                // no block is named: none is reserved.
+                assert_eq!(needs.total(), non_cuttable_tokens, "{needs:?}");
+                assert!(non_cuttable_tokens > u64::from(budget));
+                assert!(needs.blocks.is_empty() && needs.query > 0 && needs.static_prefix > 0);
+                refused += 1;
                 assert!(
                     floor > budget,
                     "refused at {budget} though the uncuttable part renders {floor}"
@@ -499,6 +510,7 @@ fn an_overshoot_in_cuttable_messages_does_not_refuse_the_prompt() {
         }
     }
     assert!(fitted > 10);
+    assert!(refused > 0, "the lowest budgets leave no room");
 }
 
 proptest! {

@@ -241,8 +241,9 @@ proptest! {
         let cold = a.assemble(req.clone());
         let warm = a.assemble(req.clone());
         match (&cold, &warm) {
-            (Err(AssembleError::BudgetOverflow { non_cuttable_tokens, budget, .. }), Err(w)) => {
+            (Err(AssembleError::BudgetOverflow { non_cuttable_tokens, budget, needs, .. }), Err(w)) => {
                 prop_assert!(*non_cuttable_tokens > u64::from(*budget));
+                prop_assert_eq!(needs.total(), *non_cuttable_tokens);
                 prop_assert_eq!(cold.as_ref().err(), Some(w));
             }
             (Ok(c), Ok(w)) => {
@@ -821,21 +822,51 @@ fn every_violation_is_reported_at_once() {
 
 #[test]
 fn non_cuttable_overflow_is_an_error_not_a_truncation() {
-    let mut req = request(vec![block(
-        "state",
-        BlockKind::State,
-        vec![item("s", &"fact ".repeat(500), 1.0)],
-    )]);
+    let mut small = block("small", BlockKind::State, vec![item("t", "one fact", 1.0)]);
+    small.priority = 1;
+    let mut req = request(vec![
+        block(
+            "state",
+            BlockKind::State,
+            vec![item("s", &"fact ".repeat(500), 1.0)],
+        ),
+        block(
+            "evidence",
+            BlockKind::Evidence,
+            vec![item("e", &"doc ".repeat(50), 1.0)],
+        ),
+        small,
+    ]);
     req.max_input_tokens = Some(100);
     match asm().assemble(req.clone()) {
         Err(AssembleError::BudgetOverflow {
             non_cuttable_tokens,
             budget,
             model,
+            needs,
         }) => {
             assert!(non_cuttable_tokens > 100);
             assert_eq!(budget, 100);
             assert_eq!(model, "gpt-4o");
+            // Every part is named and they add up; the cuttable block is
+            // not among them, the largest block comes first.
+            assert_eq!(needs.total(), non_cuttable_tokens);
+            let named: Vec<(usize, &str)> = needs.blocks.iter().map(|b| (b.index, b.name.as_str())).collect();
+            assert_eq!(named, vec![(0, "state"), (2, "small")]);
+            assert!(needs.blocks[0].tokens >= 500, "{needs:?}");
+            assert!(
+                needs
+                    .blocks
+                    .iter()
+                    .all(|b| b.kind == BlockKind::State && !b.cuttable)
+            );
+            // The chat formula: the query's message is 3 + "user" (1) + its
+            // text; the reply's priming is 3.
+            let query = asm()
+                .count_tokens(&CountTarget::Model(req.model.clone()), &req.query)
+                .unwrap();
+            assert_eq!(needs.query, u64::from(query.tokens) + 4, "{needs:?}");
+            assert_eq!((needs.framing, needs.template), (3, 0));
         }
         other => panic!("expected overflow, got {other:?}"),
     }
