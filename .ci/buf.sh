@@ -5,7 +5,8 @@
 # or, until there is one, the first commit that carries a version (the one
 # that added CHANGELOG.md). Then the gate is tried: a removed field, a
 # renumbered tag and a changed type are planted, each in a scratch copy of
-# the module, and `buf breaking` must refuse each with buf's own message.
+# the module, and `buf breaking` must refuse each with buf's own message. A clone without
+# the history compares with the kept image of the baseline's contract instead.
 # Usage: bash .ci/buf.sh   (installs the buf CLI from its npm package into
 # target/buf; needs the repository's full history for the baseline)
 set -euo pipefail
@@ -24,22 +25,40 @@ echo "buf $("$buf" --version)"
 "$buf" format --diff --exit-code proto
 echo "buf: lint and format clean"
 
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+scratch_image="$scratch/baseline.binpb"
+
+# Each release also keeps its contract as a buf image (.ci/contract-VERSION.binpb, built
+# from its commit without source info), for a clone without the history: a shallow one.
+images=(.ci/contract-*.binpb)
+newest_image="$(printf '%s\n' "${images[@]}" | sort -V | tail -n 1)"
 baseline="$(git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD 2>/dev/null || true)"
 if [[ -z "$baseline" ]]; then
-  baseline="$(git log --reverse --diff-filter=A --format=%H -- CHANGELOG.md | head -n 1)"
+  baseline="$(git log --reverse --diff-filter=A --format=%H -- CHANGELOG.md 2>/dev/null | head -n 1)"
 fi
-if [[ -z "$baseline" ]]; then
-  echo "buf: no baseline: no v* tag, and no commit adds CHANGELOG.md (a shallow clone?)" >&2
-  exit 1
+if [[ -n "$baseline" ]] && git cat-file -e "$baseline^{commit}" 2>/dev/null \
+  && ! git rev-parse --is-shallow-repository | grep -qx true; then
+  against=".git#ref=$baseline,subdir=proto"
+  echo "buf: breaking against $baseline ($(git log -1 --format=%s "$baseline" | cut -c1-60))"
+  # The kept image is that contract (a release that forgot its image fails here).
+  "$buf" build "$against" --exclude-source-info -o "$scratch_image"
+  if [[ "$baseline" == v* ]] && [[ ! -f ".ci/contract-${baseline#v}.binpb" ]]; then
+    echo "buf: release $baseline has no .ci/contract-${baseline#v}.binpb (buf build of its proto/ with --exclude-source-info)" >&2
+    exit 1
+  fi
+  if ! cmp -s "$scratch_image" "$newest_image"; then
+    echo "buf: $newest_image is not the baseline's contract; rebuild it from $baseline" >&2
+    exit 1
+  fi
+else
+  against="$newest_image"
+  echo "buf: no history here (a shallow clone?): breaking against the kept image $against"
 fi
-against=".git#ref=$baseline,subdir=proto"
-echo "buf: breaking against $baseline ($(git log -1 --format=%s "$baseline" | cut -c1-60))"
 "$buf" breaking proto --against "$against"
 echo "buf: no breaking change since the baseline"
 
 # The gate refuses what it must: each planted change alone, in a scratch copy.
-scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch"' EXIT
 proto_file=context_assembler/v1/assembler.proto
 plant() {
   local name="$1" from="$2" to="$3" expected="$4"
