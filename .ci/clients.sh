@@ -27,7 +27,7 @@ apt_packages=(
   golang-github-golang-protobuf-1-5-dev golang-google-protobuf-dev
   default-jdk-headless protobuf-compiler-grpc-java-plugin libgrpc-java libprotobuf-java
   libnetty-java libperfmark-java libgoogle-gson-java libgoogle-common-protos-java libguava-java
-  libgeronimo-annotation-1.3-spec-java
+  libgeronimo-annotation-1.3-spec-java junit4
 )
 apt_missing() {
   local status
@@ -78,7 +78,7 @@ start() {
 rm -f "$out/memory.db" "$out/memory.db-wal" "$out/memory.db-shm"
 start server --memory-sqlite-path "$out/memory.db"
 with_memory="$addr"
-start server-no-memory
+start server-no-memory --memory-store off
 without_memory="$addr"
 step "servers on $with_memory (memory) and $without_memory (no memory); logs in $out"
 

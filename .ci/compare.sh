@@ -13,7 +13,6 @@ cd "$(dirname "$0")/.."
 out=target/compare-ci
 mkdir -p "$out"
 python3 -m pip install --quiet --disable-pip-version-check -r benches/compare/requirements.txt
-bash clients/python/build.sh >/dev/null
 
 if [[ $# -ge 1 ]]; then
   sidecar="$1"

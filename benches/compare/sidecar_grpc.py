@@ -1,5 +1,5 @@
-"""Path (c): the sidecar, called through the Python gRPC client (stubs generated from proto/ by
-`clients/python/build.sh` into target/clients/python).
+"""Path (c): the sidecar, called through the Python gRPC client (the stubs checked in to the client
+package, clients/python).
 
 The requests are parsed from the same JSON lines with `google.protobuf.json_format.Parse` before any
 timing. The kept ids come from the response's decision report (`decisions[].kept_item_ids`,
@@ -28,7 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from common import ROOT, Result
 
-sys.path.insert(0, os.path.join(ROOT, "target", "clients", "python"))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 from context_assembler.v1 import assembler_pb2 as pb  # noqa: E402
 from context_assembler.v1 import assembler_pb2_grpc as pb_grpc  # noqa: E402
 
