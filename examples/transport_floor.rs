@@ -18,18 +18,22 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/process.rs"]
+mod support;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::workload::{self, Shape};
+use support::{Server, cpu_between, cpu_by_thread, sidecar};
 use tokio::net::{TcpListener, UnixListener};
 use tonic::body::Body;
 use tonic::server::NamedService;
@@ -175,48 +179,6 @@ async fn channel(addr: &str) -> Channel {
     }
 }
 
-/// A server process and the address its log or stdout named.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the sidecar on `listen` with JSON logs (and `config`, if given),
-/// waits for its gRPC address in the log.
-fn sidecar(binary: &Path, config: Option<&str>, listen: &str) -> Server {
-    let mut child = Command::new(binary)
-        .args(["serve", "--listen", listen, "--metrics-listen", "127.0.0.1:0"])
-        .args(config.map(|c| ["--config", c]).into_iter().flatten())
-        .args(["--log-format", "json", "--memory-store", "off"])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-            if v["message"] == "gRPC listening" {
-                let _ = tx.send(v["addr"].as_str().unwrap_or_default().to_owned());
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(60)).unwrap();
-    Server { child, addr }
-}
-
 /// Starts this binary's floor server on `addr`.
 fn floor_process(addr: &str) -> Server {
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -230,28 +192,6 @@ fn floor_process(addr: &str) -> Server {
         .unwrap();
     let addr = line.trim().strip_prefix("listening ").unwrap().to_owned();
     Server { child, addr }
-}
-
-/// Nanoseconds on CPU of each thread of `pid`.
-fn cpu_by_thread(pid: u32) -> HashMap<String, u64> {
-    let mut out = HashMap::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
-        if let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat"))
-            && let Some(ns) = stat.split_whitespace().next().and_then(|n| n.parse().ok())
-        {
-            out.insert(task.file_name().to_string_lossy().into_owned(), ns);
-        }
-    }
-    out
-}
-
-/// CPU nanoseconds spent by `pid` between two readings (threads that
-/// appeared count from zero).
-fn cpu_between(before: &HashMap<String, u64>, after: &HashMap<String, u64>) -> u64 {
-    after
-        .iter()
-        .map(|(tid, ns)| ns.saturating_sub(before.get(tid).copied().unwrap_or(0)))
-        .sum()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

@@ -1,0 +1,157 @@
+//! Counting over the wire against counting in process, side by side in one
+//! run: `CountTokens` of 1 MB texts sent to a spawned release sidecar (TCP
+//! loopback), its server CPU read from its threads around each cell, against
+//! this process counting the same texts with the same library on one
+//! thread. Distinct texts (none repeats within a cell), o200k and cl100k,
+//! prose and code; cells in a new order each round, medians over rounds.
+//!
+//! ```sh
+//! cargo build --release --bin context-assembler --example count_wire
+//! target/release/examples/count_wire target/release/context-assembler --texts 30 --rounds 5
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/process.rs"]
+mod support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
+use context_assembler::tokens::{Encoding, Tokenizer};
+use context_assembler::workload::{self, Rng};
+use support::{cpu_between, cpu_by_thread, sidecar};
+use tonic::transport::Endpoint;
+
+const USAGE: &str = "usage: count_wire SIDECAR_BINARY [--texts N] [--rounds R] [--mib M]";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let binary = PathBuf::from(args.first().expect(USAGE));
+    let flag = |name: &str, default: usize| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map_or(default, |v| v.parse().expect(USAGE))
+    };
+    let (texts, rounds, mib) = (flag("--texts", 30), flag("--rounds", 5), flag("--mib", 1));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(measure(&binary, texts, rounds, mib << 20));
+}
+
+/// The calling thread's own CPU time (its schedstat, nanoseconds on CPU).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn measure(binary: &std::path::Path, texts: usize, rounds: usize, bytes: usize) {
+    let server = sidecar(binary, None, "127.0.0.1:0");
+    let channel = Endpoint::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .tcp_nodelay(true)
+        .initial_stream_window_size(8 << 20)
+        .initial_connection_window_size(16 << 20)
+        .connect()
+        .await
+        .unwrap();
+    let mut client = AssemblerClient::new(channel)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20);
+    let ready_by = Instant::now() + Duration::from_secs(60);
+    while client.list_models(pb::ListModelsRequest {}).await.is_err() && Instant::now() < ready_by {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let kinds = ["prose", "code"];
+    let inputs: Vec<Vec<String>> = kinds
+        .iter()
+        .enumerate()
+        .map(|(k, kind)| {
+            (0..texts)
+                .map(|i| {
+                    let mut rng = Rng::new(1000 * k as u64 + i as u64);
+                    if *kind == "prose" {
+                        workload::prose(&mut rng, bytes)
+                    } else {
+                        workload::code(&mut rng, bytes)
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let mut cells = Vec::new();
+    for encoding in Encoding::ALL {
+        for k in 0..kinds.len() {
+            cells.push((encoding, k));
+        }
+    }
+    let pid = server.child.id();
+    // Per cell: (in-process MB/s, server MB/s) per round.
+    let mut results = vec![Vec::new(); cells.len()];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..cells.len()).collect();
+        order.rotate_left(round % cells.len());
+        for c in order {
+            let (encoding, k) = cells[c];
+            let tokenizer = Tokenizer::exact(encoding);
+            let total: usize = inputs[k].iter().map(String::len).sum();
+            // In process: the same texts, the same counter, one thread.
+            let started = thread_cpu();
+            let mut local = Vec::with_capacity(texts);
+            for t in &inputs[k] {
+                local.push(tokenizer.count(std::hint::black_box(t)));
+            }
+            let own = (thread_cpu() - started).as_secs_f64();
+            // Over the wire: server CPU around the same texts, one at a time.
+            let before = cpu_by_thread(pid);
+            for (t, want) in inputs[k].iter().zip(&local) {
+                let got = client
+                    .count_tokens(pb::CountTokensRequest {
+                        tokenizer: Some(pb::count_tokens_request::Tokenizer::Encoding(
+                            encoding.name().to_owned(),
+                        )),
+                        text: t.clone(),
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .tokens;
+                assert_eq!(got, *want, "the same count over the wire");
+            }
+            let wire = cpu_between(&before, &cpu_by_thread(pid)) as f64 / 1e9;
+            let mb = total as f64 / (1 << 20) as f64;
+            eprintln!(
+                "round {round} {} {}: in process {:.1} MiB/s, server {:.1} MiB/s",
+                encoding.name(),
+                kinds[k],
+                mb / own,
+                mb / wire
+            );
+            results[c].push((mb / own, mb / wire));
+        }
+    }
+    println!(
+        "| encoding | text | in process MiB/s | server CPU MiB/s | server / in process (median of {rounds}) |"
+    );
+    println!("|---|---|---:|---:|---:|");
+    for (c, &(encoding, k)) in cells.iter().enumerate() {
+        let r = &results[c];
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {:.1}% |",
+            encoding.name(),
+            kinds[k],
+            median(r.iter().map(|x| x.0).collect()),
+            median(r.iter().map(|x| x.1).collect()),
+            100.0 * median(r.iter().map(|x| x.1 / x.0).collect())
+        );
+    }
+}
