@@ -764,9 +764,9 @@ async fn server_on(db: &std::path::Path, memory: &str) -> (TestServer, tempfile:
     (TestServer::start_with(args).await, dir)
 }
 
-/// The health of the memory store as the server reports it.
-async fn memory_health(server: &TestServer) -> i32 {
-    HealthClient::new(server.channel.clone())
+/// The health of the memory store as the server on `channel` reports it.
+async fn health_of(channel: &Channel) -> i32 {
+    HealthClient::new(channel.clone())
         .check(HealthCheckRequest {
             service: MEMORY_HEALTH.to_owned(),
         })
@@ -787,14 +787,18 @@ fn without_recall(mut r: pb::AssembleRequest) -> pb::AssembleRequest {
     r
 }
 
+/// In a child process: `assembler_memory_store_up` is one gauge per process,
+/// which every in-process server of the other tests sets too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_cannot_open_leaves_assemble_serving_and_reconnects() {
     let dir = tempfile::tempdir().unwrap();
     // The store's directory cannot be created while a file has its name.
     let volume = dir.path().join("volume");
     std::fs::write(&volume, "not a directory").unwrap();
-    let (server, _config) = server_on(&volume.join("memory.db"), "").await;
-    let mut client = server.client();
+    let db = volume.join("memory.db");
+    let server = ChildServer::spawn(&["--memory-sqlite-path", db.to_str().unwrap()], &[]);
+    let channel = server.serving_channel().await;
+    let mut client = AssemblerClient::new(channel.clone());
     let who = subject("unreachable");
 
     client
@@ -833,8 +837,8 @@ async fn a_store_that_cannot_open_leaves_assemble_serving_and_reconnects() {
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
         assert!(status.get_details_retry_info().is_some(), "{status:?}");
     }
-    assert_eq!(memory_health(&server).await, ServingStatus::NotServing as i32);
-    let (_, metrics) = server.http_get("/metrics").await;
+    assert_eq!(health_of(&channel).await, ServingStatus::NotServing as i32);
+    let metrics = server.metrics_page().await;
     assert_eq!(
         common::metric(&metrics, "assembler_memory_store_up", &[]),
         Some(0.0)
@@ -842,7 +846,7 @@ async fn a_store_that_cannot_open_leaves_assemble_serving_and_reconnects() {
 
     // The volume comes back: the store opens, health says so, writes work.
     std::fs::remove_file(&volume).unwrap();
-    let mut watch = HealthClient::new(server.channel.clone())
+    let mut watch = HealthClient::new(channel.clone())
         .watch(HealthCheckRequest {
             service: MEMORY_HEALTH.to_owned(),
         })
@@ -864,12 +868,11 @@ async fn a_store_that_cannot_open_leaves_assemble_serving_and_reconnects() {
         retain(&who, "k", &observation("decision", "Tokens rotate weekly."), &[]),
     )
     .await;
-    let (_, metrics) = server.http_get("/metrics").await;
+    let metrics = server.metrics_page().await;
     assert_eq!(
         common::metric(&metrics, "assembler_memory_store_up", &[]),
         Some(1.0)
     );
-    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
