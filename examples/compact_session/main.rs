@@ -212,7 +212,7 @@ fn describe(msgs: &[Msg], tokenizer: &Tokenizer) {
     let chars: usize = msgs
         .iter()
         .flat_map(|m| &m.content)
-        .flat_map(Content::counted_texts)
+        .flat_map(|c| c.counted_texts(false))
         .map(str::len)
         .sum();
     let first = msgs.first().map_or("", |m| m.id.as_str());
@@ -233,7 +233,7 @@ fn describe(msgs: &[Msg], tokenizer: &Tokenizer) {
         sizes.last().copied().unwrap_or_default()
     );
     println!("counted bytes:     {chars}");
-    println!("tokens (o200k):    {}", recount(tokenizer, msgs));
+    println!("tokens (o200k):    {}", recount(tokenizer, false, msgs));
 }
 
 /// The fields every section prints.
@@ -268,7 +268,7 @@ fn print_provenance(provenance: Option<&Provenance>) {
 /// Checks that the reported count is what a from-scratch recount of the
 /// output gives.
 fn check_recount(out: &Compaction, tokenizer: &Tokenizer) -> Result<()> {
-    let recounted = recount(tokenizer, &out.messages);
+    let recounted = recount(tokenizer, false, &out.messages);
     let ok = recounted == out.tokens_after;
     println!(
         "recount check:     tokens_after {} == recount {recounted}: {}",

@@ -104,7 +104,15 @@ pub fn assemble_and_check(asm: &Assembler, req: &AssembleRequest) {
             non_cuttable_tokens,
             budget,
             model,
+            needs,
         }) => {
+            // The breakdown names every part, and the parts add up.
+            assert_eq!(needs.total(), *non_cuttable_tokens, "the overflow's parts do not add up");
+            for b in &needs.blocks {
+                let block = req.blocks.get(b.index).expect("an overflow names a block of the request");
+                assert_eq!((b.name.as_str(), b.kind), (block.name.as_str(), block.kind));
+                assert!(b.tokens > 0, "an overflow names a block that needs nothing");
+            }
             let spec = catalog
                 .models
                 .resolve(&req.model)

@@ -59,7 +59,7 @@ pub fn run(input: &CompactInput) {
             Ok(out) => {
                 assert!(!invalid, "an invalid request was compacted");
                 let spec = spec.expect("valid model");
-                check(&req, &spec.tokenizer, &out);
+                check(&req, &spec.tokenizer, spec.reads_thinking(), &out);
                 convo = out.messages;
             }
             Err(e @ CompactError::InvalidArgument(_)) => {
@@ -110,16 +110,16 @@ fn is_continuation(m: &Msg) -> bool {
 }
 
 /// Checks one answer against its request.
-pub fn check(req: &CompactRequest, tok: &Tokenizer, out: &Compaction) {
+pub fn check(req: &CompactRequest, tok: &Tokenizer, reads_thinking: bool, out: &Compaction) {
     let input = &req.messages;
     assert_eq!(
         out.tokens_before,
-        recount(tok, input),
+        recount(tok, reads_thinking, input),
         "tokens_before is not the recount"
     );
     assert_eq!(
         out.tokens_after,
-        recount(tok, &out.messages),
+        recount(tok, reads_thinking, &out.messages),
         "tokens_after is not the recount"
     );
     assert_eq!(out.exact, tok.is_exact());
@@ -269,7 +269,7 @@ pub fn check(req: &CompactRequest, tok: &Tokenizer, out: &Compaction) {
         for s in steps {
             let mut partial = input[..start].to_vec();
             partial.extend_from_slice(&input[s.end as usize..]);
-            assert_eq!(s.tokens_after, recount(tok, &partial), "trim step count");
+            assert_eq!(s.tokens_after, recount(tok, reads_thinking, &partial), "trim step count");
         }
         assert_eq!(steps[steps.len() - 1].tokens_after, out.tokens_after);
         let mut expected = input[..start].to_vec();

@@ -93,8 +93,16 @@ fn step(u: &mut Unstructured<'_>, calls: &mut Calls, n: usize) -> Result<Msg> {
         0..=2 => msg(id, Role::User, vec![Content::Text(text(u)?)]),
         3..=4 => msg(id, Role::Assistant, vec![Content::Text(text(u)?)]),
         5..=7 => {
-            // An assistant turn making one to three calls, sometimes with text.
+            // An assistant turn making one to three calls, sometimes after
+            // thinking (redacted one time in four), sometimes with text.
             let mut content = Vec::new();
+            if one_in(u, 2)? {
+                content.push(Content::Thinking(context_assembler::prompt::Thinking {
+                    text: text(u)?,
+                    signature: text(u)?,
+                    redacted: one_in(u, 4)?,
+                }));
+            }
             if one_in(u, 2)? {
                 content.push(Content::Text(text(u)?));
             }

@@ -170,7 +170,7 @@ fn compact_request(wire: pb::CompactRequest) {
             match compactor.compact(req.clone(), &vocab::Cancel::new()) {
                 Ok(out) => {
                     let spec = spec.expect("compacted with a known model");
-                    crate::compact_check::check(&req, &spec.tokenizer, &out);
+                    crate::compact_check::check(&req, &spec.tokenizer, spec.reads_thinking(), &out);
                     // The answer survives the wire.
                     let resp = pb::CompactResponse::from(out);
                     survives_the_wire(&resp);

@@ -658,7 +658,7 @@ impl<'a> Pipeline<'a> {
                 .push(Measured::new(candidates, filtered, units, turns));
         }
         let chrono = self.group_conversation();
-        let reads_thinking = self.spec.cache.provider.provider.reads_thinking();
+        let reads_thinking = self.spec.reads_thinking();
         for (bi, lights) in lighten::members(self.measurement(), &chrono, self.policy)
             .into_iter()
             .enumerate()

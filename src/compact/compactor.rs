@@ -65,6 +65,8 @@ pub struct Compactor {
 struct Resolved {
     model: String,
     tokenizer: Tokenizer,
+    /// Whether thinking is counted (the model's provider reads it).
+    reads_thinking: bool,
     settings: CompactionSettings,
     trigger: u32,
     target: u32,
@@ -110,7 +112,7 @@ impl Compactor {
         let mut costs = Vec::with_capacity(req.messages.len());
         let mut meter = Meter::new(cancel);
         for (i, m) in req.messages.iter().enumerate() {
-            costs.push(self.cost(&r.tokenizer, m, i == 0, &mut lookups, &mut meter)?);
+            costs.push(self.cost(&r, m, i == 0, &mut lookups, &mut meter)?);
         }
         metrics::cache_lookups(
             metrics::SEGMENT_CACHE_LOOKUPS_TOTAL,
@@ -197,6 +199,7 @@ impl Compactor {
         Ok(Resolved {
             model: spec.name.clone(),
             tokenizer: spec.tokenizer.clone(),
+            reads_thinking: spec.reads_thinking(),
             trigger: req
                 .trigger_tokens
                 .unwrap_or_else(|| CompactionSettings::share(budget, settings.trigger_percent)),
@@ -214,14 +217,15 @@ impl Compactor {
     /// many), and stops once it is cancelled.
     fn cost(
         &self,
-        tok: &Tokenizer,
+        r: &Resolved,
         m: &Msg,
         first: bool,
         lookups: &mut Lookups,
         meter: &mut Meter<'_>,
     ) -> Result<u32, CompactError> {
         let mut stopped = None;
-        let n = message_tokens(tok, m, first, |text| {
+        let tok = &r.tokenizer;
+        let n = message_tokens(tok, r.reads_thinking, m, first, |text| {
             if stopped.is_some() {
                 return 0;
             }
@@ -288,7 +292,7 @@ impl Compactor {
         let mut added = 0u32;
         for (i, m) in std::iter::once(&continuation).chain(&pinned).enumerate() {
             let first = head + i == 0;
-            added = added.saturating_add(self.cost(&r.tokenizer, m, first, &mut lookups, &mut meter)?);
+            added = added.saturating_add(self.cost(r, m, first, &mut lookups, &mut meter)?);
         }
         let after = r
             .tokenizer
@@ -462,29 +466,37 @@ fn total(tok: &Tokenizer, costs: &[u32]) -> u32 {
 }
 
 /// Tokens of the message `m` (opening the conversation when `first`), each
-/// text counted by `count`: the chat formula's frame plus its blocks' texts;
+/// text counted by `count`: the chat formula's frame plus its blocks' texts
+/// (thinking when the provider `reads_thinking`);
 /// for a model folder whose template sets a lone text in a piece of its own
 /// ([`Tokenizer::glue`]), the frame outside that piece plus the piece's
 /// count, which is exact where the content meets the frame.
-fn message_tokens(tok: &Tokenizer, m: &Msg, first: bool, mut count: impl FnMut(&str) -> u32) -> u32 {
+fn message_tokens(
+    tok: &Tokenizer,
+    reads_thinking: bool,
+    m: &Msg,
+    first: bool,
+    mut count: impl FnMut(&str) -> u32,
+) -> u32 {
     if let ([Content::Text(text)], Some(glue)) = (m.content.as_slice(), tok.glue(m.role, first)) {
         return tok.glued_message_tokens(m.role, first, count(&glue.piece(text)));
     }
     m.content
         .iter()
-        .flat_map(Content::counted_texts)
+        .flat_map(|c| c.counted_texts(reads_thinking))
         .filter(|t| !t.is_empty())
         .map(count)
         .fold(tok.frame_tokens(m.role), u32::saturating_add)
 }
 
 /// Tokens of `messages` under the compaction formula, counted from scratch
-/// (no cache): what every reported count must equal.
-pub fn recount(tok: &Tokenizer, messages: &[Msg]) -> u32 {
+/// (no cache): what every reported count must equal. Thinking counts when
+/// the provider `reads_thinking` ([`crate::tokens::ModelSpec::reads_thinking`]).
+pub fn recount(tok: &Tokenizer, reads_thinking: bool, messages: &[Msg]) -> u32 {
     let costs: Vec<u32> = messages
         .iter()
         .enumerate()
-        .map(|(i, m)| message_tokens(tok, m, i == 0, |t| tok.count(t)))
+        .map(|(i, m)| message_tokens(tok, reads_thinking, m, i == 0, |t| tok.count(t)))
         .collect();
     total(tok, &costs)
 }

@@ -4,6 +4,7 @@
 
 use super::marker::{MarkerKey, TAG_CHARS};
 use super::summary::SEAL;
+use crate::prompt::Thinking;
 use crate::vocab::Role;
 use crate::vocab::escape::{escape_attr, escape_tags};
 
@@ -37,6 +38,9 @@ pub enum Content {
         /// Whether the tool reported an error.
         is_error: bool,
     },
+    /// The model's thinking (assistant messages), kept verbatim with its
+    /// message and never summarized.
+    Thinking(Thinking),
 }
 
 impl Content {
@@ -45,12 +49,16 @@ impl Content {
         Content::Text(text.into())
     }
 
-    /// The texts the block contributes to the token count, in order.
-    pub fn counted_texts(&self) -> [&str; 2] {
+    /// The texts the block contributes to the token count, in order;
+    /// thinking only where the model's provider `reads_thinking` (a
+    /// redacted block never: its text is the provider's opaque data).
+    pub fn counted_texts(&self, reads_thinking: bool) -> [&str; 2] {
         match self {
             Content::Text(t) => [t, ""],
             Content::ToolUse { name, input, .. } => [name, input],
             Content::ToolResult { output, .. } => [output, ""],
+            Content::Thinking(t) if reads_thinking && !t.redacted => [&t.text, ""],
+            Content::Thinking(_) => ["", ""],
         }
     }
 }
@@ -164,6 +172,14 @@ pub fn validate(req: &CompactRequest) -> Vec<crate::vocab::FieldViolation> {
             let at = |f: &str| format!("messages[{i}].content[{j}].{f}");
             match c {
                 Content::Text(_) => {}
+                Content::Thinking(_) => {
+                    if m.role != Role::Assistant {
+                        v.push(FieldViolation::new(
+                            format!("messages[{i}].role"),
+                            "thinking blocks belong to assistant messages",
+                        ));
+                    }
+                }
                 Content::ToolUse { id, name, .. } => {
                     if m.role != Role::Assistant {
                         v.push(FieldViolation::new(

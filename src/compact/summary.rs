@@ -180,7 +180,7 @@ impl Summary {
                     match c {
                         Content::Text(t) => found.extend(files_in(t)),
                         Content::ToolUse { input, .. } => found.extend(files_in(input)),
-                        Content::ToolResult { .. } => {}
+                        Content::ToolResult { .. } | Content::Thinking(_) => {}
                     }
                 }
                 found.into_iter().rev().map(str::to_owned)
@@ -477,10 +477,16 @@ fn tool_name(name: &str) -> String {
     )
 }
 
-/// One timeline line: role, then up to [`BLOCKS_PER_ENTRY`] clipped blocks.
+/// One timeline line: role, then up to [`BLOCKS_PER_ENTRY`] clipped blocks
+/// (thinking is never summarized: it is left out, and not counted).
 fn entry(m: &Msg) -> String {
     let mut out = format!("{}:", m.role.as_str());
-    for c in m.content.iter().take(BLOCKS_PER_ENTRY) {
+    let blocks: Vec<&Content> = m
+        .content
+        .iter()
+        .filter(|c| !matches!(c, Content::Thinking(_)))
+        .collect();
+    for c in blocks.iter().take(BLOCKS_PER_ENTRY) {
         out.push(' ');
         match c {
             Content::Text(t) => out.push_str(&clip(t, CLIP_CHARS)),
@@ -494,10 +500,11 @@ fn entry(m: &Msg) -> String {
                 let what = if *is_error { "tool error" } else { "tool result" };
                 let _ = write!(out, "[{what}] {}", clip(output, CLIP_CHARS));
             }
+            Content::Thinking(_) => {}
         }
     }
-    if m.content.len() > BLOCKS_PER_ENTRY {
-        let _ = write!(out, " (+{} more blocks)", m.content.len() - BLOCKS_PER_ENTRY);
+    if blocks.len() > BLOCKS_PER_ENTRY {
+        let _ = write!(out, " (+{} more blocks)", blocks.len() - BLOCKS_PER_ENTRY);
     }
     // One space between parts whatever is empty: the line parses back as is.
     out.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -1,25 +1,34 @@
 //! Conversation builders shared by the compaction tests.
 
 use super::conversation::{Content, Msg};
+use crate::prompt::Thinking;
 use crate::vocab::Role;
+
+/// What every thinking block of [`call`] holds: no summary may ever
+/// contain it.
+pub const THOUGHT: &str = "~private chain of thought~";
 
 /// A user message.
 pub fn user(t: &str) -> Msg {
     Msg::text(Role::User, t)
 }
 
-/// An assistant message calling `bash` once per id.
+/// An assistant message thinking (signed), then calling `bash` once per id.
 pub fn call(ids: &[&str]) -> Msg {
+    let thinking = Content::Thinking(Thinking {
+        text: format!("{THOUGHT} about src/{}.rs: todo next", ids.join("-")),
+        signature: "sig".into(),
+        redacted: false,
+    });
     Msg {
         id: String::new(),
         role: Role::Assistant,
-        content: ids
-            .iter()
-            .map(|id| Content::ToolUse {
+        content: std::iter::once(thinking)
+            .chain(ids.iter().map(|id| Content::ToolUse {
                 id: (*id).to_owned(),
                 name: "bash".into(),
                 input: format!(r#"{{"cmd": "cat src/{id}.rs"}}"#),
-            })
+            }))
             .collect(),
     }
 }

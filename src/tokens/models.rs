@@ -56,6 +56,12 @@ impl Default for CacheSettings {
 }
 
 impl ModelSpec {
+    /// Whether the model's provider reads a turn's thinking passed back
+    /// (and bills it as input): Anthropic and Bedrock do.
+    pub fn reads_thinking(&self) -> bool {
+        self.cache.provider.provider.reads_thinking()
+    }
+
     /// Whether `model` is this entry's name or, for a prefix entry, continues
     /// it with `-`.
     pub fn matches(&self, model: &str) -> bool {

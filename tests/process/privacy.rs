@@ -340,6 +340,13 @@ fn conversation(s: &Secrets, n: usize, turns: usize) -> pb::CompactRequest {
             id: s.id(&format!("assistant{t}")),
             role: pb::Role::Assistant.into(),
             content: vec![
+                pb::ContentBlock {
+                    block: Some(Block::Thinking(pb::Thinking {
+                        text: s.text(&format!("compactthinking{t}")),
+                        signature: s.word(&format!("compactsignature{t}")),
+                        redacted: false,
+                    })),
+                },
                 text(format!("assistant{t}")),
                 pb::ContentBlock {
                     block: Some(Block::ToolUse(pb::ToolUse {

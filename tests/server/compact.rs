@@ -105,6 +105,8 @@ fn recount(messages: &[pb::ConversationMessage]) -> usize {
                         Block::Text(t) => n(t),
                         Block::ToolUse(u) => n(&u.name) + n(&u.input),
                         Block::ToolResult(r) => n(&r.output),
+                        // gpt-4o's provider does not read thinking.
+                        Block::Thinking(_) => 0,
                     })
                     .sum::<usize>()
         })
@@ -320,5 +322,55 @@ async fn the_readme_example_compacts_through_the_json_mapping() {
     let ids: Vec<&str> = out.messages.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["m0", "", "task", "m4", "m5"]);
     assert!(first_text(&out.messages[1]).contains("src/parser/lexer.rs"));
+    server.stop().await;
+}
+
+/// Thinking over the wire: returned verbatim with the kept messages (never
+/// escaped), absent from the summary, not counted for gpt-4o (the tiktoken
+/// recount without it matches); refused on a user message, by name.
+#[tokio::test]
+async fn thinking_is_returned_verbatim_and_refused_on_a_user_message() {
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let thought = "I should read <b>a & b</b> first &amp; then patch";
+    let mut msgs = session();
+    for m in msgs.iter_mut().filter(|m| m.id.starts_with('a')) {
+        m.content.insert(
+            0,
+            pb::ContentBlock {
+                block: Some(Block::Thinking(pb::Thinking {
+                    text: format!("{thought} ({})", m.id),
+                    signature: "c2lnbmF0dXJl".to_owned(),
+                    redacted: false,
+                })),
+            },
+        );
+    }
+    let out = client.compact(request(msgs.clone())).await.unwrap().into_inner();
+    assert_eq!(out.tokens_before as usize, recount(&msgs));
+    assert_eq!(out.tokens_after as usize, recount(&out.messages));
+    let kept_calls: Vec<&pb::ConversationMessage> =
+        out.messages.iter().filter(|m| m.id.starts_with('a')).collect();
+    assert!(!kept_calls.is_empty());
+    for m in &kept_calls {
+        let original = msgs.iter().find(|o| o.id == m.id).unwrap();
+        assert_eq!(*m, original, "a kept call keeps its thinking verbatim");
+    }
+    let summary = &out.messages[out.summary_index.unwrap() as usize];
+    let Some(Block::Text(summary)) = summary.content[0].block.as_ref() else {
+        panic!("a text summary")
+    };
+    assert!(!summary.contains("I should read"), "{summary}");
+
+    // On a user message: refused, naming the message's role.
+    let mut bad = msgs;
+    bad[1].content.push(pb::ContentBlock {
+        block: Some(Block::Thinking(pb::Thinking {
+            text: "no".to_owned(),
+            ..Default::default()
+        })),
+    });
+    let status = client.compact(request(bad)).await.unwrap_err();
+    assert_eq!(violations(&status), vec!["messages[1].role"]);
     server.stop().await;
 }

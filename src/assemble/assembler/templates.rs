@@ -536,7 +536,7 @@ proptest! {
         messages.push(Msg::text(Role::User, "and now?"));
         let as_sent = |ms: &[Msg]| -> Vec<Message> {
             ms.iter()
-                .map(|m| Message::text(m.role, m.content.iter().flat_map(|c| c.counted_texts()).collect()))
+                .map(|m| Message::text(m.role, m.content.iter().flat_map(|c| c.counted_texts(false)).collect()))
                 .collect()
         };
         let out = Compactor::new(Arc::new(a))

@@ -7,7 +7,7 @@ use crate::compact::breaker::BreakerState;
 use crate::compact::conversation::Pinned;
 use crate::compact::outcome::*;
 use crate::compact::summary::PREAMBLE;
-use crate::compact::test_support::{call, conversation, result};
+use crate::compact::test_support::{THOUGHT, call, conversation, result};
 use crate::tokens::Encoding;
 
 const MODEL: &str = "gpt-5";
@@ -320,7 +320,7 @@ fn three_failures_open_the_breaker_then_trim_until_it_closes() {
     assert_eq!(sizes, [2, 2, 2, 2, 1]);
     assert!(open.tokens_after <= 500);
     assert_eq!(open.messages[..], heavy_session()[9..]);
-    assert_eq!(open.tokens_after, recount(&tok(), &open.messages));
+    assert_eq!(open.tokens_after, recount(&tok(), false, &open.messages));
     // Other sessions are not affected.
     let other = c
         .compact_at(
@@ -357,7 +357,7 @@ fn emergency_trim_drops_two_turns_a_step_and_reports_each() {
     msgs.push(result(&["b"]));
     msgs.extend(heavy_session());
     let t = tok();
-    let before = recount(&t, &msgs);
+    let before = recount(&t, false, &msgs);
     let target = before - 1000;
     let out = run(
         &c,
@@ -376,7 +376,7 @@ fn emergency_trim_drops_two_turns_a_step_and_reports_each() {
     for step in &out.trim_steps {
         let mut partial = msgs[..1].to_vec();
         partial.extend_from_slice(&msgs[step.end as usize..]);
-        assert_eq!(step.tokens_after, recount(&t, &partial));
+        assert_eq!(step.tokens_after, recount(&t, false, &partial));
         kept = step.end as usize;
     }
     assert!(out.tokens_after <= target);
@@ -428,6 +428,11 @@ fn bad_requests_name_every_field() {
                 is_error: false,
             }],
         },
+        Msg {
+            id: String::new(),
+            role: Role::User,
+            content: call(&["y"]).content[..1].to_vec(),
+        },
     ]);
     bad.model = "no-such-model".into();
     bad.target_tokens = Some(0);
@@ -440,9 +445,10 @@ fn bad_requests_name_every_field() {
         "messages[0].content",
         "messages[1].role",
         "messages[1].content[0].tool_use.name",
-        "messages[2].content[0].tool_use.id",
+        "messages[2].content[1].tool_use.id",
         "messages[3].role",
         "messages[3].content[0].tool_result.tool_use_id",
+        "messages[4].role",
         "pinned[0].content",
         "model",
         "target_tokens",
@@ -464,8 +470,8 @@ fn a_cancelled_request_stops() {
 /// Checks what every Compact answer must hold.
 fn check(input: &[Msg], out: &Compaction) -> Result<(), TestCaseError> {
     let t = tok();
-    prop_assert_eq!(out.tokens_before, recount(&t, input), "before");
-    prop_assert_eq!(out.tokens_after, recount(&t, &out.messages), "after");
+    prop_assert_eq!(out.tokens_before, recount(&t, false, input), "before");
+    prop_assert_eq!(out.tokens_after, recount(&t, false, &out.messages), "after");
     let changed = out.outcome.compacted() || !out.trim_steps.is_empty();
     if !changed {
         prop_assert_eq!(&out.messages[..], input);
@@ -497,6 +503,25 @@ fn check(input: &[Msg], out: &Compaction) -> Result<(), TestCaseError> {
     // The conversation never begins with a tool result.
     let first = out.messages.iter().find(|m| m.role != Role::System);
     prop_assert!(!first.is_some_and(Msg::has_tool_result));
+    // Thinking is never summarized: it is only ever in a thinking block,
+    // verbatim, of a message kept as it was.
+    for m in &out.messages {
+        for c in &m.content {
+            if let Content::Thinking(t) = c {
+                prop_assert!(
+                    m.role == Role::Assistant && input.iter().any(|i| i == m),
+                    "{:?}",
+                    t
+                );
+            } else {
+                prop_assert!(
+                    !c.counted_texts(false).iter().any(|t| t.contains(THOUGHT)),
+                    "thinking leaked: {:?}",
+                    c
+                );
+            }
+        }
+    }
     if out.outcome.compacted() {
         // One summary; after it and the pinned items, the input's messages
         // from the end of what it covers, verbatim.
@@ -714,4 +739,76 @@ fn an_end_user_message_cannot_pass_for_a_summary_or_a_pinned_item() {
         "{:?}",
         again.messages
     );
+}
+
+/// Thinking is counted where the provider reads it (Anthropic), not where it
+/// does not (OpenAI), stays verbatim with its message, and never reaches
+/// the summary of the messages it goes with.
+#[test]
+fn thinking_is_kept_verbatim_counted_by_provider_and_never_summarized() {
+    let mut msgs = Vec::new();
+    for i in 0..8 {
+        let id = format!("c{i}");
+        msgs.push(text(Role::User, &format!("step {i}: look at src/m{i}.rs")));
+        msgs.push(call(&[id.as_str()]));
+        msgs.push(result(&[id.as_str()]));
+    }
+    let without: Vec<Msg> = (msgs.iter().cloned())
+        .map(|mut m| {
+            m.content.retain(|c| !matches!(c, Content::Thinking(_)));
+            m
+        })
+        .collect();
+    let c = compactor();
+    let compact = |model: &str, msgs: Vec<Msg>| {
+        let mut r = request(msgs);
+        r.model = model.into();
+        c.compact(r, &Cancel::new()).unwrap()
+    };
+    let thought = |out: &Compaction| -> Vec<Content> {
+        (out.messages.iter().flat_map(|m| &m.content))
+            .filter(|c| matches!(c, Content::Thinking(_)))
+            .cloned()
+            .collect()
+    };
+    // OpenAI: carried, not counted.
+    let openai = compact("gpt-5", msgs.clone());
+    assert_eq!(
+        openai.tokens_before,
+        compact("gpt-5", without.clone()).tokens_before
+    );
+    // Anthropic: counted, exactly as a recount with thinking says.
+    let anthropic = compact("claude-sonnet-4-5", msgs.clone());
+    let spec = crate::config::default_catalog()
+        .models
+        .resolve("claude-sonnet-4-5")
+        .unwrap()
+        .clone();
+    assert!(spec.reads_thinking());
+    assert_eq!(anthropic.tokens_before, recount(&spec.tokenizer, true, &msgs));
+    assert_eq!(
+        anthropic.tokens_after,
+        recount(&spec.tokenizer, true, &anthropic.messages)
+    );
+    assert!(anthropic.tokens_before > compact("claude-sonnet-4-5", without).tokens_before);
+    for out in [&openai, &anthropic] {
+        assert!(out.outcome.compacted(), "{:?}", out.outcome);
+        // The kept calls keep their thinking, signature and all; none of it
+        // is in the summary.
+        let kept: Vec<&Msg> = out.messages.iter().filter(|m| msgs.contains(m)).collect();
+        let expected: Vec<Content> = (kept.iter().flat_map(|m| &m.content))
+            .filter(|c| matches!(c, Content::Thinking(_)))
+            .cloned()
+            .collect();
+        assert!(!expected.is_empty(), "the newest call is kept");
+        assert_eq!(thought(out), expected);
+        let summary = &out.messages[out.summary_index.unwrap() as usize];
+        assert!(
+            !summary
+                .content
+                .iter()
+                .any(|c| c.counted_texts(true).iter().any(|t| t.contains(THOUGHT)))
+        );
+        assert!(thought(out).len() < 8, "older thinking went with its messages");
+    }
 }

@@ -307,7 +307,7 @@ fn reference_of(msgs: &[Msg], earlier: Option<Summary>) -> Summary {
                         s.current = clip(t, CURRENT_CHARS);
                     }
                 }
-                Content::ToolResult { .. } => {}
+                Content::ToolResult { .. } | Content::Thinking(_) => {}
             }
         }
         if m.role == Role::User {

@@ -83,10 +83,11 @@ fn message_from_wire(i: usize, m: pb::ConversationMessage, v: &mut Vec<FieldViol
                     output: r.output,
                     is_error: r.is_error,
                 }),
+                Some(Block::Thinking(t)) => Some(Content::Thinking(super::thinking_from_wire(t))),
                 None => {
                     v.push(FieldViolation::new(
                         format!("messages[{i}].content[{j}]"),
-                        "one of text, tool_use or tool_result is required",
+                        "one of text, tool_use, tool_result or thinking is required",
                     ));
                     None
                 }
@@ -122,6 +123,7 @@ pub fn message_to_wire(m: Msg) -> pb::ConversationMessage {
                         output,
                         is_error,
                     }),
+                    Content::Thinking(t) => Block::Thinking(super::thinking_to_wire(t)),
                 }),
             })
             .collect(),

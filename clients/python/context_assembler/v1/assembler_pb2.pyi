@@ -751,14 +751,16 @@ class ToolResult(_message.Message):
     def __init__(self, tool_use_id: _Optional[str] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
 
 class ContentBlock(_message.Message):
-    __slots__ = ("text", "tool_use", "tool_result")
+    __slots__ = ("text", "tool_use", "tool_result", "thinking")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOOL_USE_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    THINKING_FIELD_NUMBER: _ClassVar[int]
     text: str
     tool_use: ToolUse
     tool_result: ToolResult
-    def __init__(self, text: _Optional[str] = ..., tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResult, _Mapping]] = ...) -> None: ...
+    thinking: Thinking
+    def __init__(self, text: _Optional[str] = ..., tool_use: _Optional[_Union[ToolUse, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResult, _Mapping]] = ..., thinking: _Optional[_Union[Thinking, _Mapping]] = ...) -> None: ...
 
 class ConversationMessage(_message.Message):
     __slots__ = ("id", "role", "content")

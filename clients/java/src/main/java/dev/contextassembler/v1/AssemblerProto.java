@@ -530,188 +530,190 @@ public final class AssemblerProto {
       "e\030\002 \001(\tR\004name\022\024\n\005input\030\003 \001(\tR\005input\"_\n\nT" +
       "oolResult\022\036\n\013tool_use_id\030\001 \001(\tR\ttoolUseI" +
       "d\022\026\n\006output\030\002 \001(\tR\006output\022\031\n\010is_error\030\003 " +
-      "\001(\010R\007isError\"\256\001\n\014ContentBlock\022\024\n\004text\030\001 " +
+      "\001(\010R\007isError\"\354\001\n\014ContentBlock\022\024\n\004text\030\001 " +
       "\001(\tH\000R\004text\022:\n\010tool_use\030\002 \001(\0132\035.context_" +
       "assembler.v1.ToolUseH\000R\007toolUse\022C\n\013tool_" +
       "result\030\003 \001(\0132 .context_assembler.v1.Tool" +
-      "ResultH\000R\ntoolResultB\007\n\005block\"\223\001\n\023Conver" +
-      "sationMessage\022\016\n\002id\030\001 \001(\tR\002id\022.\n\004role\030\002 " +
-      "\001(\0162\032.context_assembler.v1.RoleR\004role\022<\n" +
-      "\007content\030\003 \003(\0132\".context_assembler.v1.Co" +
-      "ntentBlockR\007content\"J\n\nPinnedItem\022\016\n\002id\030" +
-      "\001 \001(\tR\002id\022\022\n\004kind\030\002 \001(\tR\004kind\022\030\n\007content" +
-      "\030\003 \001(\tR\007content\"\371\003\n\016CompactRequest\022\035\n\nre" +
-      "quest_id\030\001 \001(\tR\trequestId\022\024\n\005model\030\002 \001(\t" +
-      "R\005model\022\035\n\nsession_id\030\003 \001(\tR\tsessionId\022E" +
-      "\n\010messages\030\004 \003(\0132).context_assembler.v1." +
-      "ConversationMessageR\010messages\022*\n\016trigger" +
-      "_tokens\030\005 \001(\rH\000R\rtriggerTokens\210\001\001\022(\n\rtar" +
-      "get_tokens\030\006 \001(\rH\001R\014targetTokens\210\001\001\022,\n\017p" +
-      "reserve_recent\030\007 \001(\rH\002R\016preserveRecent\210\001" +
-      "\001\0228\n\006pinned\030\010 \003(\0132 .context_assembler.v1" +
-      ".PinnedItemR\006pinned\0226\n\027context_length_ex" +
-      "ceeded\030\t \001(\010R\025contextLengthExceeded\022\035\n\nc" +
-      "ache_salt\030\n \001(\tR\tcacheSaltB\021\n\017_trigger_t" +
-      "okensB\020\n\016_target_tokensB\022\n\020_preserve_rec" +
-      "ent\"\254\001\n\021CompactProvenance\022\037\n\013message_ids" +
-      "\030\001 \003(\tR\nmessageIds\022\024\n\005start\030\002 \001(\rR\005start" +
-      "\022\020\n\003end\030\003 \001(\rR\003end\0225\n\024merged_summary_ind" +
-      "ex\030\004 \001(\rH\000R\022mergedSummaryIndex\210\001\001B\027\n\025_me" +
-      "rged_summary_index\"v\n\010TrimStep\022\037\n\013messag" +
-      "e_ids\030\001 \003(\tR\nmessageIds\022\024\n\005start\030\002 \001(\rR\005" +
-      "start\022\020\n\003end\030\003 \001(\rR\003end\022!\n\014tokens_after\030" +
-      "\004 \001(\rR\013tokensAfter\"t\n\014BreakerState\0221\n\024co" +
-      "nsecutive_failures\030\001 \001(\rR\023consecutiveFai" +
-      "lures\022\022\n\004open\030\002 \001(\010R\004open\022\035\n\nopened_now\030" +
-      "\003 \001(\010R\topenedNow\"\261\006\n\017CompactResponse\022\035\n\n" +
-      "request_id\030\001 \001(\tR\trequestId\022\024\n\005model\030\002 \001" +
-      "(\tR\005model\022E\n\010messages\030\003 \003(\0132).context_as" +
-      "sembler.v1.ConversationMessageR\010messages" +
-      "\022\034\n\tcompacted\030\004 \001(\010R\tcompacted\022>\n\007outcom" +
-      "e\030\005 \001(\0162$.context_assembler.v1.CompactOu" +
-      "tcomeR\007outcome\022\026\n\006reason\030\006 \001(\tR\006reason\022#" +
-      "\n\rtokens_before\030\007 \001(\rR\014tokensBefore\022!\n\014t" +
-      "okens_after\030\010 \001(\rR\013tokensAfter\022%\n\016trigge" +
-      "r_tokens\030\t \001(\rR\rtriggerTokens\022#\n\rtarget_" +
-      "tokens\030\n \001(\rR\014targetTokens\022\'\n\017preserve_r" +
-      "ecent\030\013 \001(\rR\016preserveRecent\022\034\n\ttokenizer" +
-      "\030\014 \001(\tR\ttokenizer\022\024\n\005exact\030\r \001(\010R\005exact\022" +
-      "G\n\nprovenance\030\016 \001(\0132\'.context_assembler." +
-      "v1.CompactProvenanceR\nprovenance\022(\n\rsumm" +
-      "ary_index\030\017 \001(\rH\000R\014summaryIndex\210\001\001\022=\n\ntr" +
-      "im_steps\030\020 \003(\0132\036.context_assembler.v1.Tr" +
-      "imStepR\ttrimSteps\022<\n\007breaker\030\021 \001(\0132\".con" +
-      "text_assembler.v1.BreakerStateR\007breaker\022" +
-      "9\n\010warnings\030\022 \003(\0132\035.context_assembler.v1" +
-      ".WarningR\010warningsB\020\n\016_summary_index\"\247\001\n" +
-      "\013Observation\022\022\n\004type\030\001 \001(\tR\004type\022\024\n\005titl" +
-      "e\030\002 \001(\tR\005title\022\022\n\004text\030\003 \001(\tR\004text\022\024\n\005fa" +
-      "cts\030\004 \003(\tR\005facts\022\035\n\nfiles_read\030\005 \003(\tR\tfi" +
-      "lesRead\022%\n\016files_modified\030\006 \003(\tR\rfilesMo" +
-      "dified\"\375\001\n\016SessionSummary\022\030\n\007request\030\001 \001" +
-      "(\tR\007request\022\"\n\014investigated\030\002 \001(\tR\014inves" +
-      "tigated\022\030\n\007learned\030\003 \001(\tR\007learned\022\034\n\tcom" +
-      "pleted\030\004 \001(\tR\tcompleted\022\035\n\nnext_steps\030\005 " +
-      "\001(\tR\tnextSteps\022\035\n\nfiles_read\030\006 \003(\tR\tfile" +
-      "sRead\022!\n\014files_edited\030\007 \003(\tR\013filesEdited" +
-      "\022\024\n\005notes\030\010 \001(\tR\005notes\"\334\002\n\rRetainRequest" +
-      "\022\'\n\017idempotency_key\030\001 \001(\tR\016idempotencyKe" +
-      "y\022\030\n\007subject\030\002 \001(\tR\007subject\022\'\n\017required_" +
-      "scopes\030\003 \003(\tR\016requiredScopes\022\035\n\nrequest_" +
-      "id\030\004 \001(\tR\trequestId\022\022\n\004turn\030\005 \001(\rR\004turn\022" +
-      "!\n\014model_output\030\006 \001(\tR\013modelOutput\022E\n\014ob" +
-      "servations\030\007 \003(\0132!.context_assembler.v1." +
-      "ObservationR\014observations\022B\n\tsummaries\030\010" +
-      " \003(\0132$.context_assembler.v1.SessionSumma" +
-      "ryR\tsummaries\"o\n\rRetainProblem\022\030\n\007elemen" +
-      "t\030\001 \001(\tR\007element\022\024\n\005index\030\002 \001(\rR\005index\022\026" +
-      "\n\006offset\030\003 \001(\004R\006offset\022\026\n\006reason\030\004 \001(\tR\006" +
-      "reason\"\332\001\n\016RetainResponse\022\035\n\nmemory_ids\030" +
-      "\001 \003(\tR\tmemoryIds\022\032\n\010replayed\030\002 \001(\010R\010repl" +
-      "ayed\022?\n\010problems\030\003 \003(\0132#.context_assembl" +
-      "er.v1.RetainProblemR\010problems\0222\n\025private" +
-      "_spans_removed\030\004 \001(\rR\023privateSpansRemove" +
-      "d\022\030\n\007evicted\030\005 \001(\004R\007evicted\"O\n\rForgetReq" +
-      "uest\022\020\n\003ids\030\001 \003(\tR\003ids\022\030\n\007subject\030\002 \001(\tR" +
-      "\007subject\022\022\n\004type\030\003 \001(\tR\004type\"G\n\016ForgetRe" +
-      "sponse\022\030\n\007deleted\030\001 \001(\004R\007deleted\022\033\n\tnot_" +
-      "found\030\002 \001(\004R\010notFound\"\377\002\n\014StoredMemory\022\016" +
-      "\n\002id\030\001 \001(\tR\002id\022\030\n\007subject\030\002 \001(\tR\007subject" +
-      "\022\022\n\004type\030\003 \001(\tR\004type\022\024\n\005title\030\004 \001(\tR\005tit" +
-      "le\022E\n\013observation\030\005 \001(\0132!.context_assemb" +
-      "ler.v1.ObservationH\000R\013observation\022@\n\007sum" +
-      "mary\030\006 \001(\0132$.context_assembler.v1.Sessio" +
-      "nSummaryH\000R\007summary\022\'\n\017required_scopes\030\007" +
-      " \003(\tR\016requiredScopes\022\035\n\nrequest_id\030\010 \001(\t" +
-      "R\trequestId\022\022\n\004turn\030\t \001(\rR\004turn\022+\n\022creat" +
-      "ed_at_unix_ms\030\n \001(\003R\017createdAtUnixMsB\t\n\007" +
-      "content\"\252\001\n\023ListMemoriesRequest\022\030\n\007subje" +
-      "ct\030\001 \001(\tR\007subject\022\033\n\tpage_size\030\002 \001(\rR\010pa" +
-      "geSize\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022=\n" +
-      "\tprincipal\030\004 \001(\0132\037.context_assembler.v1." +
-      "PrincipalR\tprincipal\"\226\001\n\024ListMemoriesRes" +
-      "ponse\022>\n\010memories\030\001 \003(\0132\".context_assemb" +
-      "ler.v1.StoredMemoryR\010memories\022&\n\017next_pa" +
-      "ge_token\030\002 \001(\tR\rnextPageToken\022\026\n\006hidden\030" +
-      "\003 \001(\rR\006hidden*_\n\004Role\022\024\n\020ROLE_UNSPECIFIE" +
-      "D\020\000\022\017\n\013ROLE_SYSTEM\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016R" +
-      "OLE_ASSISTANT\020\003\022\r\n\tROLE_TOOL\020\004*\230\001\n\013Segme" +
-      "ntKind\022\034\n\030SEGMENT_KIND_UNSPECIFIED\020\000\022\027\n\023" +
-      "SEGMENT_KIND_SYSTEM\020\001\022\027\n\023SEGMENT_KIND_PO" +
-      "LICY\020\002\022\036\n\032SEGMENT_KIND_OUTPUT_SCHEMA\020\003\022\031" +
-      "\n\025SEGMENT_KIND_EXAMPLES\020\004*\272\001\n\tBlockKind\022" +
-      "\032\n\026BLOCK_KIND_UNSPECIFIED\020\000\022\024\n\020BLOCK_KIN" +
-      "D_STATE\020\001\022\027\n\023BLOCK_KIND_EVIDENCE\020\002\022\025\n\021BL" +
-      "OCK_KIND_MEMORY\020\003\022\026\n\022BLOCK_KIND_SUMMARY\020" +
-      "\004\022\033\n\027BLOCK_KIND_RECENT_TURNS\020\005\022\026\n\022BLOCK_" +
-      "KIND_HISTORY\020\006*\215\001\n\007Outcome\022\027\n\023OUTCOME_UN" +
-      "SPECIFIED\020\000\022\020\n\014OUTCOME_KEPT\020\001\022\025\n\021OUTCOME" +
-      "_COMPACTED\020\002\022\025\n\021OUTCOME_TRUNCATED\020\003\022\023\n\017O" +
-      "UTCOME_DROPPED\020\004\022\024\n\020OUTCOME_FILTERED\020\005*\304" +
-      "\001\n\016BreakpointKind\022\037\n\033BREAKPOINT_KIND_UNS" +
-      "PECIFIED\020\000\022 \n\034BREAKPOINT_KIND_END_OF_TOO" +
-      "LS\020\001\022!\n\035BREAKPOINT_KIND_END_OF_SYSTEM\020\002\022" +
-      "#\n\037BREAKPOINT_KIND_END_OF_EXAMPLES\020\003\022\'\n#" +
-      "BREAKPOINT_KIND_LAST_STABLE_MESSAGE\020\004*\377\001" +
-      "\n\021MarkerIneffective\022\"\n\036MARKER_INEFFECTIV" +
-      "E_UNSPECIFIED\020\000\022$\n MARKER_INEFFECTIVE_BE" +
-      "LOW_MINIMUM\020\001\022,\n(MARKER_INEFFECTIVE_OVER" +
-      "_BREAKPOINT_LIMIT\020\002\022 \n\034MARKER_INEFFECTIV" +
-      "E_TTL_ORDER\020\003\022&\n\"MARKER_INEFFECTIVE_VOLA" +
-      "TILE_BEFORE\020\004\022(\n$MARKER_INEFFECTIVE_LOOK" +
-      "BACK_EXCEEDED\020\005*\273\003\n\013CacheChange\022\034\n\030CACHE" +
-      "_CHANGE_UNSPECIFIED\020\000\022\025\n\021CACHE_CHANGE_NO" +
-      "NE\020\001\022\031\n\025CACHE_CHANGE_APPENDED\020\002\022\036\n\032CACHE" +
-      "_CHANGE_MODEL_CHANGED\020\003\022\036\n\032CACHE_CHANGE_" +
-      "TOOLS_CHANGED\020\004\022\037\n\033CACHE_CHANGE_SYSTEM_C" +
-      "HANGED\020\005\022\037\n\033CACHE_CHANGE_VOLATILE_VALUE\020" +
-      "\006\022\034\n\030CACHE_CHANGE_WINDOW_STEP\020\007\022 \n\034CACHE" +
-      "_CHANGE_SUMMARY_CHANGED\020\010\022\035\n\031CACHE_CHANG" +
-      "E_TURN_CHANGED\020\t\022\037\n\033CACHE_CHANGE_ITEM_RE" +
-      "ORDERED\020\n\022\035\n\031CACHE_CHANGE_ITEM_REMOVED\020\013" +
-      "\022\033\n\027CACHE_CHANGE_ITEM_ADDED\020\014\022\036\n\032CACHE_C" +
-      "HANGE_QUERY_CHANGED\020\r*\201\002\n\nPromptPart\022\033\n\027" +
-      "PROMPT_PART_UNSPECIFIED\020\000\022\025\n\021PROMPT_PART" +
-      "_TOOLS\020\001\022\026\n\022PROMPT_PART_SYSTEM\020\002\022\030\n\024PROM" +
-      "PT_PART_EXAMPLES\020\003\022\027\n\023PROMPT_PART_SUMMAR" +
-      "Y\020\004\022\024\n\020PROMPT_PART_TURN\020\005\022\030\n\024PROMPT_PART" +
-      "_EVIDENCE\020\006\022\026\n\022PROMPT_PART_MEMORY\020\007\022\025\n\021P" +
-      "ROMPT_PART_STATE\020\010\022\025\n\021PROMPT_PART_QUERY\020" +
-      "\t*\222\002\n\016CompactOutcome\022\037\n\033COMPACT_OUTCOME_" +
-      "UNSPECIFIED\020\000\022\035\n\031COMPACT_OUTCOME_COMPACT" +
-      "ED\020\001\022)\n%COMPACT_OUTCOME_COMPACTED_OVER_T" +
-      "ARGET\020\002\022!\n\035COMPACT_OUTCOME_BELOW_TRIGGER" +
-      "\020\003\022&\n\"COMPACT_OUTCOME_NOTHING_TO_COMPACT" +
-      "\020\004\022#\n\037COMPACT_OUTCOME_BREAKER_TRIMMED\020\005\022" +
-      "%\n!COMPACT_OUTCOME_EMERGENCY_TRIMMED\020\0062\315" +
-      "\007\n\tAssembler\022Y\n\010Assemble\022%.context_assem" +
-      "bler.v1.AssembleRequest\032&.context_assemb" +
-      "ler.v1.AssembleResponse\022b\n\013CountTokens\022(" +
-      ".context_assembler.v1.CountTokensRequest" +
-      "\032).context_assembler.v1.CountTokensRespo" +
-      "nse\022_\n\nListModels\022\'.context_assembler.v1" +
-      ".ListModelsRequest\032(.context_assembler.v" +
-      "1.ListModelsResponse\022h\n\rAssembleBatch\022*." +
-      "context_assembler.v1.AssembleBatchReques" +
-      "t\032+.context_assembler.v1.AssembleBatchRe" +
-      "sponse\022i\n\016AssembleStream\022%.context_assem" +
-      "bler.v1.AssembleRequest\032,.context_assemb" +
-      "ler.v1.AssembleStreamResponse(\0010\001\022b\n\013Rep" +
-      "ortUsage\022(.context_assembler.v1.ReportUs" +
-      "ageRequest\032).context_assembler.v1.Report" +
-      "UsageResponse\022V\n\007Compact\022$.context_assem" +
-      "bler.v1.CompactRequest\032%.context_assembl" +
-      "er.v1.CompactResponse\022S\n\006Retain\022#.contex" +
-      "t_assembler.v1.RetainRequest\032$.context_a" +
-      "ssembler.v1.RetainResponse\022S\n\006Forget\022#.c" +
-      "ontext_assembler.v1.ForgetRequest\032$.cont" +
-      "ext_assembler.v1.ForgetResponse\022e\n\014ListM" +
-      "emories\022).context_assembler.v1.ListMemor" +
-      "iesRequest\032*.context_assembler.v1.ListMe",
-      "moriesResponseB~\n\027dev.contextassembler.v" +
-      "1B\016AssemblerProtoP\001ZQgithub.com/context-" +
-      "assembler/context-assembler/clients/go/a" +
-      "ssemblerv1;assemblerv1b\006proto3"
+      "ResultH\000R\ntoolResult\022<\n\010thinking\030\004 \001(\0132\036" +
+      ".context_assembler.v1.ThinkingH\000R\010thinki" +
+      "ngB\007\n\005block\"\223\001\n\023ConversationMessage\022\016\n\002i" +
+      "d\030\001 \001(\tR\002id\022.\n\004role\030\002 \001(\0162\032.context_asse" +
+      "mbler.v1.RoleR\004role\022<\n\007content\030\003 \003(\0132\".c" +
+      "ontext_assembler.v1.ContentBlockR\007conten" +
+      "t\"J\n\nPinnedItem\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004kind\030" +
+      "\002 \001(\tR\004kind\022\030\n\007content\030\003 \001(\tR\007content\"\371\003" +
+      "\n\016CompactRequest\022\035\n\nrequest_id\030\001 \001(\tR\tre" +
+      "questId\022\024\n\005model\030\002 \001(\tR\005model\022\035\n\nsession" +
+      "_id\030\003 \001(\tR\tsessionId\022E\n\010messages\030\004 \003(\0132)" +
+      ".context_assembler.v1.ConversationMessag" +
+      "eR\010messages\022*\n\016trigger_tokens\030\005 \001(\rH\000R\rt" +
+      "riggerTokens\210\001\001\022(\n\rtarget_tokens\030\006 \001(\rH\001" +
+      "R\014targetTokens\210\001\001\022,\n\017preserve_recent\030\007 \001" +
+      "(\rH\002R\016preserveRecent\210\001\001\0228\n\006pinned\030\010 \003(\0132" +
+      " .context_assembler.v1.PinnedItemR\006pinne" +
+      "d\0226\n\027context_length_exceeded\030\t \001(\010R\025cont" +
+      "extLengthExceeded\022\035\n\ncache_salt\030\n \001(\tR\tc" +
+      "acheSaltB\021\n\017_trigger_tokensB\020\n\016_target_t" +
+      "okensB\022\n\020_preserve_recent\"\254\001\n\021CompactPro" +
+      "venance\022\037\n\013message_ids\030\001 \003(\tR\nmessageIds" +
+      "\022\024\n\005start\030\002 \001(\rR\005start\022\020\n\003end\030\003 \001(\rR\003end" +
+      "\0225\n\024merged_summary_index\030\004 \001(\rH\000R\022merged" +
+      "SummaryIndex\210\001\001B\027\n\025_merged_summary_index" +
+      "\"v\n\010TrimStep\022\037\n\013message_ids\030\001 \003(\tR\nmessa" +
+      "geIds\022\024\n\005start\030\002 \001(\rR\005start\022\020\n\003end\030\003 \001(\r" +
+      "R\003end\022!\n\014tokens_after\030\004 \001(\rR\013tokensAfter" +
+      "\"t\n\014BreakerState\0221\n\024consecutive_failures" +
+      "\030\001 \001(\rR\023consecutiveFailures\022\022\n\004open\030\002 \001(" +
+      "\010R\004open\022\035\n\nopened_now\030\003 \001(\010R\topenedNow\"\261" +
+      "\006\n\017CompactResponse\022\035\n\nrequest_id\030\001 \001(\tR\t" +
+      "requestId\022\024\n\005model\030\002 \001(\tR\005model\022E\n\010messa" +
+      "ges\030\003 \003(\0132).context_assembler.v1.Convers" +
+      "ationMessageR\010messages\022\034\n\tcompacted\030\004 \001(" +
+      "\010R\tcompacted\022>\n\007outcome\030\005 \001(\0162$.context_" +
+      "assembler.v1.CompactOutcomeR\007outcome\022\026\n\006" +
+      "reason\030\006 \001(\tR\006reason\022#\n\rtokens_before\030\007 " +
+      "\001(\rR\014tokensBefore\022!\n\014tokens_after\030\010 \001(\rR" +
+      "\013tokensAfter\022%\n\016trigger_tokens\030\t \001(\rR\rtr" +
+      "iggerTokens\022#\n\rtarget_tokens\030\n \001(\rR\014targ" +
+      "etTokens\022\'\n\017preserve_recent\030\013 \001(\rR\016prese" +
+      "rveRecent\022\034\n\ttokenizer\030\014 \001(\tR\ttokenizer\022" +
+      "\024\n\005exact\030\r \001(\010R\005exact\022G\n\nprovenance\030\016 \001(" +
+      "\0132\'.context_assembler.v1.CompactProvenan" +
+      "ceR\nprovenance\022(\n\rsummary_index\030\017 \001(\rH\000R" +
+      "\014summaryIndex\210\001\001\022=\n\ntrim_steps\030\020 \003(\0132\036.c" +
+      "ontext_assembler.v1.TrimStepR\ttrimSteps\022" +
+      "<\n\007breaker\030\021 \001(\0132\".context_assembler.v1." +
+      "BreakerStateR\007breaker\0229\n\010warnings\030\022 \003(\0132" +
+      "\035.context_assembler.v1.WarningR\010warnings" +
+      "B\020\n\016_summary_index\"\247\001\n\013Observation\022\022\n\004ty" +
+      "pe\030\001 \001(\tR\004type\022\024\n\005title\030\002 \001(\tR\005title\022\022\n\004" +
+      "text\030\003 \001(\tR\004text\022\024\n\005facts\030\004 \003(\tR\005facts\022\035" +
+      "\n\nfiles_read\030\005 \003(\tR\tfilesRead\022%\n\016files_m" +
+      "odified\030\006 \003(\tR\rfilesModified\"\375\001\n\016Session" +
+      "Summary\022\030\n\007request\030\001 \001(\tR\007request\022\"\n\014inv" +
+      "estigated\030\002 \001(\tR\014investigated\022\030\n\007learned" +
+      "\030\003 \001(\tR\007learned\022\034\n\tcompleted\030\004 \001(\tR\tcomp" +
+      "leted\022\035\n\nnext_steps\030\005 \001(\tR\tnextSteps\022\035\n\n" +
+      "files_read\030\006 \003(\tR\tfilesRead\022!\n\014files_edi" +
+      "ted\030\007 \003(\tR\013filesEdited\022\024\n\005notes\030\010 \001(\tR\005n" +
+      "otes\"\334\002\n\rRetainRequest\022\'\n\017idempotency_ke" +
+      "y\030\001 \001(\tR\016idempotencyKey\022\030\n\007subject\030\002 \001(\t" +
+      "R\007subject\022\'\n\017required_scopes\030\003 \003(\tR\016requ" +
+      "iredScopes\022\035\n\nrequest_id\030\004 \001(\tR\trequestI" +
+      "d\022\022\n\004turn\030\005 \001(\rR\004turn\022!\n\014model_output\030\006 " +
+      "\001(\tR\013modelOutput\022E\n\014observations\030\007 \003(\0132!" +
+      ".context_assembler.v1.ObservationR\014obser" +
+      "vations\022B\n\tsummaries\030\010 \003(\0132$.context_ass" +
+      "embler.v1.SessionSummaryR\tsummaries\"o\n\rR" +
+      "etainProblem\022\030\n\007element\030\001 \001(\tR\007element\022\024" +
+      "\n\005index\030\002 \001(\rR\005index\022\026\n\006offset\030\003 \001(\004R\006of" +
+      "fset\022\026\n\006reason\030\004 \001(\tR\006reason\"\332\001\n\016RetainR" +
+      "esponse\022\035\n\nmemory_ids\030\001 \003(\tR\tmemoryIds\022\032" +
+      "\n\010replayed\030\002 \001(\010R\010replayed\022?\n\010problems\030\003" +
+      " \003(\0132#.context_assembler.v1.RetainProble" +
+      "mR\010problems\0222\n\025private_spans_removed\030\004 \001" +
+      "(\rR\023privateSpansRemoved\022\030\n\007evicted\030\005 \001(\004" +
+      "R\007evicted\"O\n\rForgetRequest\022\020\n\003ids\030\001 \003(\tR" +
+      "\003ids\022\030\n\007subject\030\002 \001(\tR\007subject\022\022\n\004type\030\003" +
+      " \001(\tR\004type\"G\n\016ForgetResponse\022\030\n\007deleted\030" +
+      "\001 \001(\004R\007deleted\022\033\n\tnot_found\030\002 \001(\004R\010notFo" +
+      "und\"\377\002\n\014StoredMemory\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007" +
+      "subject\030\002 \001(\tR\007subject\022\022\n\004type\030\003 \001(\tR\004ty" +
+      "pe\022\024\n\005title\030\004 \001(\tR\005title\022E\n\013observation\030" +
+      "\005 \001(\0132!.context_assembler.v1.Observation" +
+      "H\000R\013observation\022@\n\007summary\030\006 \001(\0132$.conte" +
+      "xt_assembler.v1.SessionSummaryH\000R\007summar" +
+      "y\022\'\n\017required_scopes\030\007 \003(\tR\016requiredScop" +
+      "es\022\035\n\nrequest_id\030\010 \001(\tR\trequestId\022\022\n\004tur" +
+      "n\030\t \001(\rR\004turn\022+\n\022created_at_unix_ms\030\n \001(" +
+      "\003R\017createdAtUnixMsB\t\n\007content\"\252\001\n\023ListMe" +
+      "moriesRequest\022\030\n\007subject\030\001 \001(\tR\007subject\022" +
+      "\033\n\tpage_size\030\002 \001(\rR\010pageSize\022\035\n\npage_tok" +
+      "en\030\003 \001(\tR\tpageToken\022=\n\tprincipal\030\004 \001(\0132\037" +
+      ".context_assembler.v1.PrincipalR\tprincip" +
+      "al\"\226\001\n\024ListMemoriesResponse\022>\n\010memories\030" +
+      "\001 \003(\0132\".context_assembler.v1.StoredMemor" +
+      "yR\010memories\022&\n\017next_page_token\030\002 \001(\tR\rne" +
+      "xtPageToken\022\026\n\006hidden\030\003 \001(\rR\006hidden*_\n\004R" +
+      "ole\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013ROLE_SYSTEM" +
+      "\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSISTANT\020\003\022\r\n" +
+      "\tROLE_TOOL\020\004*\230\001\n\013SegmentKind\022\034\n\030SEGMENT_" +
+      "KIND_UNSPECIFIED\020\000\022\027\n\023SEGMENT_KIND_SYSTE" +
+      "M\020\001\022\027\n\023SEGMENT_KIND_POLICY\020\002\022\036\n\032SEGMENT_" +
+      "KIND_OUTPUT_SCHEMA\020\003\022\031\n\025SEGMENT_KIND_EXA" +
+      "MPLES\020\004*\272\001\n\tBlockKind\022\032\n\026BLOCK_KIND_UNSP" +
+      "ECIFIED\020\000\022\024\n\020BLOCK_KIND_STATE\020\001\022\027\n\023BLOCK" +
+      "_KIND_EVIDENCE\020\002\022\025\n\021BLOCK_KIND_MEMORY\020\003\022" +
+      "\026\n\022BLOCK_KIND_SUMMARY\020\004\022\033\n\027BLOCK_KIND_RE" +
+      "CENT_TURNS\020\005\022\026\n\022BLOCK_KIND_HISTORY\020\006*\215\001\n" +
+      "\007Outcome\022\027\n\023OUTCOME_UNSPECIFIED\020\000\022\020\n\014OUT" +
+      "COME_KEPT\020\001\022\025\n\021OUTCOME_COMPACTED\020\002\022\025\n\021OU" +
+      "TCOME_TRUNCATED\020\003\022\023\n\017OUTCOME_DROPPED\020\004\022\024" +
+      "\n\020OUTCOME_FILTERED\020\005*\304\001\n\016BreakpointKind\022" +
+      "\037\n\033BREAKPOINT_KIND_UNSPECIFIED\020\000\022 \n\034BREA" +
+      "KPOINT_KIND_END_OF_TOOLS\020\001\022!\n\035BREAKPOINT" +
+      "_KIND_END_OF_SYSTEM\020\002\022#\n\037BREAKPOINT_KIND" +
+      "_END_OF_EXAMPLES\020\003\022\'\n#BREAKPOINT_KIND_LA" +
+      "ST_STABLE_MESSAGE\020\004*\377\001\n\021MarkerIneffectiv" +
+      "e\022\"\n\036MARKER_INEFFECTIVE_UNSPECIFIED\020\000\022$\n" +
+      " MARKER_INEFFECTIVE_BELOW_MINIMUM\020\001\022,\n(M" +
+      "ARKER_INEFFECTIVE_OVER_BREAKPOINT_LIMIT\020" +
+      "\002\022 \n\034MARKER_INEFFECTIVE_TTL_ORDER\020\003\022&\n\"M" +
+      "ARKER_INEFFECTIVE_VOLATILE_BEFORE\020\004\022(\n$M" +
+      "ARKER_INEFFECTIVE_LOOKBACK_EXCEEDED\020\005*\273\003" +
+      "\n\013CacheChange\022\034\n\030CACHE_CHANGE_UNSPECIFIE" +
+      "D\020\000\022\025\n\021CACHE_CHANGE_NONE\020\001\022\031\n\025CACHE_CHAN" +
+      "GE_APPENDED\020\002\022\036\n\032CACHE_CHANGE_MODEL_CHAN" +
+      "GED\020\003\022\036\n\032CACHE_CHANGE_TOOLS_CHANGED\020\004\022\037\n" +
+      "\033CACHE_CHANGE_SYSTEM_CHANGED\020\005\022\037\n\033CACHE_" +
+      "CHANGE_VOLATILE_VALUE\020\006\022\034\n\030CACHE_CHANGE_" +
+      "WINDOW_STEP\020\007\022 \n\034CACHE_CHANGE_SUMMARY_CH" +
+      "ANGED\020\010\022\035\n\031CACHE_CHANGE_TURN_CHANGED\020\t\022\037" +
+      "\n\033CACHE_CHANGE_ITEM_REORDERED\020\n\022\035\n\031CACHE" +
+      "_CHANGE_ITEM_REMOVED\020\013\022\033\n\027CACHE_CHANGE_I" +
+      "TEM_ADDED\020\014\022\036\n\032CACHE_CHANGE_QUERY_CHANGE" +
+      "D\020\r*\201\002\n\nPromptPart\022\033\n\027PROMPT_PART_UNSPEC" +
+      "IFIED\020\000\022\025\n\021PROMPT_PART_TOOLS\020\001\022\026\n\022PROMPT" +
+      "_PART_SYSTEM\020\002\022\030\n\024PROMPT_PART_EXAMPLES\020\003" +
+      "\022\027\n\023PROMPT_PART_SUMMARY\020\004\022\024\n\020PROMPT_PART" +
+      "_TURN\020\005\022\030\n\024PROMPT_PART_EVIDENCE\020\006\022\026\n\022PRO" +
+      "MPT_PART_MEMORY\020\007\022\025\n\021PROMPT_PART_STATE\020\010" +
+      "\022\025\n\021PROMPT_PART_QUERY\020\t*\222\002\n\016CompactOutco" +
+      "me\022\037\n\033COMPACT_OUTCOME_UNSPECIFIED\020\000\022\035\n\031C" +
+      "OMPACT_OUTCOME_COMPACTED\020\001\022)\n%COMPACT_OU" +
+      "TCOME_COMPACTED_OVER_TARGET\020\002\022!\n\035COMPACT" +
+      "_OUTCOME_BELOW_TRIGGER\020\003\022&\n\"COMPACT_OUTC" +
+      "OME_NOTHING_TO_COMPACT\020\004\022#\n\037COMPACT_OUTC" +
+      "OME_BREAKER_TRIMMED\020\005\022%\n!COMPACT_OUTCOME" +
+      "_EMERGENCY_TRIMMED\020\0062\315\007\n\tAssembler\022Y\n\010As" +
+      "semble\022%.context_assembler.v1.AssembleRe" +
+      "quest\032&.context_assembler.v1.AssembleRes" +
+      "ponse\022b\n\013CountTokens\022(.context_assembler" +
+      ".v1.CountTokensRequest\032).context_assembl" +
+      "er.v1.CountTokensResponse\022_\n\nListModels\022" +
+      "\'.context_assembler.v1.ListModelsRequest" +
+      "\032(.context_assembler.v1.ListModelsRespon" +
+      "se\022h\n\rAssembleBatch\022*.context_assembler." +
+      "v1.AssembleBatchRequest\032+.context_assemb" +
+      "ler.v1.AssembleBatchResponse\022i\n\016Assemble" +
+      "Stream\022%.context_assembler.v1.AssembleRe" +
+      "quest\032,.context_assembler.v1.AssembleStr" +
+      "eamResponse(\0010\001\022b\n\013ReportUsage\022(.context" +
+      "_assembler.v1.ReportUsageRequest\032).conte" +
+      "xt_assembler.v1.ReportUsageResponse\022V\n\007C" +
+      "ompact\022$.context_assembler.v1.CompactReq" +
+      "uest\032%.context_assembler.v1.CompactRespo" +
+      "nse\022S\n\006Retain\022#.context_assembler.v1.Ret" +
+      "ainRequest\032$.context_assembler.v1.Retain" +
+      "Response\022S\n\006Forget\022#.context_assembler.v" +
+      "1.ForgetRequest\032$.context_assembler.v1.F" +
+      "orgetResponse\022e\n\014ListMemories\022).context_",
+      "assembler.v1.ListMemoriesRequest\032*.conte" +
+      "xt_assembler.v1.ListMemoriesResponseB~\n\027" +
+      "dev.contextassembler.v1B\016AssemblerProtoP" +
+      "\001ZQgithub.com/context-assembler/context-" +
+      "assembler/clients/go/assemblerv1;assembl" +
+      "erv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -956,7 +958,7 @@ public final class AssemblerProto {
     internal_static_context_assembler_v1_ContentBlock_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_context_assembler_v1_ContentBlock_descriptor,
-        new java.lang.String[] { "Text", "ToolUse", "ToolResult", "Block", });
+        new java.lang.String[] { "Text", "ToolUse", "ToolResult", "Thinking", "Block", });
     internal_static_context_assembler_v1_ConversationMessage_descriptor =
       getDescriptor().getMessageTypes().get(40);
     internal_static_context_assembler_v1_ConversationMessage_fieldAccessorTable = new

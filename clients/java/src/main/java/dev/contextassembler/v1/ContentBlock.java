@@ -55,6 +55,7 @@ private static final long serialVersionUID = 0L;
     TEXT(1),
     TOOL_USE(2),
     TOOL_RESULT(3),
+    THINKING(4),
     BLOCK_NOT_SET(0);
     private final int value;
     private BlockCase(int value) {
@@ -75,6 +76,7 @@ private static final long serialVersionUID = 0L;
         case 1: return TEXT;
         case 2: return TOOL_USE;
         case 3: return TOOL_RESULT;
+        case 4: return THINKING;
         case 0: return BLOCK_NOT_SET;
         default: return null;
       }
@@ -240,6 +242,61 @@ private static final long serialVersionUID = 0L;
     return dev.contextassembler.v1.ToolResult.getDefaultInstance();
   }
 
+  public static final int THINKING_FIELD_NUMBER = 4;
+  /**
+   * <pre>
+   * The model's thinking (assistant messages only), passed back verbatim
+   * with its message: never summarized, never clipped; when its message
+   * is summarized or trimmed, it goes with it. Counted where the model's
+   * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+   * block never is.
+   * </pre>
+   *
+   * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+   * @return Whether the thinking field is set.
+   */
+  @java.lang.Override
+  public boolean hasThinking() {
+    return blockCase_ == 4;
+  }
+  /**
+   * <pre>
+   * The model's thinking (assistant messages only), passed back verbatim
+   * with its message: never summarized, never clipped; when its message
+   * is summarized or trimmed, it goes with it. Counted where the model's
+   * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+   * block never is.
+   * </pre>
+   *
+   * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+   * @return The thinking.
+   */
+  @java.lang.Override
+  public dev.contextassembler.v1.Thinking getThinking() {
+    if (blockCase_ == 4) {
+       return (dev.contextassembler.v1.Thinking) block_;
+    }
+    return dev.contextassembler.v1.Thinking.getDefaultInstance();
+  }
+  /**
+   * <pre>
+   * The model's thinking (assistant messages only), passed back verbatim
+   * with its message: never summarized, never clipped; when its message
+   * is summarized or trimmed, it goes with it. Counted where the model's
+   * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+   * block never is.
+   * </pre>
+   *
+   * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+   */
+  @java.lang.Override
+  public dev.contextassembler.v1.ThinkingOrBuilder getThinkingOrBuilder() {
+    if (blockCase_ == 4) {
+       return (dev.contextassembler.v1.Thinking) block_;
+    }
+    return dev.contextassembler.v1.Thinking.getDefaultInstance();
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -263,6 +320,9 @@ private static final long serialVersionUID = 0L;
     if (blockCase_ == 3) {
       output.writeMessage(3, (dev.contextassembler.v1.ToolResult) block_);
     }
+    if (blockCase_ == 4) {
+      output.writeMessage(4, (dev.contextassembler.v1.Thinking) block_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -282,6 +342,10 @@ private static final long serialVersionUID = 0L;
     if (blockCase_ == 3) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(3, (dev.contextassembler.v1.ToolResult) block_);
+    }
+    if (blockCase_ == 4) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(4, (dev.contextassembler.v1.Thinking) block_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -312,6 +376,10 @@ private static final long serialVersionUID = 0L;
         if (!getToolResult()
             .equals(other.getToolResult())) return false;
         break;
+      case 4:
+        if (!getThinking()
+            .equals(other.getThinking())) return false;
+        break;
       case 0:
       default:
     }
@@ -338,6 +406,10 @@ private static final long serialVersionUID = 0L;
       case 3:
         hash = (37 * hash) + TOOL_RESULT_FIELD_NUMBER;
         hash = (53 * hash) + getToolResult().hashCode();
+        break;
+      case 4:
+        hash = (37 * hash) + THINKING_FIELD_NUMBER;
+        hash = (53 * hash) + getThinking().hashCode();
         break;
       case 0:
       default:
@@ -481,6 +553,9 @@ private static final long serialVersionUID = 0L;
       if (toolResultBuilder_ != null) {
         toolResultBuilder_.clear();
       }
+      if (thinkingBuilder_ != null) {
+        thinkingBuilder_.clear();
+      }
       blockCase_ = 0;
       block_ = null;
       return this;
@@ -529,6 +604,10 @@ private static final long serialVersionUID = 0L;
       if (blockCase_ == 3 &&
           toolResultBuilder_ != null) {
         result.block_ = toolResultBuilder_.build();
+      }
+      if (blockCase_ == 4 &&
+          thinkingBuilder_ != null) {
+        result.block_ = thinkingBuilder_.build();
       }
     }
 
@@ -591,6 +670,10 @@ private static final long serialVersionUID = 0L;
           mergeToolResult(other.getToolResult());
           break;
         }
+        case THINKING: {
+          mergeThinking(other.getThinking());
+          break;
+        }
         case BLOCK_NOT_SET: {
           break;
         }
@@ -641,6 +724,13 @@ private static final long serialVersionUID = 0L;
               blockCase_ = 3;
               break;
             } // case 26
+            case 34: {
+              input.readMessage(
+                  getThinkingFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              blockCase_ = 4;
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1144,6 +1234,220 @@ private static final long serialVersionUID = 0L;
       blockCase_ = 3;
       onChanged();
       return toolResultBuilder_;
+    }
+
+    private com.google.protobuf.SingleFieldBuilderV3<
+        dev.contextassembler.v1.Thinking, dev.contextassembler.v1.Thinking.Builder, dev.contextassembler.v1.ThinkingOrBuilder> thinkingBuilder_;
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     * @return Whether the thinking field is set.
+     */
+    @java.lang.Override
+    public boolean hasThinking() {
+      return blockCase_ == 4;
+    }
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     * @return The thinking.
+     */
+    @java.lang.Override
+    public dev.contextassembler.v1.Thinking getThinking() {
+      if (thinkingBuilder_ == null) {
+        if (blockCase_ == 4) {
+          return (dev.contextassembler.v1.Thinking) block_;
+        }
+        return dev.contextassembler.v1.Thinking.getDefaultInstance();
+      } else {
+        if (blockCase_ == 4) {
+          return thinkingBuilder_.getMessage();
+        }
+        return dev.contextassembler.v1.Thinking.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     */
+    public Builder setThinking(dev.contextassembler.v1.Thinking value) {
+      if (thinkingBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        block_ = value;
+        onChanged();
+      } else {
+        thinkingBuilder_.setMessage(value);
+      }
+      blockCase_ = 4;
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     */
+    public Builder setThinking(
+        dev.contextassembler.v1.Thinking.Builder builderForValue) {
+      if (thinkingBuilder_ == null) {
+        block_ = builderForValue.build();
+        onChanged();
+      } else {
+        thinkingBuilder_.setMessage(builderForValue.build());
+      }
+      blockCase_ = 4;
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     */
+    public Builder mergeThinking(dev.contextassembler.v1.Thinking value) {
+      if (thinkingBuilder_ == null) {
+        if (blockCase_ == 4 &&
+            block_ != dev.contextassembler.v1.Thinking.getDefaultInstance()) {
+          block_ = dev.contextassembler.v1.Thinking.newBuilder((dev.contextassembler.v1.Thinking) block_)
+              .mergeFrom(value).buildPartial();
+        } else {
+          block_ = value;
+        }
+        onChanged();
+      } else {
+        if (blockCase_ == 4) {
+          thinkingBuilder_.mergeFrom(value);
+        } else {
+          thinkingBuilder_.setMessage(value);
+        }
+      }
+      blockCase_ = 4;
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     */
+    public Builder clearThinking() {
+      if (thinkingBuilder_ == null) {
+        if (blockCase_ == 4) {
+          blockCase_ = 0;
+          block_ = null;
+          onChanged();
+        }
+      } else {
+        if (blockCase_ == 4) {
+          blockCase_ = 0;
+          block_ = null;
+        }
+        thinkingBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     */
+    public dev.contextassembler.v1.Thinking.Builder getThinkingBuilder() {
+      return getThinkingFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     */
+    @java.lang.Override
+    public dev.contextassembler.v1.ThinkingOrBuilder getThinkingOrBuilder() {
+      if ((blockCase_ == 4) && (thinkingBuilder_ != null)) {
+        return thinkingBuilder_.getMessageOrBuilder();
+      } else {
+        if (blockCase_ == 4) {
+          return (dev.contextassembler.v1.Thinking) block_;
+        }
+        return dev.contextassembler.v1.Thinking.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * The model's thinking (assistant messages only), passed back verbatim
+     * with its message: never summarized, never clipped; when its message
+     * is summarized or trimmed, it goes with it. Counted where the model's
+     * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+     * block never is.
+     * </pre>
+     *
+     * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilderV3<
+        dev.contextassembler.v1.Thinking, dev.contextassembler.v1.Thinking.Builder, dev.contextassembler.v1.ThinkingOrBuilder> 
+        getThinkingFieldBuilder() {
+      if (thinkingBuilder_ == null) {
+        if (!(blockCase_ == 4)) {
+          block_ = dev.contextassembler.v1.Thinking.getDefaultInstance();
+        }
+        thinkingBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+            dev.contextassembler.v1.Thinking, dev.contextassembler.v1.Thinking.Builder, dev.contextassembler.v1.ThinkingOrBuilder>(
+                (dev.contextassembler.v1.Thinking) block_,
+                getParentForChildren(),
+                isClean());
+        block_ = null;
+      }
+      blockCase_ = 4;
+      onChanged();
+      return thinkingBuilder_;
     }
     @java.lang.Override
     public final Builder setUnknownFields(

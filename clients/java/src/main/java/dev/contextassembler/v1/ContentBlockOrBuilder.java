@@ -90,5 +90,44 @@ public interface ContentBlockOrBuilder extends
    */
   dev.contextassembler.v1.ToolResultOrBuilder getToolResultOrBuilder();
 
+  /**
+   * <pre>
+   * The model's thinking (assistant messages only), passed back verbatim
+   * with its message: never summarized, never clipped; when its message
+   * is summarized or trimmed, it goes with it. Counted where the model's
+   * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+   * block never is.
+   * </pre>
+   *
+   * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+   * @return Whether the thinking field is set.
+   */
+  boolean hasThinking();
+  /**
+   * <pre>
+   * The model's thinking (assistant messages only), passed back verbatim
+   * with its message: never summarized, never clipped; when its message
+   * is summarized or trimmed, it goes with it. Counted where the model's
+   * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+   * block never is.
+   * </pre>
+   *
+   * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+   * @return The thinking.
+   */
+  dev.contextassembler.v1.Thinking getThinking();
+  /**
+   * <pre>
+   * The model's thinking (assistant messages only), passed back verbatim
+   * with its message: never summarized, never clipped; when its message
+   * is summarized or trimmed, it goes with it. Counted where the model's
+   * provider reads it (Anthropic, Bedrock), as in Assemble; a redacted
+   * block never is.
+   * </pre>
+   *
+   * <code>.context_assembler.v1.Thinking thinking = 4 [json_name = "thinking"];</code>
+   */
+  dev.contextassembler.v1.ThinkingOrBuilder getThinkingOrBuilder();
+
   public dev.contextassembler.v1.ContentBlock.BlockCase getBlockCase();
 }
