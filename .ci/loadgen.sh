@@ -2,12 +2,13 @@
 # CI: a load smoke of the release sidecar through real gRPC connections. Builds the release binaries, then runs
 # loadgen (which starts the sidecar itself on kernel-chosen ports and stops it with SIGTERM) for Assemble,
 # AssembleBatch and AssembleStream on a small warm replay workload, once cold (every request unique), once on cold
-# tool-heavy sessions, once on cold agent sessions (thinking and tool results, Claude) and once cold offering 8x the
-# budget, about 45 s of load in all. Fails if any request was not
-# answered OK and well-formed (loadgen exits non-zero: every batch's groups and dispatch order are checked against its
-# results), if the sidecar did not exit cleanly, if a report lacks a positive throughput, or if OpenAI's tiktoken
-# recounts any answer sampled from a run (up to 200, at least 100) differently from the total the sidecar reported
-# (tests/reference/answers_check.py).
+# tool-heavy sessions, once on cold agent sessions (thinking and tool results, Claude), once cold offering 8x the
+# budget and once on cold fresh requests (new documents and turns in each, most of them kept), about 48 s of load in
+# all. The fresh run's report must say what share of the offered tokens was kept, and it must be most of it.
+# Fails if any request was not answered OK and well-formed (loadgen exits non-zero: every batch's groups and
+# dispatch order are checked against its results), if the sidecar did not exit cleanly, if a report lacks a positive
+# throughput, or if OpenAI's tiktoken recounts any answer sampled from a run (up to 200, at least 100) differently
+# from the total the sidecar reported (tests/reference/answers_check.py).
 # Usage: bash .ci/loadgen.sh        Reports (text and JSON) go to target/loadgen-ci/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,12 @@ run cold --rpc assemble --cold --duration 4s
 # offered, and the reference recount checks the totals stay exact.
 run cold-offer8 --rpc assemble --cold --offer 8 --duration 4s
 run sessions --rpc assemble --workload tool-sessions --cold --duration 4s
+# New text in every request, most of it kept (issue 39): the report measures the share kept (10 requests of 4k).
+run fresh --rpc assemble --workload fresh --cold --duration 3s
+if ! awk '/^kept of offered:/ { found = 1; if ($4 + 0 < 70) low = 1 } END { exit !(found && !low) }' "$out/fresh.txt"; then
+  echo "loadgen-ci: fresh: the report does not say that most (70% or more) of the offered tokens was kept" >&2
+  exit 1
+fi
 # Claude is counted by an estimate (cl100k_base + 20%): nothing for tiktoken to recount exactly.
 RECOUNT=0 run agent-sessions --rpc assemble --workload agent-sessions --cold --duration 3s
 

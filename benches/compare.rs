@@ -18,11 +18,17 @@
 //!   agent sessions run at 8k, the smallest of issue 37's budgets: a step is
 //!   about 1,200 tokens and the system prompt 5,000 characters, so at 4k the
 //!   window would keep about two steps and measure little but cutting.
+//! - `compare/library_cold/fresh_{4k,32k}`: the fresh workload, one pass
+//!   from empty caches over 200 requests that each bring new documents, a
+//!   new conversation and a new query (only the system prompt repeats),
+//!   offering about 1.15x the budget and keeping most of it (as
+//!   `export_workload --fresh --prompt-tokens 4000|32000` writes them).
 //!
 //! The shape can be changed with `COMPARE_FAMILIES`, `COMPARE_USERS`,
 //! `COMPARE_TURNS` (sessions: `COMPARE_USERS` sessions of `COMPARE_TURNS`
-//! requests, 20 x 20 by default); criterion's `--test` mode uses a 1 x 2 x 3
-//! workload (sessions: 2 x 3).
+//! requests, 20 x 20 by default; the fresh workload: `COMPARE_FRESH`
+//! requests, 200 by default); criterion's `--test` mode uses a 1 x 2 x 3
+//! workload (sessions: 2 x 3; fresh: 3).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -31,9 +37,11 @@ use std::time::Duration;
 use context_assembler::assemble::{Assembler, DEFAULT_CACHE_BYTES};
 use context_assembler::grpc::pb;
 use context_assembler::prompt::AssembleRequest;
+use context_assembler::workload::fresh::Fresh;
 use context_assembler::workload::replay::Replay;
 use context_assembler::workload::sessions::{Sessions, Turns};
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use prost::Message as _;
 
 /// The budgets compared, as in the README's tables.
@@ -77,6 +85,17 @@ fn sessions(turns: Turns) -> Sessions {
     }
 }
 
+/// `export_workload --fresh`'s shape at `budget` (200 requests, the replay
+/// seed), or a tiny one in criterion's `--test` mode.
+fn fresh(budget: u32) -> Fresh {
+    let test = std::env::args().any(|a| a == "--test");
+    Fresh {
+        requests: env_or("COMPARE_FRESH", if test { 3 } else { Fresh::REQUESTS }),
+        budget,
+        seed: Replay::default().seed,
+    }
+}
+
 /// The blake3 of the workload as `export_workload` writes it.
 fn jsonl_hash(requests: &[AssembleRequest]) -> blake3::Hash {
     let mut h = blake3::Hasher::new();
@@ -110,6 +129,18 @@ fn wire_pass(asm: &Assembler, wire: &[Vec<u8>]) -> usize {
                 .len()
         })
         .sum()
+}
+
+/// `compare/library_cold/<id>`: one pass over `requests` from empty caches.
+fn cold_row(g: &mut BenchmarkGroup<'_, WallTime>, id: &str, requests: &[AssembleRequest]) {
+    g.throughput(Throughput::Elements(requests.len() as u64));
+    g.bench_with_input(BenchmarkId::new("library_cold", id), requests, |b, requests| {
+        b.iter_batched(
+            || (new_assembler(), requests.to_vec()),
+            |(cold, r)| pass(&cold, black_box(r)),
+            criterion::BatchSize::PerIteration,
+        )
+    });
 }
 
 fn compare(c: &mut Criterion) {
@@ -148,13 +179,7 @@ fn compare(c: &mut Criterion) {
             b.iter(|| wire_pass(&warm, black_box(wire)))
         });
 
-        g.bench_with_input(BenchmarkId::new("library_cold", &id), &requests, |b, requests| {
-            b.iter_batched(
-                || (new_assembler(), requests.clone()),
-                |(cold, r)| pass(&cold, black_box(r)),
-                criterion::BatchSize::PerIteration,
-            )
-        });
+        cold_row(&mut g, &id, &requests);
     }
     for turns in Turns::ALL {
         let shape = sessions(turns);
@@ -173,14 +198,19 @@ fn compare(c: &mut Criterion) {
             shape.requests,
             shape.budget
         );
-        g.throughput(Throughput::Elements(requests.len() as u64));
-        g.bench_with_input(BenchmarkId::new("library_cold", &id), &requests, |b, requests| {
-            b.iter_batched(
-                || (new_assembler(), requests.clone()),
-                |(cold, r)| pass(&cold, black_box(r)),
-                criterion::BatchSize::PerIteration,
-            )
-        });
+        cold_row(&mut g, &id, &requests);
+    }
+    for budget in Fresh::BUDGETS {
+        let shape = fresh(budget);
+        let requests = shape.requests();
+        let id = format!("fresh_{}k", budget / 1000);
+        eprintln!(
+            "{id}: {} requests, JSON lines blake3 {} ({})",
+            requests.len(),
+            jsonl_hash(&requests).to_hex(),
+            shape.describe()
+        );
+        cold_row(&mut g, &id, &requests);
     }
     g.finish();
 }

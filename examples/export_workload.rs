@@ -5,7 +5,7 @@
 //! and the blake3 of the file on stderr (the bench prints the same hash for
 //! the same shape).
 //! Usage: export_workload [--families F] [--users U] [--turns T]
-//! [--prompt-tokens N] [--budget B] [--seed S] [--out FILE]
+//! [--prompt-tokens N] [--budget B] [--seed S] [--out FILE] [--fresh]
 //! With `--sessions chat|tool-heavy|agent`, the session workload instead:
 //! `--users` sessions of `--turns` requests, each repeating its session's
 //! conversation and adding one exchange (an agent: one step, its thinking
@@ -13,12 +13,18 @@
 //! `--prompt-tokens` (4,000 by default; agent sessions 8,000, the smallest
 //! budget of issue 37), with a 4,000-character system prompt (agent
 //! sessions 5,000). `compare`'s session rows are `--users 20 --turns 20`.
+//! With `--fresh`, the fresh workload instead: `--users` requests (200 by
+//! default), each with new documents, a new conversation and a new query
+//! under a stable system prompt, at a budget of `--prompt-tokens` (4,000 by
+//! default; `compare`'s rows `fresh_4k` and `fresh_32k` are 4,000 and
+//! 32,000).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write as _;
 
 use clap::Parser;
 use context_assembler::grpc::pb;
+use context_assembler::workload::fresh::Fresh;
 use context_assembler::workload::replay::Replay;
 use context_assembler::workload::sessions::{Sessions, Turns};
 
@@ -29,9 +35,10 @@ struct Args {
     /// Prefix families.
     #[arg(long, default_value_t = 8)]
     families: usize,
-    /// Users per family.
-    #[arg(long, default_value_t = 20)]
-    users: usize,
+    /// Users per family [default: 20], sessions [20], or the fresh
+    /// workload's requests [200].
+    #[arg(long)]
+    users: Option<usize>,
     /// Turns per user.
     #[arg(long, default_value_t = 6)]
     turns: usize,
@@ -56,7 +63,14 @@ struct Args {
     /// `loadgen --offer`: 8 is about 8x, more evidence items of one size).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     offer: u16,
+    /// The fresh workload instead of the replay: new documents and turns
+    /// in every request, most of them kept.
+    #[arg(long, conflicts_with_all = ["sessions", "budget", "families", "turns"])]
+    fresh: bool,
 }
+
+/// Users per family, and sessions, when `--users` is not given.
+const USERS: usize = 20;
 
 /// The budget of a session workload when `--prompt-tokens` is not given.
 const SESSIONS_BUDGET: usize = 4_000;
@@ -75,7 +89,7 @@ fn sessions_jsonl(args: &Args, turns: Turns) -> (Vec<u8>, String) {
     };
     let prompt_tokens = args.prompt_tokens.unwrap_or(default_budget);
     let shape = Sessions {
-        sessions: args.users,
+        sessions: args.users.unwrap_or(USERS),
         requests: args.turns,
         budget: args.budget.unwrap_or(u32::try_from(prompt_tokens).unwrap()),
         system_chars: turns.system_chars(),
@@ -111,8 +125,33 @@ fn jsonl(shape: &Replay, budget: Option<u32>) -> Vec<u8> {
     out
 }
 
+/// The fresh workload.
+fn fresh_jsonl(args: &Args) -> (Vec<u8>, String) {
+    let shape = Fresh {
+        requests: args.users.unwrap_or(Fresh::REQUESTS),
+        budget: u32::try_from(args.prompt_tokens.unwrap_or(REPLAY_PROMPT_TOKENS)).unwrap(),
+        seed: args.seed,
+    };
+    let mut out = Vec::new();
+    for r in shape.requests() {
+        serde_json::to_writer(&mut out, &pb::AssembleRequest::from(r)).unwrap();
+        out.push(b'\n');
+    }
+    (out, shape.describe())
+}
+
 fn main() {
     let args = Args::parse();
+    if args.fresh {
+        let (bytes, describe) = fresh_jsonl(&args);
+        write(&args.out, &bytes);
+        eprintln!(
+            "{} bytes, blake3 {} ({describe})",
+            bytes.len(),
+            blake3::hash(&bytes).to_hex()
+        );
+        return;
+    }
     if let Some(kind) = &args.sessions {
         let turns = Turns::ALL
             .into_iter()
@@ -122,7 +161,7 @@ fn main() {
         write(&args.out, &bytes);
         eprintln!(
             "{} requests, {} bytes, blake3 {} ({describe})",
-            args.users * args.turns,
+            args.users.unwrap_or(USERS) * args.turns,
             bytes.len(),
             blake3::hash(&bytes).to_hex()
         );
@@ -130,7 +169,7 @@ fn main() {
     }
     let shape = Replay {
         families: args.families,
-        users: args.users,
+        users: args.users.unwrap_or(USERS),
         turns: args.turns,
         prompt_tokens: args.prompt_tokens.unwrap_or(REPLAY_PROMPT_TOKENS),
         seed: args.seed,

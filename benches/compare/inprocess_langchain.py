@@ -2,10 +2,11 @@
 tiktoken and LangChain's `trim_messages`.
 
   1. The static segments (one system message each) and the query (a user message) are never cut.
-  2. Evidence by descending score: an item is kept in full if it fits the room left, else in its
-     `compact_form` if it has one and that fits, else dropped; the next item is tried either way
-     (the sidecar's rule). Kept items are wrapped as the sidecar wraps them and joined into one
-     user context message (best first).
+  2. Evidence by descending score: an item is kept in full if it fits the room left (and its
+     block's `max_tokens`, when set: the wrapped documents kept from one block stay under it, the
+     context message's own framing aside), else in its `compact_form` if it has one and that fits,
+     else dropped; the next item is tried either way (the sidecar's rule). Kept items are wrapped
+     as the sidecar wraps them and joined into one user context message (best first).
   3. The conversation turns get what is left: `trim_messages(strategy="last", start_on="human",
      include_system=False, token_counter=<tiktoken per message>)`.
   4. Order: system, policy, kept turns, context, query (the sidecar's order). The reported total
@@ -33,7 +34,7 @@ import time
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
-from common import PER_MESSAGE, Result, counting, document_unit, ranked_evidence, turns_of
+from common import EVIDENCE, PER_MESSAGE, Result, blocks_of, counting, document_unit, ranked_evidence, turns_of
 
 NAME = "(a) langchain+tiktoken"
 
@@ -90,20 +91,29 @@ def assemble(req: dict) -> Result:
         raise ValueError(f"static prefix and query ({used} tokens) exceed the budget ({budget})")
 
     context_open = PER_MESSAGE + counter.role_tokens["user"]
+    block_of = {id(it): i for i, b in enumerate(blocks_of(req, (EVIDENCE,))) for it in b.get("items", [])}
+    ceilings = [b.get("maxTokens") or float("inf") for b in blocks_of(req, (EVIDENCE,))]
+    kept_in = [0] * len(ceilings)
     units, forms = [], {}
     for item in ranked_evidence(req):
         opening = 0 if units else context_open
+        b = block_of[id(item)]
+
+        def fits(cost):
+            return used + opening + cost <= budget and kept_in[b] + cost <= ceilings[b]
+
         unit = document_unit(item)
         cost = counter.count(unit)
         form = "full"
-        if used + opening + cost > budget and "compactForm" in item:
+        if not fits(cost) and "compactForm" in item:
             unit = document_unit(item, compact=True)
             cost = counter.count(unit)
             form = "compact"
-        if used + opening + cost <= budget:
+        if fits(cost):
             units.append(unit)
             forms[item["id"]] = form
             used += opening + cost
+            kept_in[b] += cost
 
     turns = history(req)
     kept = trim_messages(

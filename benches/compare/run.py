@@ -33,16 +33,34 @@ import common  # noqa: E402
 PAIRS = (("a", "b"), ("a", "c"), ("b", "c"))
 
 
-def timed(fn, *args):
-    """(results, seconds, 1-minute load average at the end)."""
+def process_cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far (Linux /proc; clock-tick resolution,
+    10 ms here), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(fn, *args, server=None):
+    """(results, seconds, 1-minute load average at the end, server CPU seconds or None): the CPU
+    the sidecar process `server` (a pid) used during the pass, when given."""
+    cpu = process_cpu_seconds(server) if server else None
     started = time.perf_counter()
     results = fn(*args)
-    return results, time.perf_counter() - started, os.getloadavg()[0]
+    seconds = time.perf_counter() - started
+    if cpu is not None:
+        after = process_cpu_seconds(server)
+        cpu = after - cpu if after is not None else None
+    return results, seconds, os.getloadavg()[0], cpu
 
 
-def figures(name: str, results: list, seconds: float, load: float) -> dict:
+def figures(name: str, results: list, seconds: float, load: float, cpu=None) -> dict:
     lat = sorted(r.seconds for r in results)
     return {
+        "server_cpu_us_per_request": cpu / len(results) * 1e6 if cpu is not None else None,
         "path": name,
         "load_average_1m": load,
         "requests": len(results),
@@ -72,7 +90,7 @@ def run_paths(args, requests) -> tuple:
     so that a change of load on a shared machine hits every path alike; the fastest pass of each is
     reported (all are kept in the row as `all_requests_per_second`)."""
     jobs = []  # (results key or None, row name, function, arguments)
-    rows, results, cold = [], {}, None
+    rows, results, cold, server = [], {}, None, None
     if "a" in args.paths:
         import inprocess_langchain as a
         jobs.append(("a", a.NAME, a.run_pass, (requests,)))
@@ -87,8 +105,9 @@ def run_paths(args, requests) -> tuple:
             addr = args.addr or sidecar.addr
             c.wait_serving(addr)
             wire = c.parse(requests)
+            server = sidecar.proc.pid if sidecar else None
             if sidecar:  # just started: its caches are empty
-                cold = figures(f"{c.NAME} sync, cold pass", *timed(c.run_sync, addr, wire))
+                cold = figures(f"{c.NAME} sync, cold pass", *timed(c.run_sync, addr, wire, server=server))
             n = args.concurrency
             jobs += [("c", f"{c.NAME} sync", c.run_sync, (addr, wire)),
                      ("c-threads", f"{c.NAME} {n} threads", c.run_threads, (addr, wire, n)),
@@ -103,15 +122,16 @@ def run_paths(args, requests) -> tuple:
             fn(*fn_args)
         passes = [[] for _ in jobs]
         for _ in range(args.repeat):
-            for i, (_, _, fn, fn_args) in enumerate(jobs):
-                passes[i].append(timed(fn, *fn_args))
+            for i, (key, _, fn, fn_args) in enumerate(jobs):
+                passes[i].append(timed(fn, *fn_args, server=server if key and key.startswith("c") else None))
     finally:
         if sidecar:
             sidecar.close()
     for (key, name, _, _), done in zip(jobs, passes):
         best = min(done, key=lambda p: p[1])
         row = figures(name, *best)
-        row["all_requests_per_second"] = [len(r) / s for r, s, _ in done]
+        row["all_requests_per_second"] = [len(r) / s for r, s, _, _ in done]
+        row["all_server_cpu_us_per_request"] = [cpu / len(r) * 1e6 for r, _, _, cpu in done if cpu is not None]
         res = best[0]
         rows.append(row)
         if key:
@@ -251,16 +271,19 @@ def disagreements(results: dict) -> dict:
 
 
 def print_report(rows, honest, disagree, n):
-    print(f"\n{'path':<48} {'req/s':>10} {'median ms':>10} {'p99 ms':>9} {'vs (a)':>9} {'load':>5}")
+    print(f"\n{'path':<48} {'req/s':>10} {'median ms':>10} {'p99 ms':>9} {'vs (a)':>9} {'load':>5} {'srv us':>7}")
     for r in rows:
         p99 = f"{r['p99_ms']:.3f}" if r["p99_ms"] is not None else "-"
         ratio = f"{r['ratio_vs_a']:.1f}x" if r["ratio_vs_a"] else "-"
         median = f"{r['median_ms']:.3f}" + ("*" if r.get("mean_only") else "")
         load = f"{r['load_average_1m']:.1f}" if "load_average_1m" in r else "-"
-        print(f"{r['path']:<48} {r['requests_per_second']:>10.1f} {median:>10} {p99:>9} {ratio:>9} {load:>5}")
+        cpu = r.get("server_cpu_us_per_request")
+        cpu = f"{cpu:.0f}" if cpu is not None else "-"
+        print(f"{r['path']:<48} {r['requests_per_second']:>10.1f} {median:>10} {p99:>9} {ratio:>9} {load:>5} {cpu:>7}")
     if any(r.get("mean_only") for r in rows):
         print("  * criterion: mean time per request of a whole pass (no per-request distribution)")
     print(f"  load: the 1-minute load average when the reported pass ended ({os.cpu_count()} CPUs)")
+    print("  srv us: the sidecar's CPU (user + system, /proc, 10 ms ticks) per request during the reported pass")
     print(f"\ntoken totals, recounted with tiktoken ({n} requests):")
     for h in honest:
         print(f"  ({h['path']}) reported == recount: {h['reported_equals_recount']}, recount - reported: "

@@ -2,6 +2,7 @@
 //! target size, generated in-process (no data is downloaded). Used by the
 //! benches, the tests and the load generator.
 
+pub mod fresh;
 pub mod replay;
 pub mod sessions;
 

@@ -22,6 +22,7 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 use crate::hist::Histogram;
+use crate::kept::{KeptShare, Offers};
 use crate::sessions::{self, SessionAnswer};
 
 mod check;
@@ -155,6 +156,8 @@ struct Recorder {
     answers: Vec<serde_json::Value>,
     /// Answers of the measured sessions (session workload).
     session_answers: Vec<SessionAnswer>,
+    /// What the answers kept of their offers (fresh workload).
+    kept: KeptShare,
     window: Histogram,
     window_started: Instant,
     window_completed: u64,
@@ -171,6 +174,8 @@ pub struct Driver {
     sent: AtomicU64,
     stop: watch::Receiver<bool>,
     recorder: Mutex<Recorder>,
+    /// Each distinct request's offer, when the kept share is measured.
+    offers: Option<Offers>,
 }
 
 /// The tickets one call carries.
@@ -199,11 +204,25 @@ impl Driver {
                 stats: Stats::default(),
                 answers: Vec::new(),
                 session_answers: Vec::new(),
+                kept: KeptShare::default(),
                 window: Histogram::default(),
                 window_started: now,
                 window_completed: 0,
             }),
+            offers: None,
         }
+    }
+
+    /// Measures what every OK answer kept of its request's offer (`offers`
+    /// in workload order; `None`: not measured).
+    pub fn measuring_kept(mut self, offers: Option<Offers>) -> Driver {
+        self.offers = offers;
+        self
+    }
+
+    /// What the answers kept of their offers, if measured.
+    pub fn kept_share(&self) -> Option<KeptShare> {
+        self.offers.as_ref().map(|_| self.lock().kept.clone())
     }
 
     /// Runs the workers to the end; returns the wall time from the start to
@@ -255,6 +274,15 @@ impl Driver {
         let outcome = check(resp, sent);
         if outcome != Outcome::Ok {
             return outcome;
+        }
+        let index = (ticket % self.workload.len() as u64) as usize;
+        if let Some((offered, kept)) = self
+            .offers
+            .as_ref()
+            .and_then(|o| o.measure(index, resp, self.nonce(ticket).as_deref()))
+        {
+            let budget = resp.usage.as_ref().map_or(0, |u| u.budget);
+            self.lock().kept.add(offered, kept, budget);
         }
         if ticket.is_multiple_of(SAMPLE_EVERY) {
             let mut r = self.lock();
@@ -382,16 +410,7 @@ impl Driver {
     /// cold. Ids are kept.
     fn request(&self, ticket: u64) -> pb::AssembleRequest {
         let mut r = self.template(ticket).clone();
-        if self.plan.cold {
-            // Sessions stay sessions: one nonce per session and pass over the
-            // workload, so each request repeats its predecessor's turns.
-            let nonce = match self.session_of(ticket) {
-                Some((session, _)) => {
-                    let pass = ticket / self.workload.len() as u64;
-                    format!("r{:x}.{pass}.s{session} ", self.run_id)
-                }
-                None => format!("r{:x}.{ticket} ", self.run_id),
-            };
+        if let Some(nonce) = self.nonce(ticket) {
             for s in &mut r.static_segments {
                 s.content.insert_str(0, &nonce);
             }
@@ -409,6 +428,22 @@ impl Driver {
             r.query.insert_str(0, &nonce);
         }
         r
+    }
+
+    /// What a cold run puts before every text of a ticket's request.
+    fn nonce(&self, ticket: u64) -> Option<String> {
+        if !self.plan.cold {
+            return None;
+        }
+        // Sessions stay sessions: one nonce per session and pass over the
+        // workload, so each request repeats its predecessor's turns.
+        Some(match self.session_of(ticket) {
+            Some((session, _)) => {
+                let pass = ticket / self.workload.len() as u64;
+                format!("r{:x}.{pass}.s{session} ", self.run_id)
+            }
+            None => format!("r{:x}.{ticket} ", self.run_id),
+        })
     }
 
     fn template(&self, ticket: u64) -> &pb::AssembleRequest {

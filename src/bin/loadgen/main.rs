@@ -1,8 +1,10 @@
 //! `loadgen`: drives a running sidecar (or one it starts with `--spawn`)
 //! through `Assemble`, `AssembleBatch` or `AssembleStream` over real HTTP/2
 //! connections with the replay workload (prefix families x users x turns,
-//! evidence from a shared corpus by Zipf popularity) or the session workload
-//! (conversations growing by one exchange per request), closed loop or at a
+//! evidence from a shared corpus by Zipf popularity), the session workload
+//! (conversations growing by one exchange per request) or the fresh one
+//! (new documents and turns in every request, most of them kept), closed
+//! loop or at a
 //! fixed rate; checks every status and answer; prints progress on stderr and
 //! a final report on stdout: throughput, client latency percentiles, and the
 //! server's CPU, memory, per-phase time and cache hit rates from its
@@ -16,6 +18,7 @@
 
 mod drive;
 mod hist;
+mod kept;
 mod prom;
 mod report;
 mod sessions;
@@ -30,6 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use clap::Parser;
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
+use context_assembler::workload::fresh::Fresh;
 use context_assembler::workload::replay::Replay;
 use context_assembler::workload::sessions::{Sessions, Turns};
 use tokio::sync::watch;
@@ -38,6 +42,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 use drive::{Driver, Plan, Rpc};
+use kept::Offers;
 use prom::{Scraper, Snapshot};
 use report::{Inputs, Report, Samples, Warmup};
 use sidecar::Sidecar;
@@ -65,6 +70,11 @@ enum Workload {
     /// signed thinking and a tool call, and the call's result (code or
     /// prose); the query is a short nudge to take the next step.
     AgentSessions,
+    /// New text in every request: a stable system prompt, then new
+    /// documents (capped at 60% of the budget), a new conversation and the
+    /// query, about 1.15x the budget offered and most of it kept (the
+    /// report measures how much).
+    Fresh,
 }
 
 /// The session workload's defaults: sessions, requests per session,
@@ -77,9 +87,23 @@ const SESSIONS: (usize, usize, usize, usize) = (100, 20, 4000, 4000);
 /// agent's system prompt is 5,000 characters.
 const AGENT_SESSIONS: (usize, usize, usize, usize) = (25, 40, 8000, 5000);
 
-/// The workload's requests in the order tickets take them, its description,
-/// and its number of sessions (0 for the replay).
-fn workload(args: &Args) -> anyhow::Result<(Arc<[pb::AssembleRequest]>, String, usize)> {
+/// A workload ready to send.
+struct Loaded {
+    /// The requests in the order tickets take them.
+    requests: Arc<[pb::AssembleRequest]>,
+    /// A line for the report.
+    described: String,
+    /// Its number of sessions (0 but for the session workloads).
+    sessions: usize,
+    /// The fresh workload: each request's offer, to measure what is kept.
+    offers: Option<Offers>,
+}
+
+/// The fresh workload's budget when `--prompt-tokens` is not given.
+const FRESH_BUDGET: usize = 4_000;
+
+/// The workload of the flags.
+fn workload(args: &Args) -> anyhow::Result<Loaded> {
     let turns = match args.workload {
         Workload::Replay => {
             let defaults = Replay::default();
@@ -101,9 +125,42 @@ fn workload(args: &Args) -> anyhow::Result<(Arc<[pb::AssembleRequest]>, String, 
                 .into_iter()
                 .map(|r| pb::AssembleRequest::from(r.request))
                 .collect();
-            return Ok((requests, shape.describe(), 0));
+            return Ok(Loaded {
+                requests,
+                described: shape.describe(),
+                sessions: 0,
+                offers: None,
+            });
         }
         _ if args.offer > 1 => anyhow::bail!("--offer applies to the replay workload only"),
+        Workload::Fresh => {
+            let shape = Fresh {
+                requests: args.users.unwrap_or(Fresh::REQUESTS),
+                budget: u32::try_from(args.prompt_tokens.unwrap_or(FRESH_BUDGET))
+                    .context("--prompt-tokens")?,
+                seed: args.seed.unwrap_or(7),
+            };
+            ensure!(
+                shape.requests > 0,
+                "the workload is empty: --users must be positive"
+            );
+            let requests = shape.requests();
+            let wire: Arc<[pb::AssembleRequest]> =
+                requests.iter().cloned().map(pb::AssembleRequest::from).collect();
+            let started = Instant::now();
+            let offers = Offers::count(&requests, sessions::encoding(&wire));
+            eprintln!(
+                "loadgen: counted what the {} requests offer in {:.2} s",
+                requests.len(),
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(Loaded {
+                requests: wire,
+                described: shape.describe(),
+                sessions: 0,
+                offers: Some(offers),
+            });
+        }
         Workload::ChatSessions => Turns::Chat,
         Workload::ToolSessions => Turns::ToolHeavy,
         Workload::AgentSessions => Turns::Agent,
@@ -147,7 +204,12 @@ fn workload(args: &Args) -> anyhow::Result<(Arc<[pb::AssembleRequest]>, String, 
         shape.budget,
         system_chars
     );
-    Ok((requests.into(), describe, shape.sessions))
+    Ok(Loaded {
+        requests: requests.into(),
+        described: describe,
+        sessions: shape.sessions,
+        offers: None,
+    })
 }
 /// HTTP/2 windows: answers carry whole prompts, so let one in one round trip.
 const STREAM_WINDOW_BYTES: u32 = 8 << 20;
@@ -215,7 +277,7 @@ struct Args {
     #[arg(long)]
     families: Option<usize>,
     /// Users per family [default: the workload's, 100], or sessions [100;
-    /// agent sessions 25].
+    /// agent sessions 25], or the fresh workload's requests [200].
     #[arg(long)]
     users: Option<usize>,
     /// Turns per user [default: the workload's, 6], or requests per
@@ -223,7 +285,8 @@ struct Args {
     #[arg(long)]
     turns: Option<usize>,
     /// The request budget and the prompt's target size in tokens [default:
-    /// the workload's, 8000; sessions 4000; agent sessions 8000].
+    /// the workload's, 8000; sessions 4000; agent sessions 8000; fresh
+    /// 4000 (measured at 4000 and 32000)].
     #[arg(long)]
     prompt_tokens: Option<usize>,
     /// Replay only: how many budgets of content each request offers (1: a
@@ -339,7 +402,12 @@ fn validate(args: &Args) -> anyhow::Result<()> {
 /// The whole run; `Ok(false)` when a request failed under `--expect-ok`.
 async fn run(args: Args) -> anyhow::Result<bool> {
     validate(&args)?;
-    let (workload, described, sessions) = workload(&args)?;
+    let Loaded {
+        requests: workload,
+        described,
+        sessions,
+        offers,
+    } = workload(&args)?;
 
     let sidecar = match &args.spawn {
         Some(binary) => Some(
@@ -419,7 +487,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     );
 
     let start = scrape(scraper.as_ref()).await;
-    let driver = Arc::new(Driver::new(plan.clone(), workload.clone(), stop.clone()));
+    let driver = Arc::new(Driver::new(plan.clone(), workload.clone(), stop.clone()).measuring_kept(offers));
     let samples = args.samples.as_deref().map(Samples::create).transpose()?;
     let (done_tx, done) = watch::channel(false);
     let ticker = (args.progress_secs > 0).then(|| {
@@ -461,6 +529,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         sessions: (plan.sessions > 0)
             .then(|| sessions::figures(&driver.session_answers(), sessions::encoding(&workload)))
             .flatten(),
+        kept: driver.kept_share(),
     });
     print!("{}", report.text());
     if let Some(path) = &args.json {
@@ -705,8 +774,8 @@ mod tests {
         let args = Args::try_parse_from(std::iter::once("loadgen").chain(flags.iter().copied()))
             .map_err(|e| e.to_string())
             .unwrap();
-        let (requests, described, sessions) = workload(&args).map_err(|e| e.to_string()).unwrap();
-        (requests.to_vec(), described, sessions)
+        let loaded = workload(&args).map_err(|e| e.to_string()).unwrap();
+        (loaded.requests.to_vec(), loaded.described, loaded.sessions)
     }
 
     #[test]
@@ -743,5 +812,28 @@ mod tests {
             ("gpt-4o", Some(4_000))
         );
         assert!(chat[0].static_segments[0].content.len() < 4_200);
+    }
+
+    #[test]
+    fn fresh_is_new_text_at_the_budget_asked_and_measures_what_is_kept() {
+        for (budget, want) in [(None, 4_000), (Some("32000"), 32_000)] {
+            let mut flags = vec!["--workload", "fresh", "--users", "3"];
+            flags.extend(budget.iter().flat_map(|b| ["--prompt-tokens", b]));
+            let args = Args::try_parse_from(std::iter::once("loadgen").chain(flags))
+                .map_err(|e| e.to_string())
+                .unwrap();
+            let loaded = workload(&args).map_err(|e| e.to_string()).unwrap();
+            assert_eq!((loaded.requests.len(), loaded.sessions), (3, 0));
+            assert!(
+                loaded.described.contains("fresh requests"),
+                "{}",
+                loaded.described
+            );
+            assert!(loaded.requests.iter().all(|r| r.max_input_tokens == Some(want)));
+            assert_ne!(loaded.requests[0].query, loaded.requests[1].query);
+            assert!(loaded.offers.is_some());
+        }
+        let offer = Args::try_parse_from(["loadgen", "--workload", "fresh", "--offer", "2"]).unwrap();
+        assert!(workload(&offer).is_err(), "--offer is the replay's");
     }
 }

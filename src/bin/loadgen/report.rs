@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
+use crate::kept::KeptShare;
 use crate::sessions::SessionFigures;
 
 use crate::drive::{Plan, Rpc, Stats, Window};
@@ -86,6 +87,8 @@ pub struct Inputs<'a> {
     pub rss_max: Option<f64>,
     /// The session workload's prefix shares and budget use.
     pub sessions: Option<SessionFigures>,
+    /// The fresh workload's kept share.
+    pub kept: Option<KeptShare>,
 }
 
 /// Server-side figures over the run.
@@ -416,6 +419,20 @@ impl<'a> Report<'a> {
                 percent(v.prefix_hit_rate)
             ),
         );
+        if let Some(k) = &i.kept {
+            line(
+                "kept of offered:",
+                format!(
+                    "{} of the content tokens offered (least per request {}); offered {}x the budget on \
+                     average; over {} answers (counted by loadgen: the static prefix, the query and the \
+                     items each answer's decisions list as kept; a cold run's nonce with every text)",
+                    percent(k.share()),
+                    percent(k.least),
+                    or_na(k.offered_over_budget(), 3),
+                    k.answers
+                ),
+            );
+        }
         if let Some(f) = &i.sessions {
             line(
                 "session prefix:",
@@ -481,9 +498,20 @@ impl<'a> Report<'a> {
                 "utilization_p10": round(f.utilization_p10, 4),
             })
         });
+        let kept = i.kept.as_ref().map(|k| {
+            json!({
+                "answers": k.answers,
+                "offered_tokens": k.offered,
+                "kept_tokens": k.kept,
+                "share": round(k.share(), 4),
+                "least_share": round(k.least, 4),
+                "offered_over_budget": round(k.offered_over_budget(), 4),
+            })
+        });
         json!({
             "workload": i.workload,
             "sessions": sessions,
+            "kept": kept,
             "target": i.target,
             "spawned": i.spawned,
             "connections": i.connections,
