@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::tokens::{Encoding, Tokenizer};
 use context_assembler::workload::{self, Rng};
-use support::{cpu_between, cpu_by_thread, sidecar};
+use support::{cpu_between, cpu_by_thread, median, sidecar};
 use tonic::transport::Endpoint;
 
 const USAGE: &str = "usage: count_wire SIDECAR_BINARY [--texts N] [--rounds R] [--mib M]";
@@ -47,11 +47,6 @@ fn main() {
 fn thread_cpu() -> Duration {
     let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
     Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 async fn measure(binary: &std::path::Path, texts: usize, rounds: usize, bytes: usize) {

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::workload::{self, Shape};
-use support::{Server, cpu_between, cpu_by_thread, sidecar};
+use support::{Server, cpu_between, cpu_by_thread, median, sidecar};
 use tokio::net::{TcpListener, UnixListener};
 use tonic::body::Body;
 use tonic::server::NamedService;
@@ -239,11 +239,6 @@ async fn cell(
         at(0.5),
         at(0.9),
     )
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 async fn measure(binary: &Path, config: Option<&str>, calls: usize, rounds: usize) {

@@ -73,3 +73,9 @@ pub fn cpu_between(before: &HashMap<String, u64>, after: &HashMap<String, u64>) 
         .map(|(tid, ns)| ns.saturating_sub(before.get(tid).copied().unwrap_or(0)))
         .sum()
 }
+
+/// The median of `v` (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
