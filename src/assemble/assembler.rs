@@ -280,11 +280,12 @@ impl Assembler {
             let exhausted = refused_at.is_some_and(|r| next <= r) || next >= over_at;
             if tries >= MAX_RENDER_TRIES || exhausted {
                 // The parts as the allocator counted them; what the closest
-                // render added beyond them is the template's.
+                // render added beyond them is the template's (so they add up
+                // to at least that render).
                 let mut needs = pipeline.needs().cloned().unwrap_or_default();
                 needs.template = least_over.saturating_sub(needs.total());
                 let overflow = AssembleError::BudgetOverflow {
-                    non_cuttable_tokens: needs.total().max(least_over),
+                    non_cuttable_tokens: needs.total(),
                     budget: budget.input,
                     model: spec.name.clone(),
                     needs: Box::new(needs),
