@@ -125,6 +125,28 @@ impl Classes {
     }
 }
 
+/// The high bit of each byte of a word.
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Each byte of `v` (all below 0x80) that is in `lo..=hi`, as its high bit:
+/// adding `0x80 - lo` sets a byte's high bit from `lo` up, adding
+/// `0x7f - hi` from past `hi`; no byte carries into the next.
+#[inline(always)]
+const fn in_range(v: u64, lo: u8, hi: u8) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let from_lo = v + ONES * (0x80 - lo as u64);
+    let past_hi = v + ONES * (0x7f - hi as u64);
+    from_lo & !past_hi & HIGH
+}
+
+/// The first eight bytes of `bytes` (which holds eight).
+#[inline(always)]
+fn array8(bytes: &[u8]) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    out.copy_from_slice(bytes);
+    out
+}
+
 /// The ranges of a regex character class, as `regex-syntax` parses it.
 pub(crate) fn class_ranges(pattern: &str) -> Option<Vec<(u32, u32)>> {
     use regex_syntax::hir::{Class, HirKind};
@@ -194,10 +216,17 @@ impl<'a> Iterator for Pieces<'a> {
         if start >= self.text.len() {
             return None;
         }
-        let end = if self.o200k {
-            self.o200k_end(start)
+        // Most pieces of prose and code are settled by their ASCII bytes
+        // alone; the scan by characters takes the rest.
+        let ascii = if self.o200k {
+            self.o200k_ascii(start)
         } else {
-            self.cl100k_end(start)
+            self.cl100k_ascii(start)
+        };
+        let end = match ascii {
+            Some(end) => end,
+            None if self.o200k => self.o200k_end(start),
+            None => self.cl100k_end(start),
         };
         // Every alternative takes at least one character; the guard keeps a
         // broken invariant from looping (the rest becomes one piece).
@@ -210,6 +239,183 @@ impl<'a> Iterator for Pieces<'a> {
                 self.text.get(start..)
             }
         }
+    }
+}
+
+/// The ASCII fast path: the same alternatives as the scans by character
+/// below, for a piece whose end its ASCII bytes settle. Each returns `None`
+/// as soon as it meets a byte of a longer character that could change the
+/// piece (a letter, mark, number, space or symbol outside ASCII, or the
+/// `ſ` of a contraction); the scan by characters then runs from the
+/// piece's start, so the fast path never decides what it cannot see. ASCII
+/// has no `\p{Lm}`, `\p{Lo}` or `\p{M}`: its `U` is `[A-Z]` and its `W`
+/// `[a-z]`.
+impl Pieces<'_> {
+    /// The class bits of the byte at `pos`: 0 past the end, `None` for a
+    /// byte of a longer character.
+    #[inline(always)]
+    fn ascii_at(&self, pos: usize) -> Option<u8> {
+        #[cfg(test)]
+        READS.with(|n| n.set(n.get() + 1));
+        match self.text.as_bytes().get(pos) {
+            Some(&b) if b < 0x80 => Some(self.classes.ascii.get(usize::from(b)).copied().unwrap_or(0)),
+            Some(_) => None,
+            None => Some(0),
+        }
+    }
+
+    /// Past the ASCII run of `mask` from `pos`; `None` at a byte of a
+    /// longer character inside it.
+    #[inline(always)]
+    fn ascii_run(&self, mut pos: usize, mask: u8) -> Option<usize> {
+        while self.ascii_at(pos)? & mask != 0 {
+            pos += 1;
+        }
+        Some(pos)
+    }
+
+    /// [`Pieces::ascii_run`] of letters (`LETTER`, `UPPER` or `LOWER`:
+    /// for ASCII, `[A-Za-z]`, `[A-Z]` and `[a-z]`), eight bytes at a time:
+    /// the run's length comes from a bit scan, not from a branch per byte
+    /// (a word's length is what a branch predictor cannot guess).
+    #[inline(always)]
+    fn letter_run(&self, mut pos: usize, mask: u8) -> Option<usize> {
+        let (upper, lower) = (mask & (UPPER | LETTER) != 0, mask & (LOWER | LETTER) != 0);
+        while let Some(word) = self.text.as_bytes().get(pos..pos + 8) {
+            // One load and a few word operations, whatever the run.
+            #[cfg(test)]
+            READS.with(|n| n.set(n.get() + 1));
+            let w = u64::from_le_bytes(array8(word));
+            let high = w & HIGH;
+            let v = w & !HIGH;
+            let mut inside = 0;
+            if upper {
+                inside |= in_range(v, b'A', b'Z');
+            }
+            if lower {
+                inside |= in_range(v, b'a', b'z');
+            }
+            let stop = !inside & !high & HIGH | high;
+            if stop == 0 {
+                pos += 8;
+                continue;
+            }
+            let bit = stop.trailing_zeros();
+            if high >> bit & 1 != 0 {
+                return None;
+            }
+            return Some(pos + (bit / 8) as usize);
+        }
+        self.ascii_run(pos, mask)
+    }
+
+    fn o200k_ascii(&self, pos: usize) -> Option<usize> {
+        let f0 = self.ascii_at(pos)?;
+        // P?U*W+C? and P?U+W*C?: for ASCII, [A-Z]*[a-z]* (a letter at
+        // least) after the prefix, then the contraction.
+        let word = if f0 & LETTER != 0 {
+            Some(pos)
+        } else if f0 & PREFIX != 0 && self.ascii_at(pos + 1)? & LETTER != 0 {
+            Some(pos + 1)
+        } else {
+            None
+        };
+        if let Some(start) = word {
+            let lower = self.letter_run(start, UPPER)?;
+            let end = self.letter_run(lower, LOWER)?;
+            return self.ascii_contraction(end).map(|c| c.unwrap_or(end));
+        }
+        self.ascii_rest(pos, f0, b'/')
+    }
+
+    fn cl100k_ascii(&self, pos: usize) -> Option<usize> {
+        if let Some(end) = self.ascii_contraction(pos)? {
+            return Some(end);
+        }
+        let f0 = self.ascii_at(pos)?;
+        // [^\r\n\p{L}\p{N}]?\p{L}+
+        if f0 & LETTER != 0 {
+            return self.letter_run(pos + 1, LETTER);
+        }
+        if f0 & PREFIX != 0 && self.ascii_at(pos + 1)? & LETTER != 0 {
+            return self.letter_run(pos + 2, LETTER);
+        }
+        self.ascii_rest(pos, f0, b'\n')
+    }
+
+    /// The alternatives after the words, in order: numbers, punctuation
+    /// (then `\r`, `\n` and `tail`), whitespace.
+    #[inline(always)]
+    fn ascii_rest(&self, pos: usize, f0: u8, tail: u8) -> Option<usize> {
+        if f0 & NUMBER != 0 {
+            let mut q = pos + 1;
+            for _ in 1..self.max_digits {
+                if self.ascii_at(q)? & NUMBER == 0 {
+                    break;
+                }
+                q += 1;
+            }
+            return Some(q);
+        }
+        let from = if f0 & PUNCT != 0 {
+            Some(pos + 1)
+        } else if self.text.as_bytes().get(pos) == Some(&b' ') && self.ascii_at(pos + 1)? & PUNCT != 0 {
+            Some(pos + 2)
+        } else {
+            None
+        };
+        if let Some(from) = from {
+            let mut end = self.ascii_run(from, PUNCT)?;
+            while let Some(&b) = self.text.as_bytes().get(end) {
+                if b != b'\r' && b != b'\n' && b != tail {
+                    break;
+                }
+                end += 1;
+            }
+            return Some(end);
+        }
+        if f0 & SPACE == 0 {
+            return None;
+        }
+        // \s*[\r\n]+|\s+(?!\S)|\s+, as `whitespace` reads it.
+        let mut q = pos;
+        let mut after_newline = None;
+        loop {
+            let f = self.ascii_at(q)?;
+            if f & SPACE == 0 {
+                break;
+            }
+            if f & NEWLINE != 0 {
+                after_newline = Some(q + 1);
+            }
+            q += 1;
+        }
+        Some(match after_newline {
+            Some(end) => end,
+            None if q >= self.text.len() || q == pos + 1 => q,
+            None => q - 1,
+        })
+    }
+
+    /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at `pos`: `Some(Some(end))` if it
+    /// matches, `Some(None)` if it does not, `None` when the character after
+    /// the apostrophe is not ASCII (it may be `ſ`).
+    #[inline(always)]
+    fn ascii_contraction(&self, pos: usize) -> Option<Option<usize>> {
+        let bytes = self.text.as_bytes();
+        if bytes.get(pos) != Some(&b'\'') {
+            return Some(None);
+        }
+        let lower = |i: usize| bytes.get(i).map(u8::to_ascii_lowercase);
+        Some(match lower(pos + 1) {
+            Some(b) if b >= 0x80 => return None,
+            Some(b's' | b't' | b'm' | b'd') => Some(pos + 2),
+            Some(second @ (b'r' | b'v' | b'l')) => {
+                let third = if second == b'l' { b'l' } else { b'e' };
+                (lower(pos + 2) == Some(third)).then_some(pos + 3)
+            }
+            _ => None,
+        })
     }
 }
 

@@ -107,22 +107,42 @@ impl Singles {
     pub fn contains(&self, bytes: &[u8]) -> bool {
         match bytes.len() {
             0 => false,
-            1..=INLINE => {
-                let key = pack(bytes);
-                let mask = self.slots.len() - 1;
-                let mut i = start(key, self.shift);
-                loop {
-                    let slot = self.slots[i];
-                    if slot == key {
-                        return true;
-                    }
-                    if slot == 0 {
-                        return false;
-                    }
-                    i = (i + 1) & mask;
-                }
-            }
+            1..=INLINE => self.holds(pack(bytes)),
             _ => self.long.contains(bytes),
+        }
+    }
+
+    /// [`Singles::contains`] of `text[at..at + len]`. Where the text holds
+    /// 16 bytes from `at`, the piece is packed from one load, masked to its
+    /// length: no branch on the length (a piece's length is what a branch
+    /// predictor cannot guess).
+    #[inline]
+    pub fn contains_in(&self, text: &[u8], at: usize, len: usize) -> bool {
+        if (1..=INLINE).contains(&len)
+            && let Some(window) = text.get(at..at + 16)
+        {
+            let mut bytes = [0u8; 16];
+            bytes.copy_from_slice(window);
+            let key = u128::from_le_bytes(bytes) & ((1u128 << (8 * len)) - 1) | (len as u128) << 120;
+            return self.holds(key);
+        }
+        text.get(at..at + len).is_some_and(|piece| self.contains(piece))
+    }
+
+    /// Whether the packed `key` is in the table.
+    #[inline]
+    fn holds(&self, key: u128) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut i = start(key, self.shift);
+        loop {
+            let slot = self.slots[i];
+            if slot == key {
+                return true;
+            }
+            if slot == 0 {
+                return false;
+            }
+            i = (i + 1) & mask;
         }
     }
 

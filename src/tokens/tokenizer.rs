@@ -100,11 +100,10 @@ impl Encoding {
         let singles = self.singles();
         self.pieces(text)
             .map(|piece| {
-                let bytes = piece.as_bytes();
-                if singles.contains(bytes) {
+                if singles.contains_in(text.as_bytes(), offset(text, piece), piece.len()) {
                     1
                 } else {
-                    tok.bpe.count(bytes)
+                    tok.bpe.count(piece.as_bytes())
                 }
             })
             .sum()
@@ -117,15 +116,15 @@ impl Encoding {
         let singles = self.singles();
         self.pieces(text).try_fold(0usize, |used, piece| {
             let room = limit.checked_sub(used)?;
-            Some(used + self.piece_within(singles, piece, room)?)
+            Some(used + self.piece_within(singles, text, piece, room)?)
         })
     }
 
     /// One pre-tokenizer piece's count when it is at most `room`, else
     /// `None`, stopping past `room` (a long piece, a megabyte of blank lines,
     /// costs what fits, not what it holds); a piece that is a token is one.
-    fn piece_within(self, singles: &Singles, piece: &str, room: usize) -> Option<usize> {
-        if singles.contains(piece.as_bytes()) {
+    fn piece_within(self, singles: &Singles, text: &str, piece: &str, room: usize) -> Option<usize> {
+        if singles.contains_in(text.as_bytes(), offset(text, piece), piece.len()) {
             Some(1).filter(|_| room > 0)
         } else {
             self.bpe().bpe.count_till_limit(piece.as_bytes(), room)
@@ -147,7 +146,7 @@ impl Encoding {
         let singles = self.singles();
         // A piece's count, or `room + 1` once it is past `room`.
         let piece_count = |piece: &str, room: usize| {
-            self.piece_within(singles, piece, room)
+            self.piece_within(singles, text, piece, room)
                 .unwrap_or(room.saturating_add(1))
         };
         let mut counted = base;
@@ -199,6 +198,12 @@ impl Encoding {
         };
         *cell.get_or_init(|| Role::ALL.map(|r| saturating_u32(self.count(r.as_str()))))
     }
+}
+
+/// Where `piece`, a slice of `text`, starts in it.
+#[inline(always)]
+fn offset(text: &str, piece: &str) -> usize {
+    (piece.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize)
 }
 
 /// Pieces from the hand-written pre-tokenizer, or from the regex.

@@ -423,6 +423,78 @@ proptest! {
     }
 }
 
+/// The ASCII fast path's word scan compares bytes with `A-Z` and `a-z`:
+/// the regexes' classes agree on every ASCII byte, so the ranges say what
+/// the classes say.
+#[test]
+fn ascii_letters_are_the_ranges_the_word_scan_compares() {
+    let classes = Classes::get().unwrap();
+    for b in 0u8..0x80 {
+        let flags = classes.ascii[usize::from(b)];
+        assert_eq!(flags & UPPER != 0, b.is_ascii_uppercase(), "{b:#x}");
+        assert_eq!(flags & LOWER != 0, b.is_ascii_lowercase(), "{b:#x}");
+        assert_eq!(flags & LETTER != 0, b.is_ascii_alphabetic(), "{b:#x}");
+    }
+}
+
+/// Words of ASCII letters, long and short, in both cases, against what ends
+/// or continues them outside ASCII (a letter, a mark, a number, a space, a
+/// symbol, the `ſ` of a contraction): where the fast path must hand the
+/// piece to the scan by characters, and where its word-at-a-time scan
+/// crosses eight-byte windows and the end of the text.
+fn ascii_words() -> impl Strategy<Value = String> {
+    let word = "[a-zA-Z]{1,20}";
+    let seam = prop::sample::select(vec![
+        " ",
+        "  ",
+        "\n",
+        "\r\n",
+        "'",
+        "'s",
+        "'ll",
+        "'Re",
+        "'ſ",
+        ".",
+        ", ",
+        "/",
+        "1",
+        "123",
+        "\u{e9}",
+        "\u{c9}",
+        "\u{301}",
+        "\u{2b0}",
+        "\u{4e2d}",
+        "\u{a0}",
+        "\u{3000}",
+        "\u{660}",
+        "\u{2014}",
+        "\u{1f600}",
+        "\t",
+        "",
+    ]);
+    prop::collection::vec((word, seam), 0..12).prop_map(|parts| {
+        parts
+            .into_iter()
+            .map(|(w, s)| format!("{w}{s}"))
+            .collect::<String>()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn ascii_words_and_their_seams_split_as_the_regex(text in ascii_words()) {
+        assert_same_pieces(&text);
+        for encoding in Encoding::ALL {
+            let ours = crate::tokens::Tokenizer::exact(encoding).count(&text) as usize;
+            prop_assert_eq!(ours, reference_count(encoding, &text), "{:?} {:?}", encoding, text);
+        }
+        let n = reads(&text);
+        prop_assert!(n <= 8 * text.len() + 8, "{} reads for {} bytes: {:?}", n, text.len(), text);
+    }
+}
+
 /// Qwen's pattern (cl100k's with `\p{N}` for `\p{N}{1,3}`), as Hugging
 /// Face's own `Split` pre-tokenizer runs it.
 fn qwen_reference(text: &str) -> Vec<String> {

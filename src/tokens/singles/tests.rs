@@ -97,3 +97,33 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// A piece looked up where it stands in a text (packed from one load
+    /// past its end where the text allows) is answered as the piece alone:
+    /// every slice of the text, up to the pieces past [`INLINE`] bytes and
+    /// those within 16 bytes of the end, which take the slower way.
+    #[test]
+    fn a_piece_in_its_text_is_answered_as_the_piece_alone(
+        text in prop_oneof![
+            "[ a-zA-Z.,'\\n]{0,40}".prop_map(String::into_bytes),
+            prop::collection::vec(any::<u8>(), 0..40),
+        ],
+    ) {
+        for encoding in Encoding::ALL {
+            let singles = encoding.singles();
+            for at in 0..=text.len() {
+                for len in 0..=(text.len() - at).min(INLINE + 2) {
+                    let piece = &text[at..at + len];
+                    prop_assert_eq!(
+                        singles.contains_in(&text, at, len),
+                        reference(encoding).contains(piece),
+                        "{:?} {:?} at {} len {}", encoding, text, at, len
+                    );
+                }
+            }
+        }
+    }
+}
