@@ -309,6 +309,46 @@ impl Pieces<'_> {
         self.ascii_run(pos, mask)
     }
 
+    /// `[A-Z]*[a-z]*` from `pos`, eight bytes at a time: both runs come
+    /// from one load where the word fits in it (most do). `None` at a byte
+    /// of a longer character before the end.
+    #[inline(always)]
+    fn upper_lower_run(&self, mut pos: usize) -> Option<usize> {
+        let mut upper = true;
+        while let Some(word) = self.text.as_bytes().get(pos..pos + 8) {
+            #[cfg(test)]
+            READS.with(|n| n.set(n.get() + 1));
+            let w = u64::from_le_bytes(array8(word));
+            let high = w & HIGH;
+            let v = w & !HIGH;
+            // Bytes of this word before the lower run starts.
+            let mut from = 0;
+            if upper {
+                let stop = !in_range(v, b'A', b'Z') & HIGH;
+                if stop == 0 {
+                    pos += 8;
+                    continue;
+                }
+                upper = false;
+                from = stop.trailing_zeros() - 7;
+            }
+            let stop = !in_range(v, b'a', b'z') & HIGH & (u64::MAX << from);
+            if stop == 0 {
+                pos += 8;
+                continue;
+            }
+            let bit = stop.trailing_zeros();
+            if high >> bit & 1 != 0 {
+                return None;
+            }
+            return Some(pos + (bit / 8) as usize);
+        }
+        if upper {
+            pos = self.ascii_run(pos, UPPER)?;
+        }
+        self.ascii_run(pos, LOWER)
+    }
+
     fn o200k_ascii(&self, pos: usize) -> Option<usize> {
         let f0 = self.ascii_at(pos)?;
         // P?U*W+C? and P?U+W*C?: for ASCII, [A-Z]*[a-z]* (a letter at
@@ -321,8 +361,7 @@ impl Pieces<'_> {
             None
         };
         if let Some(start) = word {
-            let lower = self.letter_run(start, UPPER)?;
-            let end = self.letter_run(lower, LOWER)?;
+            let end = self.upper_lower_run(start)?;
             return self.ascii_contraction(end).map(|c| c.unwrap_or(end));
         }
         self.ascii_rest(pos, f0, b'/')

@@ -96,9 +96,19 @@ impl Encoding {
     /// before it merges anything). Most pieces of prose and code are single
     /// tokens, so most skip the encoder and its allocations.
     fn count(self, text: &str) -> usize {
+        // Each splitter in a loop of its own: no dispatch per piece.
+        match pretok::split(self, text) {
+            Some(pieces) => self.count_pieces(text, pieces),
+            None => self.count_pieces(text, self.bpe().split(text)),
+        }
+    }
+
+    /// [`Encoding::count`] of `text` split into `pieces` (slices of it).
+    #[inline(always)]
+    fn count_pieces<'t>(self, text: &'t str, pieces: impl Iterator<Item = &'t str>) -> usize {
         let tok = self.bpe();
         let singles = self.singles();
-        self.pieces(text)
+        pieces
             .map(|piece| {
                 if singles.contains_in(text.as_bytes(), offset(text, piece), piece.len()) {
                     1
@@ -113,8 +123,22 @@ impl Encoding {
     /// at the first piece that goes past the limit (the single-token fast
     /// path included), so the work is bounded by what fits.
     fn count_till_limit(self, text: &str, limit: usize) -> Option<usize> {
+        match pretok::split(self, text) {
+            Some(pieces) => self.count_pieces_till_limit(text, pieces, limit),
+            None => self.count_pieces_till_limit(text, self.bpe().split(text), limit),
+        }
+    }
+
+    /// [`Encoding::count_till_limit`] of `text` split into `pieces`.
+    #[inline(always)]
+    fn count_pieces_till_limit<'t>(
+        self,
+        text: &'t str,
+        mut pieces: impl Iterator<Item = &'t str>,
+        limit: usize,
+    ) -> Option<usize> {
         let singles = self.singles();
-        self.pieces(text).try_fold(0usize, |used, piece| {
+        pieces.try_fold(0usize, |used, piece| {
             let room = limit.checked_sub(used)?;
             Some(used + self.piece_within(singles, text, piece, room)?)
         })
