@@ -274,39 +274,35 @@ impl Pieces<'_> {
         Some(pos)
     }
 
-    /// [`Pieces::ascii_run`] of letters (`LETTER`, `UPPER` or `LOWER`:
-    /// for ASCII, `[A-Za-z]`, `[A-Z]` and `[a-z]`), eight bytes at a time:
+    /// The eight bytes at `pos` as a word, low byte first: their low seven
+    /// bits, and their high bits (the bytes of longer characters); `None`
+    /// within eight bytes of the end.
+    #[inline(always)]
+    fn window(&self, pos: usize) -> Option<(u64, u64)> {
+        let bytes = self.text.as_bytes().get(pos..pos + 8)?;
+        // One load and a few word operations, whatever the run.
+        #[cfg(test)]
+        READS.with(|n| n.set(n.get() + 1));
+        let w = u64::from_le_bytes(array8(bytes));
+        Some((w & !HIGH, w & HIGH))
+    }
+
+    /// `\p{L}+`'s ASCII run (`[A-Za-z]`) from `pos`, eight bytes at a time:
     /// the run's length comes from a bit scan, not from a branch per byte
     /// (a word's length is what a branch predictor cannot guess).
     #[inline(always)]
-    fn letter_run(&self, mut pos: usize, mask: u8) -> Option<usize> {
-        let (upper, lower) = (mask & (UPPER | LETTER) != 0, mask & (LOWER | LETTER) != 0);
-        while let Some(word) = self.text.as_bytes().get(pos..pos + 8) {
-            // One load and a few word operations, whatever the run.
-            #[cfg(test)]
-            READS.with(|n| n.set(n.get() + 1));
-            let w = u64::from_le_bytes(array8(word));
-            let high = w & HIGH;
-            let v = w & !HIGH;
-            let mut inside = 0;
-            if upper {
-                inside |= in_range(v, b'A', b'Z');
-            }
-            if lower {
-                inside |= in_range(v, b'a', b'z');
-            }
-            let stop = !inside & !high & HIGH | high;
+    fn letter_run(&self, mut pos: usize) -> Option<usize> {
+        while let Some((v, high)) = self.window(pos) {
+            let letters = in_range(v, b'A', b'Z') | in_range(v, b'a', b'z');
+            let stop = !letters & HIGH | high;
             if stop == 0 {
                 pos += 8;
                 continue;
             }
             let bit = stop.trailing_zeros();
-            if high >> bit & 1 != 0 {
-                return None;
-            }
-            return Some(pos + (bit / 8) as usize);
+            return (high >> bit & 1 == 0).then_some(pos + (bit / 8) as usize);
         }
-        self.ascii_run(pos, mask)
+        self.ascii_run(pos, LETTER)
     }
 
     /// `[A-Z]*[a-z]*` from `pos`, eight bytes at a time: both runs come
@@ -315,16 +311,11 @@ impl Pieces<'_> {
     #[inline(always)]
     fn upper_lower_run(&self, mut pos: usize) -> Option<usize> {
         let mut upper = true;
-        while let Some(word) = self.text.as_bytes().get(pos..pos + 8) {
-            #[cfg(test)]
-            READS.with(|n| n.set(n.get() + 1));
-            let w = u64::from_le_bytes(array8(word));
-            let high = w & HIGH;
-            let v = w & !HIGH;
+        while let Some((v, high)) = self.window(pos) {
             // Bytes of this word before the lower run starts.
             let mut from = 0;
             if upper {
-                let stop = !in_range(v, b'A', b'Z') & HIGH;
+                let stop = !in_range(v, b'A', b'Z') & HIGH | high;
                 if stop == 0 {
                     pos += 8;
                     continue;
@@ -332,16 +323,13 @@ impl Pieces<'_> {
                 upper = false;
                 from = stop.trailing_zeros() - 7;
             }
-            let stop = !in_range(v, b'a', b'z') & HIGH & (u64::MAX << from);
+            let stop = (!in_range(v, b'a', b'z') & HIGH | high) & (u64::MAX << from);
             if stop == 0 {
                 pos += 8;
                 continue;
             }
             let bit = stop.trailing_zeros();
-            if high >> bit & 1 != 0 {
-                return None;
-            }
-            return Some(pos + (bit / 8) as usize);
+            return (high >> bit & 1 == 0).then_some(pos + (bit / 8) as usize);
         }
         if upper {
             pos = self.ascii_run(pos, UPPER)?;
@@ -374,10 +362,10 @@ impl Pieces<'_> {
         let f0 = self.ascii_at(pos)?;
         // [^\r\n\p{L}\p{N}]?\p{L}+
         if f0 & LETTER != 0 {
-            return self.letter_run(pos + 1, LETTER);
+            return self.letter_run(pos + 1);
         }
         if f0 & PREFIX != 0 && self.ascii_at(pos + 1)? & LETTER != 0 {
-            return self.letter_run(pos + 2, LETTER);
+            return self.letter_run(pos + 2);
         }
         self.ascii_rest(pos, f0, b'\n')
     }
