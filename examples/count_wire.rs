@@ -9,6 +9,8 @@
 //! cargo build --release --bin context-assembler --example count_wire
 //! target/release/examples/count_wire target/release/context-assembler --texts 30 --rounds 5
 //! ```
+//!
+//! `--uds` serves and dials a Unix domain socket instead of TCP loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/process.rs"]
@@ -23,7 +25,7 @@ use context_assembler::workload::{self, Rng};
 use support::{cpu_between, cpu_by_thread, median, sidecar};
 use tonic::transport::Endpoint;
 
-const USAGE: &str = "usage: count_wire SIDECAR_BINARY [--texts N] [--rounds R] [--mib M]";
+const USAGE: &str = "usage: count_wire SIDECAR_BINARY [--texts N] [--rounds R] [--mib M] [--uds]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,12 +37,13 @@ fn main() {
             .map_or(default, |v| v.parse().expect(USAGE))
     };
     let (texts, rounds, mib) = (flag("--texts", 30), flag("--rounds", 5), flag("--mib", 1));
+    let uds = args.iter().any(|a| a == "--uds");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(measure(&binary, texts, rounds, mib << 20));
+    runtime.block_on(measure(&binary, texts, rounds, mib << 20, uds));
 }
 
 /// The calling thread's own CPU time (its schedstat, nanoseconds on CPU).
@@ -49,16 +52,25 @@ fn thread_cpu() -> Duration {
     Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
 }
 
-async fn measure(binary: &std::path::Path, texts: usize, rounds: usize, bytes: usize) {
-    let server = sidecar(binary, None, "127.0.0.1:0");
-    let channel = Endpoint::from_shared(format!("http://{}", server.addr))
+async fn measure(binary: &std::path::Path, texts: usize, rounds: usize, bytes: usize, uds: bool) {
+    let socket = std::env::temp_dir().join(format!("count_wire-{}.sock", std::process::id()));
+    let listen = if uds {
+        format!("unix:{}", socket.display())
+    } else {
+        "127.0.0.1:0".to_owned()
+    };
+    let server = sidecar(binary, None, &listen);
+    let endpoint = Endpoint::from_shared(format!("http://{}", if uds { "localhost" } else { &server.addr }))
         .unwrap()
         .tcp_nodelay(true)
         .initial_stream_window_size(8 << 20)
-        .initial_connection_window_size(16 << 20)
-        .connect()
-        .await
-        .unwrap();
+        .initial_connection_window_size(16 << 20);
+    let channel = if uds {
+        context_assembler::server::dial::channel(endpoint, &socket).await
+    } else {
+        endpoint.connect().await
+    }
+    .unwrap();
     let mut client = AssemblerClient::new(channel)
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);
@@ -114,7 +126,7 @@ async fn measure(binary: &std::path::Path, texts: usize, rounds: usize, bytes: u
                         tokenizer: Some(pb::count_tokens_request::Tokenizer::Encoding(
                             encoding.name().to_owned(),
                         )),
-                        text: t.clone(),
+                        text: t.clone().into(),
                     })
                     .await
                     .unwrap()

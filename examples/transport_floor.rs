@@ -214,7 +214,7 @@ async fn cell(
 ) -> Figures {
     let count = pb::CountTokensRequest {
         tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4o".to_owned())),
-        text: "hi".to_owned(),
+        text: "hi".into(),
     };
     let one = async |client: &mut AssemblerClient<Channel>| match rpc {
         Rpc::ListModels => drop(client.list_models(pb::ListModelsRequest {}).await.unwrap()),

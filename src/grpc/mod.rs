@@ -5,6 +5,7 @@ pub mod admission;
 pub mod auth;
 pub mod codec;
 pub mod convert;
+pub mod count_request;
 pub mod gate;
 pub mod json;
 pub mod service;
@@ -17,6 +18,8 @@ pub mod trace;
 pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/context_assembler.v1.rs"));
     include!(concat!(env!("OUT_DIR"), "/context_assembler.v1.serde.rs"));
+
+    pub use crate::grpc::count_request::{CountTokensRequest, count_tokens_request};
 
     /// The encoded descriptor set of `proto/`, for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] =

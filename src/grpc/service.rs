@@ -437,15 +437,18 @@ impl pb::assembler_server::Assembler for AssemblerService {
         request: Request<pb::CountTokensRequest>,
     ) -> Result<Response<pb::CountTokensResponse>, Status> {
         const RPC: &str = "CountTokens";
-        self.unary(RPC, request, slot, no_claims, |wire, permit| async move {
+        self.unary(RPC, request, slot, no_claims, |mut wire, permit| async move {
             tracing::Span::current().record("bytes", wire.text.len());
             let permit = permit.map_err(|r| refuse(RPC, r))?;
-            let target = convert::count_target(wire.tokenizer).map_err(|e| to_status(&e))?;
-            let text = wire.text;
+            let target = convert::count_target(wire.tokenizer.take()).map_err(|e| to_status(&e))?;
             let assembler = self.assembler.clone();
-            let count = blocking(permit, move |_| assembler.count_tokens(&target, &text))
-                .await?
-                .map_err(|e| to_status(&e))?;
+            // The text is checked and counted where it was received (see
+            // `count_request`), off the reactor: both are a pass over it.
+            let count = blocking(permit, move |_| {
+                let text = wire.text()?;
+                assembler.count_tokens(&target, text).map_err(|e| to_status(&e))
+            })
+            .await??;
             Ok(pb::CountTokensResponse {
                 tokens: count.tokens,
                 tokenizer: count.tokenizer,

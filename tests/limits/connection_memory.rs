@@ -167,7 +167,7 @@ async fn stalled_connections_hold_at_most_a_frame_buffer_each() {
     // One answered call first, so what a call costs once is in the baseline.
     let count = |text: &str| CountTokensRequest {
         tokenizer: Some(count_tokens_request::Tokenizer::Model("gpt-4o".into())),
-        text: text.into(),
+        text: text.to_owned().into(),
     };
     AssemblerClient::new(channel.clone())
         .count_tokens(count("warm up"))

@@ -132,7 +132,7 @@ fn conversation(seed: u64, turns: usize, bytes: usize) -> pb::CompactRequest {
 fn count(seed: u64, bytes: usize) -> pb::CountTokensRequest {
     pb::CountTokensRequest {
         tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4o".to_owned())),
-        text: prose(&mut Rng::new(seed), bytes),
+        text: prose(&mut Rng::new(seed), bytes).into(),
     }
 }
 

@@ -642,7 +642,10 @@ fn count_request(rng: &mut Rng, text: String) -> pb::CountTokensRequest {
         2 => Some(Tokenizer::Encoding("o200k_base".to_owned())),
         _ => Some(Tokenizer::Model(model(rng))),
     };
-    pb::CountTokensRequest { tokenizer, text }
+    pb::CountTokensRequest {
+        tokenizer,
+        text: text.into(),
+    }
 }
 
 fn content_block(rng: &mut Rng, text_max: usize) -> pb::ContentBlock {

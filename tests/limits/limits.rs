@@ -66,7 +66,7 @@ async fn size_block_and_item_limits_are_configurable() {
     assert_eq!(reason(&status), "REQUEST_TOO_LARGE");
     let status = client
         .count_tokens(pb::CountTokensRequest {
-            text: "x".repeat(100 * 1024),
+            text: "x".repeat(100 * 1024).into(),
             tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4o".to_owned())),
         })
         .await

@@ -464,7 +464,7 @@ async fn exercise(format: &str, s: &Secrets) -> (String, Vec<String>) {
     // Undecodable: valid fields (with content) followed by garbage.
     let mut garbage = pb::CountTokensRequest {
         tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4o".to_owned())),
-        text: s.text("undecodable"),
+        text: s.text("undecodable").into(),
     }
     .encode_to_vec();
     garbage.extend([0xff, 0xff, 0xff]);
@@ -480,7 +480,7 @@ async fn exercise(format: &str, s: &Secrets) -> (String, Vec<String>) {
         let _ = client
             .count_tokens(pb::CountTokensRequest {
                 tokenizer: Some(tokenizer),
-                text: s.text("counttext"),
+                text: s.text("counttext").into(),
             })
             .await;
     }

@@ -128,7 +128,7 @@ async fn sighup_reloads_models_and_policies_and_refuses_a_bad_file() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let r = client
                     .count_tokens(pb::CountTokensRequest {
-                        text: "steady traffic".to_owned(),
+                        text: "steady traffic".into(),
                         tokenizer: Some(pb::count_tokens_request::Tokenizer::Encoding(
                             "o200k_base".to_owned(),
                         )),
@@ -666,7 +666,7 @@ async fn a_model_folder_counts_renders_and_survives_a_bad_reload() {
     );
 
     let count = |text: &str| pb::CountTokensRequest {
-        text: text.to_owned(),
+        text: text.to_owned().into(),
         tokenizer: Some(pb::count_tokens_request::Tokenizer::Model(
             "open-model".to_owned(),
         )),

@@ -128,7 +128,7 @@ async fn bad_requests_name_their_fields() {
 
     let bad_count = pb::CountTokensRequest {
         tokenizer: Some(pb::count_tokens_request::Tokenizer::Encoding("p50k".to_owned())),
-        text: "x".to_owned(),
+        text: "x".into(),
     };
     assert_eq!(
         violations(&client.count_tokens(bad_count).await.unwrap_err()),
@@ -195,7 +195,7 @@ async fn count_tokens_and_list_models() {
     let by_model = client
         .count_tokens(pb::CountTokensRequest {
             tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4".to_owned())),
-            text: text.clone(),
+            text: text.clone().into(),
         })
         .await
         .unwrap()

@@ -79,7 +79,7 @@ async fn grpc_and_render_answer_on_unix_sockets_and_their_files_go_with_the_serv
     let count = client
         .count_tokens(pb::CountTokensRequest {
             tokenizer: Some(pb::count_tokens_request::Tokenizer::Model("gpt-4o".to_owned())),
-            text: "hello world".to_owned(),
+            text: "hello world".into(),
         })
         .await
         .unwrap()
