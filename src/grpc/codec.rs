@@ -18,6 +18,10 @@ use super::pb;
 use super::status::malformed_status;
 use crate::telemetry::metrics;
 
+/// tonic's default yield threshold (an encoder's setting: unused by a
+/// decoder, but a part of its settings).
+const YIELD_THRESHOLD_BYTES: usize = 32 << 10;
+
 /// Whether a message type is a request (decoded by the server) or a response
 /// (encoded by the server).
 pub trait Direction {
@@ -136,7 +140,15 @@ impl<U: Message + Direction + Default> Decoder for TimedDecoder<U> {
         out.map_err(|s| malformed_status(s.message()))
     }
 
+    /// A request's decode buffer starts empty, so that it adopts the
+    /// buffer the gate passes each message in (see
+    /// `gate::received::Received::take`) instead of copying the message into
+    /// one of its own. Responses (decoded by clients) keep prost's settings.
     fn buffer_settings(&self) -> BufferSettings {
-        self.0.buffer_settings()
+        if U::REQUEST {
+            BufferSettings::new(0, YIELD_THRESHOLD_BYTES)
+        } else {
+            self.0.buffer_settings()
+        }
     }
 }

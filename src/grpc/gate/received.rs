@@ -1,7 +1,7 @@
 //! The gate's receive buffer: a body's bytes between arriving and being
 //! passed on as whole messages.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf as _, Bytes, BytesMut};
 
 use super::FRAME_HEADER_BYTES;
 
@@ -15,16 +15,20 @@ fn starts_with_message(bytes: &[u8]) -> bool {
     }
 }
 
-/// Bytes of a body received and not yet passed on. A message that arrives
-/// whole in one frame (the usual case for messages up to the frame size) is
-/// passed on as a slice of that frame, not copied; bytes of a message still
-/// arriving are copied together. A frame is held as a slice only while a
-/// whole message is at its front: once the messages before a partial one
-/// are taken (a stream's handler asks for each in turn), the partial one is
-/// copied out, so an upload that stalls holds the bytes it sent, not the
-/// connection's read buffer. A whole message held as a slice keeps the read
-/// buffer's allocation it came from until it is taken (for a unary call, at
-/// once; tonic copies it into its decode buffer).
+/// The capacity a message of `whole` bytes is passed on in: tonic, having
+/// read its 5-byte header, reserves as much again as the rest.
+fn room(whole: usize) -> usize {
+    2 * whole
+}
+
+/// Bytes of a body received and not yet passed on. A frame is held as a
+/// slice (not copied) while a whole message is at its front; bytes of a
+/// message still arriving are copied together. Once the messages before a
+/// partial one are taken (a stream's handler asks for each in turn), the
+/// partial one is copied out, so an upload that stalls holds the bytes it
+/// sent, not the connection's read buffer. Every message is passed on in a
+/// buffer of its own ([`Received::take`]): each byte of a message is copied
+/// once between the connection's read buffer and the decoder.
 #[derive(Default)]
 pub(super) struct Received {
     /// The rest of a frame that starts with a whole message (or empty).
@@ -62,26 +66,46 @@ impl Received {
         self.len() == 0
     }
 
-    /// Room for `whole` bytes, when they are not all here: they will be
-    /// copied together.
+    /// Room for a message of `whole` bytes, when they are not all here:
+    /// they will be copied together, into a buffer with room for the
+    /// decoder's reservation too ([`Received::take`]; what tonic reserves,
+    /// it would otherwise allocate by growing its own buffer, a copy). The
+    /// room past the bytes received is address space, never written.
     pub(super) fn reserve(&mut self, whole: usize) {
         if self.len() < whole {
-            self.joined.reserve(whole.saturating_sub(self.joined.len()));
+            self.joined.reserve(room(whole).saturating_sub(self.joined.len()));
         }
     }
 
-    /// The first `n` bytes (at most [`Received::len`]), passed on.
+    /// The first `n` bytes (at most [`Received::len`]), passed on as a
+    /// buffer of their own, so that the decoder behind the gate takes it
+    /// over instead of copying it: tonic's decode buffer starts empty
+    /// ([`super::super::codec`]), and an empty `BytesMut` adopts the
+    /// allocation of a `Bytes` put into it when nothing else shares that
+    /// allocation. Bytes copied together are that buffer already (bytes of
+    /// a next message that came in behind them, at most a frame, are copied
+    /// out instead). A message whole in its frame is copied once, here, into
+    /// a buffer with room for the decoder's reservation (tonic reserves as
+    /// much again as the message once it has read its header), where tonic
+    /// would have copied it and then grown its buffer by a second copy.
     pub(super) fn take(&mut self, n: usize) -> Bytes {
         if self.frame.is_empty() {
-            return self.joined.split_to(n).freeze();
+            if n < self.joined.len() {
+                let rest = BytesMut::from(&self.joined[n..]);
+                self.joined.truncate(n);
+                return std::mem::replace(&mut self.joined, rest).freeze();
+            }
+            return std::mem::take(&mut self.joined).freeze();
         }
-        let taken = self.frame.split_to(n);
+        let mut own = BytesMut::with_capacity(room(n));
+        own.extend_from_slice(&self.frame[..n]);
+        self.frame.advance(n);
         if !starts_with_message(&self.frame) {
             // The start of a message still arriving: copied (see above).
             self.joined.extend_from_slice(&self.frame);
             self.frame = Bytes::new();
         }
-        taken
+        own.freeze()
     }
 }
 
@@ -104,19 +128,25 @@ mod tests {
     }
 
     #[test]
-    fn a_message_whole_in_its_frame_is_passed_on_uncopied() {
+    fn a_message_whole_in_its_frame_is_copied_once_into_a_buffer_of_its_own() {
         let (a, b) = (message(300, 1), message(20, 2));
         let frame = Bytes::from([a.clone(), b.clone()].concat());
         let mut r = Received::default();
         r.push(frame.clone());
         r.reserve(a.len());
         let first = r.take(a.len());
+        assert!(
+            within(&r.frame, &frame),
+            "the rest of the frame is held, not copied"
+        );
         let second = r.take(b.len());
         assert_eq!((&first[..], &second[..]), (&a[..], &b[..]));
-        assert!(within(&first, &frame) && within(&second, &frame));
+        assert!(!within(&first, &frame) && !within(&second, &frame));
+        // Nothing else shares them: the decoder can take them over.
+        assert!(first.is_unique() && second.is_unique());
         assert!(
             r.is_empty() && r.joined.capacity() == 0,
-            "nothing was copied or reserved"
+            "nothing was copied together or reserved"
         );
     }
 
@@ -133,7 +163,7 @@ mod tests {
         let mut r = Received::default();
         r.push(one.clone());
         let first = r.take(a.len());
-        assert!(within(&first, &one));
+        assert_eq!(&first[..], &a[..]);
         assert!(
             r.frame.is_empty(),
             "the partial message was copied out of its frame"
@@ -150,7 +180,7 @@ mod tests {
         let mut r = Received::default();
         let frame = Bytes::from([a.clone(), b[..3].to_vec()].concat());
         r.push(frame.clone());
-        assert!(within(&r.take(a.len()), &frame));
+        assert_eq!(&r.take(a.len())[..], &a[..]);
         assert!(r.frame.is_empty() && r.bytes() == &b[..3]);
         r.push(Bytes::copy_from_slice(&b[3..]));
         assert_eq!(&r.take(b.len())[..], &b[..]);
@@ -169,7 +199,7 @@ mod tests {
         r.push(frame.clone());
         let first = r.take(empty.len());
         assert_eq!(&first[..], &empty[..]);
-        assert!(within(&first, &frame) && !r.frame.is_empty());
+        assert!(within(&r.frame, &frame));
         // Not asked for by the gate while a whole message is held, but kept
         // in order if it were.
         r.push(Bytes::from(b.clone()));
@@ -178,5 +208,65 @@ mod tests {
         assert_eq!(&r.take(empty.len())[..], &empty[..]);
         assert_eq!(&r.take(b.len())[..], &b[..]);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn bytes_of_the_next_message_behind_a_joined_one_are_copied_out() {
+        let (a, b) = (message(3_000, 1), message(50, 2));
+        let both = [a.clone(), b.clone()].concat();
+        let mut r = Received::default();
+        r.push(Bytes::copy_from_slice(&both[..10]));
+        r.reserve(a.len());
+        r.push(Bytes::copy_from_slice(&both[10..a.len() + 20]));
+        let first = r.take(a.len());
+        assert_eq!(&first[..], &a[..]);
+        assert!(first.is_unique());
+        assert_eq!(r.bytes(), &b[..20]);
+        r.push(Bytes::copy_from_slice(&b[20..]));
+        let second = r.take(b.len());
+        assert_eq!(&second[..], &b[..]);
+        assert!(second.is_unique() && r.is_empty());
+    }
+
+    /// Through the decoder the server builds (tonic's, with this crate's
+    /// codec): a message passed on, whole in its frame or copied together
+    /// from several, is decoded where the gate put it. The text of a
+    /// `CountTokensRequest` lies in the buffer passed on, so neither tonic's
+    /// buffer nor its reservation for the message copied it again.
+    #[tokio::test]
+    async fn the_decoder_takes_over_the_buffer_passed_on() {
+        use prost::Message as _;
+        use tonic::codec::{Codec as _, Streaming};
+
+        use crate::grpc::codec::TimedCodec;
+        use crate::grpc::pb;
+
+        for (text_bytes, frames) in [(300, 1), (40_000, 1), (300_000, 5)] {
+            let text = "counted where it landed ".repeat(text_bytes / 24);
+            let request = pb::CountTokensRequest {
+                tokenizer: None,
+                text: text.clone().into(),
+            };
+            let payload = request.encode_to_vec();
+            let mut m = vec![0];
+            m.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
+            m.extend_from_slice(&payload);
+            let mut r = Received::default();
+            r.reserve(m.len());
+            for part in m.chunks(m.len().div_ceil(frames)) {
+                r.push(Bytes::copy_from_slice(part));
+            }
+            let taken = r.take(m.len());
+            let range = taken.as_ptr_range();
+            let decoder = TimedCodec::<pb::CountTokensResponse, pb::CountTokensRequest>::default().decoder();
+            let mut stream = Streaming::new_request(decoder, http_body_util::Full::new(taken), None, None);
+            let got = stream.message().await.unwrap().unwrap();
+            assert_eq!(got.text().unwrap(), text);
+            let at = got.text.as_ptr_range();
+            assert!(
+                range.start <= at.start && at.end <= range.end,
+                "{text_bytes} bytes in {frames} frames: copied after the gate"
+            );
+        }
     }
 }
