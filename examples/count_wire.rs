@@ -11,6 +11,10 @@
 //! ```
 //!
 //! `--uds` serves and dials a Unix domain socket instead of TCP loopback.
+//! `--floor` names an encoding the server does not know, so that it does
+//! everything but count (receives, measures, decodes, checks the text's
+//! UTF-8, answers INVALID_ARGUMENT): the server column is then the cost of
+//! the transport alone, per MiB.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/process.rs"]
@@ -25,7 +29,7 @@ use context_assembler::workload::{self, Rng};
 use support::{cpu_between, cpu_by_thread, median, sidecar};
 use tonic::transport::Endpoint;
 
-const USAGE: &str = "usage: count_wire SIDECAR_BINARY [--texts N] [--rounds R] [--mib M] [--uds]";
+const USAGE: &str = "usage: count_wire SIDECAR_BINARY [--texts N] [--rounds R] [--mib M] [--uds] [--floor]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,12 +42,13 @@ fn main() {
     };
     let (texts, rounds, mib) = (flag("--texts", 30), flag("--rounds", 5), flag("--mib", 1));
     let uds = args.iter().any(|a| a == "--uds");
+    let floor = args.iter().any(|a| a == "--floor");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(measure(&binary, texts, rounds, mib << 20, uds));
+    runtime.block_on(measure(&binary, texts, rounds, mib << 20, uds, floor));
 }
 
 /// The calling thread's own CPU time (its schedstat, nanoseconds on CPU).
@@ -52,7 +57,14 @@ fn thread_cpu() -> Duration {
     Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
 }
 
-async fn measure(binary: &std::path::Path, texts: usize, rounds: usize, bytes: usize, uds: bool) {
+async fn measure(
+    binary: &std::path::Path,
+    texts: usize,
+    rounds: usize,
+    bytes: usize,
+    uds: bool,
+    floor: bool,
+) {
     let socket = std::env::temp_dir().join(format!("count_wire-{}.sock", std::process::id()));
     let listen = if uds {
         format!("unix:{}", socket.display())
@@ -121,18 +133,20 @@ async fn measure(binary: &std::path::Path, texts: usize, rounds: usize, bytes: u
             // Over the wire: server CPU around the same texts, one at a time.
             let before = cpu_by_thread(pid);
             for (t, want) in inputs[k].iter().zip(&local) {
-                let got = client
+                let name = if floor { "not_an_encoding" } else { encoding.name() };
+                let answer = client
                     .count_tokens(pb::CountTokensRequest {
-                        tokenizer: Some(pb::count_tokens_request::Tokenizer::Encoding(
-                            encoding.name().to_owned(),
-                        )),
+                        tokenizer: Some(pb::count_tokens_request::Tokenizer::Encoding(name.to_owned())),
                         text: t.clone().into(),
                     })
-                    .await
-                    .unwrap()
-                    .into_inner()
-                    .tokens;
-                assert_eq!(got, *want, "the same count over the wire");
+                    .await;
+                match answer {
+                    Ok(a) if !floor => {
+                        assert_eq!(a.into_inner().tokens, *want, "the same count over the wire")
+                    }
+                    Err(s) if floor => assert_eq!(s.code(), tonic::Code::InvalidArgument, "{s:?}"),
+                    other => panic!("unexpected answer: {other:?}"),
+                }
             }
             let wire = cpu_between(&before, &cpu_by_thread(pid)) as f64 / 1e9;
             let mb = total as f64 / (1 << 20) as f64;
