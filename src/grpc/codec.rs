@@ -144,6 +144,10 @@ impl<U: Message + Direction + Default> Decoder for TimedDecoder<U> {
     /// buffer the gate passes each message in (see
     /// `gate::received::Received::take`) instead of copying the message into
     /// one of its own. Responses (decoded by clients) keep prost's settings.
+    /// (tonic grows a decompression buffer in steps of this size, dividing
+    /// by it: the server accepts no compressed request, never calling
+    /// `accept_compressed`, and `tests/limits/hostile.rs` sends compressed
+    /// ones under every encoding name.)
     fn buffer_settings(&self) -> BufferSettings {
         if U::REQUEST {
             BufferSettings::new(0, YIELD_THRESHOLD_BYTES)

@@ -77,6 +77,43 @@ mod tests {
         }
     }
 
+    /// The proto's message (from the descriptor set the server reflects) is
+    /// the one written here: the same fields, numbers and types, and the
+    /// same oneof. A field added to the proto fails this until it is added
+    /// here too (prost would otherwise skip it as unknown).
+    #[test]
+    fn it_is_the_protos_message() {
+        use prost_types::field_descriptor_proto::{Label, Type};
+
+        let set = prost_types::FileDescriptorSet::decode(crate::grpc::pb::FILE_DESCRIPTOR_SET).unwrap();
+        let message = set
+            .file
+            .iter()
+            .filter(|f| f.package() == "context_assembler.v1")
+            .flat_map(|f| &f.message_type)
+            .find(|m| m.name() == "CountTokensRequest")
+            .unwrap();
+        let mut fields: Vec<(i32, &str, Type, Label, Option<&str>)> = message
+            .field
+            .iter()
+            .map(|f| {
+                let oneof = f
+                    .oneof_index
+                    .map(|i| message.oneof_decl[usize::try_from(i).unwrap()].name());
+                (f.number(), f.name(), f.r#type(), f.label(), oneof)
+            })
+            .collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                (1, "model", Type::String, Label::Optional, Some("tokenizer")),
+                (2, "encoding", Type::String, Label::Optional, Some("tokenizer")),
+                (3, "text", Type::String, Label::Optional, None),
+            ]
+        );
+    }
+
     fn pairs() -> Vec<(Generated, CountTokensRequest)> {
         use count_tokens_request::Tokenizer;
         let texts = ["", "hello", "naïve 東京 🦀\n\n  x"];

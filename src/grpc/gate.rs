@@ -429,7 +429,7 @@ impl Meter {
             return Ok(if self.buf.is_empty() {
                 Next::End
             } else {
-                Next::Message(self.buf.take(self.buf.len()), None)
+                Next::Message(self.buf.take(self.buf.len(), false), None)
             });
         };
         if self.one_message && self.messages > 0 {
@@ -448,10 +448,13 @@ impl Meter {
             None => None,
         };
         let whole = FRAME_HEADER_BYTES + bytes as usize;
+        // The body's first message is passed on for the decoder to adopt
+        // (see `Received::take`); later ones are copied by it.
+        let first = self.messages == 0;
         // Room for the whole message at once (at most the limit, and held
         // from the upload budget above): growing the buffer frame by frame
         // copied a large message's received bytes again at every doubling.
-        self.buf.reserve(whole);
+        self.buf.reserve(whole, first);
         let upload = async {
             while self.buf.len() < whole {
                 if !self.fill().await? {
@@ -467,9 +470,9 @@ impl Meter {
         self.messages += 1;
         if self.buf.len() < whole {
             // A short body: tonic answers it (it is malformed).
-            return Ok(Next::Message(self.buf.take(self.buf.len()), reserved));
+            return Ok(Next::Message(self.buf.take(self.buf.len(), first), reserved));
         }
-        let message = self.buf.take(whole);
+        let message = self.buf.take(whole, first);
         if let Some((root, counts)) = self.root.filter(|_| !compressed) {
             let measure = Schema::get().measure(root, &message[FRAME_HEADER_BYTES..]);
             if let (Some(budget), Some(reserved)) = (&self.budget, reserved.as_mut()) {

@@ -26,9 +26,9 @@ fn room(whole: usize) -> usize {
 /// message still arriving are copied together. Once the messages before a
 /// partial one are taken (a stream's handler asks for each in turn), the
 /// partial one is copied out, so an upload that stalls holds the bytes it
-/// sent, not the connection's read buffer. Every message is passed on in a
-/// buffer of its own ([`Received::take`]): each byte of a message is copied
-/// once between the connection's read buffer and the decoder.
+/// sent, not the connection's read buffer. Each byte of a message is copied
+/// once between the connection's read buffer and the decoder: by the gate
+/// or by tonic, not both ([`Received::take`]).
 #[derive(Default)]
 pub(super) struct Received {
     /// The rest of a frame that starts with a whole message (or empty).
@@ -67,29 +67,37 @@ impl Received {
     }
 
     /// Room for a message of `whole` bytes, when they are not all here:
-    /// they will be copied together, into a buffer with room for the
-    /// decoder's reservation too ([`Received::take`]; what tonic reserves,
-    /// it would otherwise allocate by growing its own buffer, a copy). The
-    /// room past the bytes received is address space, never written.
-    pub(super) fn reserve(&mut self, whole: usize) {
+    /// they will be copied together. For a body's first message (`own`),
+    /// with room for the decoder's reservation too ([`Received::take`]; what
+    /// tonic reserves, it would otherwise allocate by growing its own
+    /// buffer, a copy). The room past the bytes received is address space,
+    /// never written.
+    pub(super) fn reserve(&mut self, whole: usize, own: bool) {
         if self.len() < whole {
-            self.joined.reserve(room(whole).saturating_sub(self.joined.len()));
+            let want = if own { room(whole) } else { whole };
+            self.joined.reserve(want.saturating_sub(self.joined.len()));
         }
     }
 
-    /// The first `n` bytes (at most [`Received::len`]), passed on as a
-    /// buffer of their own, so that the decoder behind the gate takes it
-    /// over instead of copying it: tonic's decode buffer starts empty
-    /// ([`super::super::codec`]), and an empty `BytesMut` adopts the
-    /// allocation of a `Bytes` put into it when nothing else shares that
-    /// allocation. Bytes copied together are that buffer already (bytes of
-    /// a next message that came in behind them, at most a frame, are copied
-    /// out instead). A message whole in its frame is copied once, here, into
-    /// a buffer with room for the decoder's reservation (tonic reserves as
-    /// much again as the message once it has read its header), where tonic
-    /// would have copied it and then grown its buffer by a second copy.
-    pub(super) fn take(&mut self, n: usize) -> Bytes {
+    /// The first `n` bytes (at most [`Received::len`]), passed on. The
+    /// first message of a body (`own`) is passed on in a buffer of its own,
+    /// so that the decoder behind the gate takes it over instead of copying
+    /// it: tonic's decode buffer starts empty ([`super::super::codec`]), and
+    /// an empty `BytesMut` adopts the allocation of a `Bytes` put into it
+    /// when nothing else shares that allocation. Bytes copied together are
+    /// that buffer already (bytes of a next message that came in behind
+    /// them, at most a frame, are copied out instead, once a body). A
+    /// message whole in its frame is copied once, here, into a buffer with
+    /// room for the decoder's reservation (tonic reserves as much again as
+    /// the message once it has read its header), where tonic would have
+    /// copied it and then grown its buffer by a second copy. Later messages
+    /// (a stream's) meet a decode buffer that is no longer empty and is
+    /// copied into: they are passed on as slices, copied by tonic alone.
+    pub(super) fn take(&mut self, n: usize, own: bool) -> Bytes {
         if self.frame.is_empty() {
+            if !own {
+                return self.joined.split_to(n).freeze();
+            }
             if n < self.joined.len() {
                 let rest = BytesMut::from(&self.joined[n..]);
                 self.joined.truncate(n);
@@ -97,15 +105,20 @@ impl Received {
             }
             return std::mem::take(&mut self.joined).freeze();
         }
-        let mut own = BytesMut::with_capacity(room(n));
-        own.extend_from_slice(&self.frame[..n]);
-        self.frame.advance(n);
+        let taken = if own {
+            let mut buffer = BytesMut::with_capacity(room(n));
+            buffer.extend_from_slice(&self.frame[..n]);
+            self.frame.advance(n);
+            buffer.freeze()
+        } else {
+            self.frame.split_to(n)
+        };
         if !starts_with_message(&self.frame) {
             // The start of a message still arriving: copied (see above).
             self.joined.extend_from_slice(&self.frame);
             self.frame = Bytes::new();
         }
-        own.freeze()
+        taken
     }
 }
 
@@ -128,22 +141,23 @@ mod tests {
     }
 
     #[test]
-    fn a_message_whole_in_its_frame_is_copied_once_into_a_buffer_of_its_own() {
+    fn a_bodys_first_message_is_copied_into_a_buffer_of_its_own_and_later_ones_are_slices() {
         let (a, b) = (message(300, 1), message(20, 2));
         let frame = Bytes::from([a.clone(), b.clone()].concat());
         let mut r = Received::default();
         r.push(frame.clone());
-        r.reserve(a.len());
-        let first = r.take(a.len());
+        r.reserve(a.len(), true);
+        let first = r.take(a.len(), true);
         assert!(
             within(&r.frame, &frame),
             "the rest of the frame is held, not copied"
         );
-        let second = r.take(b.len());
+        let second = r.take(b.len(), false);
         assert_eq!((&first[..], &second[..]), (&a[..], &b[..]));
-        assert!(!within(&first, &frame) && !within(&second, &frame));
-        // Nothing else shares them: the decoder can take them over.
-        assert!(first.is_unique() && second.is_unique());
+        // Nothing else shares the first: the decoder can take it over. The
+        // second goes to a decode buffer that copies it anyway.
+        assert!(!within(&first, &frame) && first.is_unique());
+        assert!(within(&second, &frame));
         assert!(
             r.is_empty() && r.joined.capacity() == 0,
             "nothing was copied together or reserved"
@@ -162,16 +176,16 @@ mod tests {
         );
         let mut r = Received::default();
         r.push(one.clone());
-        let first = r.take(a.len());
+        let first = r.take(a.len(), true);
         assert_eq!(&first[..], &a[..]);
         assert!(
             r.frame.is_empty(),
             "the partial message was copied out of its frame"
         );
         assert_eq!(r.bytes(), &both[a.len()..cut]);
-        r.reserve(b.len());
+        r.reserve(b.len(), false);
         r.push(two.clone());
-        let second = r.take(b.len());
+        let second = r.take(b.len(), false);
         assert_eq!(&second[..], &b[..]);
         assert!(!within(&second, &one) && !within(&second, &two));
         assert!(r.is_empty());
@@ -180,15 +194,15 @@ mod tests {
         let mut r = Received::default();
         let frame = Bytes::from([a.clone(), b[..3].to_vec()].concat());
         r.push(frame.clone());
-        assert_eq!(&r.take(a.len())[..], &a[..]);
+        assert_eq!(&r.take(a.len(), true)[..], &a[..]);
         assert!(r.frame.is_empty() && r.bytes() == &b[..3]);
         r.push(Bytes::copy_from_slice(&b[3..]));
-        assert_eq!(&r.take(b.len())[..], &b[..]);
+        assert_eq!(&r.take(b.len(), false)[..], &b[..]);
         // A header split across frames, too.
         let mut r = Received::default();
         r.push(Bytes::copy_from_slice(&a[..3]));
         r.push(Bytes::copy_from_slice(&a[3..]));
-        assert_eq!(&r.take(a.len())[..], &a[..]);
+        assert_eq!(&r.take(a.len(), true)[..], &a[..]);
     }
 
     #[test]
@@ -197,7 +211,7 @@ mod tests {
         let frame = Bytes::from([empty.clone(), empty.clone()].concat());
         let mut r = Received::default();
         r.push(frame.clone());
-        let first = r.take(empty.len());
+        let first = r.take(empty.len(), true);
         assert_eq!(&first[..], &empty[..]);
         assert!(within(&r.frame, &frame));
         // Not asked for by the gate while a whole message is held, but kept
@@ -205,27 +219,45 @@ mod tests {
         r.push(Bytes::from(b.clone()));
         assert!(r.frame.is_empty());
         assert_eq!(r.bytes(), &[empty.clone(), b.clone()].concat()[..]);
-        assert_eq!(&r.take(empty.len())[..], &empty[..]);
-        assert_eq!(&r.take(b.len())[..], &b[..]);
+        assert_eq!(&r.take(empty.len(), false)[..], &empty[..]);
+        assert_eq!(&r.take(b.len(), false)[..], &b[..]);
         assert!(r.is_empty());
     }
 
+    /// The bytes behind a body's first message, copied together with it,
+    /// are copied out once; the messages among them are then slices of that
+    /// one copy, not each a copy of all that follows it (which, for a frame
+    /// of many small messages, would copy the frame once per message).
     #[test]
-    fn bytes_of_the_next_message_behind_a_joined_one_are_copied_out() {
-        let (a, b) = (message(3_000, 1), message(50, 2));
-        let both = [a.clone(), b.clone()].concat();
+    fn bytes_behind_a_joined_first_message_are_copied_out_once() {
+        let a = message(3_000, 1);
+        let small: Vec<Vec<u8>> = (0..50).map(|i| message(5, i)).collect();
+        let all = [vec![a.clone()], small.clone()].concat().concat();
         let mut r = Received::default();
-        r.push(Bytes::copy_from_slice(&both[..10]));
-        r.reserve(a.len());
-        r.push(Bytes::copy_from_slice(&both[10..a.len() + 20]));
-        let first = r.take(a.len());
+        r.push(Bytes::copy_from_slice(&all[..10]));
+        r.reserve(a.len(), true);
+        // The rest of the first message, every small one, and half of one
+        // more message's header.
+        let tail = message(7, 9);
+        r.push(Bytes::from([&all[10..], &tail[..2]].concat()));
+        let first = r.take(a.len(), true);
         assert_eq!(&first[..], &a[..]);
         assert!(first.is_unique());
-        assert_eq!(r.bytes(), &b[..20]);
-        r.push(Bytes::copy_from_slice(&b[20..]));
-        let second = r.take(b.len());
-        assert_eq!(&second[..], &b[..]);
-        assert!(second.is_unique() && r.is_empty());
+        let taken: Vec<Bytes> = small.iter().map(|m| r.take(m.len(), false)).collect();
+        for (t, m) in taken.iter().zip(&small) {
+            assert_eq!(&t[..], &m[..]);
+        }
+        for pair in taken.windows(2) {
+            assert_eq!(
+                pair[0].as_ptr_range().end,
+                pair[1].as_ptr(),
+                "each a slice of one copy"
+            );
+        }
+        assert_eq!(r.bytes(), &tail[..2]);
+        r.push(Bytes::copy_from_slice(&tail[2..]));
+        assert_eq!(&r.take(tail.len(), false)[..], &tail[..]);
+        assert!(r.is_empty());
     }
 
     /// Through the decoder the server builds (tonic's, with this crate's
@@ -252,11 +284,11 @@ mod tests {
             m.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
             m.extend_from_slice(&payload);
             let mut r = Received::default();
-            r.reserve(m.len());
+            r.reserve(m.len(), true);
             for part in m.chunks(m.len().div_ceil(frames)) {
                 r.push(Bytes::copy_from_slice(part));
             }
-            let taken = r.take(m.len());
+            let taken = r.take(m.len(), true);
             let range = taken.as_ptr_range();
             let decoder = TimedCodec::<pb::CountTokensResponse, pb::CountTokensRequest>::default().decoder();
             let mut stream = Streaming::new_request(decoder, http_body_util::Full::new(taken), None, None);
