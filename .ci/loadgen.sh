@@ -5,6 +5,7 @@
 # tool-heavy sessions, once on cold agent sessions (thinking and tool results, Claude), once cold offering 8x the
 # budget and once on cold fresh requests (new documents and turns in each, most of them kept), about 48 s of load in
 # all. The fresh run's report must say what share of the offered tokens was kept, and it must be most of it.
+# Then a round of each floor example (count_wire, transport_floor measure and fresh).
 # Fails if any request was not answered OK and well-formed (loadgen exits non-zero: every batch's groups and
 # dispatch order are checked against its results), if the sidecar did not exit cleanly, if a report lacks a positive
 # throughput, or if OpenAI's tiktoken recounts any answer sampled from a run (up to 200, at least 100) differently
@@ -67,6 +68,15 @@ RECOUNT=0 run agent-sessions --rpc assemble --workload agent-sessions --cold --d
 
 # Up to 200 answers of each run (every 7th request, at least 100) recounted by the reference tokenizer.
 python3 tests/reference/answers_check.py 100 "$out"/*.answers.jsonl
+
+# The floor examples (BENCHMARKS.md's wire rows), a round each: counts over the wire equal counts in process, the
+# bare tonic server answers, and every fresh request is answered OK (each example asserts its answers).
+cargo build --release --locked --example count_wire --example transport_floor
+echo "--- count_wire and transport_floor smoke"
+target/release/examples/count_wire "$server" --texts 2 --rounds 1 > "$out/count_wire.txt"
+target/release/examples/transport_floor fresh "$server" --calls 100 --rounds 1 > "$out/transport_floor_fresh.txt"
+target/release/examples/transport_floor measure "$server" --calls 100 --rounds 1 > "$out/transport_floor.txt"
+cat "$out/count_wire.txt" "$out/transport_floor_fresh.txt" "$out/transport_floor.txt"
 
 echo "loadgen-ci: all runs OK"
 grep -H '^throughput:' "$out"/*.txt

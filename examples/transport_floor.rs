@@ -11,35 +11,46 @@
 //! `--calls` calls; cells run in a new order each round and each figure is
 //! the median over `--rounds` rounds.
 //!
+//! `fresh` measures the fresh workload (`workload::fresh`) the same way
+//! but under load (`--concurrency` calls in flight over two connections,
+//! as loadgen's fresh rows): the sidecar's server CPU per request, cold (a
+//! nonce before every text) and warm, beside the bare server carrying the
+//! same cold requests and answering each with the sidecar's answer to the
+//! first, and this process counting every text of each request once. The
+//! bare server plus the counting is what any server built on tonic pays for
+//! a cold request before it hashes, allocates or renders anything.
+//!
 //! ```sh
 //! cargo build --release --bin context-assembler --example transport_floor
 //! target/release/examples/transport_floor measure target/release/context-assembler --calls 3000 --rounds 5
+//! target/release/examples/transport_floor fresh target/release/context-assembler --budget 4000 --calls 3000 --rounds 3
 //! target/release/examples/transport_floor floor unix:/tmp/floor.sock     # the floor server alone
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/bare.rs"]
+mod bare;
 #[path = "support/process.rs"]
 mod support;
 
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::future::Future;
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::process::{Command, Stdio};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
+use context_assembler::tokens::{Encoding, Tokenizer};
+use context_assembler::workload::fresh::Fresh;
+use context_assembler::workload::replay::Replay;
 use context_assembler::workload::{self, Shape};
-use support::{Server, cpu_between, cpu_by_thread, median, sidecar};
-use tokio::net::{TcpListener, UnixListener};
-use tonic::body::Body;
-use tonic::server::NamedService;
+use prost::Message as _;
+use support::{cpu_between, cpu_by_thread, median, sidecar};
 use tonic::transport::{Channel, Endpoint};
 
-const USAGE: &str = "usage: transport_floor floor ADDR | measure SIDECAR_BINARY [--config FILE] [--calls N] [--rounds R] \
+const USAGE: &str = "usage: transport_floor floor ADDR [ANSWER_FILE] \
+                     | measure SIDECAR_BINARY [--config FILE] [--calls N] [--rounds R] \
+                     | fresh SIDECAR_BINARY [--budget B] [--concurrency C] [--calls N] [--rounds R] \
                      | drive ADDR list-models|count-tokens|assemble4k CALLS";
 
 fn main() {
@@ -49,7 +60,7 @@ fn main() {
         .build()
         .unwrap();
     match args.first().map(String::as_str) {
-        Some("floor") => runtime.block_on(floor(args.get(1).expect(USAGE))),
+        Some("floor") => runtime.block_on(bare::serve(args.get(1).expect(USAGE), args.get(2).map(Path::new))),
         Some("measure") => {
             let binary = PathBuf::from(args.get(1).expect(USAGE));
             let flag = |name: &str, default: usize| {
@@ -68,6 +79,22 @@ fn main() {
                 config.as_deref(),
                 flag("--calls", 3000),
                 flag("--rounds", 5),
+            ));
+        }
+        Some("fresh") => {
+            let binary = PathBuf::from(args.get(1).expect(USAGE));
+            let flag = |name: &str, default: usize| {
+                args.iter()
+                    .position(|a| a == name)
+                    .and_then(|i| args.get(i + 1))
+                    .map_or(default, |v| v.parse().expect(USAGE))
+            };
+            runtime.block_on(fresh(
+                &binary,
+                u32::try_from(flag("--budget", 4000)).expect(USAGE),
+                flag("--concurrency", 4),
+                flag("--calls", 4000),
+                flag("--rounds", 3),
             ));
         }
         Some("drive") => {
@@ -95,72 +122,6 @@ async fn drive(addr: &str, rpc: Rpc, calls: usize) {
     println!("{calls} calls of {rpc:?}: client p50 {p50:.1} us");
 }
 
-/// The floor: `ListModels` answered with an empty message by a hand-written
-/// service exactly as tonic's codegen writes one, on tonic's own server.
-#[derive(Clone)]
-struct Empty;
-
-impl NamedService for Empty {
-    const NAME: &'static str = "context_assembler.v1.Assembler";
-}
-
-struct EmptyListModels;
-
-impl tonic::server::UnaryService<pb::ListModelsRequest> for EmptyListModels {
-    type Response = pb::ListModelsResponse;
-    type Future = std::future::Ready<Result<tonic::Response<pb::ListModelsResponse>, tonic::Status>>;
-
-    fn call(&mut self, _: tonic::Request<pb::ListModelsRequest>) -> Self::Future {
-        std::future::ready(Ok(tonic::Response::new(pb::ListModelsResponse::default())))
-    }
-}
-
-impl tower_service::Service<http::Request<Body>> for Empty {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        Box::pin(async move {
-            if req.uri().path() != "/context_assembler.v1.Assembler/ListModels" {
-                return Ok(tonic::Status::unimplemented("only ListModels").into_http());
-            }
-            let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default());
-            Ok(grpc.unary(EmptyListModels, req).await)
-        })
-    }
-}
-
-/// Serves the floor on `addr` (`host:port` or `unix:/path`); prints
-/// `listening ADDR` once bound.
-async fn floor(addr: &str) {
-    let server = tonic::transport::Server::builder().add_service(Empty);
-    if let Some(path) = addr.strip_prefix("unix:") {
-        let _ = std::fs::remove_file(path);
-        let listener = UnixListener::bind(path).unwrap();
-        println!("listening unix:{path}");
-        let incoming = futures_util::stream::unfold(listener, |l| async move {
-            Some((l.accept().await.map(|(s, _)| s), l))
-        });
-        server.serve_with_incoming(incoming).await.unwrap();
-    } else {
-        let listener = TcpListener::bind(addr).await.unwrap();
-        println!("listening {}", listener.local_addr().unwrap());
-        let incoming = futures_util::stream::unfold(listener, |l| async move {
-            let accepted = l.accept().await.map(|(s, _)| {
-                let _ = s.set_nodelay(true);
-                s
-            });
-            Some((accepted, l))
-        });
-        server.serve_with_incoming(incoming).await.unwrap();
-    }
-}
-
 /// The same client settings for every server; only the dialling differs.
 async fn channel(addr: &str) -> Channel {
     let endpoint = Endpoint::from_shared(match addr.strip_prefix("unix:") {
@@ -177,21 +138,6 @@ async fn channel(addr: &str) -> Channel {
             .unwrap(),
         None => endpoint.connect().await.unwrap(),
     }
-}
-
-/// Starts this binary's floor server on `addr`.
-fn floor_process(addr: &str) -> Server {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["floor", addr])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().strip_prefix("listening ").unwrap().to_owned();
-    Server { child, addr }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -247,8 +193,8 @@ async fn measure(binary: &Path, config: Option<&str>, calls: usize, rounds: usiz
     let servers = [
         ("sidecar", "tcp", sidecar(binary, config, "127.0.0.1:0")),
         ("sidecar", "uds", sidecar(binary, config, &sock("sidecar.sock"))),
-        ("floor", "tcp", floor_process("127.0.0.1:0")),
-        ("floor", "uds", floor_process(&sock("floor.sock"))),
+        ("floor", "tcp", bare::process("127.0.0.1:0", None)),
+        ("floor", "uds", bare::process(&sock("floor.sock"), None)),
     ];
     let mut clients = Vec::new();
     let mut channels = Vec::new();
@@ -332,5 +278,179 @@ async fn measure(binary: &Path, config: Option<&str>, calls: usize, rounds: usiz
             "ListModels server CPU over the floor, {name}: {:.2}x",
             cpu[&(t, Rpc::ListModels)] / cpu[&(t + 2, Rpc::ListModels)]
         );
+    }
+}
+
+/// The fresh workload at `budget`, side by side in one run, `concurrency`
+/// calls in flight over two connections (loadgen's defaults for the fresh
+/// rows): server CPU per request of the sidecar on cold requests (a nonce
+/// before every text, as loadgen's `--cold`), of the sidecar on the same
+/// requests warm (the workload's 200 requests repeated, every count a cache
+/// hit), and of the bare tonic server carrying the same cold requests and
+/// answering each with the sidecar's own answer to the first of them. The
+/// last is the floor: what receiving, decoding and answering requests of
+/// this size costs before anything is counted or assembled.
+async fn fresh(binary: &Path, budget: u32, concurrency: usize, calls: usize, rounds: usize) {
+    let shape = Fresh {
+        requests: Fresh::REQUESTS,
+        budget,
+        seed: Replay::default().seed,
+    };
+    let requests: Arc<Vec<pb::AssembleRequest>> = Arc::new(
+        shape
+            .requests()
+            .into_iter()
+            .map(pb::AssembleRequest::from)
+            .collect(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let side = sidecar(binary, None, "127.0.0.1:0");
+    let side_clients = clients(&side.addr, concurrency).await;
+    let mut first = side_clients[0].clone();
+    let ready_by = Instant::now() + Duration::from_secs(60);
+    let answer = loop {
+        match first.assemble(requests[0].clone()).await {
+            Ok(a) => break a.into_inner(),
+            Err(e) if Instant::now() > ready_by => panic!("the sidecar did not answer: {e:?}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let answer_file = dir.path().join("answer.bin");
+    std::fs::write(&answer_file, answer.encode_to_vec()).unwrap();
+    let floor = bare::process("127.0.0.1:0", Some(&answer_file));
+    let floor_clients = clients(&floor.addr, concurrency).await;
+    let request_bytes = requests.iter().map(|r| r.encoded_len()).sum::<usize>() / requests.len();
+    eprintln!(
+        "{}; mean request {request_bytes} bytes, the answer {} bytes",
+        shape.describe(),
+        answer.encoded_len()
+    );
+    // The sidecar's warm cells find every count of the workload cached.
+    drive_cell(&side_clients, &requests, None, requests.len()).await;
+    let nonces = Arc::new(AtomicUsize::new(0));
+    let cells = [
+        ("sidecar", "cold"),
+        ("sidecar", "warm"),
+        ("bare tonic", "cold"),
+        ("counting in process, once each", "cold"),
+    ];
+    let o200k = Tokenizer::exact(Encoding::O200kBase);
+    // Its tables are built on first use, not in a measured cell.
+    assert!(o200k.count(&requests[0].query) > 0);
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..cells.len()).collect();
+        order.rotate_left(round % cells.len());
+        for c in order {
+            if c == 3 {
+                // What counting every text of a request once costs this
+                // process on one thread (gpt-4o's o200k, the texts as sent
+                // cold): the part of a cold request no cache can save.
+                let n = requests.len();
+                let started = thread_cpu();
+                for (i, r) in requests.iter().enumerate() {
+                    let nonce = format!("c{round}.{i} ");
+                    let texts = r.static_segments.iter().map(|s| &s.content);
+                    let texts = texts.chain(r.blocks.iter().flat_map(|b| b.items.iter().map(|i| &i.content)));
+                    let mut tokens = o200k.count(&format!("{nonce}{}", r.query));
+                    for t in texts {
+                        tokens += o200k.count(std::hint::black_box(&format!("{nonce}{t}")));
+                    }
+                    std::hint::black_box(tokens);
+                }
+                let us = (thread_cpu() - started).as_secs_f64() * 1e6 / n as f64;
+                eprintln!("round {round} counting in process: {us:.1} us per request");
+                results[c].push(us);
+                continue;
+            }
+            let (server, clients) = if c == 2 {
+                (&floor, &floor_clients)
+            } else {
+                (&side, &side_clients)
+            };
+            let cold = (cells[c].1 == "cold").then_some(&nonces);
+            let before = cpu_by_thread(server.child.id());
+            drive_cell(clients, &requests, cold, calls).await;
+            let us = cpu_between(&before, &cpu_by_thread(server.child.id())) as f64 / 1e3 / calls as f64;
+            eprintln!(
+                "round {round} {} {}: {us:.1} us server CPU per request",
+                cells[c].0, cells[c].1
+            );
+            results[c].push(us);
+        }
+    }
+    println!("| server | requests | CPU us/request (median of {rounds}, range) |");
+    println!("|---|---|---:|");
+    for (c, (server, kind)) in cells.iter().enumerate() {
+        let r = &results[c];
+        let (lo, hi) = (
+            r.iter().copied().fold(f64::MAX, f64::min),
+            r.iter().copied().fold(0.0, f64::max),
+        );
+        println!(
+            "| {server} | fresh {}k, {kind} | {:.1} ({lo:.1}-{hi:.1}) |",
+            budget / 1000,
+            median(r.clone())
+        );
+    }
+}
+
+/// The calling thread's own CPU time (its schedstat, nanoseconds on CPU).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
+}
+
+/// `concurrency` clients over two connections, alternating.
+async fn clients(addr: &str, concurrency: usize) -> Vec<AssemblerClient<Channel>> {
+    let channels = [channel(addr).await, channel(addr).await];
+    (0..concurrency)
+        .map(|i| {
+            AssemblerClient::new(channels[i % 2].clone())
+                .max_decoding_message_size(64 << 20)
+                .max_encoding_message_size(64 << 20)
+        })
+        .collect()
+}
+
+/// `calls` requests of the workload in a loop, one client per call in
+/// flight; with `nonces`, each request made new by a nonce before every
+/// text. Every answer must be OK.
+async fn drive_cell(
+    clients: &[AssemblerClient<Channel>],
+    requests: &Arc<Vec<pb::AssembleRequest>>,
+    nonces: Option<&Arc<AtomicUsize>>,
+    calls: usize,
+) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let (mut client, next, requests) = (client.clone(), next.clone(), requests.clone());
+            let nonces = nonces.cloned();
+            tokio::spawn(async move {
+                loop {
+                    let ticket = next.fetch_add(1, Ordering::Relaxed);
+                    if ticket >= calls {
+                        break;
+                    }
+                    let mut r = requests[ticket % requests.len()].clone();
+                    if let Some(n) = &nonces {
+                        let nonce = format!("n{} ", n.fetch_add(1, Ordering::Relaxed));
+                        for s in &mut r.static_segments {
+                            s.content.insert_str(0, &nonce);
+                        }
+                        for item in r.blocks.iter_mut().flat_map(|b| b.items.iter_mut()) {
+                            item.content.insert_str(0, &nonce);
+                        }
+                        r.query.insert_str(0, &nonce);
+                    }
+                    client.assemble(r).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
     }
 }
