@@ -198,6 +198,10 @@ fn block<'a>(
         set(&d.kept_item_ids),
     );
     let (summarized, dropped) = (set(&d.summarized_item_ids), set(&d.dropped_item_ids));
+    // Both subsets of the kept ones: a tool result sent cleared (its
+    // placeholder or compact form), an assistant turn sent without its
+    // thinking.
+    let (cleared, unthought) = (set(&d.cleared_item_ids), set(&d.thinking_dropped_item_ids));
     let mut seen: HashSet<&str> = HashSet::new();
     let mut items: Vec<Value> = Vec::new();
     for id in ids {
@@ -206,6 +210,10 @@ fn block<'a>(
             "filtered"
         } else if compacted.contains(id) {
             "compacted"
+        } else if cleared.contains(id) {
+            "cleared"
+        } else if unthought.contains(id) {
+            "thinking-dropped"
         } else if kept.contains(id) {
             "kept"
         } else if summarized.contains(id) {
@@ -240,7 +248,10 @@ fn block<'a>(
         "keptTokens": d.tokens_kept,
         "keptFullTokens": d.tokens_kept - compacted_tokens,
         "compactedTokens": compacted_tokens,
-        "cutTokens": d.tokens_offered.saturating_sub(d.tokens_kept),
+        // Offered but not sent: what dropping and cutting took, apart from
+        // what clearing kept results' content saved.
+        "cutTokens": d.tokens_offered.saturating_sub(d.tokens_kept).saturating_sub(d.tokens_cleared),
+        "clearedTokens": d.tokens_cleared,
         "windowUnusedTokens": d.tokens_window_unused,
         "items": items,
     })
@@ -423,6 +434,33 @@ mod tests {
             )["role"],
             Value::Null
         );
+    }
+
+    /// A result sent cleared and an assistant turn sent without its
+    /// thinking are kept, and drawn as what was done to them; the tokens
+    /// lightening saved are the block's.
+    #[test]
+    fn cleared_results_and_dropped_thinking_are_drawn_as_such() {
+        let d = BlockDecision {
+            outcome: Outcome::Kept,
+            tokens_offered: 60,
+            tokens_kept: 15,
+            kept_item_ids: ["u", "a", "r"].map(str::to_owned).to_vec(),
+            cleared_item_ids: vec!["r".to_owned()],
+            thinking_dropped_item_ids: vec!["a".to_owned()],
+            tokens_cleared: 40,
+            ..decision("recent", &[])
+        };
+        let v = block(0, &d, ["u", "a", "r"].into_iter(), |_| 0);
+        let outcomes: Vec<&str> = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["outcome"].as_str().unwrap())
+            .collect();
+        assert_eq!(outcomes, ["kept", "thinking-dropped", "cleared"]);
+        assert_eq!(v["clearedTokens"], 40);
+        assert_eq!(v["cutTokens"], 5, "what clearing saved is not counted as cut");
     }
 
     /// The same id in many blocks: a warning about one of them points at

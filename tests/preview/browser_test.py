@@ -12,7 +12,9 @@ Starts `BINARY preview --listen 127.0.0.1:0`, opens the page, and checks that
     shows as system_changed at that segment, its message highlighted;
   - the cache plan is the model's provider's: markers for an Anthropic model,
     none for gpt-4o (OpenAI caches by itself);
-  - a BUDGET_OVERFLOW shows its numbers;
+  - a BUDGET_OVERFLOW shows its numbers, and draws what each part that may
+    never be cut needs;
+  - an agent's old tool results kept cleared are drawn as cleared;
   - a late answer for the request picked before is not drawn;
   - an error answer while the page starts shows the server's error body.
 Screenshots go to a temporary directory printed at the start and kept.
@@ -248,10 +250,56 @@ def main():
         set_slider(driver, 20)
         n = answered(driver, n)
         error = driver.find_element(By.ID, "error")
-        assert "BUDGET_OVERFLOW" in error.text and "nonCuttableTokens" in error.text, error.text
-        assert '"budget": 20' in error.text, error.text
+        assert "BUDGET_OVERFLOW" in error.text, error.text
+        # Drawn: one row per part that may never be cut, largest first,
+        # adding up to the overflow's non-cuttable tokens; the same facts as
+        # JSON a click away.
+        details = json.loads(error.find_element(By.TAG_NAME, "pre").get_attribute("textContent"))
+        assert details["budget"] == 20 and details["nonCuttableTokens"] > 20, details
+        rows = error.find_elements(By.CSS_SELECTOR, ".overflow-parts tr[data-part]")
+        tokens = [int(r.get_attribute("data-tokens")) for r in rows]
+        assert tokens and sum(tokens) == details["nonCuttableTokens"], (tokens, details)
+        assert tokens == sorted(tokens, reverse=True), tokens
+        parts = {r.get_attribute("data-part") for r in rows}
+        assert {"static-prefix", "query"} <= parts, parts
+        said = error.find_element(By.CLASS_NAME, "overflow-sum").text
+        assert f"{details['nonCuttableTokens']} tokens may never be cut" in said and "the budget is 20 " in said, said
+        assert len(error.find_elements(By.CSS_SELECTOR, ".overflow-bar .part")) == len(rows)
         driver.save_screenshot(os.path.join(out, "7-budget-overflow.png"))
         assert "Internal margin table" not in driver.page_source, "filtered content reached the page"
+
+        # An agent's conversation that does not fit: old tool results are
+        # kept cleared (the oldest in its compact form), drawn as cleared
+        # with the tokens that saved; the newest result stays whole.
+        log = "the build log says the lock file is out of date. " * 80
+        turns = [{"id": "task", "role": "ROLE_USER", "content": "Why does the build fail?"}]
+        for step in range(4):
+            turns.append({"id": f"a{step}", "role": "ROLE_ASSISTANT", "content": "Reading the log.", "toolCallIds": [f"c{step}"]})
+            result = {"id": f"r{step}", "role": "ROLE_TOOL", "toolCallId": f"c{step}", "content": log}
+            if step == 0:
+                result["compactForm"] = "Lock file out of date."
+            turns.append(result)
+        agent = {
+            "requestId": "agent-1",
+            "model": "gpt-4o",
+            "maxInputTokens": 2500,
+            "query": "What next?",
+            "principal": {"id": "dev"},
+            "blocks": [{"name": "recent", "kind": "BLOCK_KIND_RECENT_TURNS", "items": turns}],
+        }
+        driver.execute_script("document.getElementById('paste').value = arguments[0];", json.dumps(agent))
+        driver.find_element(By.ID, "paste-go").click()
+        n = answered(driver, n)
+        assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
+        chips = {e.get_attribute("data-id"): e.get_attribute("data-outcome") for e in driver.find_elements(By.CSS_SELECTOR, "#blocks .item")}
+        assert chips.get("r0") == "cleared" and chips.get("r3") == "kept", chips
+        assert not [i for i, o in chips.items() if o == "dropped"], chips
+        head = driver.find_element(By.CSS_SELECTOR, "#blocks .block-head .nums").text
+        assert "dropped 0" in head and " cleared " in head, head
+        assert driver.find_elements(By.CSS_SELECTOR, "#blocks .bar .cleared"), "the bar has no cleared part"
+        messages = driver.find_element(By.ID, "messages").text
+        assert "Lock file out of date." in messages, messages
+        driver.save_screenshot(os.path.join(out, "8-cleared-results.png"))
 
         # Switching the request while an answer for the previous one is on its
         # way: that late answer is dropped, not drawn, and the slider takes the

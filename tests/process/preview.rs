@@ -195,11 +195,16 @@ async fn the_kept_set_follows_the_budget() {
     let (_, again, _) = p.assemble(&call(32_000)).await;
     assert_eq!(kept(&again), full_ids);
 
-    // The bars add up: kept in full + compacted = kept; cut = offered - kept.
+    // The bars add up: kept in full + compacted = kept; cut = offered -
+    // kept - what clearing tool results saved.
     for b in small["view"]["blocks"].as_array().unwrap() {
         let n = |k: &str| b[k].as_u64().unwrap();
         assert_eq!(n("keptFullTokens") + n("compactedTokens"), n("keptTokens"), "{b}");
-        assert_eq!(n("cutTokens"), n("offeredTokens") - n("keptTokens"), "{b}");
+        assert_eq!(
+            n("cutTokens"),
+            n("offeredTokens") - n("keptTokens") - n("clearedTokens"),
+            "{b}"
+        );
     }
     // The conversation gap is pointed at its block.
     let gap = full["view"]["warnings"]

@@ -202,11 +202,85 @@ function showError(error, status) {
   box.replaceChildren();
   box.append(el("h2", "", `${error.code}${status ? ` (HTTP ${status})` : ""}`));
   box.append(el("div", "error-message", error.message));
-  if (error.details && Object.keys(error.details).length > 0) {
-    box.append(el("pre", "", JSON.stringify(error.details, null, 2)));
+  const details = error.details || {};
+  const json = el("pre", "", JSON.stringify(details, null, 2));
+  if (error.code === "BUDGET_OVERFLOW" && details.nonCuttableTokens !== undefined) {
+    // Drawn; the same facts as JSON a click away.
+    box.append(drawOverflow(details));
+    const more = el("details", "error-json");
+    more.append(el("summary", "", "as JSON"), json);
+    box.append(more);
+  } else if (Object.keys(details).length > 0) {
+    box.append(json);
   }
   box.hidden = false;
   for (const id of PANELS) $(id).classList.add("stale");
+}
+
+/**
+ * What each part that may never be cut needs of the budget it overflowed,
+ * drawn as one bar against the budget and a table, largest first: the
+ * parts add up to the overflow's non-cuttable tokens.
+ */
+function drawOverflow(d) {
+  const box = el("div", "overflow");
+  const need = Number(d.nonCuttableTokens || 0);
+  const budget = Number(d.budget || 0);
+  box.append(
+    el(
+      "p",
+      "overflow-sum",
+      `${need} tokens may never be cut; the budget is ${budget} (${need - budget} over). ` +
+        "Lower these parts, raise max_input_tokens or lower output_reserve, or let a block be cut:",
+    ),
+  );
+  const parts = [
+    ["static-prefix", "static prefix", d.staticPrefixTokens],
+    ["tools", "tool definitions", d.toolsTokens],
+    ["query", "query", d.queryTokens],
+    ["framing", "reply priming", d.framingTokens],
+    ["template", "chat template", d.templateTokens],
+  ]
+    .map(([part, label, tokens]) => ({ part, label, tokens: Number(tokens || 0), note: "" }))
+    .concat(
+      (d.blocks || []).map((b) => ({
+        part: `block-${b.index}`,
+        label: `block ${b.name} (${b.kind})`,
+        tokens: Number(b.tokens || 0),
+        note: b.cuttable ? "its pinned items" : "the whole block: its priority never cuts",
+      })),
+    )
+    .filter((p) => p.tokens > 0)
+    .sort((a, b) => b.tokens - a.tokens);
+  const scale = Math.max(1, need, budget);
+  const bar = el("div", "overflow-bar");
+  parts.forEach((p, i) => {
+    const s = el("span", `part p${i % 6}`);
+    s.style.width = `${(100 * p.tokens) / scale}%`;
+    s.title = `${p.label}: ${p.tokens} tokens`;
+    bar.append(s);
+  });
+  const line = el("i", "budget-line");
+  line.style.left = `${(100 * budget) / scale}%`;
+  line.title = `budget ${budget}`;
+  bar.append(line);
+  box.append(bar);
+  const table = el("table", "overflow-parts");
+  const head = el("tr");
+  head.append(el("th", "", "part"), el("th", "", "tokens"), el("th", "", "share"), el("th", "", ""));
+  table.append(head);
+  parts.forEach((p, i) => {
+    const tr = el("tr");
+    tr.dataset.part = p.part;
+    tr.dataset.tokens = p.tokens;
+    const name = el("td");
+    name.append(el("i", `swatch p${i % 6}`), p.label);
+    tr.append(name, el("td", "num", p.tokens), el("td", "num", `${Math.round((100 * p.tokens) / Math.max(1, need))}%`));
+    tr.append(el("td", "note", p.note));
+    table.append(tr);
+  });
+  box.append(table);
+  return box;
 }
 
 function hideError() {
@@ -247,6 +321,14 @@ function draw(resp, view, compared) {
   drawDivergence(view.divergence, compared, view.fingerprint);
 }
 
+/** What a chip's outcome means, where its name alone does not say. */
+const OUTCOME_TITLES = {
+  cleared: "kept, its tool result cleared (a placeholder or its compact form sent)",
+  "thinking-dropped": "kept without its thinking (a closed tool cycle)",
+  generated: "a turn summary the assembler wrote",
+  unused: "not a candidate (empty)",
+};
+
 function drawBlocks(blocks) {
   const root = $("blocks");
   root.replaceChildren();
@@ -262,13 +344,15 @@ function drawBlocks(blocks) {
       "span",
       "nums",
       `offered ${b.offeredIsLowerBound ? "\u2265" : ""}${b.offeredTokens} \u00b7 kept ${b.keptTokens}` +
-        ` (compacted ${b.compactedTokens}) \u00b7 dropped ${b.offeredIsLowerBound ? "\u2265" : ""}${b.cutTokens}`,
+        ` (compacted ${b.compactedTokens}) \u00b7 dropped ${b.offeredIsLowerBound ? "\u2265" : ""}${b.cutTokens}` +
+        (b.clearedTokens ? ` \u00b7 cleared ${b.clearedTokens}` : ""),
     );
     head.append(name, nums);
     const bar = el("div", "bar");
     bar.style.width = `${Math.max(2, (100 * b.offeredTokens) / widest)}%`;
     bar.title = `offered ${b.offeredTokens} tokens`;
-    for (const [cls, v] of [["kept", b.keptFullTokens], ["compacted", b.compactedTokens], ["cut", b.cutTokens]]) {
+    const parts = [["kept", b.keptFullTokens], ["compacted", b.compactedTokens], ["cleared", b.clearedTokens], ["cut", b.cutTokens]];
+    for (const [cls, v] of parts) {
       if (!v) continue;
       const s = el("span", cls);
       s.style.width = `${(100 * v) / Math.max(1, b.offeredTokens)}%`;
@@ -280,7 +364,7 @@ function drawBlocks(blocks) {
       const chip = el("span", `item ${it.outcome}`, it.id);
       chip.dataset.id = it.id;
       chip.dataset.outcome = it.outcome;
-      chip.title = `${it.id}: ${it.outcome}`;
+      chip.title = `${it.id}: ${OUTCOME_TITLES[it.outcome] || it.outcome}`;
       items.append(chip);
     }
     box.append(head, bar, items);
