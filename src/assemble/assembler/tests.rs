@@ -565,8 +565,9 @@ proptest! {
     /// prompt through its last turn, or first differs at a turn lightened
     /// now and not before (the clearing anchor moved), or the window moved
     /// its cut (more turns dropped or summarized), or a user turn closed the
-    /// open cycle (its thinking may go at once), or (rarely) a cut that
-    /// what protection keeps whole forced is undone.
+    /// open cycle (its thinking may go at once), or (rarely: at most 3 in
+    /// 24 steps) a cut that what protection keeps whole forced is undone,
+    /// in part or whole.
     #[test]
     fn an_agent_session_is_lightened_in_steps_keeping_every_pair_and_open_thinking(
         seed in any::<u64>(),
@@ -577,7 +578,7 @@ proptest! {
         let mut previous: Option<Assembly> = None;
         let mut previous_items = 0;
         let mut lightened = 0;
-        let mut back_to_whole = 0;
+        let mut undone_cuts = 0;
         for mut req in agent_session(seed, budget, 24) {
             if openai {
                 req.model = "gpt-4o".to_owned();
@@ -629,11 +630,12 @@ proptest! {
                     let closed = items[previous_items..].iter().any(|i| i.role == Some(Role::User));
                     // What protection keeps whole (the newest result, the
                     // open cycle's thinking) may not fit beside the rest:
-                    // the window then cuts, and the next request, whose
-                    // newest result is smaller, may fit whole again.
-                    let whole_again = !was.dropped_item_ids.is_empty() && d.dropped_item_ids.is_empty();
-                    back_to_whole += usize::from(whole_again);
-                    prop_assert!(cut_moved || (newly_lightened && at_lightened) || closed || whole_again,
+                    // the fill then cuts further than the window, and the
+                    // next request, whose newest result is smaller, may
+                    // need less of that cut, or none (docs/assembly.md).
+                    let undone = d.dropped_item_ids.len() < was.dropped_item_ids.len();
+                    undone_cuts += usize::from(undone);
+                    prop_assert!(cut_moved || (newly_lightened && at_lightened) || closed || undone,
                         "request {} differs at message {} ({:?}) without a step: {:?}", out.request_id, first, m.role, d);
                 }
             }
@@ -641,7 +643,7 @@ proptest! {
             previous_items = items.len();
         }
         prop_assert!(lightened > 0, "a 24-step session at {} never lightened", budget);
-        prop_assert!(back_to_whole <= 3, "{} requests went back to the whole conversation", back_to_whole);
+        prop_assert!(undone_cuts <= 3, "{} requests undid a cut protection forced", undone_cuts);
     }
 }
 
