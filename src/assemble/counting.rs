@@ -59,9 +59,7 @@ impl<'a> Counter<'a> {
         }
         let piece = match self.tok.glue(role, first) {
             Some(g) if !g.is_identity() => {
-                let mut h = self.tok.hasher();
-                g.hash_piece(&mut h, text);
-                let key = *h.finalize().as_bytes();
+                let key = g.piece_key(self.tok, text);
                 match self.caches.segments.cached_keyed(&key) {
                     Some(n) => self.hit_or_missed(Some(n)).unwrap_or_default(),
                     None => self.count_keyed(key, &g.piece(text)),

@@ -20,7 +20,8 @@ use clock::Clock;
 /// cost 8% of a cold request's CPU hashing 32-byte keys.
 type Hasher = foldhash::fast::RandomState;
 
-/// A cache key: blake3 of the counted bytes, keyed by the tokenizer id.
+/// A cache key: the digest of the counted bytes, keyed by the tokenizer id
+/// ([`crate::tokens::digest::TextHasher`]).
 pub type Key = clock::Key;
 
 /// Bytes a [`MemoCache`] entry costs beyond its value's heap: the 32-byte key
@@ -32,9 +33,9 @@ const MEMO_ENTRY_BYTES: u32 = 384;
 
 /// The key of `bytes` counted with `tokenizer`.
 pub fn key(tokenizer: &Tokenizer, bytes: &[u8]) -> Key {
-    let mut h = tokenizer.hasher();
+    let mut h = tokenizer.text_hasher(bytes.len());
     h.update(bytes);
-    *h.finalize().as_bytes()
+    h.finalize()
 }
 
 /// A bounded map from content digest to token count (or, for static

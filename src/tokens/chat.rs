@@ -107,12 +107,16 @@ impl Glue {
         out
     }
 
-    /// Feeds the piece holding `content` to `h` (the piece's bytes, without
-    /// building it).
-    pub fn hash_piece(&self, h: &mut super::digest::Hasher, content: &str) {
+    /// The count key of the piece holding `content`, as
+    /// [`super::cache::key`] of [`Glue::piece`] is (the piece's bytes,
+    /// hashed without building it).
+    pub fn piece_key(&self, tok: &super::Tokenizer, content: &str) -> super::cache::Key {
+        let c = self.content(content);
+        let mut h = tok.text_hasher(self.head.len() + c.len() + self.tail.len());
         h.update(self.head.as_bytes());
-        h.update(self.content(content).as_bytes());
+        h.update(c.as_bytes());
         h.update(self.tail.as_bytes());
+        h.finalize()
     }
 }
 
@@ -352,6 +356,30 @@ fn measure(model: &HfModel, cost: impl Fn(&str, bool, &str) -> i64) -> ([[i64; 2
 mod tests {
     use super::*;
     use crate::tokens::Encoding;
+
+    proptest::proptest! {
+        /// The key of a piece hashed without building it is the count key
+        /// of the piece built (what the final count looks up), on both
+        /// sides of the length where the key's hash changes.
+        #[test]
+        fn a_piece_key_is_the_key_of_the_piece(
+            head in "[a-z<|>\\n ]{0,12}",
+            tail in "[a-z<|>\\n ]{0,12}",
+            trim in proptest::bool::ANY,
+            body in "[ \\na-zé]{0,40}",
+            long in proptest::bool::ANY,
+        ) {
+            let tok = Tokenizer::exact(Encoding::O200kBase);
+            let g = Glue { head, tail, trim };
+            let filler = if long { "x".repeat(crate::tokens::digest::SHORT_TEXT_BYTES - 30) } else { String::new() };
+            let content = format!(" {filler}{body} ");
+            let piece = g.piece(&content);
+            proptest::prop_assert_eq!(
+                g.piece_key(&tok, &content),
+                crate::tokens::cache::key(&tok, piece.as_bytes())
+            );
+        }
+    }
 
     #[test]
     fn a_prompt_is_its_messages_plus_the_priming() {

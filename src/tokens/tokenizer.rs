@@ -328,6 +328,12 @@ impl Tokenizer {
         super::digest::Hasher::new_keyed(&self.cache_key)
     }
 
+    /// The hasher of the count key of a text of `len` bytes, keyed by this
+    /// tokenizer's id ([`super::digest::TextHasher`]).
+    pub fn text_hasher(&self, len: usize) -> super::digest::TextHasher {
+        super::digest::TextHasher::new(&self.cache_key, len)
+    }
+
     /// An estimating tokenizer: `ceil(count(base) * (100 + margin) / 100)` per
     /// part. Use for models whose tokenizer is not public; never reports exact.
     pub fn estimate(base: Encoding, margin_percent: u32) -> Self {
