@@ -71,12 +71,14 @@ python3 tests/reference/answers_check.py 100 "$out"/*.answers.jsonl
 
 # The floor examples (BENCHMARKS.md's wire rows), a round each: counts over the wire equal counts in process, the
 # bare tonic server answers, and every fresh request is answered OK (each example asserts its answers).
+# Each under a time limit: timeout signals its whole process group, so the servers an example started go with it.
 cargo build --release --locked --example count_wire --example transport_floor
 echo "--- count_wire and transport_floor smoke"
-target/release/examples/count_wire "$server" --texts 2 --rounds 1 > "$out/count_wire.txt"
-target/release/examples/transport_floor fresh "$server" --calls 100 --rounds 1 > "$out/transport_floor_fresh.txt"
-target/release/examples/transport_floor measure "$server" --calls 100 --rounds 1 > "$out/transport_floor.txt"
-cat "$out/count_wire.txt" "$out/transport_floor_fresh.txt" "$out/transport_floor.txt"
+timeout -k 10 300 target/release/examples/count_wire "$server" --texts 2 --rounds 1 | tee "$out/count_wire.txt"
+timeout -k 10 300 target/release/examples/transport_floor fresh "$server" --calls 100 --rounds 1 |
+  tee "$out/transport_floor_fresh.txt"
+timeout -k 10 300 target/release/examples/transport_floor measure "$server" --calls 100 --rounds 1 |
+  tee "$out/transport_floor.txt"
 
 echo "loadgen-ci: all runs OK"
 grep -H '^throughput:' "$out"/*.txt

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::tokens::{Encoding, Tokenizer};
 use context_assembler::workload::{self, Rng};
-use support::{cpu_between, cpu_by_thread, median, sidecar};
+use support::{cpu_between, cpu_by_thread, median, sidecar, thread_cpu};
 use tonic::transport::Endpoint;
 
 const USAGE: &str = "usage: count_wire SIDECAR_BINARY [--texts N] [--rounds R] [--mib M] [--uds] [--floor] \
@@ -68,12 +68,6 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(measure(&binary, texts, rounds, mib << 20, uds, floor));
-}
-
-/// The calling thread's own CPU time (its schedstat, nanoseconds on CPU).
-fn thread_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
-    Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
 }
 
 async fn measure(
@@ -138,6 +132,8 @@ async fn measure(
         .collect();
     let mut cells = Vec::new();
     for encoding in Encoding::ALL {
+        // Its tables are built on first use, not in a measured cell.
+        assert!(Tokenizer::exact(encoding).count("warm up") > 0);
         for k in 0..kinds.len() {
             cells.push((encoding, k));
         }

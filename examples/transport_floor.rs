@@ -16,9 +16,11 @@
 //! as loadgen's fresh rows): the sidecar's server CPU per request, cold (a
 //! nonce before every text) and warm, beside the bare server carrying the
 //! same cold requests and answering each with the sidecar's answer to the
-//! first, and this process counting every text of each request once. The
-//! bare server plus the counting is what any server built on tonic pays for
-//! a cold request before it hashes, allocates or renders anything.
+//! first, and this process counting once what each request keeps (its static
+//! segments, query and kept items; dropped items not at all). The bare
+//! server plus that counting is at least what any exact server built on
+//! tonic pays for a cold request before it hashes, allocates or renders
+//! anything.
 //!
 //! ```sh
 //! cargo build --release --bin context-assembler --example transport_floor
@@ -39,13 +41,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use context_assembler::assemble::Assembler;
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::tokens::{Encoding, Tokenizer};
 use context_assembler::workload::fresh::Fresh;
 use context_assembler::workload::replay::Replay;
 use context_assembler::workload::{self, Shape};
 use prost::Message as _;
-use support::{cpu_between, cpu_by_thread, median, sidecar};
+use support::{cpu_between, cpu_by_thread, median, sidecar, thread_cpu};
 use tonic::transport::{Channel, Endpoint};
 
 const USAGE: &str = "usage: transport_floor floor ADDR [ANSWER_FILE] \
@@ -217,6 +220,7 @@ async fn measure(binary: &Path, config: Option<&str>, calls: usize, rounds: usiz
     for (c, ch) in clients[..2].iter_mut().zip(&channels) {
         let mut health = tonic_health::pb::health_client::HealthClient::new(ch.clone());
         let serving = tonic_health::pb::health_check_response::ServingStatus::Serving as i32;
+        let serving_by = Instant::now() + Duration::from_secs(60);
         while health
             .check(tonic_health::pb::HealthCheckRequest::default())
             .await
@@ -224,6 +228,10 @@ async fn measure(binary: &Path, config: Option<&str>, calls: usize, rounds: usiz
             .ok()
             != Some(serving)
         {
+            assert!(
+                Instant::now() < serving_by,
+                "the sidecar was not SERVING within 60 s"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         c.assemble(assemble.clone()).await.unwrap();
@@ -296,13 +304,41 @@ async fn fresh(binary: &Path, budget: u32, concurrency: usize, calls: usize, rou
         budget,
         seed: Replay::default().seed,
     };
-    let requests: Arc<Vec<pb::AssembleRequest>> = Arc::new(
-        shape
-            .requests()
-            .into_iter()
-            .map(pb::AssembleRequest::from)
-            .collect(),
-    );
+    let domain = shape.requests();
+    // What any exact server counts of each request at least: its static
+    // segments, its query and the items it keeps (found by this build's
+    // library), each once. An item it drops it counts only as far as the
+    // room it was offered, or not at all, so this is a lower bound.
+    let library = Assembler::new(context_assembler::config::default_catalog(), 64 << 20);
+    let kept_texts: Vec<Vec<String>> = domain
+        .iter()
+        .enumerate()
+        .map(|(n, r)| {
+            // As sent cold: a nonce of the cells' form before every text.
+            let mut r = r.clone();
+            let nonce = format!("n{} ", 1_000_000 + n);
+            for s in &mut r.static_segments {
+                s.content.insert_str(0, &nonce);
+            }
+            for item in r.blocks.iter_mut().flat_map(|b| b.items.iter_mut()) {
+                item.content.insert_str(0, &nonce);
+            }
+            r.query.insert_str(0, &nonce);
+            let out = library.assemble(r.clone()).unwrap();
+            let mut texts: Vec<String> = r.static_segments.iter().map(|s| s.content.clone()).collect();
+            texts.push(r.query.clone());
+            for (block, decision) in r.blocks.iter().zip(&out.decisions) {
+                let kept = block
+                    .items
+                    .iter()
+                    .filter(|i| decision.kept_item_ids.contains(&i.id));
+                texts.extend(kept.map(|i| i.content.clone()));
+            }
+            texts
+        })
+        .collect();
+    let requests: Arc<Vec<pb::AssembleRequest>> =
+        Arc::new(domain.into_iter().map(pb::AssembleRequest::from).collect());
     let dir = tempfile::tempdir().unwrap();
     let side = sidecar(binary, None, "127.0.0.1:0");
     let side_clients = clients(&side.addr, concurrency).await;
@@ -332,33 +368,26 @@ async fn fresh(binary: &Path, budget: u32, concurrency: usize, calls: usize, rou
         ("sidecar", "cold"),
         ("sidecar", "warm"),
         ("bare tonic", "cold"),
-        ("counting in process, once each", "cold"),
+        ("counting what it keeps once, in process", "cold"),
     ];
     let o200k = Tokenizer::exact(Encoding::O200kBase);
     // Its tables are built on first use, not in a measured cell.
-    assert!(o200k.count(&requests[0].query) > 0);
+    assert!(o200k.count(&kept_texts[0][0]) > 0);
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
     for round in 0..rounds {
         let mut order: Vec<usize> = (0..cells.len()).collect();
         order.rotate_left(round % cells.len());
         for c in order {
             if c == 3 {
-                // What counting every text of a request once costs this
-                // process on one thread (gpt-4o's o200k, the texts as sent
-                // cold): the part of a cold request no cache can save.
-                let n = requests.len();
+                // What counting what a request keeps once costs this
+                // process on one thread (gpt-4o's o200k, no cache): the
+                // part of a cold request no cache can save.
                 let started = thread_cpu();
-                for (i, r) in requests.iter().enumerate() {
-                    let nonce = format!("c{round}.{i} ");
-                    let texts = r.static_segments.iter().map(|s| &s.content);
-                    let texts = texts.chain(r.blocks.iter().flat_map(|b| b.items.iter().map(|i| &i.content)));
-                    let mut tokens = o200k.count(&format!("{nonce}{}", r.query));
-                    for t in texts {
-                        tokens += o200k.count(std::hint::black_box(&format!("{nonce}{t}")));
-                    }
+                for texts in &kept_texts {
+                    let tokens: u32 = texts.iter().map(|t| o200k.count(std::hint::black_box(t))).sum();
                     std::hint::black_box(tokens);
                 }
-                let us = (thread_cpu() - started).as_secs_f64() * 1e6 / n as f64;
+                let us = (thread_cpu() - started).as_secs_f64() * 1e6 / kept_texts.len() as f64;
                 eprintln!("round {round} counting in process: {us:.1} us per request");
                 results[c].push(us);
                 continue;
@@ -393,12 +422,6 @@ async fn fresh(binary: &Path, budget: u32, concurrency: usize, calls: usize, rou
             median(r.clone())
         );
     }
-}
-
-/// The calling thread's own CPU time (its schedstat, nanoseconds on CPU).
-fn thread_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
-    Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
 }
 
 /// `concurrency` clients over two connections, alternating.

@@ -21,6 +21,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::process::{Command, Stdio};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use context_assembler::grpc::pb;
@@ -172,10 +173,26 @@ pub fn process(addr: &str, answer: Option<&Path>) -> Server {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().strip_prefix("listening ").unwrap().to_owned();
-    Server { child, addr }
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    // A server that never says where it listens is stopped (by the drop),
+    // not waited for.
+    let mut server = Server {
+        child,
+        addr: String::new(),
+    };
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the bare server did not start within 60 s");
+    server.addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .expect("the bare server's first line names its address")
+        .to_owned();
+    server
 }
