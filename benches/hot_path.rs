@@ -286,7 +286,7 @@ fn server_side(asm: &Assembler, bytes: &[u8]) -> usize {
     pb::AssembleResponse::from(out).encoded_len()
 }
 
-/// blake3 of every part of the request, one hash per part.
+/// The count key of every part of the request, one per part.
 fn hash_parts(tok: &Tokenizer, req: &AssembleRequest) -> u8 {
     let mut acc = 0u8;
     let mut h = |s: &str| acc ^= context_assembler::tokens::cache::key(tok, s.as_bytes())[0];

@@ -1,6 +1,7 @@
-//! Token-count caches keyed by blake3(tokenizer id, bytes), bounded in bytes.
-//! The tokenizer id is the hash key (see [`Tokenizer::hasher`]), so one pass
-//! over the bytes makes the cache key.
+//! Token-count caches keyed by a digest of (tokenizer id, bytes), bounded in
+//! bytes: SHA-256 or keyed blake3 by the text's length and the CPU
+//! ([`crate::tokens::digest::TextHasher`], through
+//! [`Tokenizer::text_hasher`]), so one pass over the bytes makes the key.
 //!
 //! Counts live in a purpose-built table ([`clock`]): a few dozen bytes per
 //! entry, CLOCK eviction, single flight. Turn summaries ([`MemoCache`]) are

@@ -357,6 +357,26 @@ mod tests {
     use super::*;
     use crate::tokens::Encoding;
 
+    /// A trimmed content that is long enough for blake3 before trimming and
+    /// short enough for SHA-256 after: the key is chosen by the piece.
+    #[test]
+    fn a_trimmed_piece_is_keyed_by_its_own_length() {
+        let tok = Tokenizer::exact(Encoding::O200kBase);
+        let g = Glue {
+            head: String::new(),
+            tail: String::new(),
+            trim: true,
+        };
+        let short = crate::tokens::digest::SHORT_TEXT_BYTES;
+        let content = format!("{}{}{}", " ".repeat(20), "x".repeat(short - 10), " ".repeat(20));
+        let piece = g.piece(&content);
+        assert!(content.len() >= short && piece.len() < short);
+        assert_eq!(
+            g.piece_key(&tok, &content),
+            crate::tokens::cache::key(&tok, piece.as_bytes())
+        );
+    }
+
     proptest::proptest! {
         /// The key of a piece hashed without building it is the count key
         /// of the piece built (what the final count looks up), on both

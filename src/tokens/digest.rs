@@ -4,7 +4,7 @@
 //! one digest of the text it counts), so the rule is that an `Assemble`
 //! request's text is hashed once; every digest on that path (count keys,
 //! prefix keys, turn-summary keys, request and session ids) goes through
-//! here, so a test holds the path to the rule by a byte count, whatever the
+//! here ([`Hasher`], [`TextHasher`]), so a test holds the path to the rule by a byte count, whatever the
 //! machine's speed. (Compaction's seals and markers hash on their own. A
 //! recall digests an item's normalized text again only when it is as long
 //! as a recalled memory's, to compare them: `memory/keeper/distinct.rs`.)
@@ -17,7 +17,8 @@ thread_local! {
     static HASHED: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Bytes this thread has hashed through [`Hasher`] since it started.
+/// Bytes this thread has hashed through [`Hasher`] and [`TextHasher`] since
+/// it started.
 pub fn hashed_bytes() -> u64 {
     HASHED.with(Cell::get)
 }
@@ -101,12 +102,22 @@ fn sha_in_hardware() -> bool {
 /// one length always takes the same hash, so equal texts always get equal
 /// keys, however they are fed.
 #[derive(Clone)]
-pub struct TextHasher(TextState);
+pub struct TextHasher {
+    state: TextState,
+    /// The length the hash was chosen by, less what was fed so far: all of
+    /// it must be fed (checked in debug builds, so a caller that declared
+    /// another length than it feeds fails its tests on any CPU).
+    #[cfg(debug_assertions)]
+    unfed: usize,
+}
 
+// On the stack for the few lines it lives (blake3's hasher is about 1.9
+// KB): boxing it cost an allocation per key.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 enum TextState {
     Sha(sha2::Sha256),
-    Blake(Box<blake3::Hasher>),
+    Blake(blake3::Hasher),
 }
 
 impl TextHasher {
@@ -118,20 +129,33 @@ impl TextHasher {
 
     /// As [`TextHasher::new`], SHA-256 for short texts only when `sha`.
     fn choosing(key: &[u8; 32], len: usize, sha: bool) -> Self {
-        TextHasher(if sha && len < SHORT_TEXT_BYTES {
+        let state = if sha && len < SHORT_TEXT_BYTES {
             let mut h = sha2::Sha256::new();
             h.update(SHA_TEXT_DOMAIN);
             h.update(key);
             TextState::Sha(h)
         } else {
-            TextState::Blake(Box::new(blake3::Hasher::new_keyed(key)))
-        })
+            TextState::Blake(blake3::Hasher::new_keyed(key))
+        };
+        TextHasher {
+            state,
+            #[cfg(debug_assertions)]
+            unfed: len,
+        }
     }
 
     /// Adds `bytes` to the input (tallied as [`Hasher`]'s are).
     pub fn update(&mut self, bytes: &[u8]) -> &mut Self {
         HASHED.with(|h| h.set(h.get() + bytes.len() as u64));
-        match &mut self.0 {
+        #[cfg(debug_assertions)]
+        {
+            assert!(
+                bytes.len() <= self.unfed,
+                "a text hasher fed more bytes than its length"
+            );
+            self.unfed -= bytes.len();
+        }
+        match &mut self.state {
             TextState::Sha(h) => h.update(bytes),
             TextState::Blake(h) => {
                 h.update(bytes);
@@ -142,7 +166,9 @@ impl TextHasher {
 
     /// The key.
     pub fn finalize(self) -> [u8; 32] {
-        match self.0 {
+        #[cfg(debug_assertions)]
+        assert_eq!(self.unfed, 0, "a text hasher fed fewer bytes than its length");
+        match self.state {
             TextState::Sha(h) => h.finalize().into(),
             TextState::Blake(h) => *h.finalize().as_bytes(),
         }
@@ -204,6 +230,26 @@ mod tests {
         h.update(&short[..10]).update(&short[10..]);
         assert_eq!(h.finalize(), want);
         assert_eq!(hashed_bytes() - before, short.len() as u64);
+    }
+
+    /// A hasher fed other than the length it was chosen by fails (in the
+    /// debug builds the tests run), whichever hash it took.
+    #[test]
+    #[cfg(debug_assertions)]
+    fn a_text_hasher_must_be_fed_its_length() {
+        for sha in [true, false] {
+            let short = std::panic::catch_unwind(|| {
+                let mut h = TextHasher::choosing(&[1; 32], 5, sha);
+                h.update(b"four");
+                h.finalize()
+            });
+            assert!(short.is_err(), "fed less, sha {sha}");
+            let long = std::panic::catch_unwind(|| {
+                let mut h = TextHasher::choosing(&[1; 32], 3, sha);
+                h.update(b"four");
+            });
+            assert!(long.is_err(), "fed more, sha {sha}");
+        }
     }
 
     proptest::proptest! {

@@ -11,9 +11,10 @@
 //! - [`provider`]: who serves a model and its prompt cache's rules.
 //! - [`pretok`]: the cl100k and o200k pre-tokenizers, by hand.
 //! - [`singles`]: whether a piece is itself one token, in one probe.
-//! - [`digest`]: blake3 digests, with a tally of the bytes hashed.
-//! - [`cache`]: token counts keyed by blake3(tokenizer, bytes), shared by
-//!   every room that counts.
+//! - [`digest`]: blake3 digests, and the count keys of texts (SHA-256 for
+//!   short ones on x86-64's SHA extensions), with a tally of the bytes hashed.
+//! - [`cache`]: token counts keyed by a digest of (tokenizer, bytes), shared
+//!   by every room that counts.
 //! - [`tools`]: what OpenAI bills for tool definitions (the cookbook's
 //!   function-calling formula).
 //! - [`chat`]: the chat formula (what a message and a reply cost besides
