@@ -62,16 +62,17 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // `--name N` of the arguments, else `default`.
+    let flag = |name: &str, default: usize| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map_or(default, |v| v.parse().expect(USAGE))
+    };
     match args.first().map(String::as_str) {
         Some("floor") => runtime.block_on(bare::serve(args.get(1).expect(USAGE), args.get(2).map(Path::new))),
         Some("measure") => {
             let binary = PathBuf::from(args.get(1).expect(USAGE));
-            let flag = |name: &str, default: usize| {
-                args.iter()
-                    .position(|a| a == name)
-                    .and_then(|i| args.get(i + 1))
-                    .map_or(default, |v| v.parse().expect(USAGE))
-            };
             let config = args
                 .iter()
                 .position(|a| a == "--config")
@@ -86,12 +87,6 @@ fn main() {
         }
         Some("fresh") => {
             let binary = PathBuf::from(args.get(1).expect(USAGE));
-            let flag = |name: &str, default: usize| {
-                args.iter()
-                    .position(|a| a == name)
-                    .and_then(|i| args.get(i + 1))
-                    .map_or(default, |v| v.parse().expect(USAGE))
-            };
             runtime.block_on(fresh(
                 &binary,
                 u32::try_from(flag("--budget", 4000)).expect(USAGE),
