@@ -2,10 +2,11 @@
 # The Go package's check (called by .ci/clients.sh): (1) regenerates assemblerv1/ from proto/
 # with buf into a scratch copy and fails with the diff when it differs from the checked-in code;
 # (2) builds the module, runs `go vet` and `go test` against the servers at ADDR (with a memory
-# store) and ADDR_NO_MEMORY (without one); (3) tries it as a new user: an empty module requires
-# this one through a local `replace`, compiles the program from README.md's Go section as it is
-# written there, runs it against ADDR and checks what it prints.
-# Usage: clients/go/check.sh OUT ADDR ADDR_NO_MEMORY
+# store), ADDR_NO_MEMORY (without one) and UNIX_ADDR (on a Unix socket, unix:/path); (3) tries it
+# as a new user: an empty module requires this one through a local `replace`, compiles the
+# program from README.md's Go section as it is written there, runs it against ADDR and checks
+# what it prints.
+# Usage: clients/go/check.sh OUT ADDR ADDR_NO_MEMORY UNIX_ADDR
 #
 # Offline: nothing is fetched. The checked-in go.mod names real module versions (what a team
 # with network builds against); here each module of the build list is replaced by Debian's
@@ -14,9 +15,11 @@
 # is no HOME.
 set -euo pipefail
 
-out="${1:?usage: clients/go/check.sh OUT ADDR ADDR_NO_MEMORY}"
-addr="${2:?usage: clients/go/check.sh OUT ADDR ADDR_NO_MEMORY}"
-addr_no_memory="${3:?usage: clients/go/check.sh OUT ADDR ADDR_NO_MEMORY}"
+usage="usage: clients/go/check.sh OUT ADDR ADDR_NO_MEMORY UNIX_ADDR"
+out="${1:?$usage}"
+addr="${2:?$usage}"
+addr_no_memory="${3:?$usage}"
+unix_addr="${4:?$usage}"
 pkg="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$pkg/../.." && pwd)"
 gocode="${GOCODE:-/usr/share/gocode/src}"
@@ -94,7 +97,7 @@ if ! diff -ru "$pkg/assemblerv1" "$scratch/clients/go/assemblerv1"; then
 fi
 echo "go: the generated code is up to date"
 
-step "build, vet and test against $addr and $addr_no_memory"
+step "build, vet and test against $addr, $addr_no_memory and $unix_addr"
 modfile="$out/offline/go.mod"
 mkdir -p "$out/offline"
 rm -f "$out/offline/go.sum"
@@ -107,7 +110,7 @@ go build "${flags[@]}" ./...
 go vet "${flags[@]}" ./...
 rc=0
 CONTEXT_ASSEMBLER_ADDR="$addr" CONTEXT_ASSEMBLER_ADDR_NO_MEMORY="$addr_no_memory" \
-  CONTEXT_ASSEMBLER_REQUIRE_SERVER=1 GRPC_GO_RETRY=on \
+  CONTEXT_ASSEMBLER_UNIX_ADDR="$unix_addr" CONTEXT_ASSEMBLER_REQUIRE_SERVER=1 GRPC_GO_RETRY=on \
   go test "${flags[@]}" -count=1 -v ./... >"$out/test.log" 2>&1 || rc=$?
 if ((rc)); then
   cat "$out/test.log"
@@ -115,7 +118,7 @@ if ((rc)); then
   exit 1
 fi
 grep -E '^(--- |ok )' "$out/test.log"
-# With both servers given, nothing may skip (GRPC_GO_RETRY=on: grpc-go before 1.40 applies the
+# With every server given, nothing may skip (GRPC_GO_RETRY=on: grpc-go before 1.40 applies the
 # retry policy only with it; the retry test skips without it).
 if grep -q -- '--- SKIP' "$out/test.log"; then
   echo "go: FAILED: tests skipped with both servers given (log: $out/test.log)" >&2

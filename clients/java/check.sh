@@ -6,16 +6,18 @@
 #     exactly the pom's sources (src/main/java) against the same libraries from Debian's
 #     packages (/usr/share/java).
 #  3. Compiles src/test/java and runs the JUnit 4 tests against the sidecars at ADDR (with a
-#     memory store) and ADDR_NO_MEMORY (without one).
+#     memory store), ADDR_NO_MEMORY (without one) and UNIX_ADDR (on a Unix socket, unix:/path).
 # Everything goes under OUT; the source tree is only read.
 # Needs: buf on PATH (.ci/buf.sh), protoc, grpc_java_plugin, the Go plugins buf.gen.yaml names,
 # a JDK 17, the Debian Java packages of .ci/clients.sh and junit4, and python3 -m pip (it fetches
 # the googleapis-common-protos package for the google/rpc protos; see README.md).
-# Usage: clients/java/check.sh OUT ADDR ADDR_NO_MEMORY
+# Usage: clients/java/check.sh OUT ADDR ADDR_NO_MEMORY UNIX_ADDR
 set -euo pipefail
-out="${1:?usage: check.sh OUT ADDR ADDR_NO_MEMORY}"
-addr="${2:?usage: check.sh OUT ADDR ADDR_NO_MEMORY}"
-addr_no_memory="${3:?usage: check.sh OUT ADDR ADDR_NO_MEMORY}"
+usage="usage: check.sh OUT ADDR ADDR_NO_MEMORY UNIX_ADDR"
+out="${1:?$usage}"
+addr="${2:?$usage}"
+addr_no_memory="${3:?$usage}"
+unix_addr="${4:?$usage}"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 mkdir -p "$out"
@@ -111,7 +113,7 @@ rm -f "$jar"
 jar --create --file "$jar" -C "$out/classes" .
 
 # 3. The tests, against the live sidecars.
-step "tests (JUnit 4) against $addr and $addr_no_memory (no memory)"
+step "tests (JUnit 4) against $addr, $addr_no_memory (no memory) and $unix_addr"
 mapfile -t test_sources < <(find "$here/src/test/java" -name '*.java' | sort)
 javac "${javac_flags[@]}" -Xlint:all,-classfile -cp "$jar:$libs:$tests_libs" -d "$out/test-classes" \
   "${test_sources[@]}"
@@ -119,7 +121,7 @@ mapfile -t test_classes < <(cd "$out/test-classes" && find . -name '*Test.class'
   | sed -e 's|^\./||' -e 's|\.class$||' -e 's|/|.|g' | sort)
 status=0
 CONTEXT_ASSEMBLER_ADDR="$addr" CONTEXT_ASSEMBLER_ADDR_NO_MEMORY="$addr_no_memory" \
-  CONTEXT_ASSEMBLER_REQUIRE_SERVER=1 \
+  CONTEXT_ASSEMBLER_UNIX_ADDR="$unix_addr" CONTEXT_ASSEMBLER_REQUIRE_SERVER=1 \
   java "${jvm_flags[@]}" -cp "$out/test-classes:$jar:$libs:$tests_libs" \
   org.junit.runner.JUnitCore "${test_classes[@]}" >"$out/junit.log" 2>&1 || status=$?
 cat "$out/junit.log"

@@ -3,13 +3,16 @@
 # copy and fails with the diff when they differ from the checked-in ones; (b) builds the package
 # as a wheel from a copy of its sources and installs it, with pytest, into a fresh virtual
 # environment; (c) runs the tests from outside the source tree, so the installed wheel is what
-# they import, against ADDR (a sidecar with a memory store) and ADDR_NO_MEMORY (one without).
+# they import, against ADDR (a sidecar with a memory store), ADDR_NO_MEMORY (one without) and
+# UNIX_ADDR (one on a Unix socket, "unix:/path").
 # Everything made goes under OUT; nothing is written into the source tree.
-# Usage: clients/python/check.sh OUT ADDR ADDR_NO_MEMORY
+# Usage: clients/python/check.sh OUT ADDR ADDR_NO_MEMORY UNIX_ADDR
 set -euo pipefail
-out="${1:?usage: check.sh OUT ADDR ADDR_NO_MEMORY}"
-addr="${2:?usage: check.sh OUT ADDR ADDR_NO_MEMORY}"
-addr_no_memory="${3:?usage: check.sh OUT ADDR ADDR_NO_MEMORY}"
+usage="usage: check.sh OUT ADDR ADDR_NO_MEMORY UNIX_ADDR"
+out="${1:?$usage}"
+addr="${2:?$usage}"
+addr_no_memory="${3:?$usage}"
+unix_addr="${4:?$usage}"
 here="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -53,6 +56,6 @@ cd "$out"
 installed="$("$out/venv/bin/python" -c 'import context_assembler; print(context_assembler.__file__)')"
 [[ "$installed" == "$out/venv/"* ]] || { echo "python: imported $installed, not the installed wheel" >&2; exit 1; }
 CONTEXT_ASSEMBLER_ADDR="$addr" CONTEXT_ASSEMBLER_ADDR_NO_MEMORY="$addr_no_memory" \
-  CONTEXT_ASSEMBLER_REQUIRE_SERVERS=1 \
+  CONTEXT_ASSEMBLER_UNIX_ADDR="$unix_addr" CONTEXT_ASSEMBLER_REQUIRE_SERVERS=1 \
   "$out/venv/bin/pytest" -q -p no:cacheprovider --import-mode=importlib --rootdir "$out" \
   "$here/tests"

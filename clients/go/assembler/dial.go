@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/context-assembler/context-assembler/clients/go/assemblerv1"
@@ -31,6 +32,12 @@ const (
 	MaxRecvBytes = 64 << 20
 	// ServiceName is the full name of the sidecar's gRPC service.
 	ServiceName = "context_assembler.v1.Assembler"
+	// UnixAuthority is the :authority sent to a sidecar on a Unix socket (a "unix:" target).
+	// The sidecar's HTTP/2 server (Rust's h2) resets every call whose :authority is not a URI
+	// authority, such as a socket's path, with RST_STREAM PROTOCOL_ERROR. grpc-go sends
+	// "localhost" for "unix:" targets by itself; Dial says so explicitly, so that no version or
+	// resolver of grpc-go can send the path instead.
+	UnixAuthority = "localhost"
 )
 
 // DefaultServiceConfig retries a call answered UNAVAILABLE (a sidecar restarting, draining
@@ -81,11 +88,12 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
 }
 
-// Dial connects to the sidecar at target (host:port, or any gRPC target such as
-// dns:///sidecar:50051). It does not wait for the connection: the first call does, or
-// WaitReady. The defaults: plaintext (the sidecar listens on the pod's loopback; use WithTLS
-// otherwise), keepalive pings (KeepaliveTime, KeepaliveTimeout), UNAVAILABLE retried by
-// DefaultServiceConfig, and message sizes MaxSendBytes and MaxRecvBytes.
+// Dial connects to the sidecar at target (host:port, unix:/path for a Unix socket, or any gRPC
+// target such as dns:///sidecar:50051). It does not wait for the connection: the first call
+// does, or WaitReady. The defaults: plaintext (the sidecar listens on the pod's loopback or a
+// Unix socket; use WithTLS otherwise), keepalive pings (KeepaliveTime, KeepaliveTimeout),
+// UNAVAILABLE retried by DefaultServiceConfig, message sizes MaxSendBytes and MaxRecvBytes, and
+// for a unix: target the authority UnixAuthority.
 func Dial(target string, opts ...Option) (*Client, error) {
 	var o options
 	for _, opt := range opts {
@@ -97,12 +105,16 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	if o.tls != nil {
 		creds = grpc.WithTransportCredentials(credentials.NewTLS(o.tls))
 	}
-	dialOptions := append([]grpc.DialOption{
+	dialOptions := []grpc.DialOption{
 		creds,
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.WithDefaultServiceConfig(DefaultServiceConfig),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxSendBytes), grpc.MaxCallRecvMsgSize(MaxRecvBytes)),
-	}, o.dialOptions...)
+	}
+	if strings.HasPrefix(target, "unix:") {
+		dialOptions = append(dialOptions, grpc.WithAuthority(UnixAuthority))
+	}
+	dialOptions = append(dialOptions, o.dialOptions...)
 	conn, err := grpc.Dial(target, dialOptions...)
 	if err != nil {
 		return nil, fmt.Errorf("context-assembler: dial %s: %w", target, err)

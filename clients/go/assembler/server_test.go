@@ -2,8 +2,9 @@ package assembler_test
 
 // The package's tests against a real sidecar: every RPC and every error detail a client can
 // trigger. The servers come from the environment: CONTEXT_ASSEMBLER_ADDR (with a memory
-// store) and CONTEXT_ASSEMBLER_ADDR_NO_MEMORY (without one). Unset, these tests skip, unless
-// CONTEXT_ASSEMBLER_REQUIRE_SERVER=1 (CI) makes that a failure.
+// store), CONTEXT_ASSEMBLER_ADDR_NO_MEMORY (without one) and CONTEXT_ASSEMBLER_UNIX_ADDR (on a
+// Unix socket, unix:/path). Unset, these tests skip, unless CONTEXT_ASSEMBLER_REQUIRE_SERVER=1
+// (CI) makes that a failure.
 
 import (
 	"context"
@@ -22,6 +23,8 @@ const (
 	envAddr = "CONTEXT_ASSEMBLER_ADDR"
 	// envAddrNoMemory is the address of a sidecar without one.
 	envAddrNoMemory = "CONTEXT_ASSEMBLER_ADDR_NO_MEMORY"
+	// envUnixAddr is the target of a sidecar listening on a Unix socket (unix:/path).
+	envUnixAddr = "CONTEXT_ASSEMBLER_UNIX_ADDR"
 	// envRequire, set to 1, makes a missing address a failure instead of a skip.
 	envRequire = "CONTEXT_ASSEMBLER_REQUIRE_SERVER"
 	// readyTimeout bounds the wait for health SERVING; rpcTimeout bounds each call.

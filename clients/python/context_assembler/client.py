@@ -1,8 +1,9 @@
 """Connect to the sidecar with sensible defaults, wait until it is ready, and decode its errors.
 
 `connect` opens a channel with keepalive, a service config that retries UNAVAILABLE, and message
-size limits matching the sidecar's defaults, and returns it with an `AssemblerStub`. `wait_ready`
-waits for `grpc.health.v1` to say SERVING (the sidecar is NOT_SERVING while its tokenizers load).
+size limits matching the sidecar's defaults (and, to a Unix socket, the authority `localhost`),
+and returns it with an `AssemblerStub`. `wait_ready` waits for `grpc.health.v1` to say SERVING
+(the sidecar is NOT_SERVING while its tokenizers load).
 `error_details` turns a failed call's `grpc.RpcError`, or a batch or stream `RequestError`, into
 one `ErrorDetails` holding the typed rich details: `google.rpc.BadRequest`, `ErrorInfo`,
 `RetryInfo` and the sidecar's own `BudgetOverflowDetail`.
@@ -69,6 +70,11 @@ DEFAULT_MAX_SEND_BYTES = 4 << 20
 #: The sidecar's default response limit (8 bytes per request byte, at least 16 MiB).
 DEFAULT_MAX_RECEIVE_BYTES = 32 << 20
 
+#: The `:authority` sent over a Unix socket ("unix:" targets). grpcio sends the socket's path by
+#: default, which is no URI authority: the sidecar's HTTP/2 server (Rust's h2) resets every such
+#: call with RST_STREAM PROTOCOL_ERROR.
+UNIX_AUTHORITY = "localhost"
+
 #: The pause before watching health again after a watch ended early.
 _WATCH_RETRY_SECS = 0.1
 
@@ -102,13 +108,15 @@ def connect(
     max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES,
     options: Sequence[tuple[str, Any]] = (),
 ) -> Connection:
-    """Opens a channel to the sidecar at `target` ("host:port", or "unix:/path").
+    """Opens a channel to the sidecar at `target` ("host:port", or "unix:/path" for a Unix socket).
 
     `tls`: None or False for plaintext (a sidecar beside its gateway in the pod); True for TLS
     with the system's roots; or `grpc.ChannelCredentials` (mutual TLS:
     `grpc.ssl_channel_credentials(root, key, chain)`). `service_config`: the retry policy
-    (`DEFAULT_SERVICE_CONFIG`); None disables it. `options` are added last, so they override the
-    defaults. Connecting is lazy: call `wait_ready` to wait for the sidecar.
+    (`DEFAULT_SERVICE_CONFIG`); None disables it. A "unix:" target is sent the authority
+    `UNIX_AUTHORITY` ("localhost"), which the sidecar accepts, not the socket's path, which it
+    refuses. `options` are added last, so they override the defaults. Connecting is lazy: call
+    `wait_ready` to wait for the sidecar.
     """
     channel_options: list[tuple[str, Any]] = [
         ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
@@ -116,6 +124,8 @@ def connect(
         ("grpc.max_send_message_length", max_send_bytes),
         ("grpc.max_receive_message_length", max_receive_bytes),
     ]
+    if target.startswith("unix:"):
+        channel_options.append(("grpc.default_authority", UNIX_AUTHORITY))
     if service_config is not None:
         channel_options += [
             ("grpc.enable_retries", 1),

@@ -1,7 +1,8 @@
 """Fixtures: connections to the sidecars under test, named by environment variables.
 
 CONTEXT_ASSEMBLER_ADDR is a sidecar with a memory store (a SQLite file will do),
-CONTEXT_ASSEMBLER_ADDR_NO_MEMORY one without. A test needing one that is not set is skipped, unless
+CONTEXT_ASSEMBLER_ADDR_NO_MEMORY one without, CONTEXT_ASSEMBLER_UNIX_ADDR one listening on a Unix
+socket ("unix:/path"). A test needing one that is not set is skipped, unless
 CONTEXT_ASSEMBLER_REQUIRE_SERVERS is set (as check.sh sets it in CI): then it fails.
 """
 
@@ -14,6 +15,7 @@ from context_assembler import Connection, connect, wait_ready
 
 ADDR_ENV = "CONTEXT_ASSEMBLER_ADDR"
 ADDR_NO_MEMORY_ENV = "CONTEXT_ASSEMBLER_ADDR_NO_MEMORY"
+UNIX_ADDR_ENV = "CONTEXT_ASSEMBLER_UNIX_ADDR"
 REQUIRE_ENV = "CONTEXT_ASSEMBLER_REQUIRE_SERVERS"
 # The sidecar is NOT_SERVING until its tokenizers are loaded.
 READY_TIMEOUT_SECS = 60
@@ -54,3 +56,10 @@ def stub_no_memory():
 def subject(request: pytest.FixtureRequest) -> str:
     """A memory subject no other test and no earlier run used (the store outlives a run)."""
     return f"clients/python/{request.node.name}/{time.time_ns():x}"
+
+
+@pytest.fixture(scope="session")
+def stub_unix():
+    """An AssemblerStub of the sidecar listening on a Unix socket, through connect's defaults."""
+    with _connect(UNIX_ADDR_ENV) as opened:
+        yield opened.stub

@@ -13,10 +13,12 @@ import java.util.concurrent.TimeUnit;
 /**
  * Channels to the sidecar with the defaults a gateway wants: keepalive pings, retries of
  * UNAVAILABLE by a service config, a larger inbound message limit, plaintext to a loopback
- * address and TLS to any other.
+ * address or a Unix socket and TLS to any other.
  *
  * <pre>{@code
  * ManagedChannel channel = AssemblerChannels.forTarget("127.0.0.1:50051");
+ * // or, to a sidecar listening on unix:/var/run/sidecar/grpc.sock:
+ * ManagedChannel channel = AssemblerChannels.forTarget("unix:/var/run/sidecar/grpc.sock");
  * AssemblerGrpc.AssemblerBlockingStub stub = AssemblerGrpc.newBlockingStub(channel);
  * }</pre>
  */
@@ -31,6 +33,12 @@ public final class AssemblerChannels {
   public static final int MAX_INBOUND_MESSAGE_BYTES = 64 * 1024 * 1024;
   /** Attempts of one call answered UNAVAILABLE, the first included. */
   public static final int RETRY_MAX_ATTEMPTS = 4;
+  /**
+   * The authority sent to a sidecar on a Unix socket. grpc-java would send the socket's path,
+   * which is no URI authority: the sidecar's HTTP/2 server (Rust's h2) resets every such call
+   * with RST_STREAM PROTOCOL_ERROR.
+   */
+  public static final String UNIX_AUTHORITY = "localhost";
 
   private AssemblerChannels() {}
 
@@ -58,20 +66,21 @@ public final class AssemblerChannels {
   }
 
   /**
-   * A builder for {@code target} with the defaults applied: plaintext when its host is a loopback
-   * address ({@code localhost}, {@code 127.0.0.1}, {@code [::1]}), else TLS trusting the
-   * system's roots. The caller may change anything before {@code build()}.
+   * A builder for {@code target} with the defaults applied: plaintext to a Unix socket or when
+   * the target's host is a loopback address ({@code localhost}, {@code 127.0.0.1}, {@code
+   * [::1]}), else TLS trusting the system's roots. The caller may change anything before {@code
+   * build()}.
    *
-   * @param target {@code host:port} or a gRPC target URI
+   * @param target {@code host:port}, {@code unix:/path} or a gRPC target URI
    * @return the builder
    */
   public static ManagedChannelBuilder<?> builder(String target) {
     return builder(target, defaultCredentials(target));
   }
 
-  /** Plaintext to a loopback target, TLS trusting the system's roots to any other. */
+  /** Plaintext to a Unix socket or a loopback target; TLS with the system's roots to any other. */
   static ChannelCredentials defaultCredentials(String target) {
-    return isLoopback(target)
+    return isUnix(target) || isLoopback(target)
         ? InsecureChannelCredentials.create()
         : TlsChannelCredentials.create();
   }
@@ -81,12 +90,20 @@ public final class AssemblerChannels {
    * with a private CA or a client certificate, pass {@code TlsChannelCredentials.newBuilder()
    * .trustManager(caFile).keyManager(certFile, keyFile).build()}.
    *
-   * @param target {@code host:port} or a gRPC target URI
+   * <p>A {@code unix:} target ({@code unix:/absolute/path}, {@code unix:///absolute/path} or
+   * {@code unix:relative/path}) is dialled with Netty over the JDK's Unix domain socket and sends
+   * {@link #UNIX_AUTHORITY} as its authority; it needs {@code grpc-netty} on the class path. The
+   * sidecar serves no TLS on a socket.
+   *
+   * @param target {@code host:port}, {@code unix:/path} or a gRPC target URI
    * @param credentials how to secure the connection
    * @return the builder
    */
   public static ManagedChannelBuilder<?> builder(String target, ChannelCredentials credentials) {
-    return Grpc.newChannelBuilder(target, credentials)
+    ManagedChannelBuilder<?> builder = isUnix(target)
+        ? UnixSockets.builder(target, credentials)
+        : Grpc.newChannelBuilder(target, credentials);
+    return builder
         .keepAliveTime(KEEPALIVE_TIME_SECONDS, TimeUnit.SECONDS)
         .keepAliveTimeout(KEEPALIVE_TIMEOUT_SECONDS, TimeUnit.SECONDS)
         .maxInboundMessageSize(MAX_INBOUND_MESSAGE_BYTES)
@@ -97,11 +114,21 @@ public final class AssemblerChannels {
   /**
    * A channel to {@code target} with the defaults ({@link #builder(String)}).
    *
-   * @param target {@code host:port} or a gRPC target URI
+   * @param target {@code host:port}, {@code unix:/path} or a gRPC target URI
    * @return the channel; shut it down when done
    */
   public static ManagedChannel forTarget(String target) {
     return builder(target).build();
+  }
+
+  /**
+   * Whether {@code target} names a Unix domain socket, in gRPC's naming.
+   *
+   * @param target a gRPC target
+   * @return true when it starts with {@code unix:}
+   */
+  public static boolean isUnix(String target) {
+    return target.startsWith("unix:");
   }
 
   /**

@@ -2,11 +2,13 @@ package dev.contextassembler.client;
 
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.TlsChannelCredentials;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -31,6 +33,31 @@ public class AssemblerChannelsTest {
         instanceof InsecureChannelCredentials);
     assertTrue(AssemblerChannels.defaultCredentials("sidecar.internal:443")
         instanceof TlsChannelCredentials);
+  }
+
+  @Test
+  public void unixTargetsArePlaintextToTheSocketTheyName() {
+    assertTrue(AssemblerChannels.isUnix("unix:/run/sidecar/grpc.sock"));
+    assertFalse(AssemblerChannels.isUnix("127.0.0.1:50051"));
+    assertTrue(AssemblerChannels.defaultCredentials("unix:/run/sidecar/grpc.sock")
+        instanceof InsecureChannelCredentials);
+    Path socket = Path.of("/run/sidecar/grpc.sock");
+    assertEquals(socket, UnixSockets.path("unix:/run/sidecar/grpc.sock"));
+    assertEquals(socket, UnixSockets.path("unix:///run/sidecar/grpc.sock"));
+    assertEquals(Path.of("grpc.sock"), UnixSockets.path("unix:grpc.sock"));
+    assertThrows(IllegalArgumentException.class, () -> UnixSockets.path("unix://host/grpc.sock"));
+    assertThrows(IllegalArgumentException.class, () -> UnixSockets.path("unix:"));
+  }
+
+  @Test
+  public void aUnixChannelSendsLocalhostNotThePathAsItsAuthority() throws InterruptedException {
+    // The sidecar resets a call whose :authority is a path (RST_STREAM PROTOCOL_ERROR).
+    ManagedChannel channel = AssemblerChannels.forTarget("unix:/run/sidecar/grpc.sock");
+    try {
+      assertEquals("localhost", channel.authority());
+    } finally {
+      channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
   }
 
   @Test

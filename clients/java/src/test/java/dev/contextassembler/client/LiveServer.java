@@ -20,15 +20,18 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * A sidecar the live tests call, its address read from the environment: {@link #WITH_MEMORY}
- * names one with a memory store, {@link #NO_MEMORY} one without. When the variable is unset the
- * test is skipped, or fails when {@link #REQUIRE} is "1" or CI is "true" (check.sh sets REQUIRE).
- * A channel is handed out once the server's health reports SERVING.
+ * names one with a memory store, {@link #NO_MEMORY} one without, {@link #UNIX} one on a Unix
+ * socket. When the variable is unset the test is skipped, or fails when {@link #REQUIRE} is "1"
+ * or CI is "true" (check.sh sets REQUIRE). A channel is handed out once the server's health
+ * reports SERVING.
  */
 final class LiveServer {
   /** The address of a sidecar with a memory store (SQLite). */
   static final String WITH_MEMORY = "CONTEXT_ASSEMBLER_ADDR";
   /** The address of a sidecar without a memory store. */
   static final String NO_MEMORY = "CONTEXT_ASSEMBLER_ADDR_NO_MEMORY";
+  /** The target of a sidecar listening on a Unix socket ({@code unix:/path}). */
+  static final String UNIX = "CONTEXT_ASSEMBLER_UNIX_ADDR";
   /** "1": an unset address fails the test instead of skipping it. */
   static final String REQUIRE = "CONTEXT_ASSEMBLER_REQUIRE_SERVER";
   /** Deadline of one call in the tests. */
