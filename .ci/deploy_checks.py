@@ -23,6 +23,16 @@ Subcommands (each prints what it checked and exits non-zero on a failure):
                                         parser), checks names, types and counts
   dockerfile DOCKERFILE                 multi-stage, non-root, and the build stage copies every file the
                                         crate includes at compile time
+  gateways DIR PROCESSOR BASE POD_TOML DOC ENVOY
+                                        deploy/kubernetes/gateways (DIR) and docs/gateway.md (DOC): the
+                                        processor folder rendered (PROCESSOR) as the sidecar behind a Service;
+                                        every other file's kinds and fields (Envoy Gateway's and kgateway's
+                                        against trees of their API types, Istio's against the cloudcoil
+                                        models); each ext_proc aimed at that Service's or the base's (BASE)
+                                        gRPC port, request path only, fail closed, context_assembler
+                                        receivable where the API allows it, full duplex with trailers SEND,
+                                        buffers within limits.max_request_bytes; the Envoy configuration of
+                                        the EnvoyFilters and of DOC through ENVOY --mode validate
 """
 
 import copy
@@ -1059,6 +1069,555 @@ def cmd_dockerfile(path):
        f"source ({', '.join(sorted(needed)) or 'none'})")
 
 
+# ---------------------------------------------------------------- gateways (ext_proc)
+
+# deploy/kubernetes/gateways: no schema package exists for Envoy Gateway's and kgateway's CRDs, so their fields are
+# checked against these trees, written from the API types (Envoy Gateway api/v1alpha1 ext_proc_types.go,
+# envoyextensionypolicy_types.go, clienttrafficpolicy_types.go, connection_types.go, ratelimit_types.go; kgateway
+# api/v1alpha1/kgateway gateway_extensions_types.go, ext_proc_types.go, traffic_policy_types.go,
+# listener_policy_types.go). A dict lists the keys allowed (each with the tree of its value), a one-item list is a
+# list of that tree, a set is an enum, ANY accepts whatever the API accepts there (not descended into), None any
+# scalar. Only what these files use is spelled out in full.
+ANY = object()
+METADATA_NAMESPACE = "context_assembler"
+EG_GROUP = "gateway.envoyproxy.io/v1alpha1"
+KG_GROUP = "gateway.kgateway.dev/v1alpha1"
+ISTIO_GROUP = "networking.istio.io/v1alpha3"
+EXT_PROC_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor"
+# Gateway API's Duration (GEP-2257), as Envoy Gateway and kgateway validate it.
+API_DURATION = re.compile(r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
+# A resource.Quantity as Envoy Gateway's bufferLimit pattern admits it.
+QUANTITY = re.compile(r"^([1-9][0-9]*)([EPTGMK]i|[EPTGMk])?$")
+QUANTITY_UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+TARGET_REFS = [{"group": None, "kind": None, "name": None, "sectionName": None}]
+BACKEND_REF = {"group": None, "kind": None, "name": None, "namespace": None, "port": None, "weight": None}
+EG_BODY = {"Streamed", "Buffered", "BufferedPartial", "FullDuplexStreamed"}
+EG_MODE_OPTIONS = {"body": EG_BODY, "attributes": [None]}
+EG_EXT_PROC = {
+    "backendRefs": [BACKEND_REF], "backendSettings": ANY, "messageTimeout": None, "failOpen": None,
+    "processingMode": {"request": EG_MODE_OPTIONS, "response": EG_MODE_OPTIONS, "allowModeOverride": None},
+    "shadowMode": None, "metadata": {"accessibleNamespaces": [None], "writableNamespaces": [None]},
+    "statusOnError": None,
+}
+EG_COST = {"from": {"Number", "Metadata"}, "number": None, "metadata": {"namespace": None, "key": None}}
+EG_RATE_LIMIT_RULE = {
+    "clientSelectors": [{"headers": [{"type": {"Exact", "RegularExpression", "Distinct"}, "name": None,
+                                      "value": None, "invert": None}],
+                         "methods": ANY, "path": ANY, "sourceCIDR": ANY, "queryParams": ANY}],
+    "limit": {"requests": None, "unit": {"Second", "Minute", "Hour", "Day", "Week", "Month", "Year"},
+              "fromMetadata": {"namespace": None, "key": None}},
+    "cost": {"request": EG_COST, "response": EG_COST},
+    "shared": None, "shadowMode": None, "xRateLimitHeaders": {"Off", "DraftVersion03"},
+}
+KG_HEADER_MODE = {"DEFAULT", "SEND", "SKIP"}
+KG_BODY_MODE = {"NONE", "STREAMED", "BUFFERED", "BUFFERED_PARTIAL", "FULL_DUPLEX_STREAMED"}
+KG_PROCESSING_MODE = {"requestHeaderMode": KG_HEADER_MODE, "responseHeaderMode": KG_HEADER_MODE,
+                      "requestBodyMode": KG_BODY_MODE, "responseBodyMode": KG_BODY_MODE,
+                      "requestTrailerMode": KG_HEADER_MODE, "responseTrailerMode": KG_HEADER_MODE}
+API_SPECS = {
+    (EG_GROUP, "EnvoyExtensionPolicy"): {
+        "targetRefs": TARGET_REFS, "targetSelectors": ANY, "mergeType": None, "wasm": ANY, "extProc": [EG_EXT_PROC],
+        "lua": ANY, "dynamicModule": ANY},
+    (EG_GROUP, "ClientTrafficPolicy"): {
+        "targetRefs": TARGET_REFS, "targetSelectors": ANY, "tcpKeepalive": ANY, "enableProxyProtocol": None,
+        "proxyProtocol": ANY, "clientIPDetection": ANY, "tls": ANY, "path": ANY, "headers": ANY, "timeout": ANY,
+        "connection": {"connectionLimit": ANY, "bufferLimit": None, "socketBufferLimit": None,
+                       "maxAcceptPerSocketEvent": None},
+        "http1": ANY, "http2": ANY, "http3": ANY, "grpc": ANY, "healthCheck": ANY},
+    (EG_GROUP, "BackendTrafficPolicy"): {
+        "targetRefs": TARGET_REFS, "targetSelectors": ANY,
+        "rateLimit": {"type": {"Global", "Local"}, "global": {"rules": [EG_RATE_LIMIT_RULE]},
+                      "local": {"rules": [EG_RATE_LIMIT_RULE]}}},
+    (KG_GROUP, "GatewayExtension"): {
+        "type": {"ExtAuth", "ExtProc", "RateLimit", "JWT", "OAuth2"},
+        "extProc": {
+            "grpcService": {"backendRef": BACKEND_REF, "authority": None, "requestTimeout": None, "retry": ANY},
+            "failOpen": None, "processingMode": KG_PROCESSING_MODE, "allowProcessingModeOverride": None,
+            "allowedProcessingModeOverrides": [KG_PROCESSING_MODE], "messageTimeout": None,
+            "maxMessageTimeout": None, "statPrefix": None,
+            "routeCacheAction": {"FromResponse", "Clear", "Retain"},
+            "metadataOptions": {"forwarding": {"typed": [None], "untyped": [None]}},
+            "filterStage": {"stage": {"Fault", "AuthN", "AuthZ", "RateLimit", "Route"},
+                            "predicate": {"Before", "During", "After"}, "weight": None}},
+        "extAuth": ANY, "rateLimit": ANY, "jwt": ANY, "oauth2": ANY},
+    (KG_GROUP, "TrafficPolicy"): {
+        "targetRefs": TARGET_REFS, "targetSelectors": ANY,
+        "extProc": {"extensionRef": {"name": None, "namespace": None}, "processingMode": KG_PROCESSING_MODE,
+                    "disable": ANY}},
+    (KG_GROUP, "ListenerPolicy"): {
+        "targetRefs": [{"group": None, "kind": None, "name": None}], "targetSelectors": ANY,
+        "default": {"proxyProtocol": ANY, "perConnectionBufferLimitBytes": None, "httpSettings": ANY},
+        "perPort": ANY},
+}
+# What each folder holds: file -> the (apiVersion, kind) of each document, in order.
+GATEWAY_FILES = {
+    "envoy-gateway/extproc-buffered.yaml": [(EG_GROUP, "EnvoyExtensionPolicy")],
+    "envoy-gateway/extproc-full-duplex.yaml": [(EG_GROUP, "EnvoyExtensionPolicy")],
+    "envoy-gateway/clienttrafficpolicy.yaml": [(EG_GROUP, "ClientTrafficPolicy")],
+    "envoy-gateway/ratelimit.yaml": [(EG_GROUP, "BackendTrafficPolicy")],
+    "kgateway/gatewayextension.yaml": [(KG_GROUP, "GatewayExtension")],
+    "kgateway/trafficpolicy.yaml": [(KG_GROUP, "TrafficPolicy")],
+    "kgateway/listenerpolicy.yaml": [(KG_GROUP, "ListenerPolicy")],
+    "istio/envoyfilter-gateway.yaml": [(ISTIO_GROUP, "EnvoyFilter")],
+    "istio/envoyfilter-sidecar.yaml": [(ISTIO_GROUP, "EnvoyFilter")],
+    "llm-d/envoy-gateway.yaml": [(EG_GROUP, "EnvoyExtensionPolicy")],
+    "llm-d/istio.yaml": [(ISTIO_GROUP, "EnvoyFilter")],
+}
+# The processor folder, rendered: kind -> name.
+PROCESSOR_RESOURCES = {"ConfigMap": None, "Deployment": SIDECAR, "Service": SIDECAR, "NetworkPolicy": SIDECAR,
+                       "PodDisruptionBudget": SIDECAR, "PodMonitor": f"{SIDECAR}-ext-proc"}
+
+
+def check_tree(value, spec, path):
+    """Fails on a key `spec` does not allow, an enum value outside its set, or a list where a map belongs."""
+    if spec is ANY:
+        return
+    if spec is None:
+        if isinstance(value, (dict, list)):
+            fail(f"{path}: a scalar in the API, not a {type(value).__name__}")
+    elif isinstance(spec, set):
+        if value not in spec:
+            fail(f"{path}: {value!r} is not one of {', '.join(sorted(spec))}")
+    elif isinstance(spec, list):
+        if not isinstance(value, list):
+            fail(f"{path}: a list in the API")
+        for i, item in enumerate(value):
+            check_tree(item, spec[0], f"{path}[{i}]")
+    else:
+        if not isinstance(value, dict):
+            fail(f"{path}: an object in the API")
+        for key, item in value.items():
+            if key not in spec:
+                fail(f"{path}.{key}: no such field in the API (known: {', '.join(spec)})")
+            check_tree(item, spec[key], f"{path}.{key}")
+
+
+def quantity_bytes(where, value):
+    m = QUANTITY.match(str(value))
+    if not m:
+        fail(f"{where}: {value!r} is not a quantity Envoy Gateway accepts")
+    return int(m.group(1)) * QUANTITY_UNITS[m.group(2)]
+
+
+def ext_proc_filters(doc):
+    """(path, typed_config) of every ext_proc filter an EnvoyFilter inserts."""
+    out = []
+    for i, patch in enumerate(doc["spec"].get("configPatches", [])):
+        value = patch.get("patch", {}).get("value") or {}
+        cfg = value.get("typed_config") or {}
+        if patch.get("applyTo") == "HTTP_FILTER" and cfg.get("@type") == EXT_PROC_TYPE:
+            out.append((f"configPatches[{i}]", value))
+    return out
+
+
+def check_envoy_ext_proc(where, value, full_duplex):
+    """A plain Envoy ext_proc filter (an EnvoyFilter's patch or docs/gateway.md): its own name, the request path
+    only, metadata receivable, fail closed; full duplex with trailers SEND, buffered with a message timeout."""
+    if value["name"] == "envoy.filters.http.ext_proc":
+        fail(f"{where}: name it other than envoy.filters.http.ext_proc (Istio's InferencePool processor has "
+             f"that name and is configured per route by it)")
+    cfg = value["typed_config"]
+    mode = cfg.get("processing_mode", {})
+    want = {"request_header_mode": "SEND", "response_header_mode": "SKIP", "response_body_mode": "NONE",
+            "response_trailer_mode": "SKIP",
+            "request_body_mode": "FULL_DUPLEX_STREAMED" if full_duplex else "BUFFERED",
+            "request_trailer_mode": "SEND" if full_duplex else "SKIP"}
+    wrong = {k: mode.get(k) for k, v in want.items() if mode.get(k) != v}
+    if wrong:
+        fail(f"{where}: processing_mode must be {want}, differs at {wrong}")
+    if cfg.get("failure_mode_allow", False) is not False or cfg.get("allow_mode_override", False) is not False:
+        fail(f"{where}: failure_mode_allow and allow_mode_override must be false")
+    if not full_duplex and "message_timeout" not in cfg:
+        fail(f"{where}: BUFFERED needs a message_timeout (Envoy's 200 ms default is short for a whole fit)")
+    namespaces = cfg.get("metadata_options", {}).get("receiving_namespaces", {}).get("untyped", [])
+    if METADATA_NAMESPACE not in namespaces:
+        fail(f"{where}: metadata_options.receiving_namespaces.untyped must hold {METADATA_NAMESPACE}")
+    return cfg["grpc_service"]["envoy_grpc"]["cluster_name"]
+
+
+def envoy_validate(envoy, where, bootstrap, work):
+    path = os.path.join(work, re.sub(r"[^A-Za-z0-9_.-]", "_", where.removesuffix(".yaml")) + ".yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(bootstrap, f, sort_keys=False)
+    proc = subprocess.run([envoy, "--mode", "validate", "-c", path, "-l", "error"], capture_output=True, text=True,
+                          timeout=60)
+    if proc.returncode != 0:
+        # Envoy's log prefix ([time][thread][level][logger] [file:line]) says nothing here.
+        message = re.sub(r"^(\[[^]]*\])+ \[[^]]*\] ", "", (proc.stderr or proc.stdout).strip(), flags=re.M)
+        fail(f"{where}: envoy --mode validate: {message[-800:]}")
+
+
+def stub_cluster(name, port=1):
+    return {"name": name, "type": "STATIC", "connect_timeout": "1s",
+            "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}}}},
+            "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {
+                "socket_address": {"address": "127.0.0.1", "port_value": port}}}}]}]}}
+
+
+def envoy_filter_bootstrap(doc):
+    """A bootstrap holding what an EnvoyFilter patches in: its HTTP filters before a router, its clusters, its
+    listener fields, plus a stub for each cluster Istio would generate (outbound|...), for envoy --mode validate."""
+    router = {"name": "envoy.filters.http.router",
+              "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+    listener = {"name": "check", "address": {"socket_address": {"address": "127.0.0.1", "port_value": 10000}},
+                "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                                "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3."
+                 "HttpConnectionManager",
+        "stat_prefix": "check",
+        "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"],
+                                            "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "upstream"}}]}]},
+        "http_filters": [router]}}]}]}
+    clusters = [stub_cluster("upstream")]
+    for patch in doc["spec"]["configPatches"]:
+        value = patch["patch"]["value"]
+        if patch["applyTo"] == "HTTP_FILTER":
+            hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+            hcm["http_filters"].insert(len(hcm["http_filters"]) - 1, value)
+        elif patch["applyTo"] == "CLUSTER":
+            clusters.append(value)
+        elif patch["applyTo"] == "LISTENER":
+            listener.update(value)
+        else:
+            fail(f"EnvoyFilter/{doc['metadata']['name']}: no validation for applyTo {patch['applyTo']}")
+    known = {c["name"] for c in clusters}
+    for _, value in ext_proc_filters(doc):
+        name = value["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"]
+        if name not in known:
+            clusters.append(stub_cluster(name))
+            known.add(name)
+    return {"static_resources": {"listeners": [listener], "clusters": clusters}}
+
+
+def check_processor(rendered, pod_toml):
+    """deploy/kubernetes/gateways/processor rendered: the sidecar as its own Deployment behind a Service. Returns
+    (Service name, its gRPC port)."""
+    docs = load_docs(rendered)
+    with open(pod_toml, "rb") as f:
+        conf = tomllib.load(f)
+    grpc_port = port_of(conf["server"]["listen"])
+    metrics_port = port_of(conf["server"]["metrics_listen"])
+    kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
+    if sorted(d["kind"] for d in docs) != sorted(PROCESSOR_RESOURCES) or any(
+            PROCESSOR_RESOURCES[d["kind"]] not in (None, d["metadata"]["name"]) for d in docs):
+        fail(f"processor renders {', '.join(kinds)}; expected one each of {', '.join(PROCESSOR_RESOURCES)} (did the "
+             f"base gain a resource its delete patches should drop?)")
+    ok(f"processor renders {', '.join(kinds)} (the base's ConfigMap, its example gateway dropped)")
+    deploy, service, netpol, pdb, podmon, configmap = (one(docs, k) for k in (
+        "Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget", "PodMonitor", "ConfigMap"))
+    pod = deploy["spec"]["template"]["spec"]
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    if not selects(deploy["spec"]["selector"], labels):
+        fail("the processor Deployment's selector does not select its own pods")
+    containers = pod["containers"]
+    if [c["name"] for c in containers] != [SIDECAR] or pod.get("initContainers"):
+        fail(f"the processor pod must run {SIDECAR} alone")
+    c = containers[0]
+    ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+    if ports.get("grpc") != grpc_port or ports.get("metrics") != metrics_port:
+        fail(f"{SIDECAR} must name ports grpc = {grpc_port} and metrics = {metrics_port} (server.listen, "
+             f"server.metrics_listen)")
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        probe = (c.get(kind) or {}).get("grpc") or fail(f"processor {kind} is not a gRPC probe")
+        if probe.get("port") != grpc_port or probe.get("service", "") != "":
+            fail(f"processor {kind} must ask grpc.health.v1 for service \"\" on port {grpc_port}")
+    args = c.get("args", [])
+    config_path = args[args.index("--config") + 1] if "--config" in args else fail("processor: no --config")
+    mount = next((m for m in c.get("volumeMounts", []) if config_path.startswith(m["mountPath"].rstrip("/") + "/")),
+                 None)
+    volume = next((v for v in pod["volumes"] if mount and v["name"] == mount["name"]), {})
+    key = config_path.rsplit("/", 1)[1]
+    if (mount is None or not mount.get("readOnly") or volume.get("configMap", {}).get("name")
+            != configmap["metadata"]["name"] or tomllib.loads(configmap["data"].get(key, "")) != conf):
+        fail(f"processor --config {config_path} must be {pod_toml}, read-only from ConfigMap "
+             f"{configmap['metadata']['name']}")
+    ok(f"processor: ports grpc {grpc_port} and metrics {metrics_port}, gRPC probes, --config {config_path} = "
+       f"{pod_toml} from ConfigMap {configmap['metadata']['name']}")
+    sc = c.get("securityContext", {})
+    pod_sc = pod.get("securityContext", {})
+    if not ((sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")) and sc.get("readOnlyRootFilesystem") is True
+            and sc.get("allowPrivilegeEscalation") is False and "ALL" in sc.get("capabilities", {}).get("drop", [])
+            and (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type") == "RuntimeDefault"
+            and {"cpu", "memory"} <= c.get("resources", {}).get("limits", {}).keys()):
+        fail("processor: non-root, read-only root, no privilege escalation, drop ALL, seccomp RuntimeDefault and "
+             "cpu/memory limits")
+    if pod.get("terminationGracePeriodSeconds", 30) <= conf["server"]["drain_secs"]:
+        fail("processor: terminationGracePeriodSeconds must exceed drain_secs")
+    ok("processor: hardened as the base's sidecar, grace period over drain_secs")
+
+    if not selects({"matchLabels": service["spec"]["selector"]}, labels):
+        fail(f"Service {service['metadata']['name']} does not select the processor pods")
+    svc_ports = [p for p in service["spec"]["ports"] if p.get("targetPort") in ("grpc", grpc_port)]
+    if len(svc_ports) != 1 or svc_ports[0].get("appProtocol") != "kubernetes.io/h2c":
+        fail(f"Service {service['metadata']['name']} needs one port to the gRPC port with appProtocol "
+             f"kubernetes.io/h2c")
+    svc_port = svc_ports[0]["port"]
+    ok(f"Service {service['metadata']['name']}:{svc_port} -> container port grpc {grpc_port}, appProtocol "
+       f"kubernetes.io/h2c")
+    if not selects(netpol["spec"]["podSelector"], labels):
+        fail("the processor NetworkPolicy does not select its pods")
+    for rule in netpol["spec"].get("ingress", []):
+        if not rule.get("ports") or not rule.get("from"):
+            fail("every ingress rule of the processor NetworkPolicy must name its ports and its sources")
+    grpc_rules = [r for r in netpol["spec"]["ingress"] if any(p.get("port") in ("grpc", grpc_port)
+                                                                for p in r["ports"])]
+    if not grpc_rules:
+        fail("the processor NetworkPolicy admits no gateway proxy to the gRPC port")
+    ok(f"NetworkPolicy: gRPC port {grpc_port} from the gateway proxies only ({len(grpc_rules)} rule)")
+    if not selects(pdb["spec"]["selector"], labels) or not (
+            1 <= pdb["spec"].get("minAvailable", 0) < deploy["spec"]["replicas"]):
+        fail("the PodDisruptionBudget must select the processors and keep 1 <= minAvailable < replicas")
+    ok(f"{deploy['spec']['replicas']} replicas, PodDisruptionBudget minAvailable {pdb['spec']['minAvailable']}")
+    job = labels.get(podmon["spec"].get("jobLabel", ""), "")
+    if (not selects(podmon["spec"]["selector"], labels) or job != SIDECAR
+            or [e.get("port") for e in podmon["spec"]["podMetricsEndpoints"]] != ["metrics"]):
+        fail(f"the processor PodMonitor must scrape port metrics of its pods as job {SIDECAR} (jobLabel), which "
+             f"the alert rules match")
+    ok(f"PodMonitor {podmon['metadata']['name']}: port metrics, job {job}")
+    return service["metadata"]["name"], svc_port
+
+
+def check_doc(doc_path, envoy, grpc_port, max_bytes, work):
+    """docs/gateway.md: every YAML block parses; the complete Envoy configuration, and it with the full-duplex
+    http_filters, pass envoy --mode validate; the Python sketch compiles; relative links resolve."""
+    with open(doc_path) as f:
+        text = f.read()
+    blocks = re.findall(r"^```(\w+)\n(.*?)^```", text, re.S | re.M)
+    yamls = [yaml.safe_load(body) for lang, body in blocks if lang == "yaml"]
+    bootstraps = [b for b in yamls if isinstance(b, dict) and "static_resources" in b]
+    fragments = [b for b in yamls if isinstance(b, dict) and set(b) == {"http_filters"}]
+    if len(bootstraps) != 1 or len(fragments) != 1:
+        fail(f"{doc_path}: expected one complete Envoy configuration and one http_filters block, found "
+             f"{len(bootstraps)} and {len(fragments)}")
+    ok(f"{doc_path}: {len(yamls)} YAML blocks parse")
+    bootstrap = bootstraps[0]
+    listener = bootstrap["static_resources"]["listeners"][0]
+    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+    if not 0 < listener.get("per_connection_buffer_limit_bytes", 0) <= max_bytes:
+        fail(f"{doc_path}: the listener's per_connection_buffer_limit_bytes must be set, at most "
+             f"limits.max_request_bytes ({max_bytes})")
+    for label, filters, duplex in (("buffered", hcm["http_filters"], False),
+                                   ("full duplex", fragments[0]["http_filters"], True)):
+        found = [f for f in filters if f.get("typed_config", {}).get("@type") == EXT_PROC_TYPE]
+        if len(found) != 1 or filters[-1]["name"] != "envoy.filters.http.router":
+            fail(f"{doc_path}: the {label} http_filters must hold one ext_proc filter, then the router")
+        cluster_name = check_envoy_ext_proc(f"{doc_path} ({label})", found[0], duplex)
+        cluster = next((c for c in bootstrap["static_resources"]["clusters"] if c["name"] == cluster_name), None)
+        address = (cluster or {}).get("load_assignment", {}).get("endpoints", [{}])[0].get("lb_endpoints", [{}])[0]
+        sock = address.get("endpoint", {}).get("address", {}).get("socket_address", {})
+        if (sock.get("address"), sock.get("port_value")) != ("127.0.0.1", grpc_port):
+            fail(f"{doc_path}: cluster {cluster_name} must reach the sidecar on 127.0.0.1:{grpc_port}")
+    envoy_validate(envoy, "doc-buffered", bootstrap, work)
+    duplex = copy.deepcopy(bootstrap)
+    duplex["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"] = \
+        fragments[0]["http_filters"]
+    envoy_validate(envoy, "doc-full-duplex", duplex, work)
+    ok(f"{doc_path}: the Envoy configuration passes envoy --mode validate, buffered and with the full-duplex "
+       f"http_filters (ext_proc to 127.0.0.1:{grpc_port}, request path only, {METADATA_NAMESPACE} receivable)")
+    for lang, body in blocks:
+        if lang == "python":
+            try:
+                compile(body, f"{doc_path} (python block)", "exec")
+            except SyntaxError as e:
+                fail(f"{doc_path}: the Python sketch does not compile: {e}")
+    ok(f"{doc_path}: the Python sketch compiles")
+
+
+def check_links(paths):
+    """Relative links of these Markdown files point at files or folders that exist."""
+    count = 0
+    for path in paths:
+        with open(path) as f:
+            text = f.read()
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" in target:
+                continue
+            if not os.path.exists(os.path.normpath(os.path.join(os.path.dirname(path), target))):
+                fail(f"{path}: link {target} does not exist")
+            count += 1
+    ok(f"{count} relative links of {len(paths)} Markdown files resolve")
+
+
+def cmd_gateways(gateways_dir, processor_rendered, base_rendered, pod_toml, doc_path, envoy):
+    """deploy/kubernetes/gateways and docs/gateway.md (see the module docstring)."""
+    from cloudcoil.models.istio.networking import v1alpha3 as istio_networking
+
+    with open(pod_toml, "rb") as f:
+        conf = tomllib.load(f)
+    grpc_port = port_of(conf["server"]["listen"])
+    max_bytes = conf["limits"]["max_request_bytes"]
+    base = one(load_docs(base_rendered), "Deployment")["spec"]["template"]["spec"]
+    sidecar = next(c for c in base.get("initContainers", []) if c["name"] == SIDECAR)
+    base_port = {p.get("name"): p["containerPort"] for p in sidecar.get("ports", [])}.get("grpc")
+    if base_port != grpc_port:
+        fail(f"deploy/kubernetes/base names gRPC port {base_port}, server.listen says {grpc_port}")
+    service, svc_port = check_processor(processor_rendered, pod_toml)
+
+    files = sorted(os.path.relpath(os.path.join(root, name), gateways_dir)
+                   for root, _, names in os.walk(gateways_dir) for name in names
+                   if name.endswith((".yaml", ".yml"))
+                   and os.path.relpath(root, gateways_dir).split(os.sep)[0] != "processor")
+    if files != sorted(GATEWAY_FILES):
+        fail(f"{gateways_dir}: files {files}, expected {sorted(GATEWAY_FILES)} (add a new one to GATEWAY_FILES)")
+    work = tempfile.mkdtemp(prefix="gateways-")
+    try:
+        for rel, kinds in GATEWAY_FILES.items():
+            path = os.path.join(gateways_dir, rel)
+            docs = load_docs(path)
+            if [(d.get("apiVersion"), d.get("kind")) for d in docs] != kinds:
+                fail(f"{path}: expected {kinds}")
+            for doc in docs:
+                name = (doc.get("metadata") or {}).get("name") or fail(f"{path}: a document without metadata.name")
+                where = f"{rel} {doc['kind']}/{name}"
+                if doc["kind"] == "EnvoyFilter":
+                    try:
+                        model = istio_networking.EnvoyFilter.model_validate(copy.deepcopy(doc))
+                    except ValueError as e:  # pydantic's ValidationError
+                        fail(f"{where}: not a {ISTIO_GROUP} EnvoyFilter: {e}")
+                    dumped = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+                    extra = unknown_keys(doc, dumped)
+                    if extra:
+                        fail(f"{where}: unknown fields {', '.join(extra)}")
+                    check_envoy_filter(where, doc, service, svc_port, grpc_port, max_bytes)
+                    envoy_validate(envoy, rel, envoy_filter_bootstrap(doc), work)
+                    ok(f"{where}: Istio {ISTIO_GROUP} schema (cloudcoil), its Envoy configuration passes "
+                       f"envoy --mode validate")
+                else:
+                    check_tree(doc.get("spec"), API_SPECS[(doc["apiVersion"], doc["kind"])], f"{where} spec")
+                    CHECKS[doc["kind"]](where, doc["spec"], service, svc_port, max_bytes)
+        check_doc(doc_path, envoy, grpc_port, max_bytes, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    check_links([doc_path] + sorted(os.path.join(root, name) for root, _, names in os.walk(gateways_dir)
+                                    for name in names if name.endswith(".md")))
+
+
+def check_backend_ref(where, ref, service, svc_port):
+    if (ref.get("group", ""), ref.get("kind", "Service"), ref.get("name"), ref.get("port")) != (
+            "", "Service", service, svc_port):
+        fail(f"{where}: the ext_proc backend must be Service {service} port {svc_port}, not {ref}")
+
+
+def check_extension_policy(where, spec, service, svc_port, _max_bytes):
+    for i, ep in enumerate(spec["extProc"]):
+        at = f"{where} extProc[{i}]"
+        for ref in ep["backendRefs"]:
+            check_backend_ref(at, ref, service, svc_port)
+        mode = ep.get("processingMode", {})
+        body = mode.get("request", {}).get("body")
+        if body not in ("Buffered", "FullDuplexStreamed") or "response" in mode or mode.get("allowModeOverride"):
+            fail(f"{at}: the request body Buffered or FullDuplexStreamed, no response processing, no mode "
+                 f"override")
+        if ep.get("failOpen") is not False:
+            fail(f"{at}: failOpen must be stated false (FullDuplexStreamed requires it; the files say why for "
+                 f"Buffered)")
+        if body == "Buffered" and not API_DURATION.match(str(ep.get("messageTimeout", ""))):
+            fail(f"{at}: Buffered needs a messageTimeout (Gateway API duration)")
+        if body == "FullDuplexStreamed" and "messageTimeout" in ep:
+            fail(f"{at}: Envoy runs no message timeout in full duplex: drop messageTimeout")
+        if METADATA_NAMESPACE not in ep.get("metadata", {}).get("writableNamespaces", []):
+            fail(f"{at}: metadata.writableNamespaces must hold {METADATA_NAMESPACE}")
+        ok(f"{at}: {body} to Service {service}:{svc_port}, failOpen false, request only, {METADATA_NAMESPACE} "
+           f"writable")
+
+
+def check_client_traffic_policy(where, spec, _service, _svc_port, max_bytes):
+    limit = quantity_bytes(f"{where} connection.bufferLimit", spec["connection"]["bufferLimit"])
+    if not 32768 < limit <= max_bytes:
+        fail(f"{where}: bufferLimit {limit} must raise Envoy Gateway's 32 KiB, at most limits.max_request_bytes "
+             f"({max_bytes})")
+    if any(r["kind"] != "Gateway" for r in spec["targetRefs"]):
+        fail(f"{where}: a ClientTrafficPolicy targets Gateways")
+    ok(f"{where}: bufferLimit {limit} bytes (limits.max_request_bytes {max_bytes})")
+
+
+def check_backend_traffic_policy(where, spec, _service, _svc_port, _max_bytes):
+    rules = spec["rateLimit"]["global"]["rules"]
+    costs = [r.get("cost", {}).get("request", {}) for r in rules]
+    if not costs or any(c.get("from") != "Metadata" or c.get("metadata") != {"namespace": METADATA_NAMESPACE,
+                                                                              "key": "input_tokens"}
+                        for c in costs):
+        fail(f"{where}: every global rule's cost.request must be from Metadata {METADATA_NAMESPACE}/input_tokens")
+    ok(f"{where}: global rate limit charged {METADATA_NAMESPACE}/input_tokens")
+
+
+def check_gateway_extension(where, spec, service, svc_port, _max_bytes):
+    ep = spec["extProc"]
+    check_backend_ref(where, ep["grpcService"]["backendRef"], service, svc_port)
+    mode = ep["processingMode"]
+    duplex = mode.get("requestBodyMode") == "FULL_DUPLEX_STREAMED"
+    want = {"requestHeaderMode": "SEND", "requestBodyMode": mode.get("requestBodyMode"),
+            "requestTrailerMode": "SEND" if duplex else "SKIP", "responseHeaderMode": "SKIP",
+            "responseBodyMode": "NONE", "responseTrailerMode": "SKIP"}
+    if mode != want or mode["requestBodyMode"] not in ("BUFFERED", "FULL_DUPLEX_STREAMED"):
+        fail(f"{where}: processingMode must be {want} (request path only; trailers SEND in full duplex)")
+    if ep.get("failOpen") is not False or ep.get("allowProcessingModeOverride", False) is not False:
+        fail(f"{where}: failOpen must be stated false (kgateway defaults it to true) and no mode override")
+    if not duplex and not API_DURATION.match(str(ep.get("messageTimeout", ""))):
+        fail(f"{where}: BUFFERED needs a messageTimeout")
+    # kgateway's API has no receiving namespaces (metadataOptions.forwarding only): nothing to allow; the
+    # headers carry the count. Forwarding context_assembler to the processor would be pointless.
+    ok(f"{where}: {mode['requestBodyMode']} to Service {service}:{svc_port}, failOpen false, request only "
+       f"({METADATA_NAMESPACE} not receivable: kgateway's API has no receiving namespaces)")
+
+
+def check_traffic_policy(where, spec, _service, _svc_port, _max_bytes):
+    if spec["extProc"].get("extensionRef", {}).get("name") != SIDECAR:
+        fail(f"{where}: extProc.extensionRef must name GatewayExtension {SIDECAR}")
+    ok(f"{where}: extProc.extensionRef {SIDECAR}")
+
+
+def check_listener_policy(where, spec, _service, _svc_port, max_bytes):
+    limit = spec["default"]["perConnectionBufferLimitBytes"]
+    if not 1 << 20 < limit <= max_bytes:
+        fail(f"{where}: perConnectionBufferLimitBytes {limit} must raise kgateway's 1 MiB, at most "
+             f"limits.max_request_bytes ({max_bytes})")
+    ok(f"{where}: perConnectionBufferLimitBytes {limit} (limits.max_request_bytes {max_bytes})")
+
+
+def check_envoy_filter(where, doc, service, svc_port, grpc_port, max_bytes):
+    filters = ext_proc_filters(doc)
+    if len(filters) != 1:
+        fail(f"{where}: expected one ext_proc HTTP_FILTER patch")
+    at, value = filters[0]
+    duplex = value["typed_config"]["processing_mode"]["request_body_mode"] == "FULL_DUPLEX_STREAMED"
+    cluster = check_envoy_ext_proc(f"{where} {at}", value, duplex)
+    added = {p["patch"]["value"]["name"]: p["patch"]["value"] for p in doc["spec"]["configPatches"]
+             if p["applyTo"] == "CLUSTER" and p["patch"]["operation"] == "ADD"}
+    if cluster in added:
+        sock = added[cluster]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"][
+            "socket_address"]
+        if (sock["address"], sock["port_value"]) != ("127.0.0.1", grpc_port):
+            fail(f"{where}: cluster {cluster} must reach the pod's sidecar on 127.0.0.1:{grpc_port}")
+        target = f"127.0.0.1:{grpc_port} (pod-local)"
+    else:
+        m = re.fullmatch(r"outbound\|(\d+)\|\|([a-z0-9-]+)\.([A-Za-z0-9-]+)\.svc\.cluster\.local", cluster)
+        if not m or (int(m.group(1)), m.group(2)) != (svc_port, service):
+            fail(f"{where}: cluster {cluster} is not Istio's outbound cluster of Service {service} port {svc_port}")
+        target = f"Service {service}:{svc_port}"
+    listeners = [p["patch"]["value"] for p in doc["spec"]["configPatches"] if p["applyTo"] == "LISTENER"]
+    for patch in listeners:
+        if not 0 < patch.get("per_connection_buffer_limit_bytes", 0) <= max_bytes:
+            fail(f"{where}: per_connection_buffer_limit_bytes must be at most limits.max_request_bytes ({max_bytes})")
+    mode = "FULL_DUPLEX_STREAMED" if duplex else "BUFFERED"
+    ok(f"{where}: {value['name']} {mode} to {target}, failure_mode_allow false, request only, "
+       f"{METADATA_NAMESPACE} receivable{', listener buffer raised' if listeners else ''}")
+
+
+CHECKS = {
+    "EnvoyExtensionPolicy": check_extension_policy,
+    "ClientTrafficPolicy": check_client_traffic_policy,
+    "BackendTrafficPolicy": check_backend_traffic_policy,
+    "GatewayExtension": check_gateway_extension,
+    "TrafficPolicy": check_traffic_policy,
+    "ListenerPolicy": check_listener_policy,
+}
+
+
 COMMANDS = {
     "sync-config": cmd_sync_config,
     "config": cmd_config,
@@ -1069,6 +1628,7 @@ COMMANDS = {
     "rules": cmd_rules,
     "server": cmd_server,
     "dockerfile": cmd_dockerfile,
+    "gateways": cmd_gateways,
 }
 
 if __name__ == "__main__":
