@@ -6,6 +6,8 @@ use std::{env, fs, path::PathBuf};
 use prost::Message as _;
 
 const PROTO: &str = "proto/context_assembler/v1/assembler.proto";
+/// Envoy's external processor: a wire-compatible subset (proto/vendor/README.md).
+const EXT_PROC: &str = "envoy/service/ext_proc/v3/external_processor.proto";
 /// The one message whose Rust type is not generated.
 const COUNT_REQUEST: &str = ".context_assembler.v1.CountTokensRequest";
 
@@ -31,5 +33,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .out_dir(&out_dir)
         .exclude([COUNT_REQUEST])
         .build(&[".context_assembler"])?;
+
+    // Envoy's messages with prost's own codec (the gate meters them; no
+    // decode timing by the Assembler's codec), and no JSON mapping.
+    let envoy = protox::compile([EXT_PROC], ["proto/vendor"])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_well_known_types(false)
+        // Bodies as `Bytes`: a received body is a slice of its message.
+        .bytes(".envoy")
+        .compile_fds(envoy)?;
     Ok(())
 }

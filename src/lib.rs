@@ -4,8 +4,9 @@
 //! The rooms, in layers; a room uses only rooms below it (`tests/layers.rs`):
 //!
 //! ```text
-//! 6  server (bind, serve, drain, series)      offline (assemble a JSON file)
-//!    preview (a local web page over the assembler)
+//! 7  server (bind, serve, drain, series)
+//! 6  gateway: Envoy's external processor and the HTTP fit (provider bodies)
+//!    offline (assemble a JSON file)   preview (a local web page)
 //! 5  grpc: wire <-> domain, errors -> Status, admission, auth (tonic/prost)
 //!    render: vLLM's render contract over HTTP/1.1 (token ids for routers)
 //! 4  config: flags, env and files -> one validated configuration
@@ -26,12 +27,15 @@
 //! - [`assemble`] is the pipeline; it compacts turns before dropping them.
 //! - [`grpc`] and [`server`] are the only rooms that know tonic: `grpc`
 //!   converts and maps errors in one place, `server` binds and serves.
+//! - [`gateway`] fits a provider's chat request in the gateway's path:
+//!   Envoy's external processor and the HTTP fit, over the same flow.
 //! - [`offline`] assembles requests from JSON files without a server;
 //!   [`preview`] serves a local page that does so interactively.
 
 pub mod assemble;
 pub mod compact;
 pub mod config;
+pub mod gateway;
 pub mod grpc;
 pub mod http1;
 pub mod memory;

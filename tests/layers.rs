@@ -27,11 +27,12 @@ const LAYERS: &[(&str, u32)] = &[
     ("config", 4),
     ("grpc", 5),
     ("render", 5),
-    ("server", 6),
+    ("gateway", 6),
     ("offline", 6),
     ("preview", 6),
-    ("main", 7),
-    ("lib", 7),
+    ("server", 7),
+    ("main", 8),
+    ("lib", 8),
 ];
 
 fn layer(room: &str) -> Option<u32> {

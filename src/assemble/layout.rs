@@ -335,14 +335,16 @@ pub(super) fn plan(
         plan.push((policy.context_role, Source::Rendered(context)));
     }
 
-    parts.push(PartRef {
-        kind: PartKind::Query,
-        at: PartAt::Query,
-        message: plan.len(),
-        hash: xxh3(req.query.as_bytes()),
-        item: None,
-    });
-    plan.push((Role::User, Source::Query));
+    if !req.no_query {
+        parts.push(PartRef {
+            kind: PartKind::Query,
+            at: PartAt::Query,
+            message: plan.len(),
+            hash: xxh3(req.query.as_bytes()),
+            item: None,
+        });
+        plan.push((Role::User, Source::Query));
+    }
     (plan, parts)
 }
 

@@ -208,7 +208,11 @@ impl<'a> Pipeline<'a> {
             bytes: prefix_bytes,
             ..
         } = prefix;
-        let query_tokens = self.counter.message_count(Role::User, false, &req.query, None);
+        let query_tokens = if req.no_query {
+            0
+        } else {
+            self.counter.message_count(Role::User, false, &req.query, None)
+        };
         let base = u64::from(static_tokens)
             + u64::from(query_tokens)
             + u64::from(self.counter.tok.priming_tokens())

@@ -56,7 +56,14 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
     if policy.is_none() {
         v.push(FieldViolation::new("policy", UNKNOWN_POLICY));
     }
-    if req.query.trim().is_empty() {
+    if req.no_query {
+        if !req.query.is_empty() {
+            v.push(FieldViolation::new(
+                "query",
+                "must be empty when the prompt ends with a turn",
+            ));
+        }
+    } else if req.query.trim().is_empty() {
         v.push(FieldViolation::new(
             "query",
             "required: must contain non-whitespace text",

@@ -193,6 +193,8 @@ impl TryFrom<pb::AssembleRequest> for prompt::AssembleRequest {
             return_token_ids: r.return_token_ids,
             previous_fingerprint: r.previous_fingerprint,
             cache_ttl: r.cache_ttl,
+            // The contract's prompts always end with the query.
+            no_query: false,
         })
     }
 }

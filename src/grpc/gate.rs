@@ -65,6 +65,12 @@ const WORKING: [&str; 7] = [
     "Forget",
     "ListMemories",
 ];
+/// Envoy's external processor: one stream per HTTP request, its messages
+/// the request's headers and body (chunks).
+const EXT_PROC_PATH: &str = "/envoy.service.ext_proc.v3.ExternalProcessor/Process";
+/// Room for a processor message's headers and framing beside a body of
+/// `max_request_bytes`.
+const EXT_PROC_HEADROOM_BYTES: u32 = 64 << 10;
 /// The largest health or reflection message: theirs are a service or
 /// symbol name.
 pub const PROBE_MAX_MESSAGE_BYTES: u32 = 64 << 10;
@@ -107,6 +113,9 @@ impl<S> Gate<S> {
 
 /// The RPC label for a request path (bounded: unknown paths are `other`).
 fn rpc_label(path: &str) -> &'static str {
+    if path == EXT_PROC_PATH {
+        return "ExtProc";
+    }
     let method = path.rsplit('/').next().unwrap_or_default();
     metrics::RPCS
         .into_iter()
@@ -122,11 +131,18 @@ enum Class {
     Unary { root: Root, slot: bool },
     /// AssembleStream: each message budgeted and measured; ends on drain.
     Stream { root: Root },
+    /// Envoy's processor: each message bounded by the body limit (plus its
+    /// headers) and budgeted, none measured (a body is bytes); the stream
+    /// answers the drain itself (it passes its request on).
+    ExtProc,
     /// Health, reflection and unknown paths: small messages, never shed.
     Probe,
 }
 
 fn classify(path: &str) -> Class {
+    if path == EXT_PROC_PATH {
+        return Class::ExtProc;
+    }
     let Some(method) = path.strip_prefix(SERVICE_PREFIX) else {
         return Class::Probe;
     };
@@ -346,6 +362,13 @@ impl Meter {
                 Some(drain),
                 false,
             ),
+            Class::ExtProc => (
+                limits.max_request_bytes.saturating_add(EXT_PROC_HEADROOM_BYTES),
+                Some(admission.clone()),
+                None,
+                None,
+                false,
+            ),
             Class::Probe => (
                 PROBE_MAX_MESSAGE_BYTES.min(limits.max_request_bytes),
                 None,
@@ -504,5 +527,7 @@ mod tests {
         );
         assert_eq!(rpc_label("/grpc.health.v1.Health/Check"), "other");
         assert_eq!(rpc_label("/x/attacker-chosen-name"), "other");
+        assert_eq!(rpc_label(EXT_PROC_PATH), "ExtProc");
+        assert_eq!(classify(EXT_PROC_PATH), Class::ExtProc);
     }
 }

@@ -266,4 +266,9 @@ pub struct AssembleRequest {
     /// The cache lifetime asked of the provider ("5m", "1h"; empty: its
     /// default).
     pub cache_ttl: String,
+    /// The prompt ends with its conversation's newest turn instead of a
+    /// query: an edge fitting a provider's request (which may end with tool
+    /// results or an assistant prefill) pins that turn in a block that may
+    /// not be cut, and leaves `query` empty. No query message is rendered.
+    pub no_query: bool,
 }

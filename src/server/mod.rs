@@ -23,7 +23,9 @@ use tonic_health::ServingStatus;
 use tracing::{debug, info, warn};
 
 use crate::assemble::Assembler;
+use crate::assemble::flow::Flow;
 use crate::config::{ListenAddr, ServerConfig};
+use crate::gateway::{self, ExtProc, Fitter};
 use crate::grpc::admission::Admission;
 use crate::grpc::auth::{Authority, ClientIdentity};
 use crate::grpc::gate::Gate;
@@ -89,6 +91,13 @@ const RESPONSE_BYTES_PER_REQUEST_BYTE: usize = 8;
 const MIN_RESPONSE_BYTES: usize = 16 << 20;
 
 /// The encoded size limit of responses.
+/// How long one processor stream may take when `default_timeout_ms` is 0
+/// (none): a stalled stream must still end.
+const EXT_PROC_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The processor's tonic service, for its health status.
+type ExtProcSvc = gateway::pb::ext_proc::external_processor_server::ExternalProcessorServer<ExtProc>;
+
 fn max_response_bytes(max_request_bytes: u32) -> usize {
     (max_request_bytes as usize)
         .saturating_mul(RESPONSE_BYTES_PER_REQUEST_BYTE)
@@ -253,6 +262,7 @@ impl Bound {
         let (reporter, health) = tonic_health::server::health_reporter();
         type Svc = pb::assembler_server::AssemblerServer<AssemblerService>;
         reporter.set_not_serving::<Svc>().await;
+        reporter.set_not_serving::<ExtProcSvc>().await;
         reporter.set_service_status("", ServingStatus::NotServing).await;
 
         let reflection_v1 = tonic_reflection::server::Builder::configure()
@@ -288,10 +298,25 @@ impl Bound {
             // most 5 bytes for 1), plus the report: bounded all the same.
             .max_decoding_message_size(limits.max_request_bytes as usize)
             .max_encoding_message_size(max_response_bytes(limits.max_request_bytes));
+        let fitter = Fitter::new(
+            assembler.clone(),
+            Flow::new(assembler.clone(), memories.clone()),
+            admission.clone(),
+            gateway::Settings {
+                max_body_bytes: limits.max_request_bytes as usize,
+                ..gateway::Settings::default()
+            },
+        );
+        let ext_proc = ExtProc::new(
+            fitter.clone(),
+            drain_rx.clone(),
+            limits.default_timeout.unwrap_or(EXT_PROC_DEADLINE),
+        );
         let routes = Routes::new(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(assembler_svc)
+            .add_service(ext_proc.service())
             .prepare();
 
         // Readiness latch: SERVING once every vocabulary is loaded.
@@ -301,6 +326,7 @@ impl Bound {
             match tokio::task::spawn_blocking(move || warm_assembler.warm()).await {
                 Ok(()) => {
                     warm_reporter.set_serving::<Svc>().await;
+                    warm_reporter.set_serving::<ExtProcSvc>().await;
                     warm_reporter.set_service_status("", ServingStatus::Serving).await;
                     info!("tokenizers loaded: serving");
                 }
@@ -400,6 +426,7 @@ impl Bound {
         info!("shutdown requested: NOT_SERVING, no new connections, draining");
         let deadline = tokio::time::Instant::now() + config.drain;
         reporter.set_not_serving::<Svc>().await;
+        reporter.set_not_serving::<ExtProcSvc>().await;
         reporter.set_service_status("", ServingStatus::NotServing).await;
         // No new connection; a Unix socket's file goes with it.
         drop(listener);

@@ -269,10 +269,32 @@ pub fn describe() {
         Unit::Count,
         "configuration reloads on SIGHUP, by result (applied or refused)"
     );
+    describe_counter!(
+        GATEWAY_REQUESTS_TOTAL,
+        Unit::Count,
+        "provider requests the gateway edge (Envoy's processor, the HTTP fit) saw, by api, outcome (fitted, unchanged, passed, refused) and reason"
+    );
+    describe_counter!(
+        GATEWAY_TOKENS_CUT_TOTAL,
+        Unit::Count,
+        "conversation tokens the gateway edge took out of requests to fit them (turns cut, results cleared, thinking dropped, less the summary added)"
+    );
+}
+
+/// Records a request the gateway edge saw: `api` one of [`GATEWAY_APIS`],
+/// `outcome` one of [`GATEWAY_OUTCOMES`], `reason` a bounded label of the
+/// gateway's.
+pub fn gateway_request(api: &'static str, outcome: &'static str, reason: &'static str) {
+    counter!(GATEWAY_REQUESTS_TOTAL, "api" => api, "outcome" => outcome, "reason" => reason).increment(1);
+}
+
+/// Records the conversation tokens a fit took out of a request of `api`.
+pub fn gateway_tokens_cut(api: &'static str, tokens: u64) {
+    counter!(GATEWAY_TOKENS_CUT_TOTAL, "api" => api).increment(tokens);
 }
 
 /// RPC names, as labelled.
-pub const RPCS: [&str; 10] = [
+pub const RPCS: [&str; 11] = [
     "Assemble",
     "Compact",
     "CountTokens",
@@ -283,6 +305,7 @@ pub const RPCS: [&str; 10] = [
     "Retain",
     "Forget",
     "ListMemories",
+    "ExtProc",
 ];
 
 /// Counts a request `[auth]` refused. `identity` is an `[[auth.clients]]`

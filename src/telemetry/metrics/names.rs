@@ -225,6 +225,15 @@ pub const TRACE_DROP_REASONS: [&str; 3] = [
     TRACE_DROPPED_TOO_MANY_PHASES,
 ];
 
+/// Requests the gateway edge saw, by api, outcome and reason.
+pub const GATEWAY_REQUESTS_TOTAL: &str = "assembler_gateway_requests_total";
+/// Conversation tokens the gateway edge cut, by api.
+pub const GATEWAY_TOKENS_CUT_TOTAL: &str = "assembler_gateway_tokens_cut_total";
+/// The gateway's APIs, as labelled.
+pub const GATEWAY_APIS: [&str; 3] = ["chat_completions", "messages", "responses"];
+/// The gateway's outcomes, as labelled.
+pub const GATEWAY_OUTCOMES: [&str; 4] = ["fitted", "unchanged", "passed", "refused"];
+
 /// Reload result: the file did not validate; the old configuration stays.
 pub const RELOAD_REFUSED: &str = "refused";
 

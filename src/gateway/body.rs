@@ -1,0 +1,317 @@
+//! A provider request's body as the fit sees it: where each message (or
+//! item) lies in the caller's bytes, what it says for counting, and the
+//! splice that writes the fitted body back from those bytes. Nothing the
+//! fit did not change is re-serialized: key order, spacing and escapes
+//! reach the provider (and its prompt cache) as the caller wrote them.
+
+use std::ops::Range;
+
+use serde_json::value::RawValue;
+
+use super::media::Image;
+use crate::prompt::Thinking;
+use crate::vocab::Role;
+
+/// Which provider API a body speaks (chosen by the request's path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI Chat Completions (`/v1/chat/completions`).
+    Chat,
+    /// Anthropic Messages (`/v1/messages`).
+    Messages,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses,
+}
+
+impl Api {
+    /// The API of a request path, if it is one the fit knows.
+    pub fn of_path(path: &str) -> Option<Api> {
+        // The query string is not part of the route.
+        let path = path.split('?').next().unwrap_or(path);
+        match path {
+            "/v1/chat/completions" => Some(Api::Chat),
+            "/v1/messages" => Some(Api::Messages),
+            "/v1/responses" => Some(Api::Responses),
+            _ => None,
+        }
+    }
+
+    /// A stable lower-case name, used as a bounded metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat_completions",
+            Api::Messages => "messages",
+            Api::Responses => "responses",
+        }
+    }
+
+    /// Whether refusals are written in Anthropic's error shape.
+    pub fn anthropic(self) -> bool {
+        self == Api::Messages
+    }
+}
+
+/// Why a body is not a request the fit can take (it is then passed on
+/// untouched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfit {
+    /// Not JSON, or not an object, or a field of the wrong type.
+    Malformed,
+    /// Valid JSON without the parts of a chat request (no model, no
+    /// messages).
+    NotChat,
+    /// A role, item or block type the fit does not know: it cannot say what
+    /// cutting it would mean.
+    Unsupported,
+}
+
+/// One element of the list the fit rewrites (`messages`, or Responses'
+/// `input`): its span in the body and, when its parts are content blocks
+/// that belong to different turns, their spans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Element {
+    /// The element's bytes.
+    pub span: Range<usize>,
+    /// Its content array and the span of each block, when blocks of it can
+    /// be kept apart (Anthropic's tool results beside a user's text).
+    pub blocks: Option<Blocks>,
+    /// Part of the static prefix (a leading system message): always kept.
+    pub fixed: bool,
+}
+
+/// A content array inside an element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocks {
+    /// The array value's bytes.
+    pub span: Range<usize>,
+    /// Each block's bytes, in order.
+    pub items: Vec<Range<usize>>,
+}
+
+/// Where a turn's bytes are: a whole element or one of its blocks; thinking
+/// goes when the turn is kept without its thinking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// Index into [`Parsed::elements`].
+    pub element: usize,
+    /// A block of that element, or the whole element.
+    pub block: Option<usize>,
+    /// Whether this part is the turn's thinking (a reasoning item, a
+    /// thinking block).
+    pub thinking: bool,
+}
+
+/// One conversation turn as the assembler sees it: one domain item.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Turn {
+    /// Its role.
+    pub role: Option<Role>,
+    /// What it says, for counting (text, and a call's name and arguments).
+    pub text: String,
+    /// Calls it makes (assistant).
+    pub tool_call_ids: Vec<String>,
+    /// The call it answers (tool).
+    pub tool_call_id: String,
+    /// Its thinking, verbatim.
+    pub thinking: Vec<Thinking>,
+    /// Where its bytes are.
+    pub parts: Vec<Part>,
+    /// The value replaced by the placeholder when the turn is cleared (a
+    /// tool result's content or output).
+    pub clear: Option<Range<usize>>,
+    /// Its images, counted apart from its text.
+    pub images: Vec<Image>,
+}
+
+/// A provider request, parsed for the fit.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parsed {
+    /// The `model` field.
+    pub model: String,
+    /// The request's maximum output, when it names one.
+    pub max_output: Option<u64>,
+    /// The system prompt's texts (static segments, never cut).
+    pub system: Vec<String>,
+    /// Tool definitions in OpenAI's function shape, for counting.
+    pub tools: Vec<String>,
+    /// The turns, in order.
+    pub turns: Vec<Turn>,
+    /// The list the fit rewrites: its value's span (an array, or
+    /// Responses' string input).
+    pub list: Range<usize>,
+    /// Its elements.
+    pub elements: Vec<Element>,
+    /// A continuation (Responses' `previous_response_id`): what came
+    /// before is the provider's, so the request is counted, not cut.
+    pub continued: bool,
+    /// The caller set the request's cache key (`prompt_cache_key`).
+    pub has_cache_key: bool,
+    /// Some count follows a convention rather than the provider's
+    /// published rule (tool calls): the total is an estimate.
+    pub estimated: bool,
+    /// Images of the system prompt.
+    pub system_images: Vec<Image>,
+}
+
+/// The byte range of `raw` inside `body` (`raw` was borrowed from it).
+pub fn span(body: &str, raw: &RawValue) -> Range<usize> {
+    let start = (raw.get().as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
+    start..start + raw.get().len()
+}
+
+/// A JSON string literal of `text`.
+pub fn quoted(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+/// What became of a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fate {
+    /// Sent (whole, cleared, or without its thinking).
+    pub kept: bool,
+    /// Sent with this text in place of its content.
+    pub cleared: Option<String>,
+    /// Sent without its thinking.
+    pub thinking_dropped: bool,
+}
+
+/// Writes the fitted body: `body` with the list's elements kept as `fates`
+/// say, each kept element byte for byte as the caller wrote it unless a
+/// block of it went or its content was cleared, and `summary` (an element
+/// already in the API's shape) inserted after the fixed elements.
+pub fn splice(body: &str, parsed: &Parsed, fates: &[Fate], summary: Option<&str>) -> String {
+    // Which parts of each element stay.
+    let n = parsed.elements.len();
+    let mut owned: Vec<Vec<(usize, Part)>> = vec![Vec::new(); n];
+    for (t, turn) in parsed.turns.iter().enumerate() {
+        for &p in &turn.parts {
+            if let Some(slot) = owned.get_mut(p.element) {
+                slot.push((t, p));
+            }
+        }
+    }
+    let mut out = String::with_capacity(body.len() + summary.map_or(0, str::len) + 2);
+    out.push_str(&body[..parsed.list.start]);
+    out.push('[');
+    let mut first = true;
+    let mut push = |out: &mut String, text: &str| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(text);
+    };
+    let fixed = parsed.elements.iter().take_while(|e| e.fixed).count();
+    for (i, el) in parsed.elements.iter().enumerate() {
+        if i == fixed
+            && let Some(s) = summary
+        {
+            push(&mut out, s);
+        }
+        if el.fixed {
+            push(&mut out, &body[el.span.clone()]);
+            continue;
+        }
+        if let Some(text) = element(body, el, &owned[i], parsed, fates) {
+            push(&mut out, &text);
+        }
+    }
+    if fixed == parsed.elements.len()
+        && let Some(s) = summary
+    {
+        push(&mut out, s);
+    }
+    out.push(']');
+    out.push_str(&body[parsed.list.end..]);
+    out
+}
+
+/// An element as sent, or `None` when none of it is.
+fn element(
+    body: &str,
+    el: &Element,
+    parts: &[(usize, Part)],
+    parsed: &Parsed,
+    fates: &[Fate],
+) -> Option<String> {
+    let stays = |&(t, p): &(usize, Part)| {
+        let f = &fates[t];
+        f.kept && !(p.thinking && f.thinking_dropped)
+    };
+    if !parts.iter().any(stays) {
+        return None;
+    }
+    // Clearings inside this element, as (span, text).
+    let mut edits: Vec<(Range<usize>, String)> = parts
+        .iter()
+        .filter(|pt| stays(pt))
+        .filter_map(|&(t, _)| {
+            let clear = parsed.turns[t].clear.clone()?;
+            let text = fates[t].cleared.as_deref()?;
+            (clear.start >= el.span.start && clear.end <= el.span.end).then(|| (clear, quoted(text)))
+        })
+        .collect();
+    edits.sort_by_key(|(r, _)| r.start);
+    edits.dedup_by_key(|(r, _)| r.start);
+    let (Some(blocks), true) = (&el.blocks, parts.iter().any(|p| p.1.block.is_some())) else {
+        return Some(apply(body, el.span.clone(), &edits));
+    };
+    // A block stays when a part on it stays; a block no turn claims stays
+    // with the element.
+    let kept: Vec<bool> = (0..blocks.items.len())
+        .map(|b| {
+            let on: Vec<&(usize, Part)> = parts.iter().filter(|p| p.1.block == Some(b)).collect();
+            on.is_empty() || on.into_iter().any(stays)
+        })
+        .collect();
+    if kept.iter().all(|&k| k) {
+        return Some(apply(body, el.span.clone(), &edits));
+    }
+    let mut text = apply(body, el.span.start..blocks.span.start, &edits);
+    text.push('[');
+    let mut sep = "";
+    for (b, range) in blocks.items.iter().enumerate() {
+        if kept[b] {
+            text.push_str(sep);
+            text.push_str(&apply(body, range.clone(), &edits));
+            sep = ",";
+        }
+    }
+    text.push(']');
+    text.push_str(&apply(body, blocks.span.end..el.span.end, &edits));
+    Some(text)
+}
+
+/// `body[range]` with the edits that lie inside it applied.
+fn apply(body: &str, range: Range<usize>, edits: &[(Range<usize>, String)]) -> String {
+    let mut out = String::with_capacity(range.len());
+    let mut at = range.start;
+    for (r, text) in edits {
+        if r.start >= at && r.end <= range.end {
+            out.push_str(&body[at..r.start]);
+            out.push_str(text);
+            at = r.end;
+        }
+    }
+    out.push_str(&body[at..range.end]);
+    out
+}
+
+/// Inserts `"key":value` as the last member of the top-level object.
+pub fn add_member(body: &str, key: &str, value_json: &str) -> String {
+    let end = body.trim_end().len();
+    let close = body[..end].rfind('}').unwrap_or(end);
+    let before = body[..close].trim_end();
+    let sep = if before.ends_with('{') { "" } else { "," };
+    let mut out = String::with_capacity(body.len() + key.len() + value_json.len() + 4);
+    out.push_str(before);
+    out.push_str(sep);
+    out.push_str(&quoted(key));
+    out.push(':');
+    out.push_str(value_json);
+    out.push_str(&body[close..]);
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,489 @@
+//! Envoy's external processor (`envoy.service.ext_proc.v3.ExternalProcessor`):
+//! one stream per HTTP request. Its headers say the path and the caller's
+//! asks; its body is gathered (at most the body limit) and fitted
+//! ([`Fitter::fit`]); the answer is Envoy's mutations: the fitted body with
+//! its `content-length`, the count headers and the dynamic metadata, or an
+//! immediate response in the provider's shape.
+//!
+//! Both body modes, read from the first message's `protocol_config`:
+//! - `BUFFERED`: one answer per message; the body's answer carries the
+//!   header mutations (Envoy holds the headers until the body is in).
+//! - `FULL_DUPLEX_STREAMED`: nothing is answered until the body is whole;
+//!   then the headers' answer, the body as `streamed_response` chunks of at
+//!   most 64 KiB, and the trailers' answer, in that order.
+//!
+//! Whatever goes wrong on a stream ends it quietly or passes the request on
+//! as it came: a stalled stream runs out its deadline and ends (Envoy goes
+//! on without the processor), a message out of order is answered as a
+//! pass-through, and no stream touches another. Nothing here turns a
+//! request the upstream would have served into a 5xx.
+
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::Stream;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{Instrument as _, debug};
+
+use super::body::Api;
+use super::fit::{Asks, Fitted, Fitter, Outcome};
+use super::pb::core::{HeaderMap, HeaderValue, HeaderValueOption, header_value_option::HeaderAppendAction};
+use super::pb::envoy::r#type::v3::HttpStatus;
+use super::pb::ext_proc::{
+    BodyMutation, BodyResponse, CommonResponse, HeaderMutation, HeadersResponse, HttpBody, HttpHeaders,
+    ImmediateResponse, ProcessingRequest, ProcessingResponse, StreamedBodyResponse, TrailersResponse,
+    body_mutation, common_response::ResponseStatus, external_processor_server, processing_request,
+    processing_response,
+};
+use super::pb::mode::processing_mode::BodySendMode;
+use crate::telemetry::metrics;
+
+/// The metric label of the processor's streams.
+pub const RPC: &str = "ExtProc";
+/// The largest body chunk sent back in full-duplex mode (Envoy's limit).
+pub const STREAMED_CHUNK_BYTES: usize = 64 * 1024;
+/// The dynamic metadata's namespace.
+pub const NAMESPACE: &str = "context_assembler";
+/// The header carrying the fitted prompt's input tokens.
+pub const INPUT_TOKENS_HEADER: &str = "x-context-assembler-input-tokens";
+/// The header saying whether that count is the provider's own.
+pub const EXACT_HEADER: &str = "x-context-assembler-exact";
+/// Answers buffered per stream before the processor waits for Envoy.
+const ANSWERS_BUFFERED: usize = 4;
+
+/// The processor.
+#[derive(Debug, Clone)]
+pub struct ExtProc {
+    fitter: Fitter,
+    drain: watch::Receiver<bool>,
+    deadline: Duration,
+}
+
+impl ExtProc {
+    /// A processor fitting with `fitter`; a stream passes its request on
+    /// once `drain` is true, and ends if it is not done within `deadline`.
+    pub fn new(fitter: Fitter, drain: watch::Receiver<bool>, deadline: Duration) -> Self {
+        ExtProc {
+            fitter,
+            drain,
+            deadline,
+        }
+    }
+
+    /// The tonic service, its messages bounded by the gate in front of it.
+    pub fn service(self) -> external_processor_server::ExternalProcessorServer<ExtProc> {
+        external_processor_server::ExternalProcessorServer::new(self)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX)
+    }
+}
+
+type Answers = Pin<Box<dyn Stream<Item = Result<ProcessingResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl external_processor_server::ExternalProcessor for ExtProc {
+    type ProcessStream = Answers;
+
+    async fn process(
+        &self,
+        request: Request<Streaming<ProcessingRequest>>,
+    ) -> Result<Response<Self::ProcessStream>, Status> {
+        let inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(ANSWERS_BUFFERED);
+        let stream = Processing {
+            fitter: self.fitter.clone(),
+            draining: *self.drain.borrow(),
+            tx,
+            duplex: false,
+            api: None,
+            asks: Asks::default(),
+            body: Vec::new(),
+            ended: false,
+        };
+        let deadline = self.deadline;
+        let span = tracing::info_span!(
+            "ext_proc",
+            api = tracing::field::Empty,
+            outcome = tracing::field::Empty
+        );
+        tokio::spawn(
+            async move {
+                let started = Instant::now();
+                let code = stream.run(inbound, deadline).await;
+                metrics::request(RPC, code, started.elapsed());
+            }
+            .instrument(span),
+        );
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// One stream's state.
+struct Processing {
+    fitter: Fitter,
+    draining: bool,
+    tx: mpsc::Sender<Result<ProcessingResponse, Status>>,
+    /// Full-duplex mode (else buffered, or no body at all).
+    duplex: bool,
+    /// The API of a request to fit; `None`: passed on as it comes.
+    api: Option<Api>,
+    asks: Asks,
+    /// The body gathered so far.
+    body: Vec<u8>,
+    /// The request's body was answered (or refused): later messages are
+    /// answered as a pass-through.
+    ended: bool,
+}
+
+/// Why a stream stopped early.
+enum Stop {
+    /// Envoy went away or the stream failed.
+    Gone,
+}
+
+impl Processing {
+    /// Answers the stream's messages until it ends; returns the code label
+    /// recorded for it.
+    async fn run(mut self, mut inbound: Streaming<ProcessingRequest>, deadline: Duration) -> &'static str {
+        let until = tokio::time::Instant::now() + deadline;
+        let mut first = true;
+        loop {
+            let message = match tokio::time::timeout_at(until, inbound.message()).await {
+                Err(_) => {
+                    debug!("ext_proc stream past its deadline: ended");
+                    return "DEADLINE_EXCEEDED";
+                }
+                Ok(Err(_)) => return "CANCELLED",
+                Ok(Ok(None)) => return "OK",
+                Ok(Ok(Some(m))) => m,
+            };
+            if first {
+                first = false;
+                self.duplex = message
+                    .protocol_config
+                    .as_ref()
+                    .is_some_and(|c| c.request_body_mode == BodySendMode::FullDuplexStreamed as i32);
+            }
+            if self.answer(message).await.is_err() {
+                return "CANCELLED";
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        response: processing_response::Response,
+        metadata: Option<prost_types::Struct>,
+    ) -> Result<(), Stop> {
+        let answer = ProcessingResponse {
+            response: Some(response),
+            dynamic_metadata: metadata,
+            mode_override: None,
+        };
+        self.tx.send(Ok(answer)).await.map_err(|_| Stop::Gone)
+    }
+
+    async fn answer(&mut self, message: ProcessingRequest) -> Result<(), Stop> {
+        use processing_request::Request as In;
+        use processing_response::Response as Out;
+        match message.request {
+            Some(In::RequestHeaders(h)) => self.headers(h).await,
+            Some(In::RequestBody(b)) => self.body(b).await,
+            Some(In::RequestTrailers(_)) => {
+                if self.duplex && self.api.is_some() && !self.ended {
+                    // The body ends with its trailers: fit what came.
+                    self.finish(true).await?;
+                }
+                self.send(Out::RequestTrailers(TrailersResponse::default()), None)
+                    .await
+            }
+            // The response path is not asked for; answer it unchanged if
+            // a filter sends it anyway.
+            Some(In::ResponseHeaders(_)) => {
+                self.send(Out::ResponseHeaders(HeadersResponse::default()), None)
+                    .await
+            }
+            Some(In::ResponseBody(b)) if self.duplex => {
+                let chunk = streamed(b.body, b.end_of_stream);
+                self.send(Out::ResponseBody(body_response(chunk, Vec::new())), None)
+                    .await
+            }
+            Some(In::ResponseBody(_)) => self.send(Out::ResponseBody(BodyResponse::default()), None).await,
+            Some(In::ResponseTrailers(_)) => {
+                self.send(Out::ResponseTrailers(TrailersResponse::default()), None)
+                    .await
+            }
+            None => Ok(()),
+        }
+    }
+
+    async fn headers(&mut self, h: HttpHeaders) -> Result<(), Stop> {
+        use processing_response::Response as Out;
+        let headers = h.headers.unwrap_or_default().headers;
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|v| v.key.eq_ignore_ascii_case(name))
+                .map(|v| {
+                    if v.raw_value.is_empty() {
+                        v.value.clone()
+                    } else {
+                        String::from_utf8_lossy(&v.raw_value).into_owned()
+                    }
+                })
+        };
+        let post = get(":method").is_some_and(|m| m == "POST");
+        let api = get(":path").and_then(|p| Api::of_path(&p)).filter(|_| post);
+        self.asks = Asks {
+            budget: get("x-context-budget").and_then(|b| b.trim().parse().ok()),
+            policy: get("x-context-policy").unwrap_or_default(),
+            session_id: get("x-session-id").unwrap_or_default(),
+            request_id: get("x-request-id").unwrap_or_default(),
+        };
+        let fit = api.is_some() && !h.end_of_stream && !self.draining && !self.ended;
+        if !fit {
+            let reason = if self.draining { "draining" } else { "path" };
+            metrics::gateway_request(api.map_or("other", Api::as_str), "passed", reason);
+            self.api = None;
+            return self
+                .send(Out::RequestHeaders(HeadersResponse::default()), None)
+                .await;
+        }
+        self.api = api;
+        if self.duplex {
+            // Answered once the body is whole.
+            return Ok(());
+        }
+        self.send(Out::RequestHeaders(HeadersResponse::default()), None)
+            .await
+    }
+
+    async fn body(&mut self, b: HttpBody) -> Result<(), Stop> {
+        use processing_response::Response as Out;
+        if self.api.is_none() || self.ended {
+            // Passed on as it came.
+            return if self.duplex {
+                let chunk = streamed(b.body, b.end_of_stream);
+                self.send(Out::RequestBody(body_response(chunk, Vec::new())), None)
+                    .await
+            } else {
+                self.send(Out::RequestBody(BodyResponse::default()), None).await
+            };
+        }
+        let limit = self.fitter.settings().max_body_bytes;
+        if self.body.len() + b.body.len() > limit {
+            let api = self.api.unwrap_or(Api::Chat);
+            let refusal = super::fit::too_large(api, self.body.len() + b.body.len(), limit);
+            metrics::gateway_request(api.as_str(), "refused", refusal.reason);
+            self.ended = true;
+            self.body = Vec::new();
+            return self
+                .send(
+                    Out::ImmediateResponse(immediate(refusal.status, refusal.body)),
+                    None,
+                )
+                .await;
+        }
+        self.body.extend_from_slice(&b.body);
+        if b.end_of_stream {
+            return self.finish(false).await;
+        }
+        if self.duplex {
+            return Ok(());
+        }
+        // A buffered body arrives whole: a chunk without its end is not
+        // one; it goes on untouched.
+        self.ended = true;
+        self.send(Out::RequestBody(BodyResponse::default()), None).await
+    }
+
+    /// Fits the gathered body and answers it; `trailers`: the body ended
+    /// with trailers still to answer (full duplex).
+    async fn finish(&mut self, trailers: bool) -> Result<(), Stop> {
+        use processing_response::Response as Out;
+        self.ended = true;
+        let Some(api) = self.api else { return Ok(()) };
+        let body = std::mem::take(&mut self.body);
+        let outcome = self.fitter.fit(api, &self.asks, &body).await;
+        let span = tracing::Span::current();
+        span.record("api", api.as_str());
+        span.record("outcome", outcome.label());
+        let (mutation, replaced, metadata) = match outcome {
+            Outcome::Refused(r) => {
+                return self
+                    .send(Out::ImmediateResponse(immediate(r.status, r.body)), None)
+                    .await;
+            }
+            Outcome::Passed(_) => (HeaderMutation::default(), None, None),
+            Outcome::Fitted(f) => {
+                let metadata = metadata(&f);
+                let mutation = mutation(&f);
+                (mutation, f.body, Some(metadata))
+            }
+        };
+        if !self.duplex {
+            let body_mutation = replaced.map(|b| BodyMutation {
+                mutation: Some(body_mutation::Mutation::Body(b.into())),
+            });
+            let common = CommonResponse {
+                status: ResponseStatus::Continue as i32,
+                header_mutation: Some(mutation),
+                body_mutation,
+                ..CommonResponse::default()
+            };
+            return self
+                .send(
+                    Out::RequestBody(BodyResponse {
+                        response: Some(common),
+                    }),
+                    metadata,
+                )
+                .await;
+        }
+        let common = CommonResponse {
+            status: ResponseStatus::Continue as i32,
+            header_mutation: Some(mutation),
+            ..CommonResponse::default()
+        };
+        self.send(
+            Out::RequestHeaders(HeadersResponse {
+                response: Some(common),
+            }),
+            metadata,
+        )
+        .await?;
+        let out = replaced.map_or_else(|| Bytes::from(body), |b| Bytes::from(b.into_bytes()));
+        let mut chunks = out.chunks(STREAMED_CHUNK_BYTES).peekable();
+        if chunks.peek().is_none() {
+            let chunk = streamed(Bytes::new(), !trailers);
+            return self
+                .send(Out::RequestBody(body_response(chunk, Vec::new())), None)
+                .await;
+        }
+        while let Some(c) = chunks.next() {
+            let last = chunks.peek().is_none();
+            let chunk = streamed(out.slice_ref(c), last && !trailers);
+            self.send(Out::RequestBody(body_response(chunk, Vec::new())), None)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A `streamed_response` body chunk.
+fn streamed(body: Bytes, end_of_stream: bool) -> BodyMutation {
+    BodyMutation {
+        mutation: Some(body_mutation::Mutation::StreamedResponse(StreamedBodyResponse {
+            body,
+            end_of_stream,
+        })),
+    }
+}
+
+/// A body answer carrying `mutation` and `headers` set.
+fn body_response(mutation: BodyMutation, headers: Vec<HeaderValueOption>) -> BodyResponse {
+    BodyResponse {
+        response: Some(CommonResponse {
+            status: ResponseStatus::Continue as i32,
+            header_mutation: (!headers.is_empty()).then(|| HeaderMutation {
+                set_headers: headers,
+                remove_headers: Vec::new(),
+            }),
+            body_mutation: Some(mutation),
+            ..CommonResponse::default()
+        }),
+    }
+}
+
+/// A header set (overwritten when present).
+fn set(key: &str, value: impl Into<String>) -> HeaderValueOption {
+    HeaderValueOption {
+        header: Some(HeaderValue {
+            key: key.to_owned(),
+            value: String::new(),
+            raw_value: value.into().into_bytes().into(),
+        }),
+        append_action: HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+        keep_empty_value: false,
+    }
+}
+
+/// The headers a fitted request goes upstream with.
+fn mutation(f: &Fitted) -> HeaderMutation {
+    let mut set_headers = vec![
+        set(INPUT_TOKENS_HEADER, f.input_tokens.to_string()),
+        set(EXACT_HEADER, if f.exact { "true" } else { "false" }),
+    ];
+    if let Some(b) = &f.body {
+        set_headers.push(set("content-length", b.len().to_string()));
+    }
+    HeaderMutation {
+        set_headers,
+        remove_headers: Vec::new(),
+    }
+}
+
+/// The dynamic metadata of a fitted request, in [`NAMESPACE`].
+fn metadata(f: &Fitted) -> prost_types::Struct {
+    use prost_types::value::Kind;
+    let number = |n: u32| prost_types::Value {
+        kind: Some(Kind::NumberValue(f64::from(n))),
+    };
+    let fields = [
+        ("input_tokens", number(f.input_tokens)),
+        (
+            "prefix_hash",
+            prost_types::Value {
+                kind: Some(Kind::StringValue(f.prefix_hash.clone())),
+            },
+        ),
+        ("turns_cut", number(f.turns_cut)),
+        ("results_cleared", number(f.results_cleared)),
+    ];
+    let inner = prost_types::Struct {
+        fields: fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+    };
+    prost_types::Struct {
+        fields: [(
+            NAMESPACE.to_owned(),
+            prost_types::Value {
+                kind: Some(Kind::StructValue(inner)),
+            },
+        )]
+        .into_iter()
+        .collect(),
+    }
+}
+
+/// An immediate response with a JSON body.
+fn immediate(status: u16, body: String) -> ImmediateResponse {
+    ImmediateResponse {
+        status: Some(HttpStatus {
+            code: i32::from(status),
+        }),
+        headers: Some(HeaderMutation {
+            set_headers: vec![set("content-type", "application/json")],
+            remove_headers: Vec::new(),
+        }),
+        body: body.into(),
+        grpc_status: None,
+        details: "context_assembler".to_owned(),
+    }
+}
+
+/// Envoy's header map (a test client's helper).
+pub fn header_map(pairs: &[(&str, &str)]) -> HeaderMap {
+    HeaderMap {
+        headers: pairs
+            .iter()
+            .map(|(k, v)| HeaderValue {
+                key: (*k).to_owned(),
+                value: String::new(),
+                raw_value: Bytes::copy_from_slice(v.as_bytes()),
+            })
+            .collect(),
+    }
+}

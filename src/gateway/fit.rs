@@ -1,0 +1,652 @@
+//! The fit: a provider's chat request in, the same request fitted to its
+//! model out. The body is parsed for its turns ([`super::body`]), turned
+//! into an [`AssembleRequest`] whose newest turn is pinned, run through the
+//! one Assemble flow (the window, compaction, clearing and thinking rules
+//! are the assembler's), and the decisions are spliced back into the
+//! caller's bytes. Every edge that fits (Envoy's processor, the HTTP fit
+//! endpoints) calls [`Fitter::fit`] and converts its [`Outcome`].
+
+use std::sync::Arc;
+
+use super::body::{self, Api, Fate, Parsed, Unfit, quoted};
+use super::media::Media;
+use super::{chat, messages, responses};
+use crate::assemble::error::Needs;
+use crate::assemble::flow::{Flow, FlowError, Prepared, WARM_TRY_BYTES};
+use crate::assemble::{AssembleError, Assembler};
+use crate::grpc::admission::Admission;
+use crate::prompt::{AssembleRequest, Assembly, Block, BlockKind, Item, Segment, SegmentKind};
+use crate::telemetry::metrics;
+
+/// What the fit does where it cannot fit: the configuration's `[gateway]`
+/// (every default passes the request on untouched).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Largest body taken, in bytes; a larger one is answered 413.
+    pub max_body_bytes: usize,
+    /// Refuse a body that is not a request of its path's API (400), instead
+    /// of passing it on.
+    pub refuse_malformed: bool,
+    /// Refuse a request for a model the table does not know (400).
+    pub refuse_unknown_model: bool,
+    /// Refuse with 429 when every work slot is taken, instead of passing
+    /// the request on unfitted.
+    pub refuse_overloaded: bool,
+    /// Add `cache_control` markers to Anthropic requests where the cache
+    /// plan says they take effect.
+    pub cache_markers: bool,
+    /// Set `prompt_cache_key` on OpenAI requests that carry none.
+    pub prompt_cache_key: bool,
+}
+
+/// The default body limit: the gRPC listener's default message limit.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            refuse_malformed: false,
+            refuse_unknown_model: false,
+            refuse_overloaded: false,
+            cache_markers: true,
+            prompt_cache_key: true,
+        }
+    }
+}
+
+/// What the caller's headers ask of the fit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Asks {
+    /// `x-context-budget`: a lower input budget.
+    pub budget: Option<u32>,
+    /// `x-context-policy`: the policy's name (empty: the default).
+    pub policy: String,
+    /// `x-session-id`.
+    pub session_id: String,
+    /// `x-request-id` (logged, never rendered).
+    pub request_id: String,
+}
+
+/// Why a request was passed on untouched (a bounded metric label each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// Not a path the fit knows, or not a POST.
+    Path,
+    /// The body is not its API's JSON.
+    Malformed,
+    /// Valid JSON, but not a chat request.
+    NotChat,
+    /// A part the fit does not know how to cut.
+    Unsupported,
+    /// The model table has no such model.
+    UnknownModel,
+    /// The assembler refused the request as given (a duplicate call id, an
+    /// unknown policy, a budget the window cannot hold).
+    Invalid,
+    /// Every work slot was taken.
+    Overloaded,
+    /// The server is draining.
+    Draining,
+    /// A continuation over its budget: what came before is the
+    /// provider's, so it is not refused here.
+    Continued,
+    /// The assembly's messages could not be matched to the body's.
+    Layout,
+    /// The work failed (cancelled, panicked).
+    Failed,
+}
+
+impl Pass {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pass::Path => "path",
+            Pass::Malformed => "malformed",
+            Pass::NotChat => "not_chat",
+            Pass::Unsupported => "unsupported",
+            Pass::UnknownModel => "unknown_model",
+            Pass::Invalid => "invalid",
+            Pass::Overloaded => "overloaded",
+            Pass::Draining => "draining",
+            Pass::Continued => "continued",
+            Pass::Layout => "layout",
+            Pass::Failed => "failed",
+        }
+    }
+
+    /// Every reason, for starting the series at zero.
+    pub const ALL: [Pass; 11] = [
+        Pass::Path,
+        Pass::Malformed,
+        Pass::NotChat,
+        Pass::Unsupported,
+        Pass::UnknownModel,
+        Pass::Invalid,
+        Pass::Overloaded,
+        Pass::Draining,
+        Pass::Continued,
+        Pass::Layout,
+        Pass::Failed,
+    ];
+}
+
+/// A refusal in the provider's own shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: u16,
+    /// The provider's error body.
+    pub body: String,
+    /// The metric label (`context_length_exceeded`, `too_large`,
+    /// `malformed`, `unknown_model`, `overloaded`).
+    pub reason: &'static str,
+}
+
+/// A request fitted (or found to fit as it is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fitted {
+    /// The body to send; `None`: the caller's, unchanged.
+    pub body: Option<String>,
+    /// The prompt's input tokens, as the provider bills them.
+    pub input_tokens: u32,
+    /// Whether that count is the provider's own (else an estimate).
+    pub exact: bool,
+    /// The static prefix's hash.
+    pub prefix_hash: String,
+    /// Turns not sent.
+    pub turns_cut: u32,
+    /// Tool results sent cleared.
+    pub results_cleared: u32,
+    /// Tokens the fit took out of the conversation.
+    pub tokens_cut: u64,
+    /// Whether the conversation itself changed (turns cut, cleared or
+    /// summarized); a body with only cache fields added did not.
+    pub changed: bool,
+}
+
+/// What the fit made of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Passed on untouched, and why.
+    Passed(Pass),
+    /// Fitted, or already fitting.
+    Fitted(Fitted),
+    /// Refused.
+    Refused(Refusal),
+}
+
+impl Outcome {
+    /// The `outcome` metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Passed(_) => "passed",
+            Outcome::Fitted(f) if f.changed => "fitted",
+            Outcome::Fitted(_) => "unchanged",
+            Outcome::Refused(_) => "refused",
+        }
+    }
+
+    /// The `reason` metric label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Outcome::Passed(p) => p.as_str(),
+            Outcome::Fitted(_) => "none",
+            Outcome::Refused(r) => r.reason,
+        }
+    }
+}
+
+/// The fit over the server's assembler, flow and admission.
+#[derive(Debug, Clone)]
+pub struct Fitter {
+    assembler: Arc<Assembler>,
+    flow: Flow,
+    admission: Admission,
+    settings: Arc<Settings>,
+}
+
+impl Fitter {
+    /// A fit through `flow` on `assembler`'s catalog, taking work slots
+    /// from `admission`.
+    pub fn new(assembler: Arc<Assembler>, flow: Flow, admission: Admission, settings: Settings) -> Self {
+        Fitter {
+            assembler,
+            flow,
+            admission,
+            settings: Arc::new(settings),
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Fits `body`, a request of `api`, as `asks` asks. Records the
+    /// gateway's metrics.
+    pub async fn fit(&self, api: Api, asks: &Asks, body: &[u8]) -> Outcome {
+        let outcome = self.fit_inner(api, asks, body).await;
+        record(api, &outcome);
+        outcome
+    }
+
+    async fn fit_inner(&self, api: Api, asks: &Asks, body: &[u8]) -> Outcome {
+        if body.len() > self.settings.max_body_bytes {
+            return Outcome::Refused(too_large(api, body.len(), self.settings.max_body_bytes));
+        }
+        let Ok(text) = std::str::from_utf8(body) else {
+            return self.unfit(api, Unfit::Malformed);
+        };
+        let parsed = match api {
+            Api::Chat => chat::parse(text),
+            Api::Messages => messages::parse(text),
+            Api::Responses => responses::parse(text),
+        };
+        let parsed = match parsed {
+            Ok(p) => p,
+            Err(u) => return self.unfit(api, u),
+        };
+        let catalog = self.assembler.catalog();
+        let Some(spec) = catalog.models.resolve(&parsed.model).cloned() else {
+            if self.settings.refuse_unknown_model {
+                let message = format!("the model `{}` is not known here", clip(&parsed.model));
+                return Outcome::Refused(refusal(api, 400, "unknown_model", "model", &message));
+            }
+            return Outcome::Passed(Pass::UnknownModel);
+        };
+        let rule = Media::of(spec.cache.provider.provider);
+        let window = spec.context_window;
+        let Some(reserve) = reserve(parsed.max_output, spec.output_reserve, window) else {
+            // The provider refuses such a request itself, in its own words.
+            return Outcome::Passed(Pass::Invalid);
+        };
+        let room = window - reserve;
+        let budget = asks.budget.map_or(room, |b| b.min(room));
+        let media = Media::counted(&parsed, rule);
+        let Some(input) = budget.checked_sub(media.all).filter(|&i| i > 0) else {
+            let message = format!(
+                "the request's images need {} input tokens, over its budget of {budget} for model {}",
+                media.all, spec.name
+            );
+            return Outcome::Refused(refusal(api, 400, "context_length_exceeded", "messages", &message));
+        };
+        let req = request(&parsed, asks, input, parsed.max_output.map(|_| reserve));
+        let permit = match self.admission.admit() {
+            Ok(p) => p,
+            Err(_) => return self.overloaded(api),
+        };
+        let small = body.len() <= WARM_TRY_BYTES;
+        let prepared = Prepared { req, recall: None };
+        let answered = self
+            .flow
+            .one(&self.admission, permit, catalog, prepared, small)
+            .await;
+        let assembly = match answered {
+            Ok(a) => a.assembly,
+            Err(FlowError::Assemble(AssembleError::BudgetOverflow {
+                non_cuttable_tokens,
+                needs,
+                ..
+            })) => {
+                if parsed.continued {
+                    return Outcome::Passed(Pass::Continued);
+                }
+                let message = overflow_message(
+                    non_cuttable_tokens + u64::from(media.all),
+                    budget,
+                    &spec.name,
+                    &needs,
+                );
+                return Outcome::Refused(refusal(api, 400, "context_length_exceeded", "messages", &message));
+            }
+            Err(FlowError::Refused(_)) => return self.overloaded(api),
+            Err(FlowError::Assemble(
+                AssembleError::InvalidArgument(_) | AssembleError::TemplateRefused { .. },
+            )) => {
+                return Outcome::Passed(Pass::Invalid);
+            }
+            Err(_) => return Outcome::Passed(Pass::Failed),
+        };
+        self.splice(api, text, &parsed, &assembly, &media)
+    }
+
+    /// The fitted body from the assembly's decisions.
+    fn splice(&self, api: Api, text: &str, parsed: &Parsed, assembly: &Assembly, media: &Counted) -> Outcome {
+        let Some(fates) = fates(parsed, assembly) else {
+            return Outcome::Passed(Pass::Layout);
+        };
+        let summary = summary(assembly);
+        let changed = summary.is_some()
+            || fates
+                .iter()
+                .any(|f| !f.kept || f.cleared.is_some() || f.thinking_dropped);
+        let mut out = changed.then(|| {
+            let element = summary.map(|s| format!(r#"{{"role":"user","content":{}}}"#, quoted(s)));
+            body::splice(text, parsed, &fates, element.as_deref())
+        });
+        if self.settings.prompt_cache_key
+            && api != Api::Messages
+            && !parsed.has_cache_key
+            && !assembly.hints.prompt_cache_key.is_empty()
+        {
+            let base = out.as_deref().unwrap_or(text);
+            out = Some(body::add_member(
+                base,
+                "prompt_cache_key",
+                &quoted(&assembly.hints.prompt_cache_key),
+            ));
+        }
+        let kept_media: u32 = parsed
+            .turns
+            .iter()
+            .zip(&fates)
+            .zip(&media.per_turn)
+            .filter(|((_, f), _)| f.kept)
+            .map(|(_, &m)| m)
+            .fold(media.system, u32::saturating_add);
+        let usage = &assembly.usage;
+        let tools_exact = parsed.tools.is_empty() || usage.tools_exact;
+        let turn_blocks = assembly.decisions.iter().filter(|d| d.kind.is_turns());
+        let tokens_cut = turn_blocks
+            .map(|d| u64::from(d.tokens_offered.saturating_sub(d.tokens_kept)))
+            .sum();
+        Outcome::Fitted(Fitted {
+            body: out,
+            input_tokens: usage.total_tokens.saturating_add(kept_media),
+            exact: usage.exact && tools_exact && !parsed.estimated && media.exact,
+            prefix_hash: assembly.cache.prefix_hash.clone(),
+            turns_cut: count(fates.iter().filter(|f| !f.kept)),
+            results_cleared: count(fates.iter().filter(|f| f.cleared.is_some())),
+            tokens_cut,
+            changed,
+        })
+    }
+
+    fn unfit(&self, api: Api, unfit: Unfit) -> Outcome {
+        let pass = match unfit {
+            Unfit::Malformed => Pass::Malformed,
+            Unfit::NotChat => Pass::NotChat,
+            Unfit::Unsupported => Pass::Unsupported,
+        };
+        if self.settings.refuse_malformed && pass == Pass::Malformed {
+            let message = "the body is not a valid request of this API";
+            return Outcome::Refused(refusal(api, 400, "malformed", "body", message));
+        }
+        Outcome::Passed(pass)
+    }
+
+    fn overloaded(&self, api: Api) -> Outcome {
+        if self.settings.refuse_overloaded {
+            let message = "the context assembler is over its limits; retry shortly";
+            return Outcome::Refused(refusal(api, 429, "overloaded", "", message));
+        }
+        Outcome::Passed(Pass::Overloaded)
+    }
+}
+
+fn count<T>(it: impl Iterator<Item = T>) -> u32 {
+    u32::try_from(it.count()).unwrap_or(u32::MAX)
+}
+
+/// The output reserve: the request's maximum output, else the model's;
+/// `None` when it leaves no room in the window.
+fn reserve(max_output: Option<u64>, model: u32, window: u32) -> Option<u32> {
+    let reserve = match max_output {
+        Some(n) => u32::try_from(n).ok()?,
+        None => model,
+    };
+    (reserve < window).then_some(reserve)
+}
+
+/// Media tokens of a request: all of them (taken from the budget before
+/// the assembly), the system prompt's, each turn's.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Counted {
+    all: u32,
+    system: u32,
+    per_turn: Vec<u32>,
+    exact: bool,
+}
+
+impl Media {
+    /// The images of `parsed`, counted by this rule.
+    fn counted(parsed: &Parsed, rule: Media) -> Counted {
+        let mut exact = true;
+        let mut sum = |images: &[super::media::Image]| {
+            images.iter().fold(0u32, |acc, i| {
+                let c = i.count(rule);
+                exact &= c.exact;
+                acc.saturating_add(c.tokens)
+            })
+        };
+        let system = sum(&parsed.system_images);
+        let per_turn: Vec<u32> = parsed.turns.iter().map(|t| sum(&t.images)).collect();
+        let all = per_turn.iter().fold(system, |a, &b| a.saturating_add(b));
+        Counted {
+            all,
+            system,
+            per_turn,
+            exact,
+        }
+    }
+}
+
+/// The name of the block of older turns (cuttable).
+const OLDER: &str = "conversation";
+/// The name of the block of the newest turn (pinned).
+const NEWEST: &str = "newest-turn";
+
+/// The assembler's request for `parsed`: the system prompt as static
+/// segments, the turns before the newest in a block that may be cut, the
+/// newest (all of them, for a continuation) in one that may not.
+fn request(parsed: &Parsed, asks: &Asks, input: u32, output_reserve: Option<u32>) -> AssembleRequest {
+    let pin = if parsed.continued { 0 } else { newest(parsed) };
+    let item = |(i, t): (usize, &body::Turn)| Item {
+        id: i.to_string(),
+        content: t.text.clone(),
+        role: t.role,
+        tool_call_ids: t.tool_call_ids.clone(),
+        tool_call_id: t.tool_call_id.clone(),
+        thinking: t.thinking.clone(),
+        trusted: true,
+        ..Item::default()
+    };
+    let older: Vec<Item> = parsed.turns[..pin].iter().enumerate().map(item).collect();
+    let newest: Vec<Item> = parsed.turns[pin..]
+        .iter()
+        .enumerate()
+        .map(|(k, t)| item((pin + k, t)))
+        .collect();
+    let mut blocks = Vec::with_capacity(2);
+    if !older.is_empty() {
+        blocks.push(Block::new(OLDER, BlockKind::RecentTurns, older));
+    }
+    if !newest.is_empty() {
+        let mut b = Block::new(NEWEST, BlockKind::RecentTurns, newest);
+        b.cuttable = Some(false);
+        blocks.push(b);
+    }
+    AssembleRequest {
+        request_id: asks.request_id.clone(),
+        model: parsed.model.clone(),
+        max_input_tokens: Some(input),
+        output_reserve,
+        static_segments: parsed
+            .system
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Segment {
+                id: format!("system-{i}"),
+                kind: SegmentKind::System,
+                content: s.clone(),
+            })
+            .collect(),
+        blocks,
+        session_id: asks.session_id.clone(),
+        policy: asks.policy.clone(),
+        tools: parsed.tools.clone(),
+        no_query: true,
+        ..AssembleRequest::default()
+    }
+}
+
+/// Where the newest turn starts: the last user message (with the calls its
+/// tool results answer), or, in an agent loop, the last tool results with
+/// the call they answer; an assistant prefill after either goes with it.
+pub fn newest(parsed: &Parsed) -> usize {
+    use crate::vocab::Role;
+    let turns = &parsed.turns;
+    let mut at = turns.len();
+    while at > 0 && turns[at - 1].role == Some(Role::Assistant) && turns[at - 1].tool_call_ids.is_empty() {
+        at -= 1;
+    }
+    if at == 0 {
+        return 0;
+    }
+    // The element the last user or tool turn is in: the whole of it.
+    let element = turns[at - 1].parts.first().map(|p| p.element);
+    while at > 0
+        && turns[at - 1].role != Some(Role::Assistant)
+        && turns[at - 1].parts.first().map(|p| p.element) == element
+    {
+        at -= 1;
+    }
+    // Tool results: back to the call that made them (and any results
+    // before it in between).
+    while at > 0 && turns[at..].iter().any(|t| t.role == Some(Role::Tool)) {
+        let open: Vec<&str> = turns[at..]
+            .iter()
+            .filter(|t| t.role == Some(Role::Tool))
+            .map(|t| t.tool_call_id.as_str())
+            .collect();
+        let made = turns[at..]
+            .iter()
+            .flat_map(|t| t.tool_call_ids.iter())
+            .any(|id| open.contains(&id.as_str()));
+        if made || turns[at - 1].role == Some(Role::User) {
+            break;
+        }
+        at -= 1;
+    }
+    at
+}
+
+/// Each turn's fate from the assembly's decisions, with the cleared texts
+/// read from its messages; `None` when the messages do not line up with
+/// the kept turns (a template that joins messages).
+fn fates(parsed: &Parsed, assembly: &Assembly) -> Option<Vec<Fate>> {
+    let n = parsed.turns.len();
+    let mut fates = vec![Fate::default(); n];
+    let index = |id: &str| id.parse::<usize>().ok().filter(|&i| i < n);
+    let mut kept = Vec::new();
+    for d in assembly.decisions.iter().filter(|d| d.kind.is_turns()) {
+        for id in &d.kept_item_ids {
+            kept.push(index(id)?);
+        }
+        for id in &d.thinking_dropped_item_ids {
+            fates[index(id)?].thinking_dropped = true;
+        }
+    }
+    let cleared: Vec<usize> = assembly
+        .decisions
+        .iter()
+        .flat_map(|d| d.cleared_item_ids.iter())
+        .filter_map(|id| index(id))
+        .collect();
+    let skip = assembly.cache.prefix_message_count as usize + usize::from(summary(assembly).is_some());
+    let turns = assembly.messages.get(skip..)?;
+    if turns.len() != kept.len() && !cleared.is_empty() {
+        return None;
+    }
+    for (k, &t) in kept.iter().enumerate() {
+        fates[t].kept = true;
+        if cleared.contains(&t) {
+            fates[t].cleared = Some(turns.get(k)?.content.clone());
+        }
+    }
+    Some(fates)
+}
+
+/// The compacted turns' summary message, when the assembly has one.
+fn summary(assembly: &Assembly) -> Option<&str> {
+    let summarized = assembly
+        .decisions
+        .iter()
+        .any(|d| !d.summarized_item_ids.is_empty());
+    let at = assembly.cache.prefix_message_count as usize;
+    summarized
+        .then(|| assembly.messages.get(at))
+        .flatten()
+        .map(|m| m.content.as_str())
+}
+
+/// The message of a refusal for a budget overflow: what does not fit.
+fn overflow_message(needed: u64, budget: u32, model: &str, needs: &Needs) -> String {
+    let newest: u64 = needs.blocks.iter().map(|b| b.tokens).sum();
+    let mut parts = Vec::new();
+    for (what, n) in [
+        ("the system prompt", needs.static_prefix),
+        ("the tools", needs.tools),
+        ("the newest turn", newest),
+        ("the chat format", needs.framing + needs.template),
+    ] {
+        if n > 0 {
+            parts.push(format!("{what} {n}"));
+        }
+    }
+    format!(
+        "This request needs at least {needed} input tokens, over its budget of {budget} for model {model}, \
+         although older turns may be cut: {}. Shorten what is never cut, or raise max_tokens' room.",
+        parts.join(", ")
+    )
+}
+
+/// A refusal in `api`'s error shape.
+pub fn refusal(api: Api, status: u16, reason: &'static str, param: &str, message: &str) -> Refusal {
+    let body = if api.anthropic() {
+        let kind = match status {
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            _ => "invalid_request_error",
+        };
+        serde_json::json!({"type": "error", "error": {"type": kind, "message": message}})
+    } else {
+        let (kind, code) = match (status, reason) {
+            (413, _) => ("invalid_request_error", "request_too_large"),
+            (429, _) => ("rate_limit_error", "rate_limit_exceeded"),
+            (_, "context_length_exceeded") => ("invalid_request_error", "context_length_exceeded"),
+            (_, "unknown_model") => ("invalid_request_error", "model_not_found"),
+            _ => ("invalid_request_error", "invalid_request"),
+        };
+        let param = (!param.is_empty()).then_some(param);
+        serde_json::json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
+    };
+    Refusal {
+        status,
+        body: body.to_string(),
+        reason,
+    }
+}
+
+/// The 413 of a body over the limit.
+pub fn too_large(api: Api, bytes: usize, limit: usize) -> Refusal {
+    let message = format!("the request body ({bytes} bytes) is over the limit of {limit} bytes");
+    refusal(api, 413, "too_large", "", &message)
+}
+
+/// A caller's string as quoted in a message: at most 64 characters.
+fn clip(s: &str) -> &str {
+    s.char_indices().nth(64).map_or(s, |(at, _)| &s[..at])
+}
+
+/// Records a fit's outcome.
+fn record(api: Api, outcome: &Outcome) {
+    metrics::gateway_request(api.as_str(), outcome.label(), outcome.reason());
+    if let Outcome::Fitted(f) = outcome {
+        metrics::gateway_tokens_cut(api.as_str(), f.tokens_cut);
+    }
+}
+
+#[cfg(test)]
+mod tests;

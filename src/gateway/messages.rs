@@ -1,0 +1,266 @@
+//! Anthropic Messages bodies (`/v1/messages`): `system` (a string or text
+//! blocks) is the static prefix; an assistant message is one turn (its
+//! text, its `tool_use` calls by name and input, its thinking verbatim); a
+//! user message is one turn per `tool_result` block and one for the rest of
+//! its blocks, so that a result can go with its call while the user's own
+//! words stay. `tools` are counted in OpenAI's function shape (Claude's
+//! counts are estimates in any case).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::body::{Blocks, Element, Parsed, Part, Turn, Unfit, span};
+use super::chat::join;
+use super::media::Image;
+use crate::prompt::Thinking;
+use crate::vocab::Role;
+
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    system: Option<&'a RawValue>,
+    #[serde(borrow)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tools: Option<Vec<&'a RawValue>>,
+    max_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+    #[serde(borrow)]
+    content: &'a RawValue,
+}
+
+/// One content block, with the fields of every type the fit knows.
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tool_use_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    signature: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    data: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    source: Option<Source<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Source<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    data: Option<Cow<'a, str>>,
+}
+
+/// A tool definition: its name, description and input schema.
+#[derive(Deserialize)]
+struct Tool<'a> {
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    description: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    input_schema: Option<&'a RawValue>,
+}
+
+/// Parses a Messages body.
+pub fn parse(body: &str) -> Result<Parsed, Unfit> {
+    let req: Request<'_> = serde_json::from_str(body).map_err(|_| Unfit::Malformed)?;
+    let (Some(model), Some(list)) = (req.model, req.messages) else {
+        return Err(Unfit::NotChat);
+    };
+    let raw: Vec<&RawValue> = serde_json::from_str(list.get()).map_err(|_| Unfit::Malformed)?;
+    let mut p = Parsed {
+        model: model.into_owned(),
+        max_output: req.max_tokens,
+        list: span(body, list),
+        ..Parsed::default()
+    };
+    if let Some(system) = req.system {
+        let mut images = Vec::new();
+        let text = blocks_text(system, &mut images)?;
+        if !text.is_empty() {
+            p.system.push(text);
+        }
+    }
+    for t in req.tools.unwrap_or_default() {
+        p.tools.push(function_shape(t)?);
+    }
+    for (i, raw) in raw.into_iter().enumerate() {
+        let m: Message<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+        let role = match &*m.role {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            _ => return Err(Unfit::Unsupported),
+        };
+        let whole = Part {
+            element: i,
+            block: None,
+            thinking: false,
+        };
+        if m.content.get().starts_with('"') {
+            let text = serde_json::from_str::<String>(m.content.get()).map_err(|_| Unfit::Malformed)?;
+            p.elements.push(Element {
+                span: span(body, raw),
+                blocks: None,
+                fixed: false,
+            });
+            p.turns.push(Turn {
+                role: Some(role),
+                text,
+                parts: vec![whole],
+                ..Turn::default()
+            });
+            continue;
+        }
+        let items: Vec<&RawValue> = serde_json::from_str(m.content.get()).map_err(|_| Unfit::Malformed)?;
+        p.elements.push(Element {
+            span: span(body, raw),
+            blocks: Some(Blocks {
+                span: span(body, m.content),
+                items: items.iter().map(|b| span(body, b)).collect(),
+            }),
+            fixed: false,
+        });
+        let at = |b: usize, thinking: bool| Part {
+            element: i,
+            block: Some(b),
+            thinking,
+        };
+        // The message's own turn (an assistant's, or a user's words), and
+        // a turn per tool result before it.
+        let mut own = Turn {
+            role: Some(role),
+            ..Turn::default()
+        };
+        let mut pieces = Vec::new();
+        for (b, raw_block) in items.iter().enumerate() {
+            let block: Block<'_> = serde_json::from_str(raw_block.get()).map_err(|_| Unfit::Malformed)?;
+            match (&*block.kind, role) {
+                ("text", _) => {
+                    pieces.push(block.text.map(Cow::into_owned).unwrap_or_default());
+                    own.parts.push(at(b, false));
+                }
+                ("image", _) => {
+                    own.images.push(match block.source {
+                        Some(s) if s.kind == "base64" => {
+                            Image::of_base64(s.data.as_deref().unwrap_or_default())
+                        }
+                        _ => Image::default(),
+                    });
+                    own.parts.push(at(b, false));
+                }
+                ("tool_use", Role::Assistant) => {
+                    own.tool_call_ids
+                        .push(block.id.map(Cow::into_owned).unwrap_or_default());
+                    pieces.extend(block.name.map(Cow::into_owned));
+                    pieces.extend(block.input.map(|v| v.get().to_owned()));
+                    own.parts.push(at(b, false));
+                }
+                ("thinking", Role::Assistant) => {
+                    own.thinking.push(Thinking {
+                        text: block.thinking.map(Cow::into_owned).unwrap_or_default(),
+                        signature: block.signature.map(Cow::into_owned).unwrap_or_default(),
+                        redacted: false,
+                    });
+                    own.parts.push(at(b, true));
+                }
+                ("redacted_thinking", Role::Assistant) => {
+                    own.thinking.push(Thinking {
+                        text: block.data.map(Cow::into_owned).unwrap_or_default(),
+                        signature: String::new(),
+                        redacted: true,
+                    });
+                    own.parts.push(at(b, true));
+                }
+                ("tool_result", Role::User) => {
+                    let mut images = Vec::new();
+                    let text = match block.content {
+                        Some(c) => blocks_text(c, &mut images)?,
+                        None => String::new(),
+                    };
+                    p.turns.push(Turn {
+                        role: Some(Role::Tool),
+                        text,
+                        tool_call_id: block.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
+                        parts: vec![at(b, false)],
+                        clear: block.content.map(|c| span(body, c)),
+                        images,
+                        ..Turn::default()
+                    });
+                }
+                _ => return Err(Unfit::Unsupported),
+            }
+        }
+        if !own.parts.is_empty() {
+            own.text = join(pieces);
+            p.turns.push(own);
+        }
+    }
+    Ok(p)
+}
+
+/// The text of a string or of text blocks (one per line); image blocks go
+/// to `images`.
+fn blocks_text(raw: &RawValue, images: &mut Vec<Image>) -> Result<String, Unfit> {
+    match raw.get().as_bytes().first() {
+        Some(b'"') => serde_json::from_str::<String>(raw.get()).map_err(|_| Unfit::Malformed),
+        Some(b'[') => {
+            let blocks: Vec<Block<'_>> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+            let mut texts = Vec::with_capacity(blocks.len());
+            for b in blocks {
+                match &*b.kind {
+                    "text" => texts.push(b.text.map(Cow::into_owned).unwrap_or_default()),
+                    "image" => images.push(match b.source {
+                        Some(s) if s.kind == "base64" => {
+                            Image::of_base64(s.data.as_deref().unwrap_or_default())
+                        }
+                        _ => Image::default(),
+                    }),
+                    _ => return Err(Unfit::Unsupported),
+                }
+            }
+            Ok(join(texts))
+        }
+        _ => Err(Unfit::Malformed),
+    }
+}
+
+/// A Messages tool definition in OpenAI's function shape, for counting.
+fn function_shape(raw: &RawValue) -> Result<String, Unfit> {
+    let t: Tool<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+    let mut function = serde_json::Map::new();
+    function.insert("name".to_owned(), t.name.unwrap_or_default().into());
+    if let Some(d) = t.description {
+        function.insert("description".to_owned(), d.into());
+    }
+    if let Some(schema) = t.input_schema {
+        let v: serde_json::Value = serde_json::from_str(schema.get()).map_err(|_| Unfit::Malformed)?;
+        function.insert("parameters".to_owned(), v);
+    }
+    Ok(serde_json::json!({"type": "function", "function": function}).to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,306 @@
+//! OpenAI Responses bodies (`/v1/responses`): `instructions` and leading
+//! system or developer messages are the static prefix; `input` is a string
+//! (one user turn) or items. A run of `function_call` items is one
+//! assistant turn (a step's parallel calls), each `function_call_output`
+//! one tool turn, and a `reasoning` item goes with the turn after it (its
+//! thinking, carried but not counted: OpenAI does not bill it). A request
+//! with `previous_response_id` carries only its new items: it is counted,
+//! never cut.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::body::{Element, Parsed, Part, Turn, Unfit, span};
+use super::chat::join;
+use super::media::Image;
+use crate::prompt::Thinking;
+use crate::vocab::Role;
+
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    instructions: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tools: Option<Vec<&'a RawValue>>,
+    max_output_tokens: Option<u64>,
+    #[serde(borrow)]
+    previous_response_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    prompt_cache_key: Option<&'a RawValue>,
+}
+
+/// An input item, with the fields of every type the fit knows.
+#[derive(Deserialize)]
+struct Item<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    arguments: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    output: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    summary: Option<Vec<SummaryPart<'a>>>,
+    #[serde(borrow)]
+    encrypted_content: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct SummaryPart<'a> {
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+/// A content part of a message or an output.
+#[derive(Deserialize)]
+struct ContentPart<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    image_url: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    detail: Option<Cow<'a, str>>,
+}
+
+/// A Responses tool definition (`{"type": "function", "name", ...}`).
+#[derive(Deserialize)]
+struct Tool<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    description: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    parameters: Option<&'a RawValue>,
+}
+
+/// Parses a Responses body.
+pub fn parse(body: &str) -> Result<Parsed, Unfit> {
+    let req: Request<'_> = serde_json::from_str(body).map_err(|_| Unfit::Malformed)?;
+    let (Some(model), Some(input)) = (req.model, req.input) else {
+        return Err(Unfit::NotChat);
+    };
+    let mut p = Parsed {
+        model: model.into_owned(),
+        max_output: req.max_output_tokens,
+        list: span(body, input),
+        continued: req.previous_response_id.is_some(),
+        has_cache_key: req.prompt_cache_key.is_some_and(|k| k.get() != "null"),
+        ..Parsed::default()
+    };
+    if let Some(i) = req.instructions.filter(|i| !i.is_empty()) {
+        p.system.push(i.into_owned());
+    }
+    for t in req.tools.unwrap_or_default() {
+        p.tools.push(function_shape(t)?);
+    }
+    let whole = |element: usize, thinking: bool| Part {
+        element,
+        block: None,
+        thinking,
+    };
+    if input.get().starts_with('"') {
+        let text = serde_json::from_str::<String>(input.get()).map_err(|_| Unfit::Malformed)?;
+        p.elements.push(Element {
+            span: span(body, input),
+            blocks: None,
+            fixed: false,
+        });
+        p.turns.push(Turn {
+            role: Some(Role::User),
+            text,
+            parts: vec![whole(0, false)],
+            ..Turn::default()
+        });
+        return Ok(p);
+    }
+    let raw: Vec<&RawValue> = serde_json::from_str(input.get()).map_err(|_| Unfit::Malformed)?;
+    let mut begun = false;
+    // Reasoning waiting for the turn it goes with.
+    let mut pending: Vec<(usize, Thinking)> = Vec::new();
+    // The assistant turn a run of calls is gathering into.
+    let mut calls: Option<Turn> = None;
+    for (i, raw) in raw.into_iter().enumerate() {
+        let item: Item<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+        let kind = item.kind.as_deref().unwrap_or("message");
+        let system = kind == "message" && matches!(item.role.as_deref(), Some("system" | "developer"));
+        let fixed = system && !begun;
+        p.elements.push(Element {
+            span: span(body, raw),
+            blocks: None,
+            fixed,
+        });
+        if fixed {
+            let mut images = Vec::new();
+            p.system.push(content_text(item.content, &mut images)?);
+            p.system_images.extend(images);
+            continue;
+        }
+        begun = true;
+        if kind != "function_call"
+            && kind != "reasoning"
+            && let Some(turn) = calls.take()
+        {
+            p.turns.push(turn);
+        }
+        match kind {
+            "reasoning" => {
+                let text = item
+                    .summary
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|s| s.text.map(Cow::into_owned))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let encrypted = item.encrypted_content.map(Cow::into_owned);
+                pending.push((
+                    i,
+                    Thinking {
+                        redacted: encrypted.is_some(),
+                        text: encrypted.unwrap_or(text),
+                        signature: String::new(),
+                    },
+                ));
+            }
+            "function_call" => {
+                let turn = calls.get_or_insert_with(|| Turn {
+                    role: Some(Role::Assistant),
+                    ..Turn::default()
+                });
+                attach(turn, &mut pending, whole);
+                turn.tool_call_ids
+                    .push(item.call_id.map(Cow::into_owned).unwrap_or_default());
+                let mut pieces = vec![std::mem::take(&mut turn.text)];
+                pieces.extend(item.name.map(Cow::into_owned));
+                pieces.extend(item.arguments.map(Cow::into_owned));
+                turn.text = join(pieces);
+                turn.parts.push(whole(i, false));
+                p.estimated = true;
+            }
+            "function_call_output" => {
+                let mut images = Vec::new();
+                let text = match item.output {
+                    Some(o) => content_text(Some(o), &mut images)?,
+                    None => String::new(),
+                };
+                p.turns.push(Turn {
+                    role: Some(Role::Tool),
+                    text,
+                    tool_call_id: item.call_id.map(Cow::into_owned).unwrap_or_default(),
+                    parts: vec![whole(i, false)],
+                    clear: item.output.map(|o| span(body, o)),
+                    images,
+                    ..Turn::default()
+                });
+            }
+            "message" => {
+                let role = match item.role.as_deref() {
+                    Some("user") => Role::User,
+                    Some("assistant") => Role::Assistant,
+                    Some("system" | "developer") => Role::System,
+                    _ => return Err(Unfit::Unsupported),
+                };
+                let mut turn = Turn {
+                    role: Some(role),
+                    ..Turn::default()
+                };
+                turn.text = content_text(item.content, &mut turn.images)?;
+                if role == Role::Assistant {
+                    attach(&mut turn, &mut pending, whole);
+                }
+                turn.parts.push(whole(i, false));
+                p.turns.push(turn);
+            }
+            _ => return Err(Unfit::Unsupported),
+        }
+    }
+    if let Some(turn) = calls.take() {
+        p.turns.push(turn);
+    }
+    // Reasoning with no turn after it stays with the turn before it.
+    if let Some(last) = p.turns.last_mut() {
+        for (i, t) in pending.drain(..) {
+            last.parts.push(whole(i, true));
+            if last.role == Some(Role::Assistant) {
+                last.thinking.push(t);
+            }
+        }
+    }
+    if !pending.is_empty() {
+        return Err(Unfit::Unsupported);
+    }
+    Ok(p)
+}
+
+/// Gives the waiting reasoning to `turn`.
+fn attach(turn: &mut Turn, pending: &mut Vec<(usize, Thinking)>, whole: impl Fn(usize, bool) -> Part) {
+    for (i, t) in pending.drain(..) {
+        turn.parts.push(whole(i, true));
+        turn.thinking.push(t);
+    }
+}
+
+/// The text of a string or of content parts (one per line); image parts go
+/// to `images`.
+fn content_text(content: Option<&RawValue>, images: &mut Vec<Image>) -> Result<String, Unfit> {
+    let Some(raw) = content else {
+        return Ok(String::new());
+    };
+    match raw.get().as_bytes().first() {
+        Some(b'"') => serde_json::from_str::<String>(raw.get()).map_err(|_| Unfit::Malformed),
+        Some(b'[') => {
+            let parts: Vec<ContentPart<'_>> =
+                serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+            let mut texts = Vec::with_capacity(parts.len());
+            for part in parts {
+                match &*part.kind {
+                    "input_text" | "output_text" | "text" => {
+                        texts.push(part.text.map(Cow::into_owned).unwrap_or_default());
+                    }
+                    "input_image" => images.push(match part.image_url {
+                        Some(url) => Image::of_url(&url, part.detail.as_deref()),
+                        None => Image::default(),
+                    }),
+                    _ => return Err(Unfit::Unsupported),
+                }
+            }
+            Ok(join(texts))
+        }
+        _ => Err(Unfit::Malformed),
+    }
+}
+
+/// A Responses tool definition in Chat's function shape, for counting.
+fn function_shape(raw: &RawValue) -> Result<String, Unfit> {
+    let t: Tool<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+    let mut function = serde_json::Map::new();
+    let name = t.name.or(t.kind).unwrap_or_default();
+    function.insert("name".to_owned(), name.into());
+    if let Some(d) = t.description {
+        function.insert("description".to_owned(), d.into());
+    }
+    if let Some(schema) = t.parameters {
+        let v: serde_json::Value = serde_json::from_str(schema.get()).map_err(|_| Unfit::Malformed)?;
+        function.insert("parameters".to_owned(), v);
+    }
+    Ok(serde_json::json!({"type": "function", "function": function}).to_string())
+}
+
+#[cfg(test)]
+mod tests;

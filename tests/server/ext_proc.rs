@@ -1,0 +1,443 @@
+//! Envoy's external processor through the real server, spoken as Envoy
+//! speaks it: a stream per HTTP request, in both body modes. What reaches
+//! the upstream is what the answers say: the fitted body (its messages the
+//! client's bytes), its `content-length`, the count headers and the
+//! dynamic metadata; or an immediate response in the provider's shape.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::common::TestServer;
+use context_assembler::gateway::ext_proc::header_map;
+use context_assembler::gateway::pb::ext_proc::external_processor_client::ExternalProcessorClient;
+use context_assembler::gateway::pb::ext_proc::{
+    BodyMutation, HttpBody, HttpHeaders, HttpTrailers, ProcessingRequest, ProcessingResponse,
+    ProtocolConfiguration, body_mutation, processing_request, processing_response,
+};
+use context_assembler::gateway::pb::mode::processing_mode::BodySendMode;
+
+/// What the upstream would receive (or the client, for an immediate
+/// response), rebuilt from the processor's answers.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Headers set, in order.
+    headers: Vec<(String, String)>,
+    /// The body sent on: replaced, streamed back, or `None` (the
+    /// original, untouched).
+    body: Option<Vec<u8>>,
+    /// An immediate response: status and body.
+    immediate: Option<(i32, Vec<u8>)>,
+    /// The dynamic metadata's `context_assembler` namespace.
+    metadata: Option<prost_types::Struct>,
+    /// Answers, by kind, in order.
+    kinds: Vec<&'static str>,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn body_or<'a>(&'a self, original: &'a [u8]) -> &'a [u8] {
+        self.body.as_deref().unwrap_or(original)
+    }
+
+    fn take(&mut self, answer: ProcessingResponse) {
+        use processing_response::Response as R;
+        if let Some(m) = answer.dynamic_metadata {
+            self.metadata = Some(m);
+        }
+        let common = match answer.response {
+            Some(R::RequestHeaders(h)) => {
+                self.kinds.push("headers");
+                h.response
+            }
+            Some(R::RequestBody(b)) => {
+                self.kinds.push("body");
+                b.response
+            }
+            Some(R::RequestTrailers(_)) => {
+                self.kinds.push("trailers");
+                None
+            }
+            Some(R::ImmediateResponse(i)) => {
+                self.kinds.push("immediate");
+                self.immediate = Some((i.status.map_or(0, |s| s.code), i.body.to_vec()));
+                None
+            }
+            _ => {
+                self.kinds.push("other");
+                None
+            }
+        };
+        let Some(c) = common else { return };
+        for h in c.header_mutation.map(|m| m.set_headers).unwrap_or_default() {
+            let h = h.header.unwrap();
+            let value = if h.raw_value.is_empty() {
+                h.value
+            } else {
+                String::from_utf8(h.raw_value.to_vec()).unwrap()
+            };
+            self.headers.push((h.key, value));
+        }
+        match c.body_mutation.and_then(|m: BodyMutation| m.mutation) {
+            Some(body_mutation::Mutation::Body(b)) => self.body = Some(b.to_vec()),
+            Some(body_mutation::Mutation::StreamedResponse(s)) => {
+                self.body.get_or_insert_with(Vec::new).extend_from_slice(&s.body);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn headers_message(path: &str, extra: &[(&str, &str)], mode: BodySendMode) -> ProcessingRequest {
+    let mut pairs = vec![
+        (":method", "POST"),
+        (":path", path),
+        ("content-type", "application/json"),
+    ];
+    pairs.extend_from_slice(extra);
+    ProcessingRequest {
+        request: Some(processing_request::Request::RequestHeaders(HttpHeaders {
+            headers: Some(header_map(&pairs)),
+            end_of_stream: false,
+        })),
+        protocol_config: Some(ProtocolConfiguration {
+            request_body_mode: mode as i32,
+            ..ProtocolConfiguration::default()
+        }),
+        ..ProcessingRequest::default()
+    }
+}
+
+fn body_message(chunk: &[u8], end: bool) -> ProcessingRequest {
+    ProcessingRequest {
+        request: Some(processing_request::Request::RequestBody(HttpBody {
+            body: Bytes::copy_from_slice(chunk),
+            end_of_stream: end,
+        })),
+        ..ProcessingRequest::default()
+    }
+}
+
+/// The next answer, within 30 s.
+async fn next(answers: &mut tonic::Streaming<ProcessingResponse>) -> Option<ProcessingResponse> {
+    tokio::time::timeout(Duration::from_secs(30), answers.message())
+        .await
+        .expect("an answer within 30 s")
+        .expect("the stream stays up")
+}
+
+/// One HTTP request through the processor as Envoy sends it in `mode`:
+/// buffered waits for each answer before the next message; full duplex
+/// sends the body in `chunks` pieces (and trailers when asked), then reads
+/// every answer.
+async fn process(
+    server: &TestServer,
+    mode: BodySendMode,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: &[u8],
+    chunks: usize,
+    trailers: bool,
+) -> Seen {
+    let mut client = ExternalProcessorClient::new(server.channel.clone());
+    let (tx, rx) = mpsc::channel(64);
+    let mut answers = client
+        .process(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seen = Seen::default();
+    tx.send(headers_message(path, extra, mode)).await.unwrap();
+    if mode == BodySendMode::Buffered {
+        seen.take(next(&mut answers).await.unwrap());
+        tx.send(body_message(body, true)).await.unwrap();
+        seen.take(next(&mut answers).await.unwrap());
+        drop(tx);
+        return seen;
+    }
+    let size = body.len().div_ceil(chunks.max(1)).max(1);
+    let pieces: Vec<&[u8]> = body.chunks(size).collect();
+    for (i, piece) in pieces.iter().enumerate() {
+        let end = i + 1 == pieces.len() && !trailers;
+        tx.send(body_message(piece, end)).await.unwrap();
+    }
+    if trailers {
+        tx.send(ProcessingRequest {
+            request: Some(processing_request::Request::RequestTrailers(
+                HttpTrailers::default(),
+            )),
+            ..ProcessingRequest::default()
+        })
+        .await
+        .unwrap();
+    }
+    // Every answer arrives; a refusal is one immediate response.
+    loop {
+        let Some(answer) = next(&mut answers).await else {
+            break;
+        };
+        let immediate = matches!(
+            answer.response,
+            Some(processing_response::Response::ImmediateResponse(_))
+        );
+        let done = match &answer.response {
+            Some(processing_response::Response::RequestBody(b)) => b
+                .response
+                .as_ref()
+                .and_then(|c| c.body_mutation.as_ref())
+                .is_some_and(|m| {
+                    matches!(&m.mutation, Some(body_mutation::Mutation::StreamedResponse(s)) if s.end_of_stream)
+                }),
+            Some(processing_response::Response::RequestTrailers(_)) => true,
+            _ => false,
+        };
+        seen.take(answer);
+        if immediate || done {
+            break;
+        }
+    }
+    drop(tx);
+    seen
+}
+
+/// A chat of `turns` exchanges behind a system prompt, written with its own
+/// spacing and key order (so byte-identity means something).
+fn chat_body(turns: usize, extra: &str) -> String {
+    let mut messages =
+        vec![r#"{"content": "You are the support assistant. Answer briefly.", "role": "system"}"#.to_owned()];
+    for t in 0..turns {
+        messages.push(format!(
+            r#"{{"role":"user",  "content":"Question {t}: how do refunds work for order number {t} placed last week, and what happens when the card expired?"}}"#
+        ));
+        messages.push(format!(
+            r#"{{"content":"Answer {t}: refunds go back to the card within five days; an expired card is refunded by the bank to the same account, which can take up to ten days.","role":"assistant"}}"#
+        ));
+    }
+    messages.push(
+        r#"{"role":"user","content":"And the newest question, kept whole: \u00e9t\u00e9?"}"#.to_owned(),
+    );
+    format!(
+        r#"{{"model":"gpt-4o", "temperature": 0.25,"messages":[{}] ,"stream":false{extra}}}"#,
+        messages.join(", ")
+    )
+}
+
+fn messages_of(body: &[u8]) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(body).unwrap();
+    v["messages"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn an_over_budget_chat_is_fitted_in_both_modes_keeping_the_clients_bytes() {
+    let server = TestServer::start().await;
+    let body = chat_body(30, "");
+    for (mode, chunks, trailers) in [
+        (BodySendMode::Buffered, 1, false),
+        (BodySendMode::FullDuplexStreamed, 7, false),
+        (BodySendMode::FullDuplexStreamed, 3, true),
+    ] {
+        let seen = process(
+            &server,
+            mode,
+            "/v1/chat/completions",
+            &[("x-context-budget", "1200")],
+            body.as_bytes(),
+            chunks,
+            trailers,
+        )
+        .await;
+        assert!(seen.immediate.is_none(), "{mode:?}: {seen:?}");
+        let sent = seen.body.clone().expect("a fitted body");
+        assert_eq!(
+            seen.header("content-length"),
+            Some(sent.len().to_string().as_str()),
+            "{mode:?}"
+        );
+        let tokens: u32 = seen
+            .header("x-context-assembler-input-tokens")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(tokens <= 1200 && tokens > 200, "{mode:?}: {tokens}");
+        assert_eq!(seen.header("x-context-assembler-exact"), Some("true"));
+        let text = String::from_utf8(sent.clone()).unwrap();
+        // Other fields as the client wrote them; the cache key added.
+        assert!(
+            text.starts_with(r#"{"model":"gpt-4o", "temperature": 0.25,"messages":["#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"] ,"stream":false,"prompt_cache_key":""#),
+            "{text}"
+        );
+        let sent_messages = messages_of(&sent);
+        let original = messages_of(body.as_bytes());
+        assert!(sent_messages.len() < original.len());
+        assert_eq!(sent_messages.first(), original.first());
+        assert_eq!(sent_messages.last(), original.last());
+        // Every message but an inserted summary is the client's, byte for byte.
+        for m in &sent_messages {
+            let raw = m.to_string();
+            let summary = m["content"].as_str().is_some_and(|c| c.starts_with("<summary"));
+            assert!(summary || original.contains(m), "{mode:?}: {raw}");
+        }
+        assert!(
+            text.contains(
+                r#"{"role":"user","content":"And the newest question, kept whole: \u00e9t\u00e9?"}"#
+            )
+        );
+        let ns = seen.metadata.as_ref().unwrap().fields["context_assembler"].clone();
+        let Some(prost_types::value::Kind::StructValue(ns)) = ns.kind else {
+            panic!("{ns:?}")
+        };
+        let number = |k: &str| match ns.fields[k].kind {
+            Some(prost_types::value::Kind::NumberValue(n)) => n,
+            ref other => panic!("{k}: {other:?}"),
+        };
+        assert_eq!(number("input_tokens"), f64::from(tokens));
+        assert!(number("turns_cut") > 0.0);
+        if mode == BodySendMode::FullDuplexStreamed {
+            // Headers first, then the body, then the trailers' answer.
+            assert_eq!(seen.kinds.first(), Some(&"headers"), "{:?}", seen.kinds);
+            if trailers {
+                assert_eq!(seen.kinds.last(), Some(&"trailers"), "{:?}", seen.kinds);
+            }
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_chat_that_fits_goes_on_as_the_client_sent_it() {
+    let server = TestServer::start().await;
+    let body = chat_body(2, r#","prompt_cache_key":"mine""#);
+    for mode in [BodySendMode::Buffered, BodySendMode::FullDuplexStreamed] {
+        let seen = process(
+            &server,
+            mode,
+            "/v1/chat/completions",
+            &[],
+            body.as_bytes(),
+            2,
+            false,
+        )
+        .await;
+        assert!(seen.immediate.is_none());
+        assert_eq!(seen.body_or(body.as_bytes()), body.as_bytes(), "{mode:?}");
+        assert!(seen.header("x-context-assembler-input-tokens").is_some());
+        assert_eq!(
+            seen.header("content-length"),
+            None,
+            "{mode:?}: unchanged, its length stands"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn what_cannot_fit_is_refused_in_the_providers_shape() {
+    let server = TestServer::start().await;
+    let big = "word ".repeat(3000);
+    let openai = json!({"model": "gpt-4o", "messages": [{"role": "system", "content": big}, {"role": "user", "content": "hi"}]});
+    let anthropic = json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": big, "messages": [{"role": "user", "content": "hi"}]});
+    for mode in [BodySendMode::Buffered, BodySendMode::FullDuplexStreamed] {
+        let seen = process(
+            &server,
+            mode,
+            "/v1/chat/completions",
+            &[("x-context-budget", "1000")],
+            openai.to_string().as_bytes(),
+            1,
+            false,
+        )
+        .await;
+        let (status, body) = seen.immediate.clone().expect("refused");
+        assert_eq!(status, 400);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["code"], "context_length_exceeded");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["param"], "messages");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("the system prompt")
+        );
+        let seen = process(
+            &server,
+            mode,
+            "/v1/messages",
+            &[("x-context-budget", "1000")],
+            anthropic.to_string().as_bytes(),
+            1,
+            false,
+        )
+        .await;
+        let (status, body) = seen.immediate.clone().expect("refused");
+        assert_eq!(status, 400);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["type"], "error");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn other_paths_bad_bodies_and_unknown_models_pass_untouched() {
+    let server = TestServer::start().await;
+    let cases: [(&str, &[u8]); 4] = [
+        ("/v1/embeddings", br#"{"model":"gpt-4o","input":"x"}"#),
+        ("/v1/chat/completions", b"{not json"),
+        (
+            "/v1/chat/completions",
+            br#"{"model":"no-such-model","messages":[{"role":"user","content":"x"}]}"#,
+        ),
+        (
+            "/v1/messages",
+            br#"{"model":"claude-sonnet-4-5","messages":[{"role":"narrator","content":"x"}]}"#,
+        ),
+    ];
+    for mode in [BodySendMode::Buffered, BodySendMode::FullDuplexStreamed] {
+        for (path, body) in cases {
+            let seen = process(&server, mode, path, &[], body, 2, false).await;
+            assert!(seen.immediate.is_none(), "{path}");
+            assert_eq!(seen.body_or(body), body, "{mode:?} {path}");
+            assert!(seen.header("x-context-assembler-input-tokens").is_none());
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413() {
+    let mut args = TestServer::args();
+    args.max_request_bytes = Some(64 * 1024);
+    let server = TestServer::start_with(args).await;
+    let body = chat_body(400, "");
+    assert!(body.len() > 64 * 1024);
+    let seen = process(
+        &server,
+        BodySendMode::FullDuplexStreamed,
+        "/v1/chat/completions",
+        &[],
+        body.as_bytes(),
+        8,
+        false,
+    )
+    .await;
+    let (status, body) = seen.immediate.expect("refused");
+    assert_eq!(status, 413);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["error"]["code"], "request_too_large");
+    server.stop().await;
+}
