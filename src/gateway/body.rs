@@ -297,19 +297,20 @@ fn apply(body: &str, range: Range<usize>, edits: &[(Range<usize>, String)]) -> S
     out
 }
 
-/// Inserts `"key":value` as the last member of the top-level object.
+/// Inserts `"key":value` as the last member of the top-level object,
+/// right after the value before it (the caller's spacing stays).
 pub fn add_member(body: &str, key: &str, value_json: &str) -> String {
     let end = body.trim_end().len();
     let close = body[..end].rfind('}').unwrap_or(end);
-    let before = body[..close].trim_end();
-    let sep = if before.ends_with('{') { "" } else { "," };
+    let last = body[..close].trim_end().len();
+    let sep = if body[..last].ends_with('{') { "" } else { "," };
     let mut out = String::with_capacity(body.len() + key.len() + value_json.len() + 4);
-    out.push_str(before);
+    out.push_str(&body[..last]);
     out.push_str(sep);
     out.push_str(&quoted(key));
     out.push(':');
     out.push_str(value_json);
-    out.push_str(&body[close..]);
+    out.push_str(&body[last..]);
     out
 }
 

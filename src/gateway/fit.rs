@@ -353,7 +353,11 @@ impl Fitter {
             .sum();
         Outcome::Fitted(Fitted {
             body: out,
-            input_tokens: usage.total_tokens.saturating_add(kept_media),
+            // The tools are reserved from the budget beside the messages.
+            input_tokens: usage
+                .total_tokens
+                .saturating_add(usage.tools_tokens)
+                .saturating_add(kept_media),
             exact: usage.exact && tools_exact && !parsed.estimated && media.exact,
             prefix_hash: assembly.cache.prefix_hash.clone(),
             turns_cut: count(fates.iter().filter(|f| !f.kept)),

@@ -9,11 +9,14 @@
 //! - [`media`]: images counted by the provider's rule.
 //! - [`fit`]: the request for the assembler, its decisions spliced back,
 //!   refusals in the provider's shape.
+//! - [`ext_proc`]: Envoy's processor; [`http`]: the HTTP fit endpoints on
+//!   the render node's listener.
 
 pub mod body;
 pub mod chat;
 pub mod ext_proc;
 pub mod fit;
+pub mod http;
 pub mod media;
 pub mod messages;
 pub mod pb;

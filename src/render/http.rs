@@ -7,6 +7,7 @@
 //! another's.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,17 +53,50 @@ pub trait Admission: Send + Sync + 'static {
     fn max_connections(&self) -> u32;
 }
 
+/// Routes a room above serves on the render node's listener beside the
+/// render contract (the gateway's HTTP fit endpoints): the node only hands
+/// them their requests.
+pub trait Extra: Send + Sync + 'static {
+    /// Whether `path` is one of its routes.
+    fn serves(&self, path: &str) -> bool;
+    /// Answers a request to one of its routes.
+    fn answer(
+        &self,
+        req: Request<Incoming>,
+    ) -> Pin<Box<dyn Future<Output = Response<Full<Bytes>>> + Send + '_>>;
+}
+
 /// The render node: a renderer and the admission it works under.
-#[derive(Debug)]
 pub struct RenderNode<A> {
     renderer: Renderer,
     admission: A,
+    extra: Option<Arc<dyn Extra>>,
+}
+
+impl<A: std::fmt::Debug> std::fmt::Debug for RenderNode<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderNode")
+            .field("renderer", &self.renderer)
+            .field("admission", &self.admission)
+            .field("extra", &self.extra.is_some())
+            .finish()
+    }
 }
 
 impl<A: Admission> RenderNode<A> {
     /// A node rendering with `renderer` under `admission`.
     pub fn new(renderer: Renderer, admission: A) -> Self {
-        RenderNode { renderer, admission }
+        RenderNode {
+            renderer,
+            admission,
+            extra: None,
+        }
+    }
+
+    /// The same node serving `extra`'s routes too.
+    pub fn with_extra(mut self, extra: Arc<dyn Extra>) -> Self {
+        self.extra = Some(extra);
+        self
     }
 }
 
@@ -150,6 +184,11 @@ impl From<BodyError> for Failure {
 
 /// Answers one request.
 async fn route<A: Admission>(node: Arc<RenderNode<A>>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    if let Some(extra) = node.extra.clone()
+        && extra.serves(req.uri().path())
+    {
+        return extra.answer(req).await;
+    }
     let endpoint = match (req.method(), req.uri().path()) {
         (&Method::GET, "/health") => return Response::new(Full::new(Bytes::new())),
         (&Method::GET, "/v1/models") => {
@@ -316,7 +355,9 @@ fn models(renderer: &Renderer) -> Value {
 }
 
 /// The code label of an answer's status, as the gRPC series name codes.
-fn code_label(status: StatusCode) -> &'static str {
+/// The `code` label of an HTTP status, in gRPC's words (the request
+/// series is shared with the gRPC listener).
+pub fn code_label(status: StatusCode) -> &'static str {
     match status {
         StatusCode::OK => "OK",
         StatusCode::NOT_FOUND => "NOT_FOUND",

@@ -25,6 +25,7 @@ use tracing::{debug, info, warn};
 use crate::assemble::Assembler;
 use crate::assemble::flow::Flow;
 use crate::config::{ListenAddr, ServerConfig};
+use crate::gateway::http::FitRoutes;
 use crate::gateway::{self, ExtProc, Fitter};
 use crate::grpc::admission::Admission;
 use crate::grpc::auth::{Authority, ClientIdentity};
@@ -279,12 +280,22 @@ impl Bound {
         let limits = config.limits;
         let admission = Admission::new(limits);
         let (drain_tx, drain_rx) = watch::channel(false);
+        let fitter = Fitter::new(
+            assembler.clone(),
+            Flow::new(assembler.clone(), memories.clone()),
+            admission.clone(),
+            gateway::Settings {
+                max_body_bytes: limits.max_request_bytes as usize,
+                ..gateway::Settings::default()
+            },
+        );
         let render_node = render_listener.map(|l| {
             info!(addr = %l.shown(), "render node listening");
             tokio::spawn(render_node::serve(
                 l,
                 assembler.clone(),
                 admission.clone(),
+                Arc::new(FitRoutes::new(fitter.clone())),
                 drain_rx.clone(),
             ))
         });
@@ -298,15 +309,6 @@ impl Bound {
             // most 5 bytes for 1), plus the report: bounded all the same.
             .max_decoding_message_size(limits.max_request_bytes as usize)
             .max_encoding_message_size(max_response_bytes(limits.max_request_bytes));
-        let fitter = Fitter::new(
-            assembler.clone(),
-            Flow::new(assembler.clone(), memories.clone()),
-            admission.clone(),
-            gateway::Settings {
-                max_body_bytes: limits.max_request_bytes as usize,
-                ..gateway::Settings::default()
-            },
-        );
         let ext_proc = ExtProc::new(
             fitter.clone(),
             drain_rx.clone(),

@@ -1,7 +1,7 @@
 //! The render node beside the gRPC server: its listener served with the
 //! server's own admission (the same limits and work slots), each refusal
 //! counted under the endpoint's label as gRPC's are, and drained with the
-//! server.
+//! server. The gateway's HTTP fit endpoints share its listener.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use super::listener::Listener;
 use crate::assemble::Assembler;
 use crate::grpc::admission::{Admission, Permit};
 use crate::render::Renderer;
-use crate::render::http::{self, RenderNode};
+use crate::render::http::{self, Extra, RenderNode};
 use crate::telemetry::metrics;
 
 /// The gRPC admission as the render node asks for it.
@@ -45,9 +45,10 @@ pub(super) async fn serve(
     listener: Listener,
     assembler: Arc<Assembler>,
     admission: Admission,
+    extra: Arc<dyn Extra>,
     mut drain: watch::Receiver<bool>,
 ) {
-    let node = RenderNode::new(Renderer::new(assembler), Slots(admission));
+    let node = RenderNode::new(Renderer::new(assembler), Slots(admission)).with_extra(extra);
     let draining = async move {
         // The sender lives as long as the server's serve: gone means done.
         let _ = drain.wait_for(|d| *d).await;

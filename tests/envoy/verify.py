@@ -325,8 +325,27 @@ def check_anthropic(c, client_raw, client_msgs_raw, upstream_raw):
         if ids:
             by_results[ids] = j
 
+    thinking_kinds = ("thinking", "redacted_thinking")
+
+    def without_thinking(m):
+        """The client message this assistant message is, less its thinking
+        blocks (a closed tool cycle's thinking is dropped whole), every other
+        block and member unchanged."""
+        content = m.get("content")
+        for j, cm in enumerate(client_msgs):
+            cc = cm.get("content")
+            if not isinstance(cc, list) or not any(b.get("type") in thinking_kinds for b in cc):
+                continue
+            rest = [b for b in cc if b.get("type") not in thinking_kinds]
+            others = {k: v for k, v in cm.items() if k != "content"}
+            if rest == content and others == {k: v for k, v in m.items() if k != "content"}:
+                return j
+        return None
+
     def placeholder(m):
         content = m.get("content")
+        if m.get("role") == "assistant" and isinstance(content, list):
+            return without_thinking(m)
         if m.get("role") != "user" or not isinstance(content, list):
             return None
         results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]

@@ -441,3 +441,96 @@ async fn a_body_over_the_limit_is_413() {
     assert_eq!(v["error"]["code"], "request_too_large");
     server.stop().await;
 }
+
+/// One HTTP/1.1 POST: status, headers (lower-case names) and body.
+async fn post(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&out[..at]).into_owned();
+    let status = head[9..12].parse().unwrap();
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers, out[at + 4..].to_vec())
+}
+
+#[tokio::test]
+async fn the_http_fit_answers_what_the_processor_would_send() {
+    let args = context_assembler::config::ServeArgs {
+        render_listen: Some("127.0.0.1:0".to_owned()),
+        ..TestServer::args()
+    };
+    let server = TestServer::start_with(args).await;
+    let addr = server.render.unwrap();
+    let body = chat_body(30, "");
+    let budget = [("x-context-budget", "1200")];
+    let (status, headers, sent) = post(addr, "/v1/fit/chat/completions", &budget, body.as_bytes()).await;
+    assert_eq!(status, 200);
+    let header = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let tokens: u32 = header("x-context-assembler-input-tokens")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(tokens <= 1200);
+    // The same bytes the processor sends upstream.
+    let seen = process(
+        &server,
+        BodySendMode::Buffered,
+        "/v1/chat/completions",
+        &budget,
+        body.as_bytes(),
+        1,
+        false,
+    )
+    .await;
+    assert_eq!(seen.body.as_deref(), Some(sent.as_slice()));
+    assert_eq!(
+        seen.header("x-context-assembler-input-tokens"),
+        Some(tokens.to_string().as_str())
+    );
+    // Passed on as it came, saying why.
+    let bad = br#"{"model":"no-such-model","messages":[]}"#;
+    let (status, headers, sent) = post(addr, "/v1/fit/chat/completions", &[], bad).await;
+    assert_eq!(status, 200);
+    assert_eq!(sent, bad);
+    assert!(headers.contains(&(
+        "x-context-assembler-passed".to_owned(),
+        "unknown_model".to_owned()
+    )));
+    // Refused in the provider's shape.
+    let big = json!({"model": "claude-sonnet-4-5", "max_tokens": 10, "system": "word ".repeat(3000), "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _, sent) = post(
+        addr,
+        "/v1/fit/messages",
+        &[("x-context-budget", "500")],
+        big.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let v: Value = serde_json::from_slice(&sent).unwrap();
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    let (status, _, _) = post(addr, "/v1/fit/embeddings", &[], b"{}").await;
+    assert_eq!(status, 404);
+    server.stop().await;
+}

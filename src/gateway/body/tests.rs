@@ -88,7 +88,8 @@ fn an_anthropic_message_loses_only_the_blocks_of_dropped_turns() {
 #[test]
 fn a_member_is_added_at_the_end_of_the_object() {
     assert_eq!(add_member(r#"{"a":1} "#, "k", r#""v""#), r#"{"a":1,"k":"v"} "#);
-    assert_eq!(add_member("{ }", "k", "1"), r#"{"k":1}"#);
+    assert_eq!(add_member("{\"a\" : 1\n}\n", "k", "2"), "{\"a\" : 1,\"k\":2\n}\n");
+    assert_eq!(add_member("{ }", "k", "1"), r#"{"k":1 }"#);
 }
 
 fn chat_of(texts: &[String]) -> String {
