@@ -151,6 +151,8 @@ pub struct Parsed {
     pub estimated: bool,
     /// Images of the system prompt.
     pub system_images: Vec<Image>,
+    /// Where cache markers can go (Anthropic's Messages).
+    pub marks: Marks,
 }
 
 /// The byte range of `raw` inside `body` (`raw` was borrowed from it).
@@ -162,6 +164,51 @@ pub fn span(body: &str, raw: &RawValue) -> Range<usize> {
 /// A JSON string literal of `text`.
 pub fn quoted(text: &str) -> String {
     serde_json::Value::String(text.to_owned()).to_string()
+}
+
+/// A change at a place in the caller's bytes: the range replaced (empty:
+/// an insertion) and the text put there.
+pub type Edit = (Range<usize>, String);
+
+/// Where a cache marker can go: an object to add `cache_control` to (a
+/// content block, a tool), or a string content to wrap as one text block
+/// that carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spot {
+    /// The object's or the string's bytes.
+    pub span: Range<usize>,
+    /// A string content (wrapped), not an object.
+    pub text: bool,
+    /// The caller already marked it.
+    pub marked: bool,
+}
+
+impl Spot {
+    /// The edit that marks this spot with `marker` (the `cache_control`
+    /// value's JSON).
+    pub fn mark(&self, body: &str, marker: &str) -> Edit {
+        if self.text {
+            let text = &body[self.span.clone()];
+            let wrapped = format!(r#"[{{"type":"text","text":{text},"cache_control":{marker}}}]"#);
+            return (self.span.clone(), wrapped);
+        }
+        // Before the object's closing brace (a value's bytes end with it).
+        let at = self.span.end.saturating_sub(1);
+        (at..at, format!(r#","cache_control":{marker}"#))
+    }
+}
+
+/// Anthropic's places for cache markers, and the caller's own count.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Marks {
+    /// The end of the system prompt (its last block, or its string).
+    pub system: Option<Spot>,
+    /// Each tool definition.
+    pub tools: Vec<Spot>,
+    /// Each element's last block (or its string content).
+    pub elements: Vec<Option<Spot>>,
+    /// Markers the caller placed anywhere in the request.
+    pub caller: usize,
 }
 
 /// What became of a turn.
@@ -177,9 +224,11 @@ pub struct Fate {
 
 /// Writes the fitted body: `body` with the list's elements kept as `fates`
 /// say, each kept element byte for byte as the caller wrote it unless a
-/// block of it went or its content was cleared, and `summary` (an element
-/// already in the API's shape) inserted after the fixed elements.
-pub fn splice(body: &str, parsed: &Parsed, fates: &[Fate], summary: Option<&str>) -> String {
+/// block of it went or its content was cleared, `summary` (an element
+/// already in the API's shape) inserted after the fixed elements, and the
+/// `extra` edits (sorted, apart from each other and from the clearings:
+/// cache markers) made where they fall.
+pub fn splice(body: &str, parsed: &Parsed, fates: &[Fate], summary: Option<&str>, extra: &[Edit]) -> String {
     // Which parts of each element stay.
     let n = parsed.elements.len();
     let mut owned: Vec<Vec<(usize, Part)>> = vec![Vec::new(); n];
@@ -191,7 +240,7 @@ pub fn splice(body: &str, parsed: &Parsed, fates: &[Fate], summary: Option<&str>
         }
     }
     let mut out = String::with_capacity(body.len() + summary.map_or(0, str::len) + 2);
-    out.push_str(&body[..parsed.list.start]);
+    out.push_str(&apply(body, 0..parsed.list.start, extra));
     out.push('[');
     let mut first = true;
     let mut push = |out: &mut String, text: &str| {
@@ -209,10 +258,10 @@ pub fn splice(body: &str, parsed: &Parsed, fates: &[Fate], summary: Option<&str>
             push(&mut out, s);
         }
         if el.fixed {
-            push(&mut out, &body[el.span.clone()]);
+            push(&mut out, &apply(body, el.span.clone(), extra));
             continue;
         }
-        if let Some(text) = element(body, el, &owned[i], parsed, fates) {
+        if let Some(text) = element(body, el, &owned[i], parsed, fates, extra) {
             push(&mut out, &text);
         }
     }
@@ -222,8 +271,14 @@ pub fn splice(body: &str, parsed: &Parsed, fates: &[Fate], summary: Option<&str>
         push(&mut out, s);
     }
     out.push(']');
-    out.push_str(&body[parsed.list.end..]);
+    out.push_str(&apply(body, parsed.list.end..body.len(), extra));
     out
+}
+
+/// `body` with `edits` (sorted, apart) made: the request unchanged but for
+/// them.
+pub fn edit(body: &str, edits: &[Edit]) -> String {
+    apply(body, 0..body.len(), edits)
 }
 
 /// An element as sent, or `None` when none of it is.
@@ -233,6 +288,7 @@ fn element(
     parts: &[(usize, Part)],
     parsed: &Parsed,
     fates: &[Fate],
+    extra: &[Edit],
 ) -> Option<String> {
     let stays = |&(t, p): &(usize, Part)| {
         let f = &fates[t];
@@ -251,7 +307,13 @@ fn element(
             (clear.start >= el.span.start && clear.end <= el.span.end).then(|| (clear, quoted(text)))
         })
         .collect();
-    edits.sort_by_key(|(r, _)| r.start);
+    edits.extend(
+        extra
+            .iter()
+            .filter(|(r, _)| r.start >= el.span.start && r.end <= el.span.end)
+            .cloned(),
+    );
+    edits.sort_by_key(|(r, _)| (r.start, r.end));
     edits.dedup_by_key(|(r, _)| r.start);
     let (Some(blocks), true) = (&el.blocks, parts.iter().any(|p| p.1.block.is_some())) else {
         return Some(apply(body, el.span.clone(), &edits));

@@ -8,14 +8,14 @@
 
 use std::sync::Arc;
 
-use super::body::{self, Api, Fate, Parsed, Unfit, quoted};
+use super::body::{self, Api, Edit, Fate, Parsed, Unfit, quoted};
 use super::media::Media;
 use super::{chat, messages, responses};
 use crate::assemble::error::Needs;
 use crate::assemble::flow::{Flow, FlowError, Prepared, WARM_TRY_BYTES};
 use crate::assemble::{AssembleError, Assembler};
 use crate::grpc::admission::Admission;
-use crate::prompt::{AssembleRequest, Assembly, Block, BlockKind, Item, Segment, SegmentKind};
+use crate::prompt::{AssembleRequest, Assembly, Block, BlockKind, Item, MarkerTarget, Segment, SegmentKind};
 use crate::telemetry::metrics;
 
 /// What the fit does where it cannot fit: the configuration's `[gateway]`
@@ -321,10 +321,23 @@ impl Fitter {
             || fates
                 .iter()
                 .any(|f| !f.kept || f.cleared.is_some() || f.thinking_dropped);
-        let mut out = changed.then(|| {
-            let element = summary.map(|s| format!(r#"{{"role":"user","content":{}}}"#, quoted(s)));
-            body::splice(text, parsed, &fates, element.as_deref())
-        });
+        let (edits, summary_marker) = if api == Api::Messages && self.settings.cache_markers {
+            markers(text, parsed, assembly, &fates, summary.is_some())
+        } else {
+            (Vec::new(), None)
+        };
+        let mut out = if changed {
+            let element = summary.map(|s| match &summary_marker {
+                Some(m) => format!(
+                    r#"{{"role":"user","content":[{{"type":"text","text":{},"cache_control":{m}}}]}}"#,
+                    quoted(s)
+                ),
+                None => format!(r#"{{"role":"user","content":{}}}"#, quoted(s)),
+            });
+            Some(body::splice(text, parsed, &fates, element.as_deref(), &edits))
+        } else {
+            (!edits.is_empty()).then(|| body::edit(text, &edits))
+        };
         if self.settings.prompt_cache_key
             && api != Api::Messages
             && !parsed.has_cache_key
@@ -571,6 +584,77 @@ fn fates(parsed: &Parsed, assembly: &Assembly) -> Option<Vec<Fate>> {
     }
     Some(fates)
 }
+
+/// The cache markers the plan says take effect, where the caller placed
+/// none, at most the provider's four counting the caller's own: as edits of
+/// the caller's bytes, and the marker of the summary message when it gets
+/// one. A marker goes on a message only when the message is sent as the
+/// caller wrote it.
+fn markers(
+    text: &str,
+    parsed: &Parsed,
+    assembly: &Assembly,
+    fates: &[Fate],
+    summarized: bool,
+) -> (Vec<Edit>, Option<String>) {
+    let marks = &parsed.marks;
+    let mut room = MAX_MARKERS.saturating_sub(marks.caller);
+    let statics = assembly.cache.prefix_message_count as usize;
+    let kept: Vec<usize> = (0..fates.len()).filter(|&t| fates[t].kept).collect();
+    // Elements sent exactly as the caller wrote them.
+    let mut touched = vec![false; parsed.elements.len()];
+    for (t, turn) in parsed.turns.iter().enumerate() {
+        let f = &fates[t];
+        if !f.kept || f.cleared.is_some() || f.thinking_dropped {
+            for p in &turn.parts {
+                if let Some(e) = touched.get_mut(p.element) {
+                    *e = true;
+                }
+            }
+        }
+    }
+    let mut edits = Vec::new();
+    let mut summary_marker = None;
+    for m in assembly
+        .cache_plan
+        .markers
+        .iter()
+        .filter(|m| m.effective && m.field.name == "cache_control")
+    {
+        if room == 0 {
+            break;
+        }
+        let spot = match m.target {
+            MarkerTarget::Tool(i) => marks.tools.get(i as usize),
+            MarkerTarget::Message(i) if (i as usize) < statics => marks.system.as_ref(),
+            MarkerTarget::Message(i) if summarized && i as usize == statics => {
+                summary_marker = Some(m.field.json.clone());
+                room -= 1;
+                continue;
+            }
+            MarkerTarget::Message(i) => {
+                let k = (i as usize).saturating_sub(statics + usize::from(summarized));
+                let element = kept
+                    .get(k)
+                    .and_then(|&t| parsed.turns[t].parts.last())
+                    .map(|p| p.element)
+                    .filter(|&e| !touched.get(e).copied().unwrap_or(true));
+                element
+                    .and_then(|e| marks.elements.get(e))
+                    .and_then(Option::as_ref)
+            }
+        };
+        if let Some(spot) = spot.filter(|s| !s.marked) {
+            edits.push(spot.mark(text, &m.field.json));
+            room -= 1;
+        }
+    }
+    edits.sort_by_key(|(r, _)| (r.start, r.end));
+    (edits, summary_marker)
+}
+
+/// Anthropic's limit of cache markers per request (the caller's included).
+const MAX_MARKERS: usize = 4;
 
 /// The compacted turns' summary message, when the assembly has one.
 fn summary(assembly: &Assembly) -> Option<&str> {

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::body::{Blocks, Element, Parsed, Part, Turn, Unfit, span};
+use super::body::{Blocks, Element, Parsed, Part, Spot, Turn, Unfit, span};
 use super::chat::join;
 use super::media::Image;
 use crate::prompt::Thinking;
@@ -63,6 +63,8 @@ struct Block<'a> {
     data: Option<Cow<'a, str>>,
     #[serde(borrow)]
     source: Option<Source<'a>>,
+    #[serde(borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +84,8 @@ struct Tool<'a> {
     description: Option<Cow<'a, str>>,
     #[serde(borrow)]
     input_schema: Option<&'a RawValue>,
+    #[serde(borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
 /// Parses a Messages body.
@@ -98,14 +102,21 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
         ..Parsed::default()
     };
     if let Some(system) = req.system {
-        let mut images = Vec::new();
-        let text = blocks_text(system, &mut images)?;
+        let text = blocks_text(system, &mut p.system_images, &mut p.marks.caller)?;
+        p.marks.system = spot(body, system)?;
         if !text.is_empty() {
             p.system.push(text);
         }
     }
     for t in req.tools.unwrap_or_default() {
-        p.tools.push(function_shape(t)?);
+        let (shape, marked) = function_shape(t)?;
+        p.marks.caller += usize::from(marked);
+        p.marks.tools.push(Spot {
+            span: span(body, t),
+            text: false,
+            marked,
+        });
+        p.tools.push(shape);
     }
     for (i, raw) in raw.into_iter().enumerate() {
         let m: Message<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
@@ -119,6 +130,7 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
             block: None,
             thinking: false,
         };
+        p.marks.elements.push(spot(body, m.content)?);
         if m.content.get().starts_with('"') {
             let text = serde_json::from_str::<String>(m.content.get()).map_err(|_| Unfit::Malformed)?;
             p.elements.push(Element {
@@ -157,6 +169,7 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
         let mut pieces = Vec::new();
         for (b, raw_block) in items.iter().enumerate() {
             let block: Block<'_> = serde_json::from_str(raw_block.get()).map_err(|_| Unfit::Malformed)?;
+            p.marks.caller += usize::from(block.cache_control.is_some());
             match (&*block.kind, role) {
                 ("text", _) => {
                     pieces.push(block.text.map(Cow::into_owned).unwrap_or_default());
@@ -197,7 +210,7 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
                 ("tool_result", Role::User) => {
                     let mut images = Vec::new();
                     let text = match block.content {
-                        Some(c) => blocks_text(c, &mut images)?,
+                        Some(c) => blocks_text(c, &mut images, &mut p.marks.caller)?,
                         None => String::new(),
                     };
                     p.turns.push(Turn {
@@ -221,15 +234,38 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     Ok(p)
 }
 
+/// Where a marker for `content` (a string, or blocks) would go: its last
+/// block, or the string; `None` for an empty list.
+fn spot(body: &str, content: &RawValue) -> Result<Option<Spot>, Unfit> {
+    if content.get().starts_with('"') {
+        return Ok(Some(Spot {
+            span: span(body, content),
+            text: true,
+            marked: false,
+        }));
+    }
+    let blocks: Vec<&RawValue> = serde_json::from_str(content.get()).map_err(|_| Unfit::Malformed)?;
+    let Some(last) = blocks.last() else {
+        return Ok(None);
+    };
+    let block: Block<'_> = serde_json::from_str(last.get()).map_err(|_| Unfit::Malformed)?;
+    Ok(Some(Spot {
+        span: span(body, last),
+        text: false,
+        marked: block.cache_control.is_some(),
+    }))
+}
+
 /// The text of a string or of text blocks (one per line); image blocks go
-/// to `images`.
-fn blocks_text(raw: &RawValue, images: &mut Vec<Image>) -> Result<String, Unfit> {
+/// to `images`, the caller's markers are counted in `marked`.
+fn blocks_text(raw: &RawValue, images: &mut Vec<Image>, marked: &mut usize) -> Result<String, Unfit> {
     match raw.get().as_bytes().first() {
         Some(b'"') => serde_json::from_str::<String>(raw.get()).map_err(|_| Unfit::Malformed),
         Some(b'[') => {
             let blocks: Vec<Block<'_>> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
             let mut texts = Vec::with_capacity(blocks.len());
             for b in blocks {
+                *marked += usize::from(b.cache_control.is_some());
                 match &*b.kind {
                     "text" => texts.push(b.text.map(Cow::into_owned).unwrap_or_default()),
                     "image" => images.push(match b.source {
@@ -247,9 +283,11 @@ fn blocks_text(raw: &RawValue, images: &mut Vec<Image>) -> Result<String, Unfit>
     }
 }
 
-/// A Messages tool definition in OpenAI's function shape, for counting.
-fn function_shape(raw: &RawValue) -> Result<String, Unfit> {
+/// A Messages tool definition in OpenAI's function shape, for counting,
+/// and whether the caller marked it.
+fn function_shape(raw: &RawValue) -> Result<(String, bool), Unfit> {
     let t: Tool<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+    let marked = t.cache_control.is_some();
     let mut function = serde_json::Map::new();
     function.insert("name".to_owned(), t.name.unwrap_or_default().into());
     if let Some(d) = t.description {
@@ -259,7 +297,8 @@ fn function_shape(raw: &RawValue) -> Result<String, Unfit> {
         let v: serde_json::Value = serde_json::from_str(schema.get()).map_err(|_| Unfit::Malformed)?;
         function.insert("parameters".to_owned(), v);
     }
-    Ok(serde_json::json!({"type": "function", "function": function}).to_string())
+    let shape = serde_json::json!({"type": "function", "function": function}).to_string();
+    Ok((shape, marked))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ breaks. The rules are the sidecar's contract in the gateway's path:
 """
 
 import json
+import re
 
 import jsonspan
 
@@ -260,9 +261,16 @@ def check_responses(c, client_raw, client_items_raw, upstream_raw):
     return json.loads(upstream_raw)
 
 
+# A string content the sidecar wrapped as one text block to mark it, once
+# the marker is cut out: `[{"type":"text","text":"..."}]` exactly as it
+# writes it, the string's own bytes inside.
+WRAPPED = re.compile(rb'\[\{"type":"text","text":("(?:[^"\\]|\\.)*")\}\]')
+
+
 def strip_markers(node):
-    """A node's bytes with every cache_control member cut out."""
-    return jsonspan.strip_key_everywhere(node, MARKER)[0]
+    """A node's bytes with every cache_control member cut out, and a string
+    content wrapped to carry one unwrapped to the caller's bytes."""
+    return WRAPPED.sub(lambda m: m.group(1), jsonspan.strip_key_everywhere(node, MARKER)[0])
 
 
 def count_markers(node):

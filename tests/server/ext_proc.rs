@@ -534,3 +534,91 @@ async fn the_http_fit_answers_what_the_processor_would_send() {
     assert_eq!(status, 404);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn anthropic_requests_get_the_cache_markers_that_take_effect_within_four() {
+    let server = TestServer::start().await;
+    let system = "Policy sentence number one of the support desk, stated plainly. ".repeat(200);
+    let tools = r#"[{"name":"lookup","description":"Finds an order.","input_schema":{"type":"object","properties":{"id":{"type":"string"}}}}]"#;
+    let messages = r#"[{"role":"user","content":"Where is order 7?"}, {"role":"assistant","content":[{"type":"text","text":"Looking."}]}, {"role":"user","content":"Thanks, and order 8?"}]"#;
+    let body = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":512,"system":{},"tools":{tools},"messages":{messages}}}"#,
+        json!(system)
+    );
+    let seen = process(
+        &server,
+        BodySendMode::Buffered,
+        "/v1/messages",
+        &[],
+        body.as_bytes(),
+        1,
+        false,
+    )
+    .await;
+    let sent = String::from_utf8(seen.body.clone().expect("markers added")).unwrap();
+    let added = sent.matches(r#""cache_control""#).count();
+    assert!((1..=4).contains(&added), "{added}: {sent}");
+    assert_eq!(
+        seen.header("content-length"),
+        Some(sent.len().to_string().as_str())
+    );
+    let v: Value = serde_json::from_str(&sent).unwrap();
+    // The system prompt, now a text block, says the same and is marked.
+    assert_eq!(v["system"][0]["text"], json!(system));
+    assert!(v["system"][0]["cache_control"].is_object());
+    // Nothing else changed but markers.
+    let strip = |mut v: Value| {
+        fn walk(v: &mut Value) {
+            match v {
+                Value::Object(m) => {
+                    m.remove("cache_control");
+                    m.values_mut().for_each(walk);
+                }
+                Value::Array(a) => a.iter_mut().for_each(walk),
+                _ => {}
+            }
+        }
+        walk(&mut v);
+        v
+    };
+    let mut original: Value = serde_json::from_str(&body).unwrap();
+    original["system"] = json!([{"type": "text", "text": system}]);
+    let mut sent_v = strip(v);
+    // A string content wrapped as one text block is the same content.
+    for m in sent_v["messages"].as_array_mut().unwrap() {
+        if let Some([only]) = m["content"].as_array().map(Vec::as_slice)
+            && only["type"] == "text"
+            && only.as_object().unwrap().len() == 2
+        {
+            m["content"] = only["text"].clone();
+        }
+    }
+    let mut original_v = original;
+    for m in original_v["messages"].as_array_mut().unwrap() {
+        if let Some([only]) = m["content"].as_array().map(Vec::as_slice)
+            && only["type"] == "text"
+        {
+            m["content"] = only["text"].clone();
+        }
+    }
+    assert_eq!(sent_v, original_v);
+
+    // A caller who placed four markers gets none more: the body goes on as sent.
+    let marked = r#"{"type":"ephemeral"}"#;
+    let body = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":512,"system":[{{"type":"text","text":{},"cache_control":{marked}}}],"tools":[{{"name":"a","input_schema":{{}},"cache_control":{marked}}}],"messages":[{{"role":"user","content":[{{"type":"text","text":"a","cache_control":{marked}}}]}},{{"role":"assistant","content":[{{"type":"text","text":"b","cache_control":{marked}}}]}},{{"role":"user","content":"c"}}]}}"#,
+        json!(system)
+    );
+    let seen = process(
+        &server,
+        BodySendMode::Buffered,
+        "/v1/messages",
+        &[],
+        body.as_bytes(),
+        1,
+        false,
+    )
+    .await;
+    assert_eq!(seen.body_or(body.as_bytes()), body.as_bytes());
+    server.stop().await;
+}

@@ -31,7 +31,7 @@ fn dropped_messages_go_and_kept_ones_keep_their_bytes() {
     let mut fates = kept(3);
     fates[0].kept = false;
     fates[1].kept = false;
-    let out = splice(body, &p, &fates, Some(r#"{"role":"user","content":"sum"}"#));
+    let out = splice(body, &p, &fates, Some(r#"{"role":"user","content":"sum"}"#), &[]);
     assert_eq!(
         out,
         r#"{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"sum"},{"role":"user","content":"c"}],"n":1}"#
@@ -44,7 +44,7 @@ fn a_cleared_result_keeps_everything_but_its_content() {
     let p = chat::parse(body).unwrap();
     let mut fates = kept(3);
     fates[1].cleared = Some("[cleared \"x\"]".to_owned());
-    let out = splice(body, &p, &fates, None);
+    let out = splice(body, &p, &fates, None, &[]);
     assert!(
         out.contains(r#"{"role":"tool","tool_call_id":"c1","content":"[cleared \"x\"]","name":"f"}"#),
         "{out}"
@@ -68,7 +68,7 @@ fn an_anthropic_message_loses_only_the_blocks_of_dropped_turns() {
             ..Fate::default()
         },
     ];
-    let out = splice(body, &p, &fates, None);
+    let out = splice(body, &p, &fates, None, &[]);
     assert!(
         out.ends_with(r#"[{"role":"user","content":[{"type":"text","text":"next"}]}]}"#),
         "{out}"
@@ -76,7 +76,7 @@ fn an_anthropic_message_loses_only_the_blocks_of_dropped_turns() {
     // Kept without its thinking: the thinking block goes, the call stays.
     let mut fates = kept(3);
     fates[0].thinking_dropped = true;
-    let out = splice(body, &p, &fates, None);
+    let out = splice(body, &p, &fates, None, &[]);
     assert!(
         out.contains(
             r#"{"role":"assistant","content":[{"type":"tool_use","id":"u1","name":"f","input":{}}]}"#
@@ -121,7 +121,7 @@ proptest! {
         let fates: Vec<Fate> = (0..p.turns.len())
             .map(|i| Fate { kept: keep[i], ..Fate::default() })
             .collect();
-        let out = splice(&body, &p, &fates, None);
+        let out = splice(&body, &p, &fates, None, &[]);
         let (head, tail) = (r#"{"model":"gpt-4o","messages": ["#, r#"], "x":[1, 2]}"#);
         prop_assert!(out.starts_with(head), "{}", out);
         prop_assert!(out.ends_with(tail), "{}", out);
@@ -137,7 +137,7 @@ proptest! {
                 from = at.unwrap_or(from) + raw.len();
             }
         }
-        let all = splice(&body, &p, &kept(p.turns.len()), None);
+        let all = splice(&body, &p, &kept(p.turns.len()), None, &[]);
         let joined: Vec<&str> = p.elements.iter().map(|e| &body[e.span.clone()]).collect();
         prop_assert_eq!(&all[p.list.start..], format!("[{}]{}", joined.join(","), &body[p.list.end..]));
     }
