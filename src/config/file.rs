@@ -74,6 +74,9 @@ section! {
         /// `[render]`.
         #[serde(default)]
         pub render: RenderSection,
+        /// `[gateway]`.
+        #[serde(default)]
+        pub gateway: GatewaySection,
         /// `[providers.NAME]`: each provider's cache rules, per field.
         #[serde(default)]
         pub providers: ProvidersSection,
@@ -137,6 +140,24 @@ section! {
     pub struct RenderSection {
         /// Render address or `off`.
         pub listen: Option<String>,
+    }
+}
+
+section! {
+    /// `[gateway]`: what the gateway edge (Envoy's processor, the HTTP fit)
+    /// does where it cannot fit a request.
+    pub struct GatewaySection {
+        /// Refuse (400) a body that is not its path's API, instead of
+        /// passing it on.
+        pub refuse_malformed: Option<bool>,
+        /// Refuse (400) a request for a model the table does not know.
+        pub refuse_unknown_model: Option<bool>,
+        /// Over the limits: `pass` the request on unfitted, or `refuse` (429).
+        pub on_overload: Option<String>,
+        /// Add Anthropic `cache_control` markers that take effect.
+        pub cache_markers: Option<bool>,
+        /// Set OpenAI's `prompt_cache_key` when the caller sets none.
+        pub prompt_cache_key: Option<bool>,
     }
 }
 

@@ -247,6 +247,23 @@ pub struct ServerConfig {
     pub auth: AuthSettings,
     /// Trace export (`[telemetry]`), if an OTLP endpoint is configured.
     pub tracing: Option<TraceSettings>,
+    /// The gateway edge (`[gateway]`).
+    pub gateway: GatewaySettings,
+}
+
+/// What the gateway edge does where it cannot fit a request (`[gateway]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// Refuse (400) a body that is not its path's API.
+    pub refuse_malformed: bool,
+    /// Refuse (400) a request for a model the table does not know.
+    pub refuse_unknown_model: bool,
+    /// Refuse (429) when over the limits, instead of passing it on.
+    pub refuse_overloaded: bool,
+    /// Add Anthropic `cache_control` markers that take effect.
+    pub cache_markers: bool,
+    /// Set OpenAI's `prompt_cache_key` when the caller sets none.
+    pub prompt_cache_key: bool,
 }
 
 /// What SIGHUP applies: the catalog and `[auth]`.

@@ -918,3 +918,24 @@ fn bad_provider_rules_name_their_key() {
         .unwrap_err();
     assert!(e.message.contains("5m, 1h"), "{}", e.message);
 }
+
+#[test]
+fn the_gateway_passes_on_by_default_and_refuses_where_told() {
+    let (_f, c) = with_file("");
+    let g = c.unwrap().gateway;
+    assert!(!g.refuse_malformed && !g.refuse_unknown_model && !g.refuse_overloaded);
+    assert!(g.cache_markers && g.prompt_cache_key);
+    let (_f, c) = with_file(
+        "[gateway]\nrefuse_malformed = true\nrefuse_unknown_model = true\non_overload = \"refuse\"\ncache_markers = false\nprompt_cache_key = false\n",
+    );
+    let g = c.unwrap().gateway;
+    assert!(g.refuse_malformed && g.refuse_unknown_model && g.refuse_overloaded);
+    assert!(!g.cache_markers && !g.prompt_cache_key);
+    assert_eq!(
+        err_key("[gateway]\non_overload = \"queue\"\n"),
+        "gateway.on_overload"
+    );
+    // An unknown key is an error of the file.
+    let (_f, c) = with_file("[gateway]\nrefuse_everything = true\n");
+    assert!(c.unwrap_err().message.contains("refuse_everything"));
+}

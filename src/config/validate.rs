@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::layers::Layers;
 use super::listen::{self, ListenAddr};
-use super::{ConfigError, Limits, ServeArgs, ServerConfig, TlsSettings, auth, tls};
+use super::{ConfigError, GatewaySettings, Limits, ServeArgs, ServerConfig, TlsSettings, auth, tls};
 use crate::memory::MemorySettings;
 use crate::memory::keeper::RecallFailure;
 use crate::memory::model::SUMMARY_TYPE;
@@ -31,6 +31,7 @@ pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigErro
     let (memory_backend, memory) = memory(&l)?;
     let auth = auth::validate(&l.merged.auth, tls.as_ref().is_some_and(|t| t.mutual))?;
     let tracing = tracing(&l)?;
+    let gateway = gateway(&l)?;
     let cache_mib = l.bounded("cache.mib", l.merged.cache.mib, 1, 1 << 20)?;
     let drain_secs = l.bounded("server.drain_secs", s.drain_secs, 0, 3600)?;
     Ok(ServerConfig {
@@ -48,6 +49,29 @@ pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigErro
         memory,
         auth,
         tracing,
+        gateway,
+    })
+}
+
+/// `[gateway]`.
+fn gateway(l: &Layers) -> Result<GatewaySettings, ConfigError> {
+    let g = &l.merged.gateway;
+    let refuse_overloaded = match l.required("gateway.on_overload", &g.on_overload)?.as_str() {
+        "pass" => false,
+        "refuse" => true,
+        other => {
+            return Err(l.error(
+                "gateway.on_overload",
+                format!("{other:?} is neither \"pass\" nor \"refuse\""),
+            ));
+        }
+    };
+    Ok(GatewaySettings {
+        refuse_malformed: *l.required("gateway.refuse_malformed", &g.refuse_malformed)?,
+        refuse_unknown_model: *l.required("gateway.refuse_unknown_model", &g.refuse_unknown_model)?,
+        refuse_overloaded,
+        cache_markers: *l.required("gateway.cache_markers", &g.cache_markers)?,
+        prompt_cache_key: *l.required("gateway.prompt_cache_key", &g.prompt_cache_key)?,
     })
 }
 

@@ -286,7 +286,11 @@ impl Bound {
             admission.clone(),
             gateway::Settings {
                 max_body_bytes: limits.max_request_bytes as usize,
-                ..gateway::Settings::default()
+                refuse_malformed: config.gateway.refuse_malformed,
+                refuse_unknown_model: config.gateway.refuse_unknown_model,
+                refuse_overloaded: config.gateway.refuse_overloaded,
+                cache_markers: config.gateway.cache_markers,
+                prompt_cache_key: config.gateway.prompt_cache_key,
             },
         );
         let render_node = render_listener.map(|l| {

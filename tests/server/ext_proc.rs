@@ -622,3 +622,112 @@ async fn anthropic_requests_get_the_cache_markers_that_take_effect_within_four()
     assert_eq!(seen.body_or(body.as_bytes()), body.as_bytes());
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_configuration_may_refuse_what_would_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sidecar.toml");
+    std::fs::write(
+        &config,
+        "[memory]\nrecall_timeout_ms = 10000\n[gateway]\nrefuse_malformed = true\nrefuse_unknown_model = true\n",
+    )
+    .unwrap();
+    let args = context_assembler::config::ServeArgs {
+        config: Some(config),
+        ..TestServer::args()
+    };
+    let server = TestServer::start_with(args).await;
+    let cases: [(&[u8], &str); 2] = [
+        (b"{not json", "invalid_request"),
+        (
+            br#"{"model":"no-such-model","messages":[{"role":"user","content":"x"}]}"#,
+            "model_not_found",
+        ),
+    ];
+    for (body, code) in cases {
+        let seen = process(
+            &server,
+            BodySendMode::Buffered,
+            "/v1/chat/completions",
+            &[],
+            body,
+            1,
+            false,
+        )
+        .await;
+        let (status, out) = seen.immediate.expect("refused");
+        assert_eq!(status, 400);
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["error"]["code"], code);
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_stalled_or_disordered_stream_disturbs_no_other_and_ends_by_its_deadline() {
+    let mut args = TestServer::args();
+    args.default_timeout_ms = Some(1500);
+    let server = TestServer::start_with(args).await;
+    let mut client = ExternalProcessorClient::new(server.channel.clone());
+
+    // A stream that sends its headers and half a body, then stalls.
+    let (stall_tx, stall_rx) = mpsc::channel(4);
+    let mut stalled = client
+        .process(ReceiverStream::new(stall_rx))
+        .await
+        .unwrap()
+        .into_inner();
+    stall_tx
+        .send(headers_message(
+            "/v1/chat/completions",
+            &[],
+            BodySendMode::FullDuplexStreamed,
+        ))
+        .await
+        .unwrap();
+    stall_tx.send(body_message(b"{\"model\":", false)).await.unwrap();
+
+    // Meanwhile another request is fitted as usual.
+    let body = chat_body(30, "");
+    let seen = process(
+        &server,
+        BodySendMode::Buffered,
+        "/v1/chat/completions",
+        &[("x-context-budget", "1200")],
+        body.as_bytes(),
+        1,
+        false,
+    )
+    .await;
+    assert!(seen.body.is_some());
+
+    // The stalled stream ends cleanly (Envoy goes on without the
+    // processor) once its deadline passes, having answered nothing.
+    let end = tokio::time::timeout(Duration::from_secs(20), stalled.message())
+        .await
+        .expect("ended by its deadline");
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    drop(stall_tx);
+
+    // Out of order: a body before any headers, then a second body: each is
+    // answered as a pass-through, and the stream stays usable.
+    let (tx, rx) = mpsc::channel(4);
+    let mut answers = client
+        .process(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(body_message(b"{}", true)).await.unwrap();
+    let a = next(&mut answers).await.unwrap();
+    assert!(
+        matches!(a.response, Some(processing_response::Response::RequestBody(_))),
+        "{a:?}"
+    );
+    tx.send(body_message(b"[]", true)).await.unwrap();
+    let a = next(&mut answers).await.unwrap();
+    assert!(
+        matches!(a.response, Some(processing_response::Response::RequestBody(_))),
+        "{a:?}"
+    );
+    server.stop().await;
+}
