@@ -156,8 +156,10 @@ impl Processing {
                     debug!("ext_proc stream past its deadline: ended");
                     return "DEADLINE_EXCEEDED";
                 }
-                Ok(Err(_)) => return "CANCELLED",
-                Ok(Ok(None)) => return "OK",
+                // Envoy may reset a stream once its request is answered:
+                // only one cut short before then was cancelled.
+                Ok(Err(_)) if !self.ended && self.api.is_some() => return "CANCELLED",
+                Ok(Err(_) | Ok(None)) => return "OK",
                 Ok(Ok(Some(m))) => m,
             };
             if first {

@@ -5,6 +5,7 @@
 
 use crate::assemble::Catalog;
 use crate::compact::CompactOutcome;
+use crate::gateway::fit::Pass;
 use crate::memory::model::SUMMARY_TYPE;
 use crate::prompt::{BlockKind, Change};
 use crate::prompt_cache::families::OTHER;
@@ -24,7 +25,21 @@ pub fn start(catalog: &Catalog, memory_types: &[String]) {
         diagnostics: &DIAGNOSTICS.into_iter().chain(["other"]).collect::<Vec<_>>(),
     });
     metrics::memory_types_known(memory_types.iter().cloned().chain([SUMMARY_TYPE.to_owned()]));
+    gateway_known();
     catalog_known(catalog);
+}
+
+/// Starts the gateway edge's series: each API's fitted and unchanged
+/// requests, and each reason a request is passed on.
+fn gateway_known() {
+    for api in metrics::GATEWAY_APIS {
+        metrics::gateway_known(api, "fitted", "none");
+        metrics::gateway_known(api, "unchanged", "none");
+        metrics::gateway_known(api, "refused", "context_length_exceeded");
+        for pass in Pass::ALL {
+            metrics::gateway_known(api, "passed", pass.as_str());
+        }
+    }
 }
 
 /// Starts the series of a catalog's models and families, and exports the

@@ -288,6 +288,12 @@ pub fn gateway_request(api: &'static str, outcome: &'static str, reason: &'stati
     counter!(GATEWAY_REQUESTS_TOTAL, "api" => api, "outcome" => outcome, "reason" => reason).increment(1);
 }
 
+/// Starts a gateway series at zero (and its API's tokens cut).
+pub fn gateway_known(api: &'static str, outcome: &'static str, reason: &'static str) {
+    counter!(GATEWAY_REQUESTS_TOTAL, "api" => api, "outcome" => outcome, "reason" => reason).increment(0);
+    counter!(GATEWAY_TOKENS_CUT_TOTAL, "api" => api).increment(0);
+}
+
 /// Records the conversation tokens a fit took out of a request of `api`.
 pub fn gateway_tokens_cut(api: &'static str, tokens: u64) {
     counter!(GATEWAY_TOKENS_CUT_TOTAL, "api" => api).increment(tokens);

@@ -9,5 +9,6 @@
 mod common;
 
 mod batch;
+mod gateway;
 mod otel;
 mod single_flight;
