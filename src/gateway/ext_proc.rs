@@ -39,6 +39,8 @@ use super::pb::ext_proc::{
     processing_response,
 };
 use super::pb::mode::processing_mode::BodySendMode;
+use crate::grpc::auth::Authority;
+use crate::grpc::status::denied_status;
 use crate::telemetry::metrics;
 
 /// The metric label of the processor's streams.
@@ -60,6 +62,7 @@ pub struct ExtProc {
     fitter: Fitter,
     drain: watch::Receiver<bool>,
     deadline: Duration,
+    authority: Authority,
 }
 
 impl ExtProc {
@@ -70,7 +73,16 @@ impl ExtProc {
             fitter,
             drain,
             deadline,
+            authority: Authority::default(),
         }
+    }
+
+    /// The same processor admitting only the clients `[auth]` lists (with
+    /// mutual TLS): an Envoy whose certificate names no listed identity is
+    /// refused, as any other client is.
+    pub fn with_authority(mut self, authority: Authority) -> Self {
+        self.authority = authority;
+        self
     }
 
     /// The tonic service, its messages bounded by the gate in front of it.
@@ -91,6 +103,11 @@ impl external_processor_server::ExternalProcessor for ExtProc {
         &self,
         request: Request<Streaming<ProcessingRequest>>,
     ) -> Result<Response<Self::ProcessStream>, Status> {
+        // The stream claims nothing beyond the client's identity.
+        if let Err(denied) = self.authority.check(&request, |_, _| Ok(())) {
+            metrics::request(RPC, "PERMISSION_DENIED", Duration::ZERO);
+            return Err(denied_status(RPC, &denied));
+        }
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(ANSWERS_BUFFERED);
         let stream = Processing {

@@ -317,7 +317,8 @@ impl Bound {
             fitter.clone(),
             drain_rx.clone(),
             limits.default_timeout.unwrap_or(EXT_PROC_DEADLINE),
-        );
+        )
+        .with_authority(authority.clone());
         let routes = Routes::new(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
