@@ -36,6 +36,8 @@ struct Message<'a> {
     tool_calls: Option<Vec<Call<'a>>>,
     #[serde(borrow)]
     tool_call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +102,9 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
         let mut images = Vec::new();
         let text = content_text(m.content, &mut images)?;
         let fixed = system && !begun;
+        // A name costs its tokens and one more, which the turn's text does
+        // not carry.
+        p.estimated |= m.name.is_some();
         p.elements.push(Element {
             span: span(body, raw),
             blocks: None,

@@ -371,7 +371,8 @@ impl Fitter {
                 .total_tokens
                 .saturating_add(usage.tools_tokens)
                 .saturating_add(kept_media),
-            exact: usage.exact && tools_exact && !parsed.estimated && media.exact,
+            // A continuation's count leaves out what came before it.
+            exact: usage.exact && tools_exact && !parsed.estimated && media.exact && !parsed.continued,
             prefix_hash: assembly.cache.prefix_hash.clone(),
             turns_cut: count(fates.iter().filter(|f| !f.kept)),
             results_cleared: count(fates.iter().filter(|f| f.cleared.is_some())),

@@ -63,3 +63,11 @@ fn what_is_not_a_chat_request_says_why() {
         Unfit::Malformed
     );
 }
+
+#[test]
+fn a_named_message_makes_the_count_an_estimate() {
+    let plain = r#"{"model":"m","messages":[{"role":"user","content":"a"}]}"#;
+    assert!(!parse(plain).unwrap().estimated);
+    let named = r#"{"model":"m","messages":[{"role":"user","name":"ann","content":"a"}]}"#;
+    assert!(parse(named).unwrap().estimated);
+}
