@@ -217,6 +217,32 @@ pub async fn read_json(req: Request<Incoming>, limit: u32, timeout: Duration) ->
     }
 }
 
+/// Routes a room above serves on a listener beside its own (the gateway's
+/// HTTP fit endpoints beside the render node's): the listener only hands
+/// them their requests.
+pub trait Extra: Send + Sync + 'static {
+    /// Whether `path` is one of its routes.
+    fn serves(&self, path: &str) -> bool;
+    /// Answers a request to one of its routes.
+    fn answer(
+        &self,
+        req: Request<Incoming>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Response<Full<Bytes>>> + Send + '_>>;
+}
+
+/// The `code` label of an HTTP status, in gRPC's words (the request series
+/// is shared with the gRPC listener).
+pub fn code_label(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::OK => "OK",
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::TOO_MANY_REQUESTS => "RESOURCE_EXHAUSTED",
+        StatusCode::REQUEST_TIMEOUT => "DEADLINE_EXCEEDED",
+        s if s.is_server_error() => "INTERNAL",
+        _ => "INVALID_ARGUMENT",
+    }
+}
+
 /// A JSON answer, never cached, never sniffed.
 pub fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));

@@ -319,13 +319,18 @@ fn element(
         return Some(apply(body, el.span.clone(), &edits));
     };
     // A block stays when a part on it stays; a block no turn claims stays
-    // with the element.
-    let kept: Vec<bool> = (0..blocks.items.len())
-        .map(|b| {
-            let on: Vec<&(usize, Part)> = parts.iter().filter(|p| p.1.block == Some(b)).collect();
-            on.is_empty() || on.into_iter().any(stays)
-        })
-        .collect();
+    // with the element. (One pass over the parts: linear in the blocks.)
+    let mut claimed = vec![false; blocks.items.len()];
+    let mut kept = vec![false; blocks.items.len()];
+    for pt in parts {
+        if let Some(b) = pt.1.block.filter(|&b| b < kept.len()) {
+            claimed[b] = true;
+            kept[b] |= stays(pt);
+        }
+    }
+    for (k, c) in kept.iter_mut().zip(&claimed) {
+        *k |= !c;
+    }
     if kept.iter().all(|&k| k) {
         return Some(apply(body, el.span.clone(), &edits));
     }

@@ -26,10 +26,11 @@ use futures_util::Stream;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+use tonic_types::StatusExt as _;
 use tracing::{Instrument as _, debug};
 
 use super::body::Api;
-use super::fit::{Asks, Fitted, Fitter, Outcome};
+use super::fit::{Asks, Fitted, Fitter, Outcome, Pass};
 use super::pb::core::{HeaderMap, HeaderValue, HeaderValueOption, header_value_option::HeaderAppendAction};
 use super::pb::envoy::r#type::v3::HttpStatus;
 use super::pb::ext_proc::{
@@ -39,8 +40,9 @@ use super::pb::ext_proc::{
     processing_response,
 };
 use super::pb::mode::processing_mode::BodySendMode;
+use crate::grpc::admission::Reserved;
 use crate::grpc::auth::Authority;
-use crate::grpc::status::denied_status;
+use crate::grpc::status::{REASON_OVERLOADED, REASON_REQUEST_TOO_LARGE, denied_status};
 use crate::telemetry::metrics;
 
 /// The metric label of the processor's streams.
@@ -67,7 +69,8 @@ pub struct ExtProc {
 
 impl ExtProc {
     /// A processor fitting with `fitter`; a stream passes its request on
-    /// once `drain` is true, and ends if it is not done within `deadline`.
+    /// once `drain` is true, and stops waiting for Envoy's next message
+    /// after `deadline`.
     pub fn new(fitter: Fitter, drain: watch::Receiver<bool>, deadline: Duration) -> Self {
         ExtProc {
             fitter,
@@ -119,6 +122,7 @@ impl external_processor_server::ExternalProcessor for ExtProc {
             asks: Asks::default(),
             body: Vec::new(),
             ended: false,
+            reserved: None,
         };
         let deadline = self.deadline;
         let span = tracing::info_span!(
@@ -153,6 +157,8 @@ struct Processing {
     /// The request's body was answered (or refused): later messages are
     /// answered as a pass-through.
     ended: bool,
+    /// The gathered body's share of the upload budget (full duplex).
+    reserved: Option<Reserved>,
 }
 
 /// Why a stream stopped early.
@@ -163,20 +169,26 @@ enum Stop {
 
 impl Processing {
     /// Answers the stream's messages until it ends; returns the code label
-    /// recorded for it.
-    async fn run(mut self, mut inbound: Streaming<ProcessingRequest>, deadline: Duration) -> &'static str {
-        let until = tokio::time::Instant::now() + deadline;
+    /// recorded for it. `idle`: the longest wait for Envoy's next message.
+    async fn run(mut self, mut inbound: Streaming<ProcessingRequest>, idle: Duration) -> &'static str {
         let mut first = true;
         loop {
-            let message = match tokio::time::timeout_at(until, inbound.message()).await {
-                Err(_) => {
-                    debug!("ext_proc stream past its deadline: ended");
-                    return "DEADLINE_EXCEEDED";
+            let message = match tokio::time::timeout(idle, inbound.message()).await {
+                // Answered, and Envoy keeps the stream open: done.
+                Err(_) if self.ended || self.api.is_none() => return "OK",
+                Err(_) if self.duplex => {
+                    // A stalled upload: what was gathered goes on as it
+                    // came, and the rest as it comes (Envoy holds nothing).
+                    debug!("ext_proc stream idle past its deadline: passed on");
+                    if self.flush().await.is_err() {
+                        return "CANCELLED";
+                    }
+                    continue;
                 }
-                // Envoy may reset a stream once its request is answered:
-                // only one cut short before then was cancelled.
-                Ok(Err(_)) if !self.ended && self.api.is_some() => return "CANCELLED",
-                Ok(Err(_) | Ok(None)) => return "OK",
+                // Buffered: Envoy's own message timeout decides.
+                Err(_) => return "DEADLINE_EXCEEDED",
+                Ok(Err(status)) => return self.broken(&status).await,
+                Ok(Ok(None)) => return "OK",
                 Ok(Ok(Some(m))) => m,
             };
             if first {
@@ -190,6 +202,61 @@ impl Processing {
                 return "CANCELLED";
             }
         }
+    }
+
+    /// The stream failed at the listener (a message over its bound, the
+    /// upload budget spent) or Envoy reset it: a request still to answer is
+    /// answered as it can be (413, or 429 when the configuration refuses
+    /// under load); otherwise the stream ends and Envoy goes on by its own
+    /// rules.
+    async fn broken(&mut self, status: &Status) -> &'static str {
+        use processing_response::Response as Out;
+        let Some(api) = self.api.filter(|_| !self.ended) else {
+            // Envoy may reset a stream once its request is answered.
+            return "OK";
+        };
+        let reason = status
+            .get_details_error_info()
+            .map(|i| i.reason)
+            .unwrap_or_default();
+        let refusal = if reason == REASON_REQUEST_TOO_LARGE {
+            let limit = self.fitter.settings().max_body_bytes;
+            Some(super::fit::too_large(api, limit.saturating_add(1), limit))
+        } else if reason == REASON_OVERLOADED && self.fitter.settings().refuse_overloaded {
+            Some(super::fit::overloaded(api))
+        } else {
+            None
+        };
+        self.ended = true;
+        if let Some(r) = refusal {
+            metrics::gateway_request(api.as_str(), "refused", r.reason);
+            let _ = self
+                .send(Out::ImmediateResponse(immediate(r.status, r.body)), None)
+                .await;
+            return "RESOURCE_EXHAUSTED";
+        }
+        "CANCELLED"
+    }
+
+    /// Full duplex: passes the request on as it came, from here on: the
+    /// headers' answer, what was gathered, and each chunk after it as it
+    /// comes.
+    async fn flush(&mut self) -> Result<(), Stop> {
+        use processing_response::Response as Out;
+        let Some(api) = self.api.take().filter(|_| self.duplex && !self.ended) else {
+            return Ok(());
+        };
+        metrics::gateway_request(api.as_str(), "passed", Pass::Stalled.as_str());
+        self.reserved = None;
+        self.send(Out::RequestHeaders(HeadersResponse::default()), None)
+            .await?;
+        let held = Bytes::from(std::mem::take(&mut self.body));
+        for c in held.chunks(STREAMED_CHUNK_BYTES) {
+            let chunk = streamed(held.slice_ref(c), false);
+            self.send(Out::RequestBody(body_response(chunk, Vec::new())), None)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn send(
@@ -242,26 +309,20 @@ impl Processing {
     async fn headers(&mut self, h: HttpHeaders) -> Result<(), Stop> {
         use processing_response::Response as Out;
         let headers = h.headers.unwrap_or_default().headers;
+        // A value is `value`, or `raw_value` (UTF-8) in the Envoys that send
+        // that instead.
         let get = |name: &str| {
             headers
                 .iter()
                 .find(|v| v.key.eq_ignore_ascii_case(name))
-                .map(|v| {
-                    if v.raw_value.is_empty() {
-                        v.value.clone()
-                    } else {
-                        String::from_utf8_lossy(&v.raw_value).into_owned()
-                    }
+                .and_then(|v| match v.raw_value.is_empty() {
+                    true => Some(v.value.as_str()),
+                    false => std::str::from_utf8(&v.raw_value).ok(),
                 })
         };
-        let post = get(":method").is_some_and(|m| m == "POST");
-        let api = get(":path").and_then(|p| Api::of_path(&p)).filter(|_| post);
-        self.asks = Asks {
-            budget: get("x-context-budget").and_then(|b| b.trim().parse().ok()),
-            policy: get("x-context-policy").unwrap_or_default(),
-            session_id: get("x-session-id").unwrap_or_default(),
-            request_id: get("x-request-id").unwrap_or_default(),
-        };
+        let post = get(":method") == Some("POST");
+        let api = get(":path").and_then(Api::of_path).filter(|_| post);
+        self.asks = Asks::from_headers(get);
         let fit = api.is_some() && !h.end_of_stream && !self.draining && !self.ended;
         if !fit {
             let reason = if self.draining { "draining" } else { "path" };
@@ -306,6 +367,25 @@ impl Processing {
                 )
                 .await;
         }
+        if self.duplex && !self.hold(self.body.len() + b.body.len()) {
+            // No room to gather it: the request goes on unfitted (or is
+            // refused, if the configuration says so under load).
+            let api = self.api.unwrap_or(Api::Chat);
+            if self.fitter.settings().refuse_overloaded {
+                let r = super::fit::overloaded(api);
+                metrics::gateway_request(api.as_str(), "refused", r.reason);
+                self.ended = true;
+                self.body = Vec::new();
+                return self
+                    .send(Out::ImmediateResponse(immediate(r.status, r.body)), None)
+                    .await;
+            }
+            self.flush().await?;
+            let chunk = streamed(b.body, b.end_of_stream);
+            return self
+                .send(Out::RequestBody(body_response(chunk, Vec::new())), None)
+                .await;
+        }
         self.body.extend_from_slice(&b.body);
         if b.end_of_stream {
             return self.finish(false).await;
@@ -319,6 +399,24 @@ impl Processing {
         self.send(Out::RequestBody(BodyResponse::default()), None).await
     }
 
+    /// Holds `bytes` of gathered body from the upload budget (what the
+    /// listener held for each chunk goes once the next is read); false when
+    /// the budget has no room.
+    fn hold(&mut self, bytes: usize) -> bool {
+        let admission = self.fitter.admission();
+        let wanted = u64::try_from(bytes).unwrap_or(u64::MAX);
+        match &mut self.reserved {
+            Some(r) => admission.reserve_up_to(r, wanted).is_ok(),
+            None => match admission.reserve_upload(u32::try_from(bytes).unwrap_or(u32::MAX)) {
+                Ok(r) => {
+                    self.reserved = Some(r);
+                    true
+                }
+                Err(_) => false,
+            },
+        }
+    }
+
     /// Fits the gathered body and answers it; `trailers`: the body ended
     /// with trailers still to answer (full duplex).
     async fn finish(&mut self, trailers: bool) -> Result<(), Stop> {
@@ -326,6 +424,8 @@ impl Processing {
         self.ended = true;
         let Some(api) = self.api else { return Ok(()) };
         let body = std::mem::take(&mut self.body);
+        // Held until the answer is written (the fit's copies are of it).
+        let _held = self.reserved.take();
         let outcome = self.fitter.fit(api, &self.asks, &body).await;
         let span = tracing::Span::current();
         span.record("api", api.as_str());

@@ -6,6 +6,7 @@
 //! caller's bytes. Every edge that fits (Envoy's processor, the HTTP fit
 //! endpoints) calls [`Fitter::fit`] and converts its [`Outcome`].
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::body::{self, Api, Edit, Fate, Parsed, Unfit, quoted};
@@ -37,7 +38,13 @@ pub struct Settings {
     pub cache_markers: bool,
     /// Set `prompt_cache_key` on OpenAI requests that carry none.
     pub prompt_cache_key: bool,
+    /// Most messages (or items) of a request, and most turns: more are
+    /// passed on unfitted (`limits.max_items`, as for `Assemble`).
+    pub max_turns: usize,
 }
+
+/// The default turn limit: `limits.max_items`' default.
+pub const DEFAULT_MAX_TURNS: usize = 10_000;
 
 /// The default body limit: the gRPC listener's default message limit.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
@@ -51,6 +58,7 @@ impl Default for Settings {
             refuse_overloaded: false,
             cache_markers: true,
             prompt_cache_key: true,
+            max_turns: DEFAULT_MAX_TURNS,
         }
     }
 }
@@ -66,6 +74,20 @@ pub struct Asks {
     pub session_id: String,
     /// `x-request-id` (logged, never rendered).
     pub request_id: String,
+}
+
+impl Asks {
+    /// The asks of a request's headers (`get` reads one by lower-case
+    /// name).
+    pub fn from_headers<'h>(get: impl Fn(&str) -> Option<&'h str>) -> Asks {
+        let text = |name: &str| get(name).map(str::to_owned).unwrap_or_default();
+        Asks {
+            budget: get("x-context-budget").and_then(|b| b.trim().parse().ok()),
+            policy: text("x-context-policy"),
+            session_id: text("x-session-id"),
+            request_id: text("x-request-id"),
+        }
+    }
 }
 
 /// Why a request was passed on untouched (a bounded metric label each).
@@ -95,6 +117,11 @@ pub enum Pass {
     Layout,
     /// The work failed (cancelled, panicked).
     Failed,
+    /// More messages or turns than `limits.max_items`.
+    TooMany,
+    /// A full-duplex upload stalled, or its body found no room in the
+    /// upload budget: passed on as it came.
+    Stalled,
 }
 
 impl Pass {
@@ -112,11 +139,13 @@ impl Pass {
             Pass::Continued => "continued",
             Pass::Layout => "layout",
             Pass::Failed => "failed",
+            Pass::TooMany => "too_many_turns",
+            Pass::Stalled => "stalled",
         }
     }
 
     /// Every reason, for starting the series at zero.
-    pub const ALL: [Pass; 11] = [
+    pub const ALL: [Pass; 13] = [
         Pass::Path,
         Pass::Malformed,
         Pass::NotChat,
@@ -128,6 +157,8 @@ impl Pass {
         Pass::Continued,
         Pass::Layout,
         Pass::Failed,
+        Pass::TooMany,
+        Pass::Stalled,
     ];
 }
 
@@ -247,6 +278,10 @@ impl Fitter {
             Ok(p) => p,
             Err(u) => return self.unfit(api, u),
         };
+        let max = self.settings.max_turns;
+        if parsed.turns.len() > max || parsed.elements.len() > max {
+            return Outcome::Passed(Pass::TooMany);
+        }
         let catalog = self.assembler.catalog();
         let Some(spec) = catalog.models.resolve(&parsed.model).cloned() else {
             if self.settings.refuse_unknown_model {
@@ -256,6 +291,9 @@ impl Fitter {
             return Outcome::Passed(Pass::UnknownModel);
         };
         let rule = Media::of(spec.cache.provider.provider);
+        // OpenAI's small models bill images by rules of their own.
+        let published =
+            rule != Media::OpenAi || !(spec.name.contains("-mini") || spec.name.contains("-nano"));
         let window = spec.context_window;
         let Some(reserve) = reserve(parsed.max_output, spec.output_reserve, window) else {
             // The provider refuses such a request itself, in its own words.
@@ -263,7 +301,7 @@ impl Fitter {
         };
         let room = window - reserve;
         let budget = asks.budget.map_or(room, |b| b.min(room));
-        let media = Media::counted(&parsed, rule);
+        let media = Media::counted(&parsed, rule, published);
         let Some(input) = budget.checked_sub(media.all).filter(|&i| i > 0) else {
             let message = format!(
                 "the request's images need {} input tokens, over its budget of {budget} for model {}",
@@ -355,7 +393,8 @@ impl Fitter {
             .iter()
             .zip(&fates)
             .zip(&media.per_turn)
-            .filter(|((_, f), _)| f.kept)
+            // A cleared result's images went with its content.
+            .filter(|((_, f), _)| f.kept && f.cleared.is_none())
             .map(|(_, &m)| m)
             .fold(media.system, u32::saturating_add);
         let usage = &assembly.usage;
@@ -396,10 +435,15 @@ impl Fitter {
 
     fn overloaded(&self, api: Api) -> Outcome {
         if self.settings.refuse_overloaded {
-            let message = "the context assembler is over its limits; retry shortly";
-            return Outcome::Refused(refusal(api, 429, "overloaded", "", message));
+            return Outcome::Refused(overloaded(api));
         }
         Outcome::Passed(Pass::Overloaded)
+    }
+
+    /// The admission the fit takes its slots (and an edge its upload
+    /// budget) from.
+    pub fn admission(&self) -> &Admission {
+        &self.admission
     }
 }
 
@@ -428,9 +472,10 @@ pub struct Counted {
 }
 
 impl Media {
-    /// The images of `parsed`, counted by this rule.
-    fn counted(parsed: &Parsed, rule: Media) -> Counted {
-        let mut exact = true;
+    /// The images of `parsed`, counted by this rule (`published`: the
+    /// model's own rule, else an estimate).
+    fn counted(parsed: &Parsed, rule: Media, published: bool) -> Counted {
+        let mut exact = published;
         let mut sum = |images: &[super::media::Image]| {
             images.iter().fold(0u32, |acc, i| {
                 let c = i.count(rule);
@@ -511,41 +556,44 @@ fn request(parsed: &Parsed, asks: &Asks, input: u32, output_reserve: Option<u32>
 
 /// Where the newest turn starts: the last user message (with the calls its
 /// tool results answer), or, in an agent loop, the last tool results with
-/// the call they answer; an assistant prefill after either goes with it.
+/// the calls they answer; what follows it (an assistant prefill, a system
+/// note) goes with it. Linear in the turns.
 pub fn newest(parsed: &Parsed) -> usize {
     use crate::vocab::Role;
     let turns = &parsed.turns;
-    let mut at = turns.len();
-    while at > 0 && turns[at - 1].role == Some(Role::Assistant) && turns[at - 1].tool_call_ids.is_empty() {
-        at -= 1;
-    }
-    if at == 0 {
+    let Some(last) = turns
+        .iter()
+        .rposition(|t| matches!(t.role, Some(Role::User | Role::Tool)))
+    else {
         return 0;
-    }
-    // The element the last user or tool turn is in: the whole of it.
-    let element = turns[at - 1].parts.first().map(|p| p.element);
+    };
+    // The whole element the last user or tool turn is in.
+    let element = turns[last].parts.first().map(|p| p.element);
+    let mut at = last + 1;
     while at > 0
         && turns[at - 1].role != Some(Role::Assistant)
         && turns[at - 1].parts.first().map(|p| p.element) == element
     {
         at -= 1;
     }
-    // Tool results: back to the call that made them (and any results
-    // before it in between).
-    while at > 0 && turns[at..].iter().any(|t| t.role == Some(Role::Tool)) {
-        let open: Vec<&str> = turns[at..]
-            .iter()
-            .filter(|t| t.role == Some(Role::Tool))
-            .map(|t| t.tool_call_id.as_str())
-            .collect();
-        let made = turns[at..]
-            .iter()
-            .flat_map(|t| t.tool_call_ids.iter())
-            .any(|id| open.contains(&id.as_str()));
-        if made || turns[at - 1].role == Some(Role::User) {
-            break;
-        }
+    // Results not yet matched by a call: back to the calls that made them.
+    let mut open: HashSet<&str> = turns[at..]
+        .iter()
+        .filter(|t| t.role == Some(Role::Tool))
+        .map(|t| t.tool_call_id.as_str())
+        .collect();
+    for id in turns[at..].iter().flat_map(|t| &t.tool_call_ids) {
+        open.remove(id.as_str());
+    }
+    while at > 0 && !open.is_empty() && turns[at - 1].role != Some(Role::User) {
         at -= 1;
+        let t = &turns[at];
+        if t.role == Some(Role::Tool) {
+            open.insert(t.tool_call_id.as_str());
+        }
+        for id in &t.tool_call_ids {
+            open.remove(id.as_str());
+        }
     }
     at
 }
@@ -566,20 +614,19 @@ fn fates(parsed: &Parsed, assembly: &Assembly) -> Option<Vec<Fate>> {
             fates[index(id)?].thinking_dropped = true;
         }
     }
-    let cleared: Vec<usize> = assembly
-        .decisions
-        .iter()
-        .flat_map(|d| d.cleared_item_ids.iter())
-        .filter_map(|id| index(id))
-        .collect();
+    let mut cleared = vec![false; n];
+    for id in assembly.decisions.iter().flat_map(|d| d.cleared_item_ids.iter()) {
+        cleared[index(id)?] = true;
+    }
+    let any_cleared = cleared.iter().any(|&c| c);
     let skip = assembly.cache.prefix_message_count as usize + usize::from(summary(assembly).is_some());
     let turns = assembly.messages.get(skip..)?;
-    if turns.len() != kept.len() && !cleared.is_empty() {
+    if turns.len() != kept.len() && any_cleared {
         return None;
     }
     for (k, &t) in kept.iter().enumerate() {
         fates[t].kept = true;
-        if cleared.contains(&t) {
+        if cleared[t] {
             fates[t].cleared = Some(turns.get(k)?.content.clone());
         }
     }
@@ -716,6 +763,12 @@ pub fn refusal(api: Api, status: u16, reason: &'static str, param: &str, message
         body: body.to_string(),
         reason,
     }
+}
+
+/// The 429 of a sidecar over its limits.
+pub fn overloaded(api: Api) -> Refusal {
+    let message = "the context assembler is over its limits; retry shortly";
+    refusal(api, 429, "overloaded", "", message)
 }
 
 /// The 413 of a body over the limit.

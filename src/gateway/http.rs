@@ -18,8 +18,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::body::Api;
 use super::ext_proc::{EXACT_HEADER, INPUT_TOKENS_HEADER};
 use super::fit::{self, Asks, Fitter, Outcome};
-use crate::http1::{self, BodyError};
-use crate::render::http::{Extra, code_label};
+use crate::http1::{self, BodyError, Extra, code_label};
 use crate::telemetry::metrics;
 
 /// The routes' prefix.
@@ -30,8 +29,9 @@ pub const ENDPOINT: &str = "Fit";
 pub const PASSED_HEADER: &str = "x-context-assembler-passed";
 /// The static prefix's hash.
 pub const PREFIX_HASH_HEADER: &str = "x-context-assembler-prefix-hash";
-/// A body not received in full by then is answered 408.
-const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// A body not received in full by then is answered 408 (as the render
+/// node's).
+const BODY_TIMEOUT: Duration = crate::render::http::RENDER_BODY_TIMEOUT;
 
 /// The fit endpoints.
 #[derive(Debug, Clone)]
@@ -62,20 +62,25 @@ impl FitRoutes {
         if req.method() != Method::POST {
             return error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
         }
-        let header = |name: &str| {
-            req.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let asks = Asks {
-            budget: header("x-context-budget").and_then(|b| b.trim().parse().ok()),
-            policy: header("x-context-policy").unwrap_or_default(),
-            session_id: header("x-session-id").unwrap_or_default(),
-            request_id: header("x-request-id").unwrap_or_default(),
-        };
+        let asks = Asks::from_headers(|name| req.headers().get(name).and_then(|v| v.to_str().ok()));
         let limit = self.fitter.settings().max_body_bytes;
         let cap = u32::try_from(limit).unwrap_or(u32::MAX);
+        // The body is held from the upload budget before a byte is read, as
+        // a gRPC message is: a flood of uploads cannot hold more than it.
+        let declared = req
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u32>().ok());
+        let Ok(_held) = self
+            .fitter
+            .admission()
+            .reserve_upload(declared.unwrap_or(cap).min(cap))
+        else {
+            let r = fit::overloaded(api);
+            metrics::gateway_request(api.as_str(), "refused", r.reason);
+            return provider(r.status, r.body);
+        };
         let body = match http1::read_json(req, cap, BODY_TIMEOUT).await {
             Ok(b) => b,
             Err(BodyError::TooLarge { declared, .. }) => {

@@ -154,8 +154,8 @@ pub fn gemini(w: u32, h: u32) -> u32 {
     if w <= 384 && h <= 384 {
         return 258;
     }
-    let tiles = w.div_ceil(768) * h.div_ceil(768);
-    258u32.saturating_mul(tiles)
+    let tiles = u64::from(w.div_ceil(768)) * u64::from(h.div_ceil(768));
+    u32::try_from(258 * tiles).unwrap_or(u32::MAX)
 }
 
 /// The size of a base64 image, from its first bytes.
@@ -264,6 +264,8 @@ mod tests {
     fn gemini_small_images_are_one_tile() {
         assert_eq!(gemini(384, 384), 258);
         assert_eq!(gemini(1000, 1000), 258 * 4);
+        // A hostile header's size saturates, never wraps.
+        assert_eq!(gemini(u32::MAX, u32::MAX), u32::MAX);
     }
 
     #[test]

@@ -236,7 +236,7 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     // Reasoning with no turn after it stays with the turn before it.
     if let Some(last) = p.turns.last_mut() {
         for (i, t) in pending.drain(..) {
-            last.parts.push(whole(i, true));
+            last.parts.push(whole(i, false));
             if last.role == Some(Role::Assistant) {
                 last.thinking.push(t);
             }
@@ -248,10 +248,14 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     Ok(p)
 }
 
-/// Gives the waiting reasoning to `turn`.
+/// Gives the waiting reasoning to `turn`. Its items go and stay with the
+/// turn's own: OpenAI refuses a `function_call` sent without the
+/// `reasoning` item before it, so a kept turn keeps its reasoning even where
+/// the assembler would drop a closed cycle's thinking (OpenAI does not bill
+/// it, so nothing is counted either way).
 fn attach(turn: &mut Turn, pending: &mut Vec<(usize, Thinking)>, whole: impl Fn(usize, bool) -> Part) {
     for (i, t) in pending.drain(..) {
-        turn.parts.push(whole(i, true));
+        turn.parts.push(whole(i, false));
         turn.thinking.push(t);
     }
 }
@@ -289,9 +293,13 @@ fn content_text(content: Option<&RawValue>, images: &mut Vec<Image>) -> Result<S
 /// A Responses tool definition in Chat's function shape, for counting.
 fn function_shape(raw: &RawValue) -> Result<String, Unfit> {
     let t: Tool<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+    // Built-in tools (web search, file search, ...) cost what OpenAI does
+    // not publish: not fitted.
+    if t.kind.as_deref() != Some("function") {
+        return Err(Unfit::Unsupported);
+    }
     let mut function = serde_json::Map::new();
-    let name = t.name.or(t.kind).unwrap_or_default();
-    function.insert("name".to_owned(), name.into());
+    function.insert("name".to_owned(), t.name.unwrap_or_default().into());
     if let Some(d) = t.description {
         function.insert("description".to_owned(), d.into());
     }

@@ -7,7 +7,6 @@
 //! another's.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +19,7 @@ use serde_json::{Value, json};
 use super::wire::{self, ChatRender, CompletionRender, TokenizeRender};
 use super::{RenderError, Renderer};
 use crate::assemble::flow;
-use crate::http1::{self, BodyError};
+use crate::http1::{self, BodyError, Extra, code_label};
 use crate::telemetry::metrics;
 use crate::vocab::Cancel;
 
@@ -51,19 +50,6 @@ pub trait Admission: Send + Sync + 'static {
     fn max_body_bytes(&self) -> u32;
     /// Open connections at most (`limits.max_connections`).
     fn max_connections(&self) -> u32;
-}
-
-/// Routes a room above serves on the render node's listener beside the
-/// render contract (the gateway's HTTP fit endpoints): the node only hands
-/// them their requests.
-pub trait Extra: Send + Sync + 'static {
-    /// Whether `path` is one of its routes.
-    fn serves(&self, path: &str) -> bool;
-    /// Answers a request to one of its routes.
-    fn answer(
-        &self,
-        req: Request<Incoming>,
-    ) -> Pin<Box<dyn Future<Output = Response<Full<Bytes>>> + Send + '_>>;
 }
 
 /// The render node: a renderer and the admission it works under.
@@ -352,18 +338,4 @@ fn models(renderer: &Renderer) -> Value {
         .map(|(name, window)| json!({"id": name, "object": "model", "owned_by": "context-assembler", "max_model_len": window}))
         .collect();
     json!({"object": "list", "data": data})
-}
-
-/// The code label of an answer's status, as the gRPC series name codes.
-/// The `code` label of an HTTP status, in gRPC's words (the request
-/// series is shared with the gRPC listener).
-pub fn code_label(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::OK => "OK",
-        StatusCode::NOT_FOUND => "NOT_FOUND",
-        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::TOO_MANY_REQUESTS => "RESOURCE_EXHAUSTED",
-        StatusCode::REQUEST_TIMEOUT => "DEADLINE_EXCEEDED",
-        s if s.is_server_error() => "INTERNAL",
-        _ => "INVALID_ARGUMENT",
-    }
 }

@@ -291,6 +291,7 @@ impl Bound {
                 refuse_overloaded: config.gateway.refuse_overloaded,
                 cache_markers: config.gateway.cache_markers,
                 prompt_cache_key: config.gateway.prompt_cache_key,
+                max_turns: limits.max_items as usize,
             },
         );
         let render_node = render_listener.map(|l| {

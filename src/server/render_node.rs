@@ -11,8 +11,9 @@ use super::listener::Listener;
 
 use crate::assemble::Assembler;
 use crate::grpc::admission::{Admission, Permit};
+use crate::http1::Extra;
 use crate::render::Renderer;
-use crate::render::http::{self, Extra, RenderNode};
+use crate::render::http::{self, RenderNode};
 use crate::telemetry::metrics;
 
 /// The gRPC admission as the render node asks for it.

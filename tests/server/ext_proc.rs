@@ -664,7 +664,7 @@ async fn the_configuration_may_refuse_what_would_pass() {
 }
 
 #[tokio::test]
-async fn a_stalled_or_disordered_stream_disturbs_no_other_and_ends_by_its_deadline() {
+async fn a_stalled_or_disordered_stream_disturbs_no_other_and_passes_its_request_on() {
     let mut args = TestServer::args();
     args.default_timeout_ms = Some(1500);
     let server = TestServer::start_with(args).await;
@@ -701,11 +701,32 @@ async fn a_stalled_or_disordered_stream_disturbs_no_other_and_ends_by_its_deadli
     .await;
     assert!(seen.body.is_some());
 
-    // The stalled stream ends cleanly (Envoy goes on without the
-    // processor) once its deadline passes, having answered nothing.
-    let end = tokio::time::timeout(Duration::from_secs(20), stalled.message())
+    // Past its deadline, the stalled stream passes on what it gathered, as
+    // it came (Envoy holds nothing of a full-duplex body)...
+    let wait = Duration::from_secs(20);
+    let mut seen = Seen::default();
+    for _ in 0..2 {
+        let a = tokio::time::timeout(wait, stalled.message())
+            .await
+            .expect("answered by its deadline");
+        seen.take(a.unwrap().expect("an answer"));
+    }
+    assert_eq!(seen.kinds, ["headers", "body"]);
+    assert_eq!(seen.body.as_deref(), Some(&b"{\"model\":"[..]));
+    assert!(seen.headers.is_empty());
+    // ...and the rest as it comes.
+    stall_tx.send(body_message(b"1}", true)).await.unwrap();
+    let a = tokio::time::timeout(wait, stalled.message())
         .await
-        .expect("ended by its deadline");
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    seen.take(a);
+    assert_eq!(seen.body.as_deref(), Some(&b"{\"model\":1}"[..]));
+    // Then it ends, once idle again.
+    let end = tokio::time::timeout(wait, stalled.message())
+        .await
+        .expect("ended");
     assert!(matches!(end, Ok(None)), "{end:?}");
     drop(stall_tx);
 
@@ -729,5 +750,42 @@ async fn a_stalled_or_disordered_stream_disturbs_no_other_and_ends_by_its_deadli
         matches!(a.response, Some(processing_response::Response::RequestBody(_))),
         "{a:?}"
     );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_buffered_body_over_the_listeners_bound_is_413_not_a_failure() {
+    let mut args = TestServer::args();
+    args.max_request_bytes = Some(64 * 1024);
+    let server = TestServer::start_with(args).await;
+    let body = chat_body(2000, "");
+    assert!(body.len() > 64 * 1024 + 64 * 1024);
+    let mut client = ExternalProcessorClient::new(server.channel.clone());
+    let (tx, rx) = mpsc::channel(4);
+    let mut answers = client
+        .process(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(headers_message(
+        "/v1/chat/completions",
+        &[],
+        BodySendMode::Buffered,
+    ))
+    .await
+    .unwrap();
+    let mut seen = Seen::default();
+    seen.take(next(&mut answers).await.unwrap());
+    tx.send(body_message(body.as_bytes(), true)).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(30), answers.message())
+        .await
+        .unwrap()
+        .expect("answered, not failed")
+        .expect("an answer");
+    seen.take(answer);
+    let (status, out) = seen.immediate.expect("refused");
+    assert_eq!(status, 413);
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["error"]["code"], "request_too_large");
     server.stop().await;
 }
