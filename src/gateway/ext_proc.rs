@@ -426,7 +426,12 @@ impl Processing {
         let body = std::mem::take(&mut self.body);
         // Held until the answer is written (the fit's copies are of it).
         let _held = self.reserved.take();
-        let outcome = self.fitter.fit(api, &self.asks, &body).await;
+        // Envoy gone (a reset, its message timeout): the fit is dropped,
+        // and the assembler's work stops at its next check.
+        let outcome = tokio::select! {
+            outcome = self.fitter.fit(api, &self.asks, &body) => outcome,
+            () = self.tx.closed() => return Err(Stop::Gone),
+        };
         let span = tracing::Span::current();
         span.record("api", api.as_str());
         span.record("outcome", outcome.label());

@@ -9,14 +9,18 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::body::{self, Api, Edit, Fate, Parsed, Unfit, quoted};
-use super::media::Media;
+pub use super::outcome::{Fitted, Outcome, Pass, Refusal};
+pub use super::refusal::{overloaded, refusal, too_large};
+
+use super::body::{self, Api, Fate, Parsed, Unfit, quoted};
+use super::markers::markers;
+use super::media::{Media, MediaTokens};
+use super::refusal::{clip, overflow_message};
 use super::{chat, messages, responses};
-use crate::assemble::error::Needs;
 use crate::assemble::flow::{Flow, FlowError, Prepared, WARM_TRY_BYTES};
 use crate::assemble::{AssembleError, Assembler};
 use crate::grpc::admission::Admission;
-use crate::prompt::{AssembleRequest, Assembly, Block, BlockKind, Item, MarkerTarget, Segment, SegmentKind};
+use crate::prompt::{AssembleRequest, Assembly, Block, BlockKind, Item, Segment, SegmentKind};
 use crate::telemetry::metrics;
 
 /// What the fit does where it cannot fit: the configuration's `[gateway]`
@@ -86,144 +90,6 @@ impl Asks {
             policy: text("x-context-policy"),
             session_id: text("x-session-id"),
             request_id: text("x-request-id"),
-        }
-    }
-}
-
-/// Why a request was passed on untouched (a bounded metric label each).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pass {
-    /// Not a path the fit knows, or not a POST.
-    Path,
-    /// The body is not its API's JSON.
-    Malformed,
-    /// Valid JSON, but not a chat request.
-    NotChat,
-    /// A part the fit does not know how to cut.
-    Unsupported,
-    /// The model table has no such model.
-    UnknownModel,
-    /// The assembler refused the request as given (a duplicate call id, an
-    /// unknown policy, a budget the window cannot hold).
-    Invalid,
-    /// Every work slot was taken.
-    Overloaded,
-    /// The server is draining.
-    Draining,
-    /// A continuation over its budget: what came before is the
-    /// provider's, so it is not refused here.
-    Continued,
-    /// The assembly's messages could not be matched to the body's.
-    Layout,
-    /// The work failed (cancelled, panicked).
-    Failed,
-    /// More messages or turns than `limits.max_items`.
-    TooMany,
-    /// A full-duplex upload stalled, or its body found no room in the
-    /// upload budget: passed on as it came.
-    Stalled,
-}
-
-impl Pass {
-    /// The metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Pass::Path => "path",
-            Pass::Malformed => "malformed",
-            Pass::NotChat => "not_chat",
-            Pass::Unsupported => "unsupported",
-            Pass::UnknownModel => "unknown_model",
-            Pass::Invalid => "invalid",
-            Pass::Overloaded => "overloaded",
-            Pass::Draining => "draining",
-            Pass::Continued => "continued",
-            Pass::Layout => "layout",
-            Pass::Failed => "failed",
-            Pass::TooMany => "too_many_turns",
-            Pass::Stalled => "stalled",
-        }
-    }
-
-    /// Every reason, for starting the series at zero.
-    pub const ALL: [Pass; 13] = [
-        Pass::Path,
-        Pass::Malformed,
-        Pass::NotChat,
-        Pass::Unsupported,
-        Pass::UnknownModel,
-        Pass::Invalid,
-        Pass::Overloaded,
-        Pass::Draining,
-        Pass::Continued,
-        Pass::Layout,
-        Pass::Failed,
-        Pass::TooMany,
-        Pass::Stalled,
-    ];
-}
-
-/// A refusal in the provider's own shape.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// The HTTP status.
-    pub status: u16,
-    /// The provider's error body.
-    pub body: String,
-    /// The metric label (`context_length_exceeded`, `too_large`,
-    /// `malformed`, `unknown_model`, `overloaded`).
-    pub reason: &'static str,
-}
-
-/// A request fitted (or found to fit as it is).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fitted {
-    /// The body to send; `None`: the caller's, unchanged.
-    pub body: Option<String>,
-    /// The prompt's input tokens, as the provider bills them.
-    pub input_tokens: u32,
-    /// Whether that count is the provider's own (else an estimate).
-    pub exact: bool,
-    /// The static prefix's hash.
-    pub prefix_hash: String,
-    /// Turns not sent.
-    pub turns_cut: u32,
-    /// Tool results sent cleared.
-    pub results_cleared: u32,
-    /// Tokens the fit took out of the conversation.
-    pub tokens_cut: u64,
-    /// Whether the conversation itself changed (turns cut, cleared or
-    /// summarized); a body with only cache fields added did not.
-    pub changed: bool,
-}
-
-/// What the fit made of a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Passed on untouched, and why.
-    Passed(Pass),
-    /// Fitted, or already fitting.
-    Fitted(Fitted),
-    /// Refused.
-    Refused(Refusal),
-}
-
-impl Outcome {
-    /// The `outcome` metric label.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Outcome::Passed(_) => "passed",
-            Outcome::Fitted(f) if f.changed => "fitted",
-            Outcome::Fitted(_) => "unchanged",
-            Outcome::Refused(_) => "refused",
-        }
-    }
-
-    /// The `reason` metric label.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Outcome::Passed(p) => p.as_str(),
-            Outcome::Fitted(_) => "none",
-            Outcome::Refused(r) => r.reason,
         }
     }
 }
@@ -350,7 +216,14 @@ impl Fitter {
     }
 
     /// The fitted body from the assembly's decisions.
-    fn splice(&self, api: Api, text: &str, parsed: &Parsed, assembly: &Assembly, media: &Counted) -> Outcome {
+    fn splice(
+        &self,
+        api: Api,
+        text: &str,
+        parsed: &Parsed,
+        assembly: &Assembly,
+        media: &MediaTokens,
+    ) -> Outcome {
         let Some(fates) = fates(parsed, assembly) else {
             return Outcome::Passed(Pass::Layout);
         };
@@ -459,40 +332,6 @@ fn reserve(max_output: Option<u64>, model: u32, window: u32) -> Option<u32> {
         None => model,
     };
     (reserve < window).then_some(reserve)
-}
-
-/// Media tokens of a request: all of them (taken from the budget before
-/// the assembly), the system prompt's, each turn's.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Counted {
-    all: u32,
-    system: u32,
-    per_turn: Vec<u32>,
-    exact: bool,
-}
-
-impl Media {
-    /// The images of `parsed`, counted by this rule (`published`: the
-    /// model's own rule, else an estimate).
-    fn counted(parsed: &Parsed, rule: Media, published: bool) -> Counted {
-        let mut exact = published;
-        let mut sum = |images: &[super::media::Image]| {
-            images.iter().fold(0u32, |acc, i| {
-                let c = i.count(rule);
-                exact &= c.exact;
-                acc.saturating_add(c.tokens)
-            })
-        };
-        let system = sum(&parsed.system_images);
-        let per_turn: Vec<u32> = parsed.turns.iter().map(|t| sum(&t.images)).collect();
-        let all = per_turn.iter().fold(system, |a, &b| a.saturating_add(b));
-        Counted {
-            all,
-            system,
-            per_turn,
-            exact,
-        }
-    }
 }
 
 /// The name of the block of older turns (cuttable).
@@ -633,79 +472,8 @@ fn fates(parsed: &Parsed, assembly: &Assembly) -> Option<Vec<Fate>> {
     Some(fates)
 }
 
-/// The cache markers the plan says take effect, where the caller placed
-/// none, at most the provider's four counting the caller's own: as edits of
-/// the caller's bytes, and the marker of the summary message when it gets
-/// one. A marker goes on a message only when the message is sent as the
-/// caller wrote it.
-fn markers(
-    text: &str,
-    parsed: &Parsed,
-    assembly: &Assembly,
-    fates: &[Fate],
-    summarized: bool,
-) -> (Vec<Edit>, Option<String>) {
-    let marks = &parsed.marks;
-    let mut room = MAX_MARKERS.saturating_sub(marks.caller);
-    let statics = assembly.cache.prefix_message_count as usize;
-    let kept: Vec<usize> = (0..fates.len()).filter(|&t| fates[t].kept).collect();
-    // Elements sent exactly as the caller wrote them.
-    let mut touched = vec![false; parsed.elements.len()];
-    for (t, turn) in parsed.turns.iter().enumerate() {
-        let f = &fates[t];
-        if !f.kept || f.cleared.is_some() || f.thinking_dropped {
-            for p in &turn.parts {
-                if let Some(e) = touched.get_mut(p.element) {
-                    *e = true;
-                }
-            }
-        }
-    }
-    let mut edits = Vec::new();
-    let mut summary_marker = None;
-    for m in assembly
-        .cache_plan
-        .markers
-        .iter()
-        .filter(|m| m.effective && m.field.name == "cache_control")
-    {
-        if room == 0 {
-            break;
-        }
-        let spot = match m.target {
-            MarkerTarget::Tool(i) => marks.tools.get(i as usize),
-            MarkerTarget::Message(i) if (i as usize) < statics => marks.system.as_ref(),
-            MarkerTarget::Message(i) if summarized && i as usize == statics => {
-                summary_marker = Some(m.field.json.clone());
-                room -= 1;
-                continue;
-            }
-            MarkerTarget::Message(i) => {
-                let k = (i as usize).saturating_sub(statics + usize::from(summarized));
-                let element = kept
-                    .get(k)
-                    .and_then(|&t| parsed.turns[t].parts.last())
-                    .map(|p| p.element)
-                    .filter(|&e| !touched.get(e).copied().unwrap_or(true));
-                element
-                    .and_then(|e| marks.elements.get(e))
-                    .and_then(Option::as_ref)
-            }
-        };
-        if let Some(spot) = spot.filter(|s| !s.marked) {
-            edits.push(spot.mark(text, &m.field.json));
-            room -= 1;
-        }
-    }
-    edits.sort_by_key(|(r, _)| (r.start, r.end));
-    (edits, summary_marker)
-}
-
-/// Anthropic's limit of cache markers per request (the caller's included).
-const MAX_MARKERS: usize = 4;
-
 /// The compacted turns' summary message, when the assembly has one.
-fn summary(assembly: &Assembly) -> Option<&str> {
+pub(super) fn summary(assembly: &Assembly) -> Option<&str> {
     let summarized = assembly
         .decisions
         .iter()
@@ -715,71 +483,6 @@ fn summary(assembly: &Assembly) -> Option<&str> {
         .then(|| assembly.messages.get(at))
         .flatten()
         .map(|m| m.content.as_str())
-}
-
-/// The message of a refusal for a budget overflow: what does not fit.
-fn overflow_message(needed: u64, budget: u32, model: &str, needs: &Needs) -> String {
-    let newest: u64 = needs.blocks.iter().map(|b| b.tokens).sum();
-    let mut parts = Vec::new();
-    for (what, n) in [
-        ("the system prompt", needs.static_prefix),
-        ("the tools", needs.tools),
-        ("the newest turn", newest),
-        ("the chat format", needs.framing + needs.template),
-    ] {
-        if n > 0 {
-            parts.push(format!("{what} {n}"));
-        }
-    }
-    format!(
-        "This request needs at least {needed} input tokens, over its budget of {budget} for model {model}, \
-         although older turns may be cut: {}. Shorten what is never cut, or raise max_tokens' room.",
-        parts.join(", ")
-    )
-}
-
-/// A refusal in `api`'s error shape.
-pub fn refusal(api: Api, status: u16, reason: &'static str, param: &str, message: &str) -> Refusal {
-    let body = if api.anthropic() {
-        let kind = match status {
-            413 => "request_too_large",
-            429 => "rate_limit_error",
-            _ => "invalid_request_error",
-        };
-        serde_json::json!({"type": "error", "error": {"type": kind, "message": message}})
-    } else {
-        let (kind, code) = match (status, reason) {
-            (413, _) => ("invalid_request_error", "request_too_large"),
-            (429, _) => ("rate_limit_error", "rate_limit_exceeded"),
-            (_, "context_length_exceeded") => ("invalid_request_error", "context_length_exceeded"),
-            (_, "unknown_model") => ("invalid_request_error", "model_not_found"),
-            _ => ("invalid_request_error", "invalid_request"),
-        };
-        let param = (!param.is_empty()).then_some(param);
-        serde_json::json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
-    };
-    Refusal {
-        status,
-        body: body.to_string(),
-        reason,
-    }
-}
-
-/// The 429 of a sidecar over its limits.
-pub fn overloaded(api: Api) -> Refusal {
-    let message = "the context assembler is over its limits; retry shortly";
-    refusal(api, 429, "overloaded", "", message)
-}
-
-/// The 413 of a body over the limit.
-pub fn too_large(api: Api, bytes: usize, limit: usize) -> Refusal {
-    let message = format!("the request body ({bytes} bytes) is over the limit of {limit} bytes");
-    refusal(api, 413, "too_large", "", &message)
-}
-
-/// A caller's string as quoted in a message: at most 64 characters.
-fn clip(s: &str) -> &str {
-    s.char_indices().nth(64).map_or(s, |(at, _)| &s[..at])
 }
 
 /// Records a fit's outcome.

@@ -16,6 +16,7 @@
 
 use base64::Engine as _;
 
+use super::body::Parsed;
 use crate::tokens::provider::Provider;
 
 /// Whose rule counts an image (the model's provider).
@@ -226,6 +227,44 @@ pub fn size_of(b: &[u8]) -> Option<(u32, u32)> {
         }
     }
     None
+}
+
+/// Media tokens of a request: all of them (taken from the budget before
+/// the assembly), the system prompt's, each turn's.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MediaTokens {
+    /// Every image's tokens (taken from the budget before the fit).
+    pub all: u32,
+    /// The system prompt's.
+    pub system: u32,
+    /// Each turn's.
+    pub per_turn: Vec<u32>,
+    /// Whether every count is the provider's own.
+    pub exact: bool,
+}
+
+impl Media {
+    /// The images of `parsed`, counted by this rule (`published`: the
+    /// model's own rule, else an estimate).
+    pub fn counted(parsed: &Parsed, rule: Media, published: bool) -> MediaTokens {
+        let mut exact = published;
+        let mut sum = |images: &[Image]| {
+            images.iter().fold(0u32, |acc, i| {
+                let c = i.count(rule);
+                exact &= c.exact;
+                acc.saturating_add(c.tokens)
+            })
+        };
+        let system = sum(&parsed.system_images);
+        let per_turn: Vec<u32> = parsed.turns.iter().map(|t| sum(&t.images)).collect();
+        let all = per_turn.iter().fold(system, |a, &b| a.saturating_add(b));
+        MediaTokens {
+            all,
+            system,
+            per_turn,
+            exact,
+        }
+    }
 }
 
 #[cfg(test)]

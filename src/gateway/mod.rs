@@ -7,8 +7,9 @@
 //! - [`body`]: where a request's messages lie in its bytes, and the splice;
 //!   [`chat`], [`messages`], [`responses`]: each API's body, parsed.
 //! - [`media`]: images counted by the provider's rule.
-//! - [`fit`]: the request for the assembler, its decisions spliced back,
-//!   refusals in the provider's shape.
+//! - [`fit`]: the request for the assembler, its decisions spliced back;
+//!   [`outcome`]: what it made of a request; `refusal`: refusals in the
+//!   provider's shape; `markers`: Anthropic's cache markers.
 //! - [`ext_proc`]: Envoy's processor; [`http`]: the HTTP fit endpoints on
 //!   the render node's listener.
 
@@ -17,9 +18,12 @@ pub mod chat;
 pub mod ext_proc;
 pub mod fit;
 pub mod http;
+mod markers;
 pub mod media;
 pub mod messages;
+pub mod outcome;
 pub mod pb;
+mod refusal;
 pub mod responses;
 
 pub use body::Api;
