@@ -259,6 +259,9 @@ impl<'a> Arbitrary<'a> for AssembleInput {
                 Vec::new()
             },
             cache_ttl: pick(u, &["", "5m", "1h", "30m", "7d"])?.to_owned(),
+            // The checks expect the query rendered last (the gateway's
+            // pinned-turn requests are the gateway target's).
+            no_query: false,
         }))
     }
 }
