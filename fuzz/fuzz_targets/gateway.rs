@@ -50,22 +50,21 @@ const SUMMARIES: [&str; 3] = [
     r#"{"role":"user","content":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}]}"#,
 ];
 
-// Behaviours of the main crate reported and left for a decision rather
-// than asserted against (see README.md): each is skipped narrowly, and
-// asserted like the rest once its switch is false.
+// Behaviours this target found in the main crate, fixed there and now
+// asserted: each switch set to `true` would skip its case narrowly again.
 
 /// An element no turn is in (an Anthropic message whose content is `[]`)
-/// is left out by every splice, even one that keeps every turn whole
-/// (Anthropic refuses an empty content anyway). Set to `false` to hold
-/// such elements to "kept as the caller wrote them".
-const PARTLESS_MAY_GO: bool = true;
+/// was left out by every splice, even one that keeps every turn whole; it
+/// is now a turn of its own, held to "kept as the caller wrote it".
+const PARTLESS_MAY_GO: bool = false;
 
 /// A spot said to be an object may be an array (a block or a tool written
 /// as a JSON array, which serde's derived structs accept, as they accept a
 /// whole request written as one) or the empty object `{}` (a tool): the
-/// marking edit then makes invalid JSON (`[..,"cache_control":..]`,
-/// `{,"cache_control":..}`). Set to `false` to mark such spots too.
-const UNMARKABLE_SKIPPED: bool = true;
+/// marking edit made invalid JSON (`[..,"cache_control":..]`,
+/// `{,"cache_control":..}`). Arrays are now refused where objects belong,
+/// and `{}` is marked without a comma.
+const UNMARKABLE_SKIPPED: bool = false;
 
 fn api_of(first: u8) -> Api {
     match first {

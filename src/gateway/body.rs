@@ -155,6 +155,15 @@ pub struct Parsed {
     pub marks: Marks,
 }
 
+/// `text`, when it is a JSON object's (serde's derived structs take an
+/// array too, and a span the fit edits must be an object's).
+pub fn object(text: &str) -> Result<&str, Unfit> {
+    match text.trim_start().as_bytes().first() {
+        Some(b'{') => Ok(text),
+        _ => Err(Unfit::Malformed),
+    }
+}
+
 /// The byte range of `raw` inside `body` (`raw` was borrowed from it).
 pub fn span(body: &str, raw: &RawValue) -> Range<usize> {
     let start = (raw.get().as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
@@ -192,9 +201,12 @@ impl Spot {
             let wrapped = format!(r#"[{{"type":"text","text":{text},"cache_control":{marker}}}]"#);
             return (self.span.clone(), wrapped);
         }
-        // Before the object's closing brace (a value's bytes end with it).
+        // Before the object's closing brace (a value's bytes end with it),
+        // after a member when it has one.
         let at = self.span.end.saturating_sub(1);
-        (at..at, format!(r#","cache_control":{marker}"#))
+        let empty = body[self.span.start..at].trim_end().ends_with('{');
+        let sep = if empty { "" } else { "," };
+        (at..at, format!(r#"{sep}"cache_control":{marker}"#))
     }
 }
 

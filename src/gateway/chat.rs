@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::body::{Element, Parsed, Part, Turn, Unfit, span};
+use super::body::{Element, Parsed, Part, Turn, Unfit, object, span};
 use super::media::Image;
 use crate::vocab::Role;
 
@@ -77,7 +77,7 @@ struct ImageUrl<'a> {
 
 /// Parses a Chat Completions body.
 pub fn parse(body: &str) -> Result<Parsed, Unfit> {
-    let req: Request<'_> = serde_json::from_str(body).map_err(|_| Unfit::Malformed)?;
+    let req: Request<'_> = serde_json::from_str(object(body)?).map_err(|_| Unfit::Malformed)?;
     let (Some(model), Some(list)) = (req.model, req.messages) else {
         return Err(Unfit::NotChat);
     };

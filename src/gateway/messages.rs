@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::body::{Blocks, Element, Parsed, Part, Spot, Turn, Unfit, span};
+use super::body::{Blocks, Element, Parsed, Part, Spot, Turn, Unfit, object, span};
 use super::chat::join;
 use super::media::Image;
 use crate::prompt::Thinking;
@@ -90,7 +90,7 @@ struct Tool<'a> {
 
 /// Parses a Messages body.
 pub fn parse(body: &str) -> Result<Parsed, Unfit> {
-    let req: Request<'_> = serde_json::from_str(body).map_err(|_| Unfit::Malformed)?;
+    let req: Request<'_> = serde_json::from_str(object(body)?).map_err(|_| Unfit::Malformed)?;
     let (Some(model), Some(list)) = (req.model, req.messages) else {
         return Err(Unfit::NotChat);
     };
@@ -168,7 +168,8 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
         };
         let mut pieces = Vec::new();
         for (b, raw_block) in items.iter().enumerate() {
-            let block: Block<'_> = serde_json::from_str(raw_block.get()).map_err(|_| Unfit::Malformed)?;
+            let block: Block<'_> =
+                serde_json::from_str(object(raw_block.get())?).map_err(|_| Unfit::Malformed)?;
             p.marks.caller += usize::from(block.cache_control.is_some());
             match (&*block.kind, role) {
                 ("text", _) => {
@@ -226,6 +227,11 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
                 _ => return Err(Unfit::Unsupported),
             }
         }
+        if items.is_empty() {
+            // An empty content is still the caller's message: a turn with
+            // nothing to say, kept or cut like any other.
+            own.parts.push(whole);
+        }
         if !own.parts.is_empty() {
             own.text = join(pieces);
             p.turns.push(own);
@@ -248,7 +254,7 @@ fn spot(body: &str, content: &RawValue) -> Result<Option<Spot>, Unfit> {
     let Some(last) = blocks.last() else {
         return Ok(None);
     };
-    let block: Block<'_> = serde_json::from_str(last.get()).map_err(|_| Unfit::Malformed)?;
+    let block: Block<'_> = serde_json::from_str(object(last.get())?).map_err(|_| Unfit::Malformed)?;
     Ok(Some(Spot {
         span: span(body, last),
         text: false,
@@ -286,7 +292,7 @@ fn blocks_text(raw: &RawValue, images: &mut Vec<Image>, marked: &mut usize) -> R
 /// A Messages tool definition in OpenAI's function shape, for counting,
 /// and whether the caller marked it.
 fn function_shape(raw: &RawValue) -> Result<(String, bool), Unfit> {
-    let t: Tool<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+    let t: Tool<'_> = serde_json::from_str(object(raw.get())?).map_err(|_| Unfit::Malformed)?;
     let marked = t.cache_control.is_some();
     let mut function = serde_json::Map::new();
     function.insert("name".to_owned(), t.name.unwrap_or_default().into());

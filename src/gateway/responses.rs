@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::body::{Element, Parsed, Part, Turn, Unfit, span};
+use super::body::{Element, Parsed, Part, Turn, Unfit, object, span};
 use super::chat::join;
 use super::media::Image;
 use crate::prompt::Thinking;
@@ -92,7 +92,7 @@ struct Tool<'a> {
 
 /// Parses a Responses body.
 pub fn parse(body: &str) -> Result<Parsed, Unfit> {
-    let req: Request<'_> = serde_json::from_str(body).map_err(|_| Unfit::Malformed)?;
+    let req: Request<'_> = serde_json::from_str(object(body)?).map_err(|_| Unfit::Malformed)?;
     let (Some(model), Some(input)) = (req.model, req.input) else {
         return Err(Unfit::NotChat);
     };

@@ -142,3 +142,29 @@ proptest! {
         prop_assert_eq!(&all[p.list.start..], format!("[{}]{}", joined.join(","), &body[p.list.end..]));
     }
 }
+
+#[test]
+fn an_empty_anthropic_content_is_a_turn_and_a_marker_fits_an_empty_object() {
+    let body = r#"{"model":"m","messages":[{"role":"user","content":[]}]}"#;
+    let p = messages::parse(body).unwrap();
+    assert_eq!(p.turns.len(), 1);
+    assert_eq!(splice(body, &p, &kept(1), None, &[]), body);
+    let body = r#"{"model":"m","tools":[{ }],"messages":[]}"#;
+    let p = messages::parse(body).unwrap();
+    let edit = p.marks.tools[0].mark(body, r#"{"type":"ephemeral"}"#);
+    let out = super::edit(body, &[edit]);
+    assert_eq!(
+        out,
+        r#"{"model":"m","tools":[{ "cache_control":{"type":"ephemeral"}}],"messages":[]}"#
+    );
+}
+
+#[test]
+fn arrays_where_objects_belong_are_not_requests() {
+    assert_eq!(
+        chat::parse(r#"["gpt",[{"role":"user","content":"hi"}]]"#).unwrap_err(),
+        Unfit::Malformed
+    );
+    let block_as_array = r#"{"model":"m","messages":[{"role":"user","content":[["text","hi"]]}]}"#;
+    assert_eq!(messages::parse(block_as_array).unwrap_err(), Unfit::Malformed);
+}
