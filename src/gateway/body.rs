@@ -164,6 +164,25 @@ pub fn object(text: &str) -> Result<&str, Unfit> {
     }
 }
 
+/// A tool definition in OpenAI Chat's function shape (what the tools'
+/// formula counts), from its name, description and parameter schema.
+pub fn function_shape(
+    name: &str,
+    description: Option<&str>,
+    parameters: Option<&RawValue>,
+) -> Result<String, Unfit> {
+    let mut function = serde_json::Map::new();
+    function.insert("name".to_owned(), name.into());
+    if let Some(d) = description {
+        function.insert("description".to_owned(), d.into());
+    }
+    if let Some(schema) = parameters {
+        let v: serde_json::Value = serde_json::from_str(schema.get()).map_err(|_| Unfit::Malformed)?;
+        function.insert("parameters".to_owned(), v);
+    }
+    Ok(serde_json::json!({"type": "function", "function": function}).to_string())
+}
+
 /// The byte range of `raw` inside `body` (`raw` was borrowed from it).
 pub fn span(body: &str, raw: &RawValue) -> Range<usize> {
     let start = (raw.get().as_ptr() as usize).saturating_sub(body.as_ptr() as usize);

@@ -294,16 +294,11 @@ fn blocks_text(raw: &RawValue, images: &mut Vec<Image>, marked: &mut usize) -> R
 fn function_shape(raw: &RawValue) -> Result<(String, bool), Unfit> {
     let t: Tool<'_> = serde_json::from_str(object(raw.get())?).map_err(|_| Unfit::Malformed)?;
     let marked = t.cache_control.is_some();
-    let mut function = serde_json::Map::new();
-    function.insert("name".to_owned(), t.name.unwrap_or_default().into());
-    if let Some(d) = t.description {
-        function.insert("description".to_owned(), d.into());
-    }
-    if let Some(schema) = t.input_schema {
-        let v: serde_json::Value = serde_json::from_str(schema.get()).map_err(|_| Unfit::Malformed)?;
-        function.insert("parameters".to_owned(), v);
-    }
-    let shape = serde_json::json!({"type": "function", "function": function}).to_string();
+    let shape = super::body::function_shape(
+        &t.name.unwrap_or_default(),
+        t.description.as_deref(),
+        t.input_schema,
+    )?;
     Ok((shape, marked))
 }
 

@@ -298,16 +298,11 @@ fn function_shape(raw: &RawValue) -> Result<String, Unfit> {
     if t.kind.as_deref() != Some("function") {
         return Err(Unfit::Unsupported);
     }
-    let mut function = serde_json::Map::new();
-    function.insert("name".to_owned(), t.name.unwrap_or_default().into());
-    if let Some(d) = t.description {
-        function.insert("description".to_owned(), d.into());
-    }
-    if let Some(schema) = t.parameters {
-        let v: serde_json::Value = serde_json::from_str(schema.get()).map_err(|_| Unfit::Malformed)?;
-        function.insert("parameters".to_owned(), v);
-    }
-    Ok(serde_json::json!({"type": "function", "function": function}).to_string())
+    super::body::function_shape(
+        &t.name.unwrap_or_default(),
+        t.description.as_deref(),
+        t.parameters,
+    )
 }
 
 #[cfg(test)]
