@@ -74,7 +74,12 @@ ASSEMBLE = "/context_assembler.v1.Assembler/Assemble"
 HEALTH = "/grpc.health.v1.Health/Check"
 READY_SECONDS = 60
 REQUEST_SECONDS = 10
-ARMS = ("with_filter", "without_filter", "assemble")
+ARMS = ("with_filter", "filter_floor", "without_filter", "assemble")
+# The filter_floor arm: the same bytes through the filter at a path the sidecar does not fit, so it answers
+# both of Envoy's messages with CONTINUE and no change. What that costs over the plain listener is the
+# ext_proc hop itself (Envoy buffering the body, copying it into a gRPC message, two message round trips)
+# with nothing fitted: the floor the fit's own cost is measured above.
+FLOOR_PATH = "/v1/bench/floor"
 
 # (cell name, conversation tokens, budget or None)
 CELLS = (
@@ -351,8 +356,8 @@ def chat_body(messages):
     return json.dumps({"model": MODEL, "messages": messages}, separators=(",", ":")).encode()
 
 
-def http_request(body, budget, echo=False):
-    head = [f"POST {CHAT} HTTP/1.1", "host: bench", "content-type: application/json",
+def http_request(body, budget, echo=False, path=CHAT):
+    head = [f"POST {path} HTTP/1.1", "host: bench", "content-type: application/json",
             f"content-length: {len(body)}"]
     if budget is not None:
         head.append(f"x-context-budget: {budget}")
@@ -574,6 +579,8 @@ class Bench:
             "body": body,
             "body_bytes": len(body),
             "http": http_request(body, budget),
+            "floor_http": http_request(body, budget, path=FLOOR_PATH),
+            "floor_echo": http_request(body, budget, echo=True, path=FLOOR_PATH),
             "assemble": assemble_request(self.pb, messages, budget),
             # The checks' requests: the stub answers with the body that reached it.
             "echo": http_request(body, budget, echo=True),
@@ -586,8 +593,8 @@ class Bench:
             t0 = time.perf_counter_ns()
             answer = self.assemble(raw, timeout=REQUEST_SECONDS)
             return time.perf_counter_ns() - t0, answer
-        client = self.with_filter if arm == "with_filter" else self.without_filter
-        raw = conv["http"]
+        client = self.without_filter if arm == "without_filter" else self.with_filter
+        raw = conv["floor_http"] if arm == "filter_floor" else conv["http"]
         t0 = time.perf_counter_ns()
         answer = client.roundtrip(raw)
         elapsed = time.perf_counter_ns() - t0
@@ -610,14 +617,14 @@ class Bench:
             else:
                 self.check(kept == len(conv["messages"]) - 2, f"{name}: Assemble cut a turn of a conversation that fits")
             return
-        client = self.with_filter if arm == "with_filter" else self.without_filter
-        status, headers, echoed = client.roundtrip(conv["echo"])
+        client = self.without_filter if arm == "without_filter" else self.with_filter
+        status, headers, echoed = client.roundtrip(conv["floor_echo"] if arm == "filter_floor" else conv["echo"])
         sent, original = conv["body"], conv["messages"]
         counted = headers.get("x-stub-input-tokens", "")
         self.check(status == 200, f"{name}: {arm} answered {status} {echoed[:200]!r}")
-        if arm == "without_filter":
+        if arm in ("without_filter", "filter_floor"):
             self.check(echoed == sent and counted == "",
-                       f"{name}: without the filter the stub got {len(echoed)} bytes of {len(sent)} ({counted!r})")
+                       f"{name}: {arm}: the stub got {len(echoed)} bytes of {len(sent)} ({counted!r})")
             return
         facts["fitted_body_bytes"] = len(echoed)
         facts["sidecar_input_tokens"] = int(counted) if counted.isdigit() else None
@@ -672,17 +679,18 @@ class Bench:
         # Checks, then the warm-up, every arm.
         for arm in ARMS:
             self.verify(name, arm, warm_conv, budget, count, facts)
+        arms = tuple(a for a in ARMS if not self.args.arms or a in self.args.arms)
         for _ in range(plan["warmup"]):
             convs = fresh(1) if cold else [warm_conv]
-            for arm in ARMS:
+            for arm in arms:
                 self.send(arm, convs[0])
 
-        lat = {arm: [] for arm in ARMS}
-        cpu = {arm: {"sidecar": 0, "envoy": 0, "stub": 0} for arm in ARMS}
+        lat = {arm: [] for arm in arms}
+        cpu = {arm: {"sidecar": 0, "envoy": 0, "stub": 0} for arm in arms}
         floor = []
         before = scrape(self.metrics_port)
         for b in range(plan["blocks"]):
-            order = ARMS[b % 3:] + ARMS[:b % 3]
+            order = arms[b % len(arms):] + arms[:b % len(arms)]
             for arm in order:
                 convs = fresh(plan["block"]) if cold else [warm_conv] * plan["block"]
                 c0 = self.cpu()
@@ -720,7 +728,7 @@ class Bench:
         result = dict(facts)
         result["seconds"] = round(time.monotonic() - started, 1)
         result["arms"] = {}
-        for arm in ARMS:
+        for arm in arms:
             xs = sorted(lat[arm])
             n = len(xs)
             result["arms"][arm] = {
@@ -734,7 +742,8 @@ class Bench:
             }
         fs = sorted(floor)
         result["grpc_floor_p50_us"] = percentile(fs, 0.5) / 1e3
-        # The sidecar's handler time by rpc (for ExtProc, the stream's whole life, Envoy's turns included).
+        # The sidecar's handler time by rpc (for ExtProc, the stream's whole life, Envoy's turns included;
+        # the with_filter and filter_floor streams together).
         server = {}
         for rpc, arm in (("ExtProc", "with_filter"), ("Assemble", "assemble")):
             n = metric(after, "assembler_request_duration_seconds_count", rpc=rpc) - \
@@ -750,7 +759,7 @@ class Bench:
         result["phases_us"] = phases
         result["gateway_outcomes"] = outcomes
         expect = "fitted" if budget is not None else "unchanged"
-        self.check(outcomes[expect] == result["arms"]["with_filter"]["requests"],
+        self.check("with_filter" not in arms or outcomes[expect] == result["arms"]["with_filter"]["requests"],
                    f"{name}: the sidecar's outcomes {outcomes}, expected all {expect}")
         return result
 
@@ -808,6 +817,12 @@ class Bench:
                                  for k in stat0},
             "cells": cells,
         }
+
+
+def arms_of(result):
+    """The arms every cell of a run measured."""
+    cells = list(result["cells"].values())
+    return set.intersection(*(set(c["arms"]) for c in cells)) if cells else set()
 
 
 def git(*args):
@@ -903,6 +918,42 @@ def summarize(runs):
             f"{med(lambda r, n=n: r['cells'][n]['arms']['with_filter']['stub_cpu_us']):.0f} "
             f"| {med(lambda r, n=n: r['cells'][n]['arms']['without_filter']['sidecar_cpu_us']):.1f} |")
     lines.append("")
+    lines.append("| cell | the ext_proc floor: through the filter at a path it passes, minus without, p50 µs "
+                 "| Envoy CPU µs/req of the floor (delta over without) | sidecar CPU µs/req of the floor "
+                 "| the fit over the floor: with filter minus floor, p50 µs "
+                 "| Assemble over the gRPC floor: Assemble p50 minus health Check p50, µs "
+                 "| their ratio | sidecar CPU µs/req: filtered minus floor / Assemble |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for n in names:
+        if not all("filter_floor" in r["cells"][n]["arms"] for r in runs):
+            continue
+
+        def arm(name, key, n=n):
+            return lambda r: r["cells"][n]["arms"][name][key]
+
+        def minus(x, y, key, n=n):
+            return lambda r: arm(x, key, n)(r) - arm(y, key, n)(r)
+
+        def over_grpc(r, n=n):
+            return arm("assemble", "p50_us", n)(r) - r["cells"][n]["grpc_floor_p50_us"]
+
+        def ratio(r, n=n):
+            return minus("with_filter", "filter_floor", "p50_us", n)(r) / over_grpc(r)
+
+        def cpu_ratio(r, n=n):
+            return minus("with_filter", "filter_floor", "sidecar_cpu_us", n)(r) / arm("assemble", "sidecar_cpu_us", n)(r)
+        fit_over = minus("with_filter", "filter_floor", "p50_us")
+        lines.append(
+            f"| {n} | **{med(minus('filter_floor', 'without_filter', 'p50_us')):.0f}**"
+            f"{rng(minus('filter_floor', 'without_filter', 'p50_us'))} "
+            f"| {med(minus('filter_floor', 'without_filter', 'envoy_cpu_us')):+.0f} "
+            f"| {med(arm('filter_floor', 'sidecar_cpu_us')):.0f} "
+            f"| **{med(fit_over):.0f}**{rng(fit_over)} "
+            f"| **{med(over_grpc):.0f}**{rng(over_grpc)} "
+            f"| {med(ratio):.2f}x "
+            f"| {med(minus('with_filter', 'filter_floor', 'sidecar_cpu_us')):.0f} / "
+            f"{med(arm('assemble', 'sidecar_cpu_us')):.0f} ({med(cpu_ratio):.2f}x) |")
+    lines.append("")
     for i, r in enumerate(runs, 1):
         lines.append(f"run {i}: started {r['started']}, {r['seconds']} s, load average at its end "
                      f"{' '.join(f'{x:.2f}' for x in r['loadavg_end'])}, builds seen: {', '.join(r['builds_seen']) or 'none'}, "
@@ -925,6 +976,8 @@ def main():
     p.add_argument("--blocks", type=int)
     p.add_argument("--block", type=int)
     p.add_argument("--cells", nargs="*", help="only these cells (e.g. '32k fitted')")
+    p.add_argument("--arms", nargs="*", choices=ARMS,
+                   help="only these arms in the blocks (for a profile; the tables need all four)")
     p.add_argument("--json", help="write the run's figures here")
     p.add_argument("--commit", help="the commit the sidecar was built from (suffix +dirty: with uncommitted "
                                     "changes); default: the checkout's, as it is now")
@@ -955,7 +1008,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
-    print(summarize([result]))
+    if set(arms_of(result)) == set(ARMS):
+        print(summarize([result]))
     if bench.problems:
         print(f"{len(bench.problems)} check(s) failed", file=sys.stderr)
         return 1

@@ -4,8 +4,12 @@
 //! fit did not change is re-serialized: key order, spacing and escapes
 //! reach the provider (and its prompt cache) as the caller wrote them.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::ops::Range;
 
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::media::Image;
@@ -187,6 +191,98 @@ pub fn function_shape(
 pub fn span(body: &str, raw: &RawValue) -> Range<usize> {
     let start = (raw.get().as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
     start..start + raw.get().len()
+}
+
+/// A value that is a string or an array, read in its element's own pass:
+/// the string borrowed where it has no escapes, the array as its items'
+/// bytes.
+pub enum Listed<'a> {
+    /// A string.
+    Text(Cow<'a, str>),
+    /// An array's items.
+    Items(Vec<&'a RawValue>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Listed<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Listed<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or an array")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Listed::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Listed::Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Listed::Text(Cow::Owned(v)))
+            }
+            fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Listed::Items(items))
+            }
+        }
+        d.deserialize_any(Visit(PhantomData))
+    }
+}
+
+impl Listed<'_> {
+    /// The value's span in `body`, found from what was read where it can be
+    /// (a borrowed string, an array's items), else by reading `field` of
+    /// `owner` (the object the value is a member of) again.
+    pub fn span(&self, body: &str, owner: &str, field: &str) -> Result<Range<usize>, Unfit> {
+        let found = match self {
+            Listed::Text(Cow::Borrowed(s)) => Some(quoted_span(body, s)),
+            Listed::Text(Cow::Owned(_)) => None,
+            Listed::Items(items) => list_span(body, items),
+        };
+        match found {
+            Some(span) => Ok(span),
+            None => member_span(body, owner, field)?.ok_or(Unfit::Malformed),
+        }
+    }
+}
+
+/// The span of `field`'s value in `owner`, a JSON object inside `body`
+/// (one more pass over `owner`); `None` when it has no such member.
+pub fn member_span(body: &str, owner: &str, field: &str) -> Result<Option<Range<usize>>, Unfit> {
+    let members: HashMap<Cow<'_, str>, &RawValue> =
+        serde_json::from_str(owner).map_err(|_| Unfit::Malformed)?;
+    let owner_at = (owner.as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
+    Ok(members.get(field).map(|raw| {
+        let at = span(owner, raw);
+        owner_at + at.start..owner_at + at.end
+    }))
+}
+
+/// The span of an array from its items' spans: from the `[` before the
+/// first to the `]` after the last; `None` for an empty array.
+pub fn list_span(body: &str, items: &[&RawValue]) -> Option<Range<usize>> {
+    let (first, last) = (items.first()?, items.last()?);
+    let bytes = body.as_bytes();
+    let mut start = span(body, first).start;
+    while start > 0 && bytes[start - 1].is_ascii_whitespace() {
+        start -= 1;
+    }
+    let mut end = span(body, last).end;
+    while bytes.get(end).is_some_and(u8::is_ascii_whitespace) {
+        end += 1;
+    }
+    let open = start.checked_sub(1).filter(|&s| bytes[s] == b'[')?;
+    (bytes.get(end) == Some(&b']')).then_some(open..end + 1)
+}
+
+/// The span of a JSON string literal from its contents, borrowed from
+/// `body` (a string without escapes is borrowed between its quotes).
+pub fn quoted_span(body: &str, inner: &str) -> Range<usize> {
+    let start = (inner.as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
+    start.saturating_sub(1)..start + inner.len() + 1
 }
 
 /// A JSON string literal of `text`.

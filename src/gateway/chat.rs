@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::body::{Element, Parsed, Part, Turn, Unfit, object, span};
+use super::body::{Element, Listed, Parsed, Part, Turn, Unfit, list_span, member_span, object, span};
 use super::media::Image;
 use crate::vocab::Role;
 
@@ -16,8 +16,9 @@ use crate::vocab::Role;
 struct Request<'a> {
     #[serde(borrow)]
     model: Option<Cow<'a, str>>,
+    /// Each message's bytes, found in the same pass as the other fields.
     #[serde(borrow)]
-    messages: Option<&'a RawValue>,
+    messages: Option<Vec<&'a RawValue>>,
     #[serde(borrow, default)]
     tools: Option<Vec<&'a RawValue>>,
     max_tokens: Option<u64>,
@@ -31,7 +32,7 @@ struct Message<'a> {
     #[serde(borrow)]
     role: Cow<'a, str>,
     #[serde(borrow)]
-    content: Option<&'a RawValue>,
+    content: Option<Listed<'a>>,
     #[serde(default)]
     tool_calls: Option<Vec<Call<'a>>>,
     #[serde(borrow)]
@@ -75,17 +76,22 @@ struct ImageUrl<'a> {
     detail: Option<Cow<'a, str>>,
 }
 
-/// Parses a Chat Completions body.
+/// Parses a Chat Completions body: one pass over the body finds the
+/// messages' bytes, one pass over each message reads it; each text is
+/// copied once, into its turn.
 pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     let req: Request<'_> = serde_json::from_str(object(body)?).map_err(|_| Unfit::Malformed)?;
-    let (Some(model), Some(list)) = (req.model, req.messages) else {
+    let (Some(model), Some(raw)) = (req.model, req.messages) else {
         return Err(Unfit::NotChat);
     };
-    let raw: Vec<&RawValue> = serde_json::from_str(list.get()).map_err(|_| Unfit::Malformed)?;
+    let list = match list_span(body, &raw) {
+        Some(list) => list,
+        None => member_span(body, body, "messages")?.ok_or(Unfit::Malformed)?,
+    };
     let mut p = Parsed {
         model: model.into_owned(),
         max_output: req.max_completion_tokens.or(req.max_tokens),
-        list: span(body, list),
+        list,
         has_cache_key: req.prompt_cache_key.is_some_and(|k| k.get() != "null"),
         tools: req
             .tools
@@ -93,14 +99,14 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
             .iter()
             .map(|t| t.get().to_owned())
             .collect(),
+        elements: Vec::with_capacity(raw.len()),
+        turns: Vec::with_capacity(raw.len()),
         ..Parsed::default()
     };
     let mut begun = false;
     for (i, raw) in raw.into_iter().enumerate() {
         let m: Message<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
         let system = matches!(&*m.role, "system" | "developer");
-        let mut images = Vec::new();
-        let text = content_text(m.content, &mut images)?;
         let fixed = system && !begun;
         // A name costs its tokens and one more, which the turn's text does
         // not carry.
@@ -110,19 +116,27 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
             blocks: None,
             fixed,
         });
-        if fixed {
+        let role = match &*m.role {
+            _ if fixed => None,
+            "system" | "developer" => Some(Role::System),
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            "tool" => Some(Role::Tool),
+            _ => return Err(Unfit::Unsupported),
+        };
+        // Where a tool result's content lies, for clearing it.
+        let clear = match (role, &m.content) {
+            (Some(Role::Tool), Some(c)) => Some(c.span(body, raw.get(), "content")?),
+            _ => None,
+        };
+        let mut images = Vec::new();
+        let text = content_text(m.content, &mut images)?;
+        let Some(role) = role else {
             p.system.push(text);
             p.system_images.extend(images);
             continue;
-        }
-        begun = true;
-        let role = match &*m.role {
-            "system" | "developer" => Role::System,
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            "tool" => Role::Tool,
-            _ => return Err(Unfit::Unsupported),
         };
+        begun = true;
         let mut turn = Turn {
             role: Some(role),
             parts: vec![Part {
@@ -148,7 +162,7 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
             }
             Role::Tool => {
                 turn.tool_call_id = m.tool_call_id.map(Cow::into_owned).unwrap_or_default();
-                turn.clear = m.content.map(|c| span(body, c));
+                turn.clear = clear;
                 turn.text = text;
             }
             _ => turn.text = text,
@@ -160,23 +174,27 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
 
 /// The non-empty pieces, one per line.
 pub fn join(pieces: Vec<String>) -> String {
-    let kept: Vec<String> = pieces.into_iter().filter(|s| !s.is_empty()).collect();
-    kept.join("\n")
+    let mut kept = pieces.into_iter().filter(|s| !s.is_empty());
+    let Some(mut out) = kept.next() else {
+        return String::new();
+    };
+    for piece in kept {
+        out.push('\n');
+        out.push_str(&piece);
+    }
+    out
 }
 
 /// A message's text: its string content, or its text parts one per line;
 /// its image parts go to `images`.
-fn content_text(content: Option<&RawValue>, images: &mut Vec<Image>) -> Result<String, Unfit> {
-    let Some(raw) = content else {
-        return Ok(String::new());
-    };
-    match raw.get().as_bytes().first() {
-        Some(b'"') => serde_json::from_str::<String>(raw.get()).map_err(|_| Unfit::Malformed),
-        Some(b'[') => {
-            let parts: Vec<ContentPart<'_>> =
-                serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+fn content_text(content: Option<Listed<'_>>, images: &mut Vec<Image>) -> Result<String, Unfit> {
+    match content {
+        None => Ok(String::new()),
+        Some(Listed::Text(t)) => Ok(t.into_owned()),
+        Some(Listed::Items(parts)) => {
             let mut texts = Vec::with_capacity(parts.len());
-            for part in parts {
+            for raw in parts {
+                let part: ContentPart<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
                 match (&*part.kind, part.text, part.image_url) {
                     ("text" | "input_text", Some(t), _) => texts.push(t.into_owned()),
                     ("image_url", _, Some(img)) => {
@@ -187,8 +205,6 @@ fn content_text(content: Option<&RawValue>, images: &mut Vec<Image>) -> Result<S
             }
             Ok(join(texts))
         }
-        Some(b'n') => Ok(String::new()),
-        _ => Err(Unfit::Malformed),
     }
 }
 

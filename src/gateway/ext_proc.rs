@@ -18,13 +18,13 @@
 //! pass-through, and no stream touches another. Nothing here turns a
 //! request the upstream would have served into a 5xx.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::Stream;
-use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 use tonic_types::StatusExt as _;
 use tracing::{Instrument as _, debug};
@@ -55,8 +55,6 @@ pub const NAMESPACE: &str = "context_assembler";
 pub const INPUT_TOKENS_HEADER: &str = "x-context-assembler-input-tokens";
 /// The header saying whether that count is the provider's own.
 pub const EXACT_HEADER: &str = "x-context-assembler-exact";
-/// Answers buffered per stream before the processor waits for Envoy.
-const ANSWERS_BUFFERED: usize = 4;
 
 /// The processor.
 #[derive(Debug, Clone)]
@@ -111,12 +109,10 @@ impl external_processor_server::ExternalProcessor for ExtProc {
             metrics::request(RPC, "PERMISSION_DENIED", Duration::ZERO);
             return Err(denied_status(RPC, &denied));
         }
-        let inbound = request.into_inner();
-        let (tx, rx) = mpsc::channel(ANSWERS_BUFFERED);
         let stream = Processing {
             fitter: self.fitter.clone(),
             draining: *self.drain.borrow(),
-            tx,
+            out: VecDeque::new(),
             duplex: false,
             api: None,
             asks: Asks::default(),
@@ -124,21 +120,104 @@ impl external_processor_server::ExternalProcessor for ExtProc {
             ended: false,
             reserved: None,
         };
-        let deadline = self.deadline;
         let span = tracing::info_span!(
             "ext_proc",
             api = tracing::field::Empty,
             outcome = tracing::field::Empty
         );
-        tokio::spawn(
-            async move {
-                let started = Instant::now();
-                let code = stream.run(inbound, deadline).await;
-                metrics::request(RPC, code, started.elapsed());
+        let run = Run {
+            processing: stream,
+            inbound: request.into_inner(),
+            idle: self.deadline,
+            first: true,
+            code: None,
+            started: Instant::now(),
+            span,
+        };
+        Ok(Response::new(Box::pin(futures_util::stream::unfold(
+            run,
+            Run::next,
+        ))))
+    }
+}
+
+/// A stream's run, polled as its answer stream: each poll hands out an
+/// answer already made, else reads Envoy's next message and answers it.
+/// No task and no channel of its own: Envoy's message wakes the one task
+/// that writes the answer. Dropped (Envoy reset the stream), it drops the
+/// fit in progress; it is recorded as cancelled unless its request was
+/// answered.
+struct Run {
+    processing: Processing,
+    inbound: Streaming<ProcessingRequest>,
+    /// The longest wait for Envoy's next message.
+    idle: Duration,
+    first: bool,
+    /// How the stream ended, once it has.
+    code: Option<&'static str>,
+    started: Instant,
+    span: tracing::Span,
+}
+
+impl Run {
+    /// The stream's next answer, and the run to go on with.
+    async fn next(mut self) -> Option<(Result<ProcessingResponse, Status>, Run)> {
+        loop {
+            if let Some(answer) = self.processing.out.pop_front() {
+                return Some((Ok(answer), self));
             }
-            .instrument(span),
-        );
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+            if self.code.is_some() {
+                return None;
+            }
+            let span = self.span.clone();
+            let code = self.step().instrument(span).await;
+            if let Some(code) = code {
+                metrics::request(RPC, code, self.started.elapsed());
+                self.code = Some(code);
+            }
+        }
+    }
+
+    /// Reads and answers Envoy's next message; the code label recorded for
+    /// the stream when it ends.
+    async fn step(&mut self) -> Option<&'static str> {
+        let p = &mut self.processing;
+        let message = match tokio::time::timeout(self.idle, self.inbound.message()).await {
+            // Answered, and Envoy keeps the stream open: done.
+            Err(_) if p.ended || p.api.is_none() => return Some("OK"),
+            Err(_) if p.duplex => {
+                // A stalled upload: what was gathered goes on as it came,
+                // and the rest as it comes (Envoy holds nothing).
+                debug!("ext_proc stream idle past its deadline: passed on");
+                p.flush();
+                return None;
+            }
+            // Buffered: Envoy's own message timeout decides.
+            Err(_) => return Some("DEADLINE_EXCEEDED"),
+            Ok(Err(status)) => return Some(p.broken(&status)),
+            Ok(Ok(None)) => return Some("OK"),
+            Ok(Ok(Some(m))) => m,
+        };
+        if std::mem::take(&mut self.first) {
+            p.duplex = message
+                .protocol_config
+                .as_ref()
+                .is_some_and(|c| c.request_body_mode == BodySendMode::FullDuplexStreamed as i32);
+        }
+        p.answer(message).await;
+        None
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if self.code.is_none() {
+            // Envoy may drop a stream once its request is answered.
+            let p = &self.processing;
+            let answered = p.out.is_empty() && (p.ended || p.api.is_none());
+            let code = if answered { "OK" } else { "CANCELLED" };
+            metrics::request(RPC, code, self.started.elapsed());
+        }
     }
 }
 
@@ -146,7 +225,8 @@ impl external_processor_server::ExternalProcessor for ExtProc {
 struct Processing {
     fitter: Fitter,
     draining: bool,
-    tx: mpsc::Sender<Result<ProcessingResponse, Status>>,
+    /// Answers made and not yet handed out.
+    out: VecDeque<ProcessingResponse>,
     /// Full-duplex mode (else buffered, or no body at all).
     duplex: bool,
     /// The API of a request to fit; `None`: passed on as it comes.
@@ -161,55 +241,13 @@ struct Processing {
     reserved: Option<Reserved>,
 }
 
-/// Why a stream stopped early.
-enum Stop {
-    /// Envoy went away or the stream failed.
-    Gone,
-}
-
 impl Processing {
-    /// Answers the stream's messages until it ends; returns the code label
-    /// recorded for it. `idle`: the longest wait for Envoy's next message.
-    async fn run(mut self, mut inbound: Streaming<ProcessingRequest>, idle: Duration) -> &'static str {
-        let mut first = true;
-        loop {
-            let message = match tokio::time::timeout(idle, inbound.message()).await {
-                // Answered, and Envoy keeps the stream open: done.
-                Err(_) if self.ended || self.api.is_none() => return "OK",
-                Err(_) if self.duplex => {
-                    // A stalled upload: what was gathered goes on as it
-                    // came, and the rest as it comes (Envoy holds nothing).
-                    debug!("ext_proc stream idle past its deadline: passed on");
-                    if self.flush().await.is_err() {
-                        return "CANCELLED";
-                    }
-                    continue;
-                }
-                // Buffered: Envoy's own message timeout decides.
-                Err(_) => return "DEADLINE_EXCEEDED",
-                Ok(Err(status)) => return self.broken(&status).await,
-                Ok(Ok(None)) => return "OK",
-                Ok(Ok(Some(m))) => m,
-            };
-            if first {
-                first = false;
-                self.duplex = message
-                    .protocol_config
-                    .as_ref()
-                    .is_some_and(|c| c.request_body_mode == BodySendMode::FullDuplexStreamed as i32);
-            }
-            if self.answer(message).await.is_err() {
-                return "CANCELLED";
-            }
-        }
-    }
-
     /// The stream failed at the listener (a message over its bound, the
     /// upload budget spent) or Envoy reset it: a request still to answer is
     /// answered as it can be (413, or 429 when the configuration refuses
     /// under load); otherwise the stream ends and Envoy goes on by its own
     /// rules.
-    async fn broken(&mut self, status: &Status) -> &'static str {
+    fn broken(&mut self, status: &Status) -> &'static str {
         use processing_response::Response as Out;
         let Some(api) = self.api.filter(|_| !self.ended) else {
             // Envoy may reset a stream once its request is answered.
@@ -230,9 +268,7 @@ impl Processing {
         self.ended = true;
         if let Some(r) = refusal {
             metrics::gateway_request(api.as_str(), "refused", r.reason);
-            let _ = self
-                .send(Out::ImmediateResponse(immediate(r.status, r.body)), None)
-                .await;
+            self.send(Out::ImmediateResponse(immediate(r.status, r.body)), None);
             return "RESOURCE_EXHAUSTED";
         }
         "CANCELLED"
@@ -241,38 +277,31 @@ impl Processing {
     /// Full duplex: passes the request on as it came, from here on: the
     /// headers' answer, what was gathered, and each chunk after it as it
     /// comes.
-    async fn flush(&mut self) -> Result<(), Stop> {
+    fn flush(&mut self) {
         use processing_response::Response as Out;
         let Some(api) = self.api.take().filter(|_| self.duplex && !self.ended) else {
-            return Ok(());
+            return;
         };
         metrics::gateway_request(api.as_str(), "passed", Pass::Stalled.as_str());
         self.reserved = None;
-        self.send(Out::RequestHeaders(HeadersResponse::default()), None)
-            .await?;
+        self.send(Out::RequestHeaders(HeadersResponse::default()), None);
         let held = Bytes::from(std::mem::take(&mut self.body));
         for c in held.chunks(STREAMED_CHUNK_BYTES) {
             let chunk = streamed(held.slice_ref(c), false);
-            self.send(Out::RequestBody(body_response(chunk, Vec::new())), None)
-                .await?;
+            self.send(Out::RequestBody(body_response(chunk, Vec::new())), None);
         }
-        Ok(())
     }
 
-    async fn send(
-        &self,
-        response: processing_response::Response,
-        metadata: Option<prost_types::Struct>,
-    ) -> Result<(), Stop> {
+    fn send(&mut self, response: processing_response::Response, metadata: Option<prost_types::Struct>) {
         let answer = ProcessingResponse {
             response: Some(response),
             dynamic_metadata: metadata,
             mode_override: None,
         };
-        self.tx.send(Ok(answer)).await.map_err(|_| Stop::Gone)
+        self.out.push_back(answer);
     }
 
-    async fn answer(&mut self, message: ProcessingRequest) -> Result<(), Stop> {
+    async fn answer(&mut self, message: ProcessingRequest) {
         use processing_request::Request as In;
         use processing_response::Response as Out;
         match message.request {
@@ -281,32 +310,26 @@ impl Processing {
             Some(In::RequestTrailers(_)) => {
                 if self.duplex && self.api.is_some() && !self.ended {
                     // The body ends with its trailers: fit what came.
-                    self.finish(true).await?;
+                    self.finish(true).await;
                 }
                 self.send(Out::RequestTrailers(TrailersResponse::default()), None)
-                    .await
             }
             // The response path is not asked for; answer it unchanged if
             // a filter sends it anyway.
-            Some(In::ResponseHeaders(_)) => {
-                self.send(Out::ResponseHeaders(HeadersResponse::default()), None)
-                    .await
-            }
+            Some(In::ResponseHeaders(_)) => self.send(Out::ResponseHeaders(HeadersResponse::default()), None),
             Some(In::ResponseBody(b)) if self.duplex => {
                 let chunk = streamed(b.body, b.end_of_stream);
                 self.send(Out::ResponseBody(body_response(chunk, Vec::new())), None)
-                    .await
             }
-            Some(In::ResponseBody(_)) => self.send(Out::ResponseBody(BodyResponse::default()), None).await,
+            Some(In::ResponseBody(_)) => self.send(Out::ResponseBody(BodyResponse::default()), None),
             Some(In::ResponseTrailers(_)) => {
                 self.send(Out::ResponseTrailers(TrailersResponse::default()), None)
-                    .await
             }
-            None => Ok(()),
+            None => {}
         }
     }
 
-    async fn headers(&mut self, h: HttpHeaders) -> Result<(), Stop> {
+    async fn headers(&mut self, h: HttpHeaders) {
         use processing_response::Response as Out;
         let headers = h.headers.unwrap_or_default().headers;
         // A value is `value`, or `raw_value` (UTF-8) in the Envoys that send
@@ -328,29 +351,25 @@ impl Processing {
             let reason = if self.draining { "draining" } else { "path" };
             metrics::gateway_request(api.map_or("other", Api::as_str), "passed", reason);
             self.api = None;
-            return self
-                .send(Out::RequestHeaders(HeadersResponse::default()), None)
-                .await;
+            return self.send(Out::RequestHeaders(HeadersResponse::default()), None);
         }
         self.api = api;
         if self.duplex {
             // Answered once the body is whole.
-            return Ok(());
+            return;
         }
         self.send(Out::RequestHeaders(HeadersResponse::default()), None)
-            .await
     }
 
-    async fn body(&mut self, b: HttpBody) -> Result<(), Stop> {
+    async fn body(&mut self, b: HttpBody) {
         use processing_response::Response as Out;
         if self.api.is_none() || self.ended {
             // Passed on as it came.
             return if self.duplex {
                 let chunk = streamed(b.body, b.end_of_stream);
                 self.send(Out::RequestBody(body_response(chunk, Vec::new())), None)
-                    .await
             } else {
-                self.send(Out::RequestBody(BodyResponse::default()), None).await
+                self.send(Out::RequestBody(BodyResponse::default()), None)
             };
         }
         let limit = self.fitter.settings().max_body_bytes;
@@ -360,12 +379,10 @@ impl Processing {
             metrics::gateway_request(api.as_str(), "refused", refusal.reason);
             self.ended = true;
             self.body = Vec::new();
-            return self
-                .send(
-                    Out::ImmediateResponse(immediate(refusal.status, refusal.body)),
-                    None,
-                )
-                .await;
+            return self.send(
+                Out::ImmediateResponse(immediate(refusal.status, refusal.body)),
+                None,
+            );
         }
         if self.duplex && !self.hold(self.body.len() + b.body.len()) {
             // No room to gather it: the request goes on unfitted (or is
@@ -376,27 +393,23 @@ impl Processing {
                 metrics::gateway_request(api.as_str(), "refused", r.reason);
                 self.ended = true;
                 self.body = Vec::new();
-                return self
-                    .send(Out::ImmediateResponse(immediate(r.status, r.body)), None)
-                    .await;
+                return self.send(Out::ImmediateResponse(immediate(r.status, r.body)), None);
             }
-            self.flush().await?;
+            self.flush();
             let chunk = streamed(b.body, b.end_of_stream);
-            return self
-                .send(Out::RequestBody(body_response(chunk, Vec::new())), None)
-                .await;
+            return self.send(Out::RequestBody(body_response(chunk, Vec::new())), None);
         }
         self.body.extend_from_slice(&b.body);
         if b.end_of_stream {
             return self.finish(false).await;
         }
         if self.duplex {
-            return Ok(());
+            return;
         }
         // A buffered body arrives whole: a chunk without its end is not
         // one; it goes on untouched.
         self.ended = true;
-        self.send(Out::RequestBody(BodyResponse::default()), None).await
+        self.send(Out::RequestBody(BodyResponse::default()), None)
     }
 
     /// Holds `bytes` of gathered body from the upload budget (what the
@@ -419,27 +432,23 @@ impl Processing {
 
     /// Fits the gathered body and answers it; `trailers`: the body ended
     /// with trailers still to answer (full duplex).
-    async fn finish(&mut self, trailers: bool) -> Result<(), Stop> {
+    async fn finish(&mut self, trailers: bool) {
         use processing_response::Response as Out;
         self.ended = true;
-        let Some(api) = self.api else { return Ok(()) };
+        let Some(api) = self.api else { return };
         let body = std::mem::take(&mut self.body);
         // Held until the answer is written (the fit's copies are of it).
         let _held = self.reserved.take();
-        // Envoy gone (a reset, its message timeout): the fit is dropped,
-        // and the assembler's work stops at its next check.
-        let outcome = tokio::select! {
-            outcome = self.fitter.fit(api, &self.asks, &body) => outcome,
-            () = self.tx.closed() => return Err(Stop::Gone),
-        };
+        // Envoy gone (a reset, its message timeout): the stream, and the
+        // fit with it, is dropped, and the assembler's work stops at its
+        // next check.
+        let outcome = self.fitter.fit(api, &self.asks, &body).await;
         let span = tracing::Span::current();
         span.record("api", api.as_str());
         span.record("outcome", outcome.label());
         let (mutation, replaced, metadata) = match outcome {
             Outcome::Refused(r) => {
-                return self
-                    .send(Out::ImmediateResponse(immediate(r.status, r.body)), None)
-                    .await;
+                return self.send(Out::ImmediateResponse(immediate(r.status, r.body)), None);
             }
             Outcome::Passed(_) => (HeaderMutation::default(), None, None),
             Outcome::Fitted(f) => {
@@ -458,14 +467,12 @@ impl Processing {
                 body_mutation,
                 ..CommonResponse::default()
             };
-            return self
-                .send(
-                    Out::RequestBody(BodyResponse {
-                        response: Some(common),
-                    }),
-                    metadata,
-                )
-                .await;
+            return self.send(
+                Out::RequestBody(BodyResponse {
+                    response: Some(common),
+                }),
+                metadata,
+            );
         }
         let common = CommonResponse {
             status: ResponseStatus::Continue as i32,
@@ -477,23 +484,18 @@ impl Processing {
                 response: Some(common),
             }),
             metadata,
-        )
-        .await?;
+        );
         let out = replaced.map_or_else(|| Bytes::from(body), |b| Bytes::from(b.into_bytes()));
         let mut chunks = out.chunks(STREAMED_CHUNK_BYTES).peekable();
         if chunks.peek().is_none() {
             let chunk = streamed(Bytes::new(), !trailers);
-            return self
-                .send(Out::RequestBody(body_response(chunk, Vec::new())), None)
-                .await;
+            return self.send(Out::RequestBody(body_response(chunk, Vec::new())), None);
         }
         while let Some(c) = chunks.next() {
             let last = chunks.peek().is_none();
             let chunk = streamed(out.slice_ref(c), last && !trailers);
-            self.send(Out::RequestBody(body_response(chunk, Vec::new())), None)
-                .await?;
+            self.send(Out::RequestBody(body_response(chunk, Vec::new())), None);
         }
-        Ok(())
     }
 }
 

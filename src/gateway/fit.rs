@@ -140,7 +140,7 @@ impl Fitter {
             Api::Messages => messages::parse(text),
             Api::Responses => responses::parse(text),
         };
-        let parsed = match parsed {
+        let mut parsed = match parsed {
             Ok(p) => p,
             Err(u) => return self.unfit(api, u),
         };
@@ -175,7 +175,8 @@ impl Fitter {
             );
             return Outcome::Refused(refusal(api, 400, "context_length_exceeded", "messages", &message));
         };
-        let req = request(&parsed, asks, input, parsed.max_output.map(|_| reserve));
+        let output_reserve = parsed.max_output.map(|_| reserve);
+        let req = request(&mut parsed, asks, input, output_reserve);
         let permit = match self.admission.admit() {
             Ok(p) => p,
             Err(_) => return self.overloaded(api),
@@ -341,22 +342,24 @@ const NEWEST: &str = "newest-turn";
 
 /// The assembler's request for `parsed`: the system prompt as static
 /// segments, the turns before the newest in a block that may be cut, the
-/// newest (all of them, for a continuation) in one that may not.
-fn request(parsed: &Parsed, asks: &Asks, input: u32, output_reserve: Option<u32>) -> AssembleRequest {
+/// newest (all of them, for a continuation) in one that may not. The turns'
+/// texts and thinking move into it (the splice reads the caller's bytes,
+/// not them).
+fn request(parsed: &mut Parsed, asks: &Asks, input: u32, output_reserve: Option<u32>) -> AssembleRequest {
     let pin = if parsed.continued { 0 } else { newest(parsed) };
-    let item = |(i, t): (usize, &body::Turn)| Item {
+    let item = |(i, t): (usize, &mut body::Turn)| Item {
         id: i.to_string(),
-        content: t.text.clone(),
+        content: std::mem::take(&mut t.text),
         role: t.role,
         tool_call_ids: t.tool_call_ids.clone(),
         tool_call_id: t.tool_call_id.clone(),
-        thinking: t.thinking.clone(),
+        thinking: std::mem::take(&mut t.thinking),
         trusted: true,
         ..Item::default()
     };
-    let older: Vec<Item> = parsed.turns[..pin].iter().enumerate().map(item).collect();
+    let older: Vec<Item> = parsed.turns[..pin].iter_mut().enumerate().map(item).collect();
     let newest: Vec<Item> = parsed.turns[pin..]
-        .iter()
+        .iter_mut()
         .enumerate()
         .map(|(k, t)| item((pin + k, t)))
         .collect();

@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::body::{Blocks, Element, Parsed, Part, Spot, Turn, Unfit, object, span};
+use super::body::{
+    Blocks, Element, Listed, Parsed, Part, Spot, Turn, Unfit, list_span, member_span, object, span,
+};
 use super::chat::join;
 use super::media::Image;
 use crate::prompt::Thinking;
@@ -23,8 +25,9 @@ struct Request<'a> {
     model: Option<Cow<'a, str>>,
     #[serde(borrow)]
     system: Option<&'a RawValue>,
+    /// Each message's bytes, found in the same pass as the other fields.
     #[serde(borrow)]
-    messages: Option<&'a RawValue>,
+    messages: Option<Vec<&'a RawValue>>,
     #[serde(borrow, default)]
     tools: Option<Vec<&'a RawValue>>,
     max_tokens: Option<u64>,
@@ -34,8 +37,9 @@ struct Request<'a> {
 struct Message<'a> {
     #[serde(borrow)]
     role: Cow<'a, str>,
+    /// A string, or each block's bytes.
     #[serde(borrow)]
-    content: &'a RawValue,
+    content: Listed<'a>,
 }
 
 /// One content block, with the fields of every type the fit knows.
@@ -88,17 +92,23 @@ struct Tool<'a> {
     cache_control: Option<&'a RawValue>,
 }
 
-/// Parses a Messages body.
+/// Parses a Messages body: one pass over the body finds the messages'
+/// bytes, one over each message its blocks', one over each block reads it.
 pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     let req: Request<'_> = serde_json::from_str(object(body)?).map_err(|_| Unfit::Malformed)?;
-    let (Some(model), Some(list)) = (req.model, req.messages) else {
+    let (Some(model), Some(raw)) = (req.model, req.messages) else {
         return Err(Unfit::NotChat);
     };
-    let raw: Vec<&RawValue> = serde_json::from_str(list.get()).map_err(|_| Unfit::Malformed)?;
+    let list = match list_span(body, &raw) {
+        Some(list) => list,
+        None => member_span(body, body, "messages")?.ok_or(Unfit::Malformed)?,
+    };
     let mut p = Parsed {
         model: model.into_owned(),
         max_output: req.max_tokens,
-        list: span(body, list),
+        list,
+        elements: Vec::with_capacity(raw.len()),
+        turns: Vec::with_capacity(raw.len()),
         ..Parsed::default()
     };
     if let Some(system) = req.system {
@@ -125,119 +135,140 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
             "assistant" => Role::Assistant,
             _ => return Err(Unfit::Unsupported),
         };
-        let whole = Part {
-            element: i,
-            block: None,
-            thinking: false,
+        let content = m.content.span(body, raw.get(), "content")?;
+        let items = match m.content {
+            Listed::Text(text) => {
+                p.marks.elements.push(Some(Spot {
+                    span: content,
+                    text: true,
+                    marked: false,
+                }));
+                p.elements.push(Element {
+                    span: span(body, raw),
+                    blocks: None,
+                    fixed: false,
+                });
+                p.turns.push(Turn {
+                    role: Some(role),
+                    text: text.into_owned(),
+                    parts: vec![whole(i)],
+                    ..Turn::default()
+                });
+                continue;
+            }
+            Listed::Items(items) => items,
         };
-        p.marks.elements.push(spot(body, m.content)?);
-        if m.content.get().starts_with('"') {
-            let text = serde_json::from_str::<String>(m.content.get()).map_err(|_| Unfit::Malformed)?;
-            p.elements.push(Element {
-                span: span(body, raw),
-                blocks: None,
-                fixed: false,
-            });
-            p.turns.push(Turn {
-                role: Some(role),
-                text,
-                parts: vec![whole],
-                ..Turn::default()
-            });
-            continue;
-        }
-        let items: Vec<&RawValue> = serde_json::from_str(m.content.get()).map_err(|_| Unfit::Malformed)?;
         p.elements.push(Element {
             span: span(body, raw),
             blocks: Some(Blocks {
-                span: span(body, m.content),
+                span: content,
                 items: items.iter().map(|b| span(body, b)).collect(),
             }),
             fixed: false,
         });
-        let at = |b: usize, thinking: bool| Part {
-            element: i,
-            block: Some(b),
-            thinking,
-        };
-        // The message's own turn (an assistant's, or a user's words), and
-        // a turn per tool result before it.
-        let mut own = Turn {
-            role: Some(role),
-            ..Turn::default()
-        };
-        let mut pieces = Vec::new();
-        for (b, raw_block) in items.iter().enumerate() {
-            let block: Block<'_> =
-                serde_json::from_str(object(raw_block.get())?).map_err(|_| Unfit::Malformed)?;
-            p.marks.caller += usize::from(block.cache_control.is_some());
-            match (&*block.kind, role) {
-                ("text", _) => {
-                    pieces.push(block.text.map(Cow::into_owned).unwrap_or_default());
-                    own.parts.push(at(b, false));
-                }
-                ("image", _) => {
-                    own.images.push(match block.source {
-                        Some(s) if s.kind == "base64" => {
-                            Image::of_base64(s.data.as_deref().unwrap_or_default())
-                        }
-                        _ => Image::default(),
-                    });
-                    own.parts.push(at(b, false));
-                }
-                ("tool_use", Role::Assistant) => {
-                    own.tool_call_ids
-                        .push(block.id.map(Cow::into_owned).unwrap_or_default());
-                    pieces.extend(block.name.map(Cow::into_owned));
-                    pieces.extend(block.input.map(|v| v.get().to_owned()));
-                    own.parts.push(at(b, false));
-                }
-                ("thinking", Role::Assistant) => {
-                    own.thinking.push(Thinking {
-                        text: block.thinking.map(Cow::into_owned).unwrap_or_default(),
-                        signature: block.signature.map(Cow::into_owned).unwrap_or_default(),
-                        redacted: false,
-                    });
-                    own.parts.push(at(b, true));
-                }
-                ("redacted_thinking", Role::Assistant) => {
-                    own.thinking.push(Thinking {
-                        text: block.data.map(Cow::into_owned).unwrap_or_default(),
-                        signature: String::new(),
-                        redacted: true,
-                    });
-                    own.parts.push(at(b, true));
-                }
-                ("tool_result", Role::User) => {
-                    let mut images = Vec::new();
-                    let text = match block.content {
-                        Some(c) => blocks_text(c, &mut images, &mut p.marks.caller)?,
-                        None => String::new(),
-                    };
-                    p.turns.push(Turn {
-                        role: Some(Role::Tool),
-                        text,
-                        tool_call_id: block.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
-                        parts: vec![at(b, false)],
-                        clear: block.content.map(|c| span(body, c)),
-                        images,
-                        ..Turn::default()
-                    });
-                }
-                _ => return Err(Unfit::Unsupported),
-            }
-        }
-        if items.is_empty() {
-            // An empty content is still the caller's message: a turn with
-            // nothing to say, kept or cut like any other.
-            own.parts.push(whole);
-        }
-        if !own.parts.is_empty() {
-            own.text = join(pieces);
-            p.turns.push(own);
-        }
+        let last_marked = blocks(body, &mut p, i, role, &items)?;
+        p.marks.elements.push(items.last().map(|last| Spot {
+            span: span(body, last),
+            text: false,
+            marked: last_marked,
+        }));
     }
     Ok(p)
+}
+
+/// A whole element, as a turn's part.
+fn whole(element: usize) -> Part {
+    Part {
+        element,
+        block: None,
+        thinking: false,
+    }
+}
+
+/// The turns of message `i`'s blocks: the message's own turn (an
+/// assistant's, or a user's words), and a turn per tool result before it.
+/// Returns whether the caller marked its last block.
+fn blocks(body: &str, p: &mut Parsed, i: usize, role: Role, items: &[&RawValue]) -> Result<bool, Unfit> {
+    let at = |b: usize, thinking: bool| Part {
+        element: i,
+        block: Some(b),
+        thinking,
+    };
+    let mut own = Turn {
+        role: Some(role),
+        ..Turn::default()
+    };
+    let mut pieces = Vec::new();
+    let mut marked = false;
+    for (b, raw_block) in items.iter().enumerate() {
+        let block: Block<'_> =
+            serde_json::from_str(object(raw_block.get())?).map_err(|_| Unfit::Malformed)?;
+        marked = block.cache_control.is_some();
+        p.marks.caller += usize::from(marked);
+        match (&*block.kind, role) {
+            ("text", _) => {
+                pieces.push(block.text.map(Cow::into_owned).unwrap_or_default());
+                own.parts.push(at(b, false));
+            }
+            ("image", _) => {
+                own.images.push(match block.source {
+                    Some(s) if s.kind == "base64" => Image::of_base64(s.data.as_deref().unwrap_or_default()),
+                    _ => Image::default(),
+                });
+                own.parts.push(at(b, false));
+            }
+            ("tool_use", Role::Assistant) => {
+                own.tool_call_ids
+                    .push(block.id.map(Cow::into_owned).unwrap_or_default());
+                pieces.extend(block.name.map(Cow::into_owned));
+                pieces.extend(block.input.map(|v| v.get().to_owned()));
+                own.parts.push(at(b, false));
+            }
+            ("thinking", Role::Assistant) => {
+                own.thinking.push(Thinking {
+                    text: block.thinking.map(Cow::into_owned).unwrap_or_default(),
+                    signature: block.signature.map(Cow::into_owned).unwrap_or_default(),
+                    redacted: false,
+                });
+                own.parts.push(at(b, true));
+            }
+            ("redacted_thinking", Role::Assistant) => {
+                own.thinking.push(Thinking {
+                    text: block.data.map(Cow::into_owned).unwrap_or_default(),
+                    signature: String::new(),
+                    redacted: true,
+                });
+                own.parts.push(at(b, true));
+            }
+            ("tool_result", Role::User) => {
+                let mut images = Vec::new();
+                let text = match block.content {
+                    Some(c) => blocks_text(c, &mut images, &mut p.marks.caller)?,
+                    None => String::new(),
+                };
+                p.turns.push(Turn {
+                    role: Some(Role::Tool),
+                    text,
+                    tool_call_id: block.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
+                    parts: vec![at(b, false)],
+                    clear: block.content.map(|c| span(body, c)),
+                    images,
+                    ..Turn::default()
+                });
+            }
+            _ => return Err(Unfit::Unsupported),
+        }
+    }
+    if items.is_empty() {
+        // An empty content is still the caller's message: a turn with
+        // nothing to say, kept or cut like any other.
+        own.parts.push(whole(i));
+    }
+    if !own.parts.is_empty() {
+        own.text = join(pieces);
+        p.turns.push(own);
+    }
+    Ok(marked)
 }
 
 /// Where a marker for `content` (a string, or blocks) would go: its last

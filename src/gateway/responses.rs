@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::body::{Element, Parsed, Part, Turn, Unfit, object, span};
+use super::body::{Element, Listed, Parsed, Part, Turn, Unfit, object, span};
 use super::chat::join;
 use super::media::Image;
 use crate::prompt::Thinking;
@@ -24,8 +24,10 @@ struct Request<'a> {
     model: Option<Cow<'a, str>>,
     #[serde(borrow)]
     instructions: Option<Cow<'a, str>>,
+    /// A string, or each item's bytes, found in the same pass as the other
+    /// fields.
     #[serde(borrow)]
-    input: Option<&'a RawValue>,
+    input: Option<Listed<'a>>,
     #[serde(borrow, default)]
     tools: Option<Vec<&'a RawValue>>,
     max_output_tokens: Option<u64>,
@@ -96,10 +98,11 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     let (Some(model), Some(input)) = (req.model, req.input) else {
         return Err(Unfit::NotChat);
     };
+    let list = input.span(body, body, "input")?;
     let mut p = Parsed {
         model: model.into_owned(),
         max_output: req.max_output_tokens,
-        list: span(body, input),
+        list: list.clone(),
         continued: req.previous_response_id.is_some(),
         has_cache_key: req.prompt_cache_key.is_some_and(|k| k.get() != "null"),
         ..Parsed::default()
@@ -115,22 +118,25 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
         block: None,
         thinking,
     };
-    if input.get().starts_with('"') {
-        let text = serde_json::from_str::<String>(input.get()).map_err(|_| Unfit::Malformed)?;
-        p.elements.push(Element {
-            span: span(body, input),
-            blocks: None,
-            fixed: false,
-        });
-        p.turns.push(Turn {
-            role: Some(Role::User),
-            text,
-            parts: vec![whole(0, false)],
-            ..Turn::default()
-        });
-        return Ok(p);
-    }
-    let raw: Vec<&RawValue> = serde_json::from_str(input.get()).map_err(|_| Unfit::Malformed)?;
+    let raw = match input {
+        Listed::Text(text) => {
+            p.elements.push(Element {
+                span: list,
+                blocks: None,
+                fixed: false,
+            });
+            p.turns.push(Turn {
+                role: Some(Role::User),
+                text: text.into_owned(),
+                parts: vec![whole(0, false)],
+                ..Turn::default()
+            });
+            return Ok(p);
+        }
+        Listed::Items(items) => items,
+    };
+    p.elements.reserve(raw.len());
+    p.turns.reserve(raw.len());
     let mut begun = false;
     // Reasoning waiting for the turn it goes with.
     let mut pending: Vec<(usize, Thinking)> = Vec::new();

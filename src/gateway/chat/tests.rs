@@ -71,3 +71,28 @@ fn a_named_message_makes_the_count_an_estimate() {
     let named = r#"{"model":"m","messages":[{"role":"user","name":"ann","content":"a"}]}"#;
     assert!(parse(named).unwrap().estimated);
 }
+
+#[test]
+fn the_list_and_a_results_content_are_found_whatever_the_spacing_and_escapes() {
+    let body = "{\"model\":\"m\",\"messages\" : [ \n{\"role\":\"user\",\"content\":\"q\"},\n\t{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"a\\\"b\\n\"} ] ,\"x\":1}";
+    let p = parse(body).unwrap();
+    assert_eq!(
+        &body[p.list.clone()],
+        &body[body.find('[').unwrap()..=body.rfind(']').unwrap()]
+    );
+    assert_eq!(&body[p.turns[1].clear.clone().unwrap()], r#""a\"b\n""#);
+    assert_eq!(p.turns[1].text, "a\"b\n");
+    let plain = r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"c","content":"r s"}]}"#;
+    let p = parse(plain).unwrap();
+    assert_eq!(&plain[p.turns[0].clear.clone().unwrap()], r#""r s""#);
+    let parts = r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"t"}]}]}"#;
+    let p = parse(parts).unwrap();
+    assert_eq!(
+        &parts[p.turns[0].clear.clone().unwrap()],
+        r#"[{"type":"text","text":"t"}]"#
+    );
+    let empty = r#"{"model":"m","messages":  [  ]}"#;
+    let p = parse(empty).unwrap();
+    assert_eq!(&empty[p.list.clone()], "[  ]");
+    assert!(p.turns.is_empty());
+}
