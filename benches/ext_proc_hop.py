@@ -193,8 +193,8 @@ static_resources:
                 timeout: 5s
               processing_mode:
                 request_header_mode: SEND
-                request_body_mode: BUFFERED
-                request_trailer_mode: SKIP
+                request_body_mode: ${BODY_MODE}
+                request_trailer_mode: ${TRAILER_MODE}
                 response_header_mode: SKIP
                 response_body_mode: NONE
                 response_trailer_mode: SKIP
@@ -532,7 +532,9 @@ class Bench:
 
         config = os.path.join(self.dir, "envoy.yaml")
         with open(config, "w") as f:
-            f.write(ENVOY_YAML.substitute(ports))
+            modes = ({"BODY_MODE": "FULL_DUPLEX_STREAMED", "TRAILER_MODE": "SEND"} if self.args.duplex
+                     else {"BODY_MODE": "BUFFERED", "TRAILER_MODE": "SKIP"})
+            f.write(ENVOY_YAML.substitute(ports, **modes))
         ok, out = procs.validate(self.args.envoy, config)
         if not ok:
             raise SystemExit(f"envoy refused the bootstrap:\n{out}")
@@ -811,6 +813,7 @@ class Bench:
             "others_cpu_share": round(others, 3),
             "cold": self.args.cold,
             "no_cache_key": self.args.no_cache_key,
+            "duplex": self.args.duplex,
             "plan": plan,
             # /proc/PID/stat's utime+stime against the CPU clock over the whole run (ticks: 10 ms).
             "cpu_crosscheck_s": {k: {"stat": round(stat1[k] - stat0[k], 2), "clock": round((clk1[k] - clk0[k]) / 1e9, 3)}
@@ -857,7 +860,8 @@ def summarize(runs):
     lines.append(f"commit {first['commit']}{' (src/ had uncommitted changes)' if first['src_dirty'] else ''}, "
                  f"envoy {first['envoy_version']}, stub {first['stub']}, {first['machine']}; "
                  f"{len(runs)} run(s), {'cold' if first['cold'] else 'warm'}"
-                 f"{', [gateway] prompt_cache_key = false' if first.get('no_cache_key') else ''}; "
+                 f"{', [gateway] prompt_cache_key = false' if first.get('no_cache_key') else ''}"
+                 f"{', FULL_DUPLEX_STREAMED' if first.get('duplex') else ', BUFFERED'}; "
                  f"per arm and cell {first['plan']['blocks']} blocks of {first['plan']['block']} requests; "
                  f"builds seen during the runs: {', '.join(sorted({b for r in runs for b in r['builds_seen']})) or 'none'}")
     lines.append("")
@@ -972,6 +976,8 @@ def main():
     p.add_argument("--no-cache-key", action="store_true",
                    help="the sidecar with [gateway] prompt_cache_key = false: a request that fits is answered "
                         "without a body")
+    p.add_argument("--duplex", action="store_true",
+                   help="the filter in FULL_DUPLEX_STREAMED mode (request trailers sent, as that mode requires)")
     p.add_argument("--warmup", type=int)
     p.add_argument("--blocks", type=int)
     p.add_argument("--block", type=int)

@@ -9,11 +9,12 @@
 #   bash benches/ext_proc_hop.sh            # the figures: 3 runs (RUNS=N), warm
 #   bash benches/ext_proc_hop.sh --cold     # every request a conversation never sent before
 #   bash benches/ext_proc_hop.sh --no-cache-key   # the sidecar with [gateway] prompt_cache_key = false
+#   bash benches/ext_proc_hop.sh --duplex   # the filter in FULL_DUPLEX_STREAMED mode
 #   bash benches/ext_proc_hop.sh --quick    # a smoke for CI: a few requests per cell, one run
 #   SIDECAR=/path/to/context-assembler SIDECAR_COMMIT=abc1234 bash benches/ext_proc_hop.sh
 #       # another build (no cargo build), and the commit it was built from, for the table
 #
-# Outputs: target/ext-proc-hop/[quick-|cold-|no-cache-key-]run-N.json (one per run) and the table on stdout
+# Outputs: target/ext-proc-hop/[quick-|cold-|no-cache-key-|duplex-]run-N.json (one per run) and the table on stdout
 # (docs/benchmarks/ext_proc_hop.md explains it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,8 @@ for arg in "$@"; do
     --quick) mode=quick ;;
     --cold) mode=cold ;;
     --no-cache-key) mode=no-cache-key ;;
-    *) echo "usage: bash benches/ext_proc_hop.sh [--quick | --cold | --no-cache-key]" >&2; exit 64 ;;
+    --duplex) mode=duplex ;;
+    *) echo "usage: bash benches/ext_proc_hop.sh [--quick | --cold | --no-cache-key | --duplex]" >&2; exit 64 ;;
   esac
 done
 if [[ $mode == quick ]]; then runs=${RUNS:-1}; limit=120; else runs=${RUNS:-3}; limit=1200; fi
