@@ -193,9 +193,26 @@ fn model_table(entries: &[ModelEntry], providers: &ProviderTable) -> Result<Mode
                 Some((lo, hi))
             }
         };
+        let generation = match &m.tokenizer_generation {
+            None => None,
+            Some(g) if !crate::tokens::models::valid_generation(g) => {
+                return Err(ConfigError::new(
+                    key("tokenizer_generation"),
+                    "must be 1 to 32 of a-z, 0-9, '.' and '-', starting with a letter",
+                ));
+            }
+            Some(_) if margin == 0 && m.tokenizer_dir.is_none() => {
+                return Err(ConfigError::new(
+                    key("tokenizer_generation"),
+                    "applies to a model without a public tokenizer (an estimate, or a folder standing in for one)",
+                ));
+            }
+            Some(g) => Some(Arc::from(g.as_str())),
+        };
         specs.push(ModelSpec {
             cache,
             margin_bounds,
+            generation,
             name: m.name.clone(),
             prefix: m.prefix,
             tokenizer: match counter {

@@ -353,6 +353,12 @@ pub struct ModelEntry {
     pub estimate_margin_min_percent: Option<u32>,
     /// Highest margin provider feedback may raise an estimate to.
     pub estimate_margin_max_percent: Option<u32>,
+    /// For a model without a public tokenizer: the tokenizer generation it
+    /// shares with other models (`claude-legacy`, `claude-2026`,
+    /// `gemini-gemma3`, ...). Counts, estimates and their calibration are
+    /// kept per generation and never mixed; an estimated model without one
+    /// is labelled `unknown`.
+    pub tokenizer_generation: Option<String>,
 }
 
 section! {

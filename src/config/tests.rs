@@ -51,7 +51,7 @@ fn the_embedded_default_gives_the_documented_defaults() {
         }
     );
     assert!(cfg.tls.is_none());
-    assert_eq!(cfg.catalog.models.entries().len(), 22);
+    assert_eq!(cfg.catalog.models.entries().len(), 35);
     assert!(cfg.catalog.policy("").is_some());
     let memory_first = cfg.catalog.policy("memory-first").unwrap();
     assert_eq!(memory_first.context_role, Role::User);
@@ -133,6 +133,86 @@ fn flags_override_the_file_which_overrides_the_default() {
     assert_eq!(cfg.limits.max_blocks, 5);
     assert_eq!(cfg.limits.max_items, 10_000, "default kept");
     assert_eq!(cfg.source.config.as_deref(), Some(f.path()));
+}
+
+#[test]
+fn models_resolve_to_their_tokenizer_generation_and_an_unlisted_one_to_unknown() {
+    let cfg = parse(&[]).serve.validate().unwrap();
+    let models = &cfg.catalog.models;
+    let generation = |name: &str| {
+        models
+            .resolve(name)
+            .unwrap()
+            .generation_label()
+            .map(str::to_owned)
+    };
+    let new = Some("claude-2026".to_owned());
+    let old = Some("claude-legacy".to_owned());
+    for name in [
+        "claude-opus-4-7",
+        "claude-opus-4-8-20260601",
+        "claude-sonnet-5",
+        "claude-sonnet-5-5",
+        "claude-opus-5-5",
+        "claude-haiku-5-5",
+        "claude-opus-5-20261001",
+    ] {
+        assert_eq!(generation(name), new, "{name}");
+    }
+    for name in [
+        "claude-opus-4-6",
+        "claude-sonnet-4-6",
+        "claude-haiku-4-5",
+        "claude-3-5-sonnet-20241022",
+        "claude-sonnet-4-20250514",
+        "claude-opus-4-5",
+    ] {
+        assert_eq!(generation(name), old, "{name}");
+    }
+    assert_eq!(generation("claude-mystery-9").as_deref(), Some("unknown"));
+    assert_eq!(generation("gemini-2.5-pro").as_deref(), Some("gemini-gemma3"));
+    assert_eq!(
+        generation("gemini-3-pro-preview").as_deref(),
+        Some("gemini-gemma3")
+    );
+    assert_eq!(generation("gemini-3.1-pro").as_deref(), Some("gemini-gemma4"));
+    assert_eq!(generation("gpt-4o"), None, "a public tokenizer has no generation");
+}
+
+#[test]
+fn a_generation_is_a_bounded_label_of_a_model_without_a_public_tokenizer() {
+    let entry = |extra: &str| {
+        format!(
+            "[[models]]\nname = \"m\"\nencoding = \"cl100k_base\"\ncontext_window = 10\noutput_reserve = 1\n{extra}"
+        )
+    };
+    let estimated = "estimate_margin_percent = 10\n";
+    assert_eq!(
+        err_key(&entry(&format!(
+            "{estimated}tokenizer_generation = \"Claude 2026\"\n"
+        ))),
+        "models[0].tokenizer_generation"
+    );
+    assert_eq!(
+        err_key(&entry(&format!(
+            "{estimated}tokenizer_generation = \"{}\"\n",
+            "a".repeat(33)
+        ))),
+        "models[0].tokenizer_generation"
+    );
+    assert_eq!(
+        err_key(&entry("tokenizer_generation = \"claude-2026\"\n")),
+        "models[0].tokenizer_generation",
+        "an exact encoding needs none"
+    );
+    let (_f, cfg) = with_file(&entry(&format!(
+        "{estimated}tokenizer_generation = \"claude-2026\"\n"
+    )));
+    let cfg = cfg.unwrap();
+    assert_eq!(
+        cfg.catalog.models.resolve("m").unwrap().generation_label(),
+        Some("claude-2026")
+    );
 }
 
 #[test]

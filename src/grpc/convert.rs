@@ -312,6 +312,7 @@ pub fn model_infos(table: &tokens::ModelTable) -> pb::ListModelsResponse {
                 prefix: m.prefix,
                 tokenizer: m.tokenizer.to_string(),
                 chat_template: m.tokenizer.hf_model().is_some_and(|h| h.template().is_some()),
+                tokenizer_generation: m.generation_label().unwrap_or_default().to_owned(),
             })
             .collect(),
     }

@@ -27,6 +27,23 @@ pub struct ModelSpec {
     /// For an estimating tokenizer: the bounds (min, max percent) its
     /// margin may adapt within from provider feedback; `None` = fixed.
     pub margin_bounds: Option<(u32, u32)>,
+    /// The tokenizer generation the model shares with others (counts and
+    /// estimates are kept per generation); `None` for a public tokenizer.
+    pub generation: Option<Arc<str>>,
+}
+
+/// The generation label of an estimated model the table names none for:
+/// its counts borrow no other model's figures.
+pub const UNKNOWN_GENERATION: &str = "unknown";
+
+/// Whether `name` can be a generation label: 1 to 32 of `a-z`, `0-9`, `.`
+/// and `-`, starting with a letter (it is a bounded metric label).
+pub fn valid_generation(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name.as_bytes()[0].is_ascii_lowercase()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
 }
 
 /// Prompt-cache settings of a model's provider or serving engine.
@@ -56,6 +73,17 @@ impl Default for CacheSettings {
 }
 
 impl ModelSpec {
+    /// The generation label counts of this model are kept under: its
+    /// table's, `unknown` for an estimate without one, `None` when its
+    /// tokenizer is public (exact).
+    pub fn generation_label(&self) -> Option<&str> {
+        match (&self.generation, self.tokenizer.is_exact()) {
+            (Some(g), _) => Some(g),
+            (None, false) => Some(UNKNOWN_GENERATION),
+            (None, true) => None,
+        }
+    }
+
     /// Whether the model's provider reads a turn's thinking passed back
     /// (and bills it as input): Anthropic and Bedrock do.
     pub fn reads_thinking(&self) -> bool {
@@ -127,7 +155,12 @@ mod tests {
         assert_eq!(name("gpt-4-turbo-2024-04-09").as_deref(), Some("gpt-4-turbo"));
         assert_eq!(name("gpt-4.1-nano").as_deref(), Some("gpt-4.1"));
         assert_eq!(name("gpt-5").as_deref(), Some("gpt-5"));
-        assert_eq!(name("claude-sonnet-4-5").as_deref(), Some("claude"));
+        assert_eq!(name("claude-sonnet-4-5").as_deref(), Some("claude-sonnet-4"));
+        assert_eq!(
+            name("claude-opus-4-7-20260416").as_deref(),
+            Some("claude-opus-4-7")
+        );
+        assert_eq!(name("claude-next").as_deref(), Some("claude"));
         assert_eq!(name("gpt-4.5-preview").as_deref(), Some("gpt-4.5"));
         assert_eq!(name("gpt-4-1106-preview").as_deref(), Some("gpt-4-1106-preview"));
         assert_eq!(name("gpt-4-turbo-preview").as_deref(), Some("gpt-4-turbo"));

@@ -208,7 +208,7 @@ fn the_printed_default_is_the_embedded_file_and_checks_clean() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("22 models, 2 policies"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("35 models, 2 policies"));
 }
 
 #[test]

@@ -228,7 +228,7 @@ async fn the_kept_set_follows_the_budget() {
         .assemble(&json!({"source": "example:rag-32k", "model": "claude-sonnet-4", "outputReserve": 1000}))
         .await;
     assert_eq!(status, StatusCode::OK, "{other}");
-    assert_eq!(other["response"]["model"], "claude");
+    assert_eq!(other["response"]["model"], "claude-sonnet-4");
     assert!(
         other["response"]["usage"]["tokenizer"]
             .as_str()

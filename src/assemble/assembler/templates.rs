@@ -57,6 +57,7 @@ fn folder_assembler(
         output_reserve: 1_000,
         cache: Default::default(),
         margin_bounds: None,
+        generation: None,
     };
     let mut policies = BTreeMap::new();
     policies.insert("default".to_owned(), Arc::new(policy));
