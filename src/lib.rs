@@ -11,7 +11,7 @@
 //!    render: vLLM's render contract over HTTP/1.1 (token ids for routers)
 //! 4  config: flags, env and files -> one validated configuration
 //! 3  assemble: filter, measure, reserve, allocate, lay out, report
-//! 2  compact   prompt_cache   memory   workload
+//! 2  compact   prompt_cache   memory   workload   provider_count
 //! 1  tokens: tokenizer, models, count cache, chat formula    prompt: types
 //! 0  vocab: Role, Warning, FieldViolation, Cancel, escaping   telemetry   http1
 //! ```
@@ -23,7 +23,9 @@
 //!   domain's input and output types, free of wire types.
 //! - [`compact`] summarizes conversations without breaking tool-call pairs;
 //!   [`prompt_cache`] keeps prefixes stable and says how to cache them;
-//!   [`memory`] retains and recalls; [`workload`] generates test prompts.
+//!   [`memory`] retains and recalls; [`workload`] generates test prompts;
+//!   [`provider_count`] learns pieces' counts from a provider in the
+//!   background.
 //! - [`assemble`] is the pipeline; it compacts turns before dropping them.
 //! - [`grpc`] and [`server`] are the only rooms that know tonic: `grpc`
 //!   converts and maps errors in one place, `server` binds and serves.
@@ -43,6 +45,7 @@ pub mod offline;
 pub mod preview;
 pub mod prompt;
 pub mod prompt_cache;
+pub mod provider_count;
 pub mod render;
 pub mod server;
 pub mod telemetry;

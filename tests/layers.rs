@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("compact", 2),
     ("memory", 2),
     ("workload", 2),
+    ("provider_count", 2),
     ("assemble", 3),
     ("config", 4),
     ("grpc", 5),

@@ -279,6 +279,35 @@ pub fn describe() {
         Unit::Count,
         "conversation tokens the gateway edge took out of requests to fit them (turns cut, results cleared, thinking dropped, less the summary added)"
     );
+    describe_counter!(
+        PROVIDER_COUNT_CALLS_TOTAL,
+        Unit::Count,
+        "calls to a provider's counting endpoint learning prompt pieces' counts in the background, by provider and outcome (learned, refused, failed, throttled; dropped: a piece dropped from the full queue; breaker_open: a call not made)"
+    );
+    describe_gauge!(
+        PROVIDER_COUNT_QUEUE_DEPTH,
+        Unit::Count,
+        "prompt pieces waiting for a provider count, by provider"
+    );
+}
+
+/// Records one provider count call (or dropped piece): `provider` a bounded
+/// API name, `outcome` one of [`PROVIDER_COUNT_OUTCOMES`].
+pub fn provider_count_call(provider: &'static str, outcome: &'static str) {
+    counter!(PROVIDER_COUNT_CALLS_TOTAL, "provider" => provider, "outcome" => outcome).increment(1);
+}
+
+/// Sets the pieces waiting for `provider`'s count.
+pub fn provider_count_queue_depth(provider: &'static str, depth: usize) {
+    gauge!(PROVIDER_COUNT_QUEUE_DEPTH, "provider" => provider).set(depth as f64);
+}
+
+/// Starts `provider`'s count series at zero.
+pub fn provider_count_known(provider: &'static str) {
+    for outcome in PROVIDER_COUNT_OUTCOMES {
+        counter!(PROVIDER_COUNT_CALLS_TOTAL, "provider" => provider, "outcome" => outcome).increment(0);
+    }
+    gauge!(PROVIDER_COUNT_QUEUE_DEPTH, "provider" => provider).set(0.0);
 }
 
 /// Records a request the gateway edge saw: `api` one of [`GATEWAY_APIS`],

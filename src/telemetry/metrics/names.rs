@@ -234,6 +234,33 @@ pub const GATEWAY_APIS: [&str; 3] = ["chat_completions", "messages", "responses"
 /// The gateway's outcomes, as labelled.
 pub const GATEWAY_OUTCOMES: [&str; 4] = ["fitted", "unchanged", "passed", "refused"];
 
+/// Calls to a provider's free counting endpoint (issue 52), by provider and
+/// outcome ([`PROVIDER_COUNT_OUTCOMES`]).
+pub const PROVIDER_COUNT_CALLS_TOTAL: &str = "assembler_provider_count_calls_total";
+/// Pieces waiting for a provider count, by provider.
+pub const PROVIDER_COUNT_QUEUE_DEPTH: &str = "assembler_provider_count_queue_depth";
+/// Outcome of a provider count call: the provider answered a count.
+pub const PROVIDER_COUNT_LEARNED: &str = "learned";
+/// Outcome: the provider refused the request (400, 404, 413, 422).
+pub const PROVIDER_COUNT_REFUSED: &str = "refused";
+/// Outcome: the call failed (timeout, connect or TLS error, 5xx, no count).
+pub const PROVIDER_COUNT_FAILED: &str = "failed";
+/// Outcome: the provider answered 429.
+pub const PROVIDER_COUNT_THROTTLED: &str = "throttled";
+/// Outcome: a queued piece dropped, never sent, to make room in a full queue.
+pub const PROVIDER_COUNT_DROPPED: &str = "dropped";
+/// Outcome: a call not made because the provider's breaker was open.
+pub const PROVIDER_COUNT_BREAKER_OPEN: &str = "breaker_open";
+/// Every provider count outcome, as labelled.
+pub const PROVIDER_COUNT_OUTCOMES: [&str; 6] = [
+    PROVIDER_COUNT_LEARNED,
+    PROVIDER_COUNT_REFUSED,
+    PROVIDER_COUNT_FAILED,
+    PROVIDER_COUNT_THROTTLED,
+    PROVIDER_COUNT_DROPPED,
+    PROVIDER_COUNT_BREAKER_OPEN,
+];
+
 /// Reload result: the file did not validate; the old configuration stays.
 pub const RELOAD_REFUSED: &str = "refused";
 
