@@ -4,6 +4,8 @@
 //!
 //! - [`tokenizer`]: exact BPE for public encodings, a model folder's own
 //!   tokenizer, or an estimate with a safety margin.
+//! - [`estimate`]: content-aware estimates for tokenizers that are not
+//!   public, from a text's features, refined online by exact counts.
 //! - [`hf`]: a model folder in the Hugging Face layout (tokenizer.json and
 //!   chat template), loaded and checked.
 //! - [`template`]: chat templates, executed as `transformers` executes them.
@@ -23,6 +25,7 @@
 pub mod cache;
 pub mod chat;
 pub mod digest;
+pub mod estimate;
 pub mod hf;
 pub mod models;
 pub mod pretok;
