@@ -3,7 +3,7 @@
 //! any level, not in a metric. Nor is the prompt's text.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use context_assembler::provider_count::{Api, CountError, PieceKind, Secret};
@@ -95,18 +95,30 @@ async fn exercise(api: Api) -> Vec<String> {
     shown
 }
 
+/// Every log line of this test binary, at every level: the one global
+/// subscriber, installed by the first caller. (A scoped subscriber misses
+/// events whose call site another test's thread registered first, when no
+/// subscriber was interested.)
+fn captured_logs() -> &'static Buffer {
+    static LOGS: OnceLock<Buffer> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Buffer::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer({
+                let logs = logs.clone();
+                move || logs.clone()
+            })
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber of this binary");
+        logs
+    })
+}
+
 #[tokio::test]
 async fn the_key_is_sent_only_in_its_header_and_never_shown() {
-    let logs = Buffer::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer({
-            let logs = logs.clone();
-            move || logs.clone()
-        })
-        .finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
+    let logs = captured_logs();
     let recorder = PrometheusBuilder::new().build_recorder();
     let scrape = recorder.handle();
     let _metrics = metrics::set_default_local_recorder(&recorder);
@@ -135,7 +147,11 @@ async fn the_key_is_sent_only_in_its_header_and_never_shown() {
         "provider count frames measured",
         "breaker open",
     ] {
-        assert!(logs.contains(line), "no `{line}` in the captured logs:\n{logs}");
+        assert!(
+            logs.contains(line),
+            "no `{line}` in {} bytes of captured logs",
+            logs.len()
+        );
     }
     assert!(!logs.contains(KEY), "the key in a log line");
     assert!(!logs.contains("PROMPTMARK"), "prompt text in a log line");
