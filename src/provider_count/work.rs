@@ -257,18 +257,16 @@ impl Inner {
         self.lock().stats.sent += 1;
         let started = Instant::now();
         let reply = tokio::time::timeout(self.timeout, self.client.post(target, body)).await;
-        let verdict = match reply {
-            Ok(Ok(r)) => wire::verdict(
-                self.api,
-                r.status,
-                r.retry_after.as_ref().map(|v| v.as_bytes()),
-                &r.body,
-            ),
-            Ok(Err(failure)) => Verdict::Failed(failure),
-            Err(_) => Verdict::Failed(Failure::Timeout),
+        let (verdict, status) = match reply {
+            Ok(Ok(r)) => {
+                let retry_after = r.retry_after.as_ref().map(|v| v.as_bytes());
+                (wire::verdict(self.api, r.status, retry_after, &r.body), r.status)
+            }
+            Ok(Err(failure)) => (Verdict::Failed(failure), 0),
+            Err(_) => (Verdict::Failed(Failure::Timeout), 0),
         };
         trial.armed = false;
-        self.settle(verdict, started);
+        self.settle(verdict, status, started);
         match verdict {
             Verdict::Count(n) => Ok(n),
             Verdict::Refused(status) => Err(CountError::Refused { status }),
@@ -338,8 +336,9 @@ impl Inner {
     }
 
     /// Records a call's verdict: the breaker, the bucket's pause, the stats,
-    /// the metric and the log line (status and outcome, never content).
-    fn settle(&self, verdict: Verdict, started: Instant) {
+    /// the metric and the log line (status, 0 without an answer, and
+    /// outcome; never content).
+    fn settle(&self, verdict: Verdict, status: u16, started: Instant) {
         let now = Instant::now();
         let provider = self.provider();
         let (outcome, change) = {
@@ -357,12 +356,6 @@ impl Inner {
             }
         };
         metrics::provider_count_call(provider, outcome);
-        let status = match verdict {
-            Verdict::Refused(s) | Verdict::Failed(Failure::Status(s)) => s,
-            Verdict::Count(_) => 200,
-            Verdict::Throttled(_) => 429,
-            Verdict::Failed(_) => 0,
-        };
         let failure = match verdict {
             Verdict::Failed(f) => f.as_str(),
             _ => "",
