@@ -11,6 +11,7 @@ use super::caches::Caches;
 use super::counting::Counter;
 use super::error::AssembleError;
 use super::layout;
+use super::learned::Learning;
 use super::lighten;
 use super::pipeline::{Pipeline, RunOutput};
 use super::policy::Catalog;
@@ -45,6 +46,8 @@ pub struct Assembler {
     pub(super) caches: Caches,
     families: FamilyTracker,
     feedback: Feedback,
+    /// What providers counted, and their counters.
+    learning: Learning,
 }
 
 /// Which tokenizer `CountTokens` should use.
@@ -81,7 +84,14 @@ impl Assembler {
             caches: Caches::new(cache_bytes),
             families: FamilyTracker::default(),
             feedback: Feedback::default(),
+            learning: Learning::default(),
         }
+    }
+
+    /// What providers counted, and their counters (started once, by the
+    /// server, from `[providers.NAME.counting]`).
+    pub fn learning(&self) -> &Learning {
+        &self.learning
     }
 
     /// The current catalog (models and policies).
@@ -236,8 +246,10 @@ impl Assembler {
         let mut over_at = u32::MAX;
         let mut refused_at: Option<u32> = None;
         let mut least_over = u64::MAX;
+        let tokenizer = self.learning.tokenizer(&spec, &req.model);
         let (result, pipeline) = loop {
-            let counter = Counter::new(&self.caches, &spec.tokenizer, cancel, warm_only);
+            let counter = Counter::new(&self.caches, &tokenizer, cancel, warm_only)
+                .learning(self.learning.scope(&spec, &req.model));
             let mut pipeline = Pipeline::new(counter, &spec, &policy, &req, &tools, allowed, started);
             let result = pipeline.run(key.clone());
             tries += 1;

@@ -6,6 +6,7 @@
 use std::cell::Cell;
 
 use super::caches::Caches;
+use super::learned::Scope;
 use crate::telemetry::metrics;
 use crate::tokens::hf::{HfModel, Piece};
 use crate::tokens::{Tokenizer, cache};
@@ -20,6 +21,9 @@ pub(super) struct Counter<'a> {
     /// that would be counted or summarized sets `cancel` instead, and the
     /// run is abandoned (to be run again in full elsewhere).
     pub warm_only: bool,
+    /// For a model without a public tokenizer: the counts its provider
+    /// gave, which a text's count is taken from once there.
+    learn: Option<Scope<'a>>,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }
@@ -32,9 +36,17 @@ impl<'a> Counter<'a> {
             tok,
             cancel,
             warm_only,
+            learn: None,
             hits: Cell::new(0),
             misses: Cell::new(0),
         }
+    }
+
+    /// This counter, taking each text's count from what its provider
+    /// counted once it has (and handing it the texts it has not).
+    pub fn learning(mut self, scope: Option<Scope<'a>>) -> Self {
+        self.learn = scope;
+        self
     }
 
     /// Records the segment-cache lookups made (not by a warm try that
@@ -88,6 +100,10 @@ impl<'a> Counter<'a> {
         if self.cancel.is_cancelled() {
             return 0;
         }
+        if let Some(n) = self.learn.and_then(|l| l.count(text)) {
+            self.hits.set(self.hits.get() + 1);
+            return n;
+        }
         if self.warm_only {
             let n = self.caches.segments.cached_keyed(&key);
             return self.hit_or_missed(n).unwrap_or_default();
@@ -104,6 +120,10 @@ impl<'a> Counter<'a> {
     pub fn count_at_most(&self, text: &str, limit: u32) -> Option<u32> {
         if self.cancel.is_cancelled() {
             return None;
+        }
+        if let Some(n) = self.learn.and_then(|l| l.count(text)) {
+            self.hits.set(self.hits.get() + 1);
+            return Some(n).filter(|&n| n <= limit);
         }
         if self.surely_over(text, limit) {
             return None;

@@ -27,6 +27,7 @@ mod counting;
 pub mod error;
 pub mod flow;
 mod layout;
+pub mod learned;
 mod lighten;
 mod measure;
 mod pipeline;

@@ -132,6 +132,33 @@ section! {
         pub lookback_blocks: Option<u32>,
         /// Whether the provider takes explicit breakpoint markers.
         pub explicit_breakpoints: Option<bool>,
+        /// `[providers.NAME.counting]`: the provider's counting endpoint
+        /// (Anthropic and Gemini; off unless `url` is set).
+        #[serde(default)]
+        pub counting: CountingSection,
+    }
+}
+
+section! {
+    /// `[providers.NAME.counting]`: where and how hard the provider's free
+    /// counting endpoint is used to learn the count of each prompt piece.
+    pub struct CountingSection {
+        /// The endpoint (Anthropic's `count_tokens`, Gemini's
+        /// `models/{model}:countTokens`, or a proxy): `http://` or `https://`.
+        pub url: Option<String>,
+        /// A file holding the API key (relative to the config file, or
+        /// absolute).
+        pub api_key_file: Option<PathBuf>,
+        /// An environment variable holding the API key.
+        pub api_key_env: Option<String>,
+        /// Calls per minute at most.
+        pub requests_per_minute: Option<u32>,
+        /// Calls in flight at most.
+        pub concurrency: Option<u32>,
+        /// The longest one call may take, in milliseconds.
+        pub timeout_ms: Option<u64>,
+        /// Pieces waiting to be counted at most (the oldest is dropped).
+        pub queue: Option<u32>,
     }
 }
 
@@ -436,6 +463,11 @@ impl FileConfig {
         for m in config.models.iter_mut().flatten() {
             if let Some(dir) = m.tokenizer_dir.as_mut().filter(|d| d.is_relative()) {
                 *dir = base.join(&*dir);
+            }
+        }
+        for entry in [&mut config.providers.anthropic, &mut config.providers.gemini] {
+            if let Some(f) = entry.counting.api_key_file.as_mut().filter(|f| f.is_relative()) {
+                *f = base.join(&*f);
             }
         }
         Ok(config)

@@ -18,6 +18,7 @@ use crate::telemetry::trace::TraceSettings;
 
 pub mod auth;
 mod catalog;
+mod counting;
 mod file;
 mod layers;
 mod listen;
@@ -249,6 +250,9 @@ pub struct ServerConfig {
     pub tracing: Option<TraceSettings>,
     /// The gateway edge (`[gateway]`).
     pub gateway: GatewaySettings,
+    /// The providers' counting endpoints configured
+    /// (`[providers.NAME.counting]`), by provider name.
+    pub counting: Vec<(&'static str, crate::provider_count::Settings)>,
 }
 
 /// What the gateway edge does where it cannot fit a request (`[gateway]`).

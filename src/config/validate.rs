@@ -32,6 +32,7 @@ pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigErro
     let auth = auth::validate(&l.merged.auth, tls.as_ref().is_some_and(|t| t.mutual))?;
     let tracing = tracing(&l)?;
     let gateway = gateway(&l)?;
+    let counting = super::counting::counting(&l.merged.providers)?;
     let cache_mib = l.bounded("cache.mib", l.merged.cache.mib, 1, 1 << 20)?;
     let drain_secs = l.bounded("server.drain_secs", s.drain_secs, 0, 3600)?;
     Ok(ServerConfig {
@@ -50,6 +51,7 @@ pub(super) fn server_config(args: &ServeArgs) -> Result<ServerConfig, ConfigErro
         auth,
         tracing,
         gateway,
+        counting,
     })
 }
 

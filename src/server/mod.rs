@@ -138,6 +138,9 @@ pub enum ServeError {
     /// Reflection could not be built from the descriptors.
     #[error("reflection: {0}")]
     Reflection(String),
+    /// A provider's counting endpoint could not be set up.
+    #[error("providers counting: {0}")]
+    Counting(String),
 }
 
 /// A server whose listeners are bound but which does not serve yet.
@@ -181,11 +184,16 @@ impl Bound {
             Some(addr) => Some(bind(addr).await?),
             None => None,
         };
+        let assembler = Arc::new(Assembler::new(config.catalog.clone(), config.cache_bytes));
+        assembler
+            .learning()
+            .start(config.counting.clone())
+            .map_err(|e| ServeError::Counting(e.to_string()))?;
         Ok(Bound {
             grpc,
             metrics,
             render,
-            assembler: Arc::new(Assembler::new(config.catalog.clone(), config.cache_bytes)),
+            assembler,
             memories,
             config,
             hangups,

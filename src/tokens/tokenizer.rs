@@ -258,12 +258,28 @@ enum Kind {
     Hf(Arc<HfModel>, Arc<Framing>),
 }
 
+/// What a provider's counting measured around the content of an estimated
+/// model's messages (its counting endpoint, with a few one-message
+/// requests): a prompt's fixed cost, and each message's by role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MeasuredFrames {
+    /// Once per prompt (its first message's frame less a further one's).
+    pub priming: u32,
+    /// Each message that is not a system prompt.
+    pub message: u32,
+    /// A system prompt.
+    pub system: u32,
+}
+
 /// Counts tokens for one model: exactly, or as an estimate.
 #[derive(Clone)]
 pub struct Tokenizer {
     kind: Kind,
     /// 0 = exact; otherwise the percentage added to the base encoding's count.
     margin_percent: u32,
+    /// An estimate's frames as its provider measured them (else the base
+    /// encoding's chat formula, with the margin).
+    frames: Option<MeasuredFrames>,
     /// blake3 of the tokenizer id (and a folder's files): the key of this
     /// tokenizer's cache hashes.
     cache_key: [u8; 32],
@@ -271,7 +287,9 @@ pub struct Tokenizer {
 
 impl PartialEq for Tokenizer {
     fn eq(&self, other: &Self) -> bool {
-        self.cache_key == other.cache_key && self.margin_percent == other.margin_percent
+        self.cache_key == other.cache_key
+            && self.margin_percent == other.margin_percent
+            && self.frames == other.frames
     }
 }
 
@@ -307,10 +325,23 @@ impl Tokenizer {
         let mut t = Tokenizer {
             kind,
             margin_percent,
+            frames: None,
             cache_key: [0; 32],
         };
+        t.cache_key = t.identity();
+        t
+    }
+
+    /// blake3 of what this tokenizer counts by: its id, a folder's files and
+    /// framing, measured frames.
+    fn identity(&self) -> [u8; 32] {
+        let t = self;
         let mut h = blake3::Hasher::new();
         h.update(t.to_string().as_bytes());
+        if let Some(f) = &t.frames {
+            // Framed sums in the caches (the prefix facts) differ with them.
+            h.update(format!("{f:?}").as_bytes());
+        }
         if let Kind::Hf(model, framing) = &t.kind {
             h.update(model.digest());
             // What a message costs besides its content is part of every
@@ -318,8 +349,24 @@ impl Tokenizer {
             // two entries on one folder with other overheads never share.
             h.update(format!("{framing:?}").as_bytes());
         }
-        t.cache_key = *h.finalize().as_bytes();
+        *h.finalize().as_bytes()
+    }
+
+    /// This estimate with the frames its provider measured (an exact
+    /// tokenizer stays as it is: its frames are known).
+    pub fn with_frames(&self, frames: MeasuredFrames) -> Self {
+        if self.is_exact() || !matches!(self.kind, Kind::Bpe(_)) || self.frames == Some(frames) {
+            return self.clone();
+        }
+        let mut t = self.clone();
+        t.frames = Some(frames);
+        t.cache_key = t.identity();
         t
+    }
+
+    /// The frames measured by the provider, when this estimate has them.
+    pub fn measured_frames(&self) -> Option<MeasuredFrames> {
+        self.frames
     }
 
     /// A blake3 hasher keyed by this tokenizer's id: equal bytes counted by
@@ -486,6 +533,10 @@ impl Tokenizer {
     /// when it has no template.
     pub fn frame_tokens(&self, role: Role) -> u32 {
         match &self.kind {
+            Kind::Bpe(_) if let Some(f) = &self.frames => match role {
+                Role::System => f.system,
+                _ => f.message,
+            },
             Kind::Bpe(e) => chat::MESSAGE_OVERHEAD_TOKENS
                 .saturating_add(self.with_margin(u64::from(e.role_tokens()[role as usize]))),
             Kind::Hf(_, f) => f.frames[role as usize],
@@ -524,7 +575,7 @@ impl Tokenizer {
     /// default system header).
     pub fn priming_tokens(&self) -> u32 {
         match &self.kind {
-            Kind::Bpe(_) => chat::REPLY_PRIMING_TOKENS,
+            Kind::Bpe(_) => self.frames.map_or(chat::REPLY_PRIMING_TOKENS, |f| f.priming),
             Kind::Hf(_, f) => f.priming,
         }
     }

@@ -8,6 +8,7 @@
 mod common;
 
 mod compact;
+mod counting;
 mod ext_proc;
 mod grpc;
 mod render;

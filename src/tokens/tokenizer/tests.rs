@@ -289,3 +289,37 @@ fn role_tokens_equal_counting_the_role_name() {
         }
     }
 }
+
+#[test]
+fn measured_frames_replace_an_estimates_formula_and_key_its_caches() {
+    use crate::vocab::Role;
+    let estimate = Tokenizer::estimate(Encoding::Cl100kBase, 20);
+    let frames = MeasuredFrames {
+        priming: 3,
+        message: 4,
+        system: 5,
+    };
+    let framed = estimate.with_frames(frames);
+    assert_eq!(framed.priming_tokens(), 3);
+    assert_eq!(framed.frame_tokens(Role::User), 4);
+    assert_eq!(framed.frame_tokens(Role::Assistant), 4);
+    assert_eq!(framed.frame_tokens(Role::System), 5);
+    assert_eq!(
+        framed.count("hello world"),
+        estimate.count("hello world"),
+        "contents stay the estimate's"
+    );
+    assert_ne!(framed, estimate);
+    assert_ne!(
+        crate::tokens::cache::key(&framed, b"x"),
+        crate::tokens::cache::key(&estimate, b"x"),
+        "framed sums are cached apart"
+    );
+    assert_eq!(framed.measured_frames(), Some(frames));
+    let exact = Tokenizer::exact(Encoding::O200kBase);
+    assert_eq!(
+        exact.with_frames(frames),
+        exact,
+        "an exact tokenizer's frames are known"
+    );
+}

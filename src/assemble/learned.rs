@@ -1,0 +1,223 @@
+//! What the providers counted (issue 52): for a model without a public
+//! tokenizer (Claude, Gemini without a folder), every text the assembler
+//! counts is a piece; a piece first seen is estimated and handed to its
+//! provider's [`Counter`], off the request path; once the provider has
+//! counted it, its count (less the frame of a one-message request) is the
+//! piece's count from then on, for every model of the same tokenizer
+//! generation. The provider's frames, measured per model, replace the
+//! estimate's.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use crate::provider_count::{self, CountError, Counter, Piece, PieceKind, Settings};
+use crate::tokens::ModelSpec;
+use crate::tokens::provider::Provider;
+use crate::tokens::tokenizer::{MeasuredFrames, Tokenizer};
+
+/// Most model names learned for: each costs the provider a few calls to
+/// measure its frames, and a caller may name any model a prefix entry
+/// takes; past this, further names are estimated only.
+const MAX_MODELS: usize = 64;
+
+/// Most pieces remembered (a piece costs its key and count, about 64 bytes
+/// with the table's own: 1M pieces, about 64 MiB at most).
+const MAX_PIECES: u64 = 1 << 20;
+
+/// The counts learned, by piece key (the generation is in the key).
+#[derive(Debug, Clone)]
+pub struct Learned {
+    table: moka::sync::Cache<[u8; 32], u32>,
+}
+
+impl Learned {
+    /// An empty table holding at most `pieces`.
+    pub fn new(pieces: u64) -> Self {
+        Learned {
+            table: moka::sync::Cache::builder().max_capacity(pieces).build(),
+        }
+    }
+
+    /// The key of `text` counted by a tokenizer of `generation`: pieces of
+    /// two generations never share one.
+    pub fn key(generation: &str, text: &str) -> [u8; 32] {
+        let mut h = blake3::Hasher::new_derive_key("context-assembler learned piece count v1");
+        h.update(&(generation.len() as u64).to_le_bytes());
+        h.update(generation.as_bytes());
+        h.update(text.as_bytes());
+        *h.finalize().as_bytes()
+    }
+
+    /// The provider's count of the piece keyed `key`, once learned.
+    pub fn get(&self, key: &[u8; 32]) -> Option<u32> {
+        self.table.get(key)
+    }
+
+    /// Remembers a piece's count.
+    pub fn insert(&self, key: [u8; 32], tokens: u32) {
+        self.table.insert(key, tokens);
+    }
+
+    /// Pieces remembered.
+    pub fn len(&self) -> u64 {
+        self.table.run_pending_tasks();
+        self.table.entry_count()
+    }
+
+    /// Whether no piece is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for Learned {
+    fn default() -> Self {
+        Learned::new(MAX_PIECES)
+    }
+}
+
+/// Where the counters put what they learn.
+struct Sink(Learned);
+
+impl provider_count::Sink for Sink {
+    fn learned(&self, piece: &Piece, content_tokens: u32) {
+        self.0.insert(piece.key, content_tokens);
+    }
+
+    fn refused(&self, _piece: &Piece) {
+        // The piece stays estimated; the counter counts the refusal.
+    }
+}
+
+/// The learned counts and the providers' counters.
+#[derive(Debug, Default)]
+pub struct Learning {
+    learned: Learned,
+    counters: OnceLock<Vec<(Provider, Counter)>>,
+    /// The runtime the counters run on.
+    runtime: OnceLock<tokio::runtime::Handle>,
+    /// The model names learned for (at most [`MAX_MODELS`]).
+    models: Mutex<HashSet<String>>,
+}
+
+impl Learning {
+    /// Starts a counter for each configured provider (once; on the current
+    /// runtime). A provider the table does not know by that name is
+    /// skipped; a counter that cannot start is an error (at server start).
+    pub fn start(&self, settings: Vec<(&str, Settings)>) -> Result<(), CountError> {
+        let sink: Arc<dyn provider_count::Sink> = Arc::new(Sink(self.learned.clone()));
+        let mut counters = Vec::new();
+        for (name, s) in settings {
+            if let Some(provider) = Provider::from_name(name) {
+                counters.push((provider, Counter::start(s, sink.clone())?));
+            }
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let _ = self.runtime.set(handle);
+        }
+        let _ = self.counters.set(counters);
+        Ok(())
+    }
+
+    /// Whether requests for `model` learn from `counter`: a name already
+    /// learned for, or a new one while there is room, whose frames are then
+    /// measured in the background.
+    fn admit(&self, counter: &Counter, model: &str) -> bool {
+        let mut models = self.models.lock().unwrap_or_else(PoisonError::into_inner);
+        if models.contains(model) {
+            return true;
+        }
+        if models.len() >= MAX_MODELS || model.len() > provider_count::MAX_MODEL_BYTES {
+            return false;
+        }
+        models.insert(model.to_owned());
+        if let Some(runtime) = self.runtime.get() {
+            let (counter, model) = (counter.clone(), model.to_owned());
+            runtime.spawn(async move {
+                // A failure leaves the frames estimated; the next piece of
+                // the model tries again.
+                let _ = counter.measure_frames(&model).await;
+            });
+        }
+        true
+    }
+
+    /// The learned counts.
+    pub fn learned(&self) -> &Learned {
+        &self.learned
+    }
+
+    /// The counter of `provider`, when one is configured.
+    pub fn counter(&self, provider: Provider) -> Option<&Counter> {
+        self.counters
+            .get()?
+            .iter()
+            .find(|(p, _)| *p == provider)
+            .map(|(_, c)| c)
+    }
+
+    /// What counting a request for `model` (resolved to `spec`) learns from
+    /// and feeds: `None` for a model with a public tokenizer.
+    pub fn scope<'a>(&'a self, spec: &'a ModelSpec, model: &'a str) -> Option<Scope<'a>> {
+        let generation = spec.generation_label().filter(|_| !spec.tokenizer.is_exact())?;
+        let counter = self
+            .counter(spec.cache.provider.provider)
+            .filter(|c| self.admit(c, model));
+        Some(Scope {
+            learned: &self.learned,
+            generation,
+            model,
+            counter,
+        })
+    }
+
+    /// `spec`'s tokenizer for a request of `model`, with the frames its
+    /// provider measured for that model once it has.
+    pub fn tokenizer(&self, spec: &ModelSpec, model: &str) -> Tokenizer {
+        let measured = self
+            .counter(spec.cache.provider.provider)
+            .filter(|_| !spec.tokenizer.is_exact())
+            .and_then(|c| c.frames(model));
+        match measured {
+            Some(f) => spec.tokenizer.with_frames(MeasuredFrames {
+                priming: f.one_message.saturating_sub(f.further_message),
+                message: f.further_message,
+                system: f.system,
+            }),
+            None => spec.tokenizer.clone(),
+        }
+    }
+}
+
+/// One request's view of the learned counts.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    learned: &'a Learned,
+    generation: &'a str,
+    model: &'a str,
+    counter: Option<&'a Counter>,
+}
+
+impl Scope<'_> {
+    /// The provider's count of `text`, once learned; else the text is
+    /// handed to the provider's counter (when there is one) and `None`.
+    pub fn count(&self, text: &str) -> Option<u32> {
+        let key = Learned::key(self.generation, text);
+        if let Some(n) = self.learned.get(&key) {
+            return Some(n);
+        }
+        if let Some(counter) = self.counter {
+            counter.submit(Piece {
+                model: self.model.to_owned(),
+                generation: Arc::from(self.generation),
+                key,
+                kind: PieceKind::Turn,
+                text: Arc::from(text),
+            });
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;
