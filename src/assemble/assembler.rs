@@ -383,6 +383,11 @@ impl Assembler {
             .return_token_ids
             .then(|| (req.model.clone(), req.cache_salt.clone()));
         let messages = layout::materialize(out.plan, req);
+        let mut usage = out.usage;
+        usage.sources = self
+            .learning
+            .sources(&spec, &tokenizer, &messages, usage.total_tokens);
+        usage.exact = usage.sources.estimated == 0;
         let mut warnings = out.warnings;
         let token_ids = asked.and_then(|(model, salt)| {
             let ids = token_ids(&spec, &messages, &tools, &model, &salt);
@@ -401,7 +406,7 @@ impl Assembler {
             request_id,
             model: spec.name.clone(),
             messages,
-            usage: out.usage,
+            usage,
             cache: out.cache,
             decisions: out.decisions,
             warnings,

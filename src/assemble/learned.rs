@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use crate::prompt::{Message, Sources};
 use crate::provider_count::{self, CountError, Counter, Piece, PieceKind, Settings};
 use crate::tokens::ModelSpec;
 use crate::tokens::provider::Provider;
@@ -169,6 +170,41 @@ impl Learning {
             model,
             counter,
         })
+    }
+
+    /// Where the `total` tokens of `messages`, assembled for `spec` with
+    /// `tokenizer`, came from: a public tokenizer's are exact; an
+    /// estimate's are the provider's for each message whose text it
+    /// counted, and for the frames once it measured them, and estimated for
+    /// the rest (a message made of several pieces, thinking, tool calls).
+    pub fn sources(
+        &self,
+        spec: &ModelSpec,
+        tokenizer: &Tokenizer,
+        messages: &[Message],
+        total: u32,
+    ) -> Sources {
+        let Some(generation) = spec.generation_label().filter(|_| !tokenizer.is_exact()) else {
+            return Sources::all(total, tokenizer.is_exact());
+        };
+        let mut provider = 0u64;
+        if tokenizer.measured_frames().is_some() && !messages.is_empty() {
+            provider += u64::from(tokenizer.priming_tokens());
+            for m in messages {
+                provider += u64::from(tokenizer.frame_tokens(m.role));
+            }
+        }
+        for m in messages {
+            if let Some(n) = self.learned.get(&Learned::key(generation, &m.content)) {
+                provider += u64::from(n);
+            }
+        }
+        let provider = u32::try_from(provider).unwrap_or(u32::MAX).min(total);
+        Sources {
+            exact: 0,
+            provider,
+            estimated: total - provider,
+        }
     }
 
     /// `spec`'s tokenizer for a request of `model`, with the frames its

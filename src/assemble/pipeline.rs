@@ -18,7 +18,7 @@ use super::shrink::Shrinker;
 use super::turns;
 use super::validate::Budget;
 use crate::prompt::{
-    AssembleRequest, BlockDecision, BlockKind, CacheHints, CacheInfo, Item, PartKind, Usage,
+    AssembleRequest, BlockDecision, BlockKind, CacheHints, CacheInfo, Item, PartKind, Sources, Usage,
 };
 use crate::prompt_cache::hints;
 use crate::prompt_cache::prefix::{PrefixFacts, PrefixKey, SEGMENTS_APART};
@@ -374,6 +374,7 @@ impl<'a> Pipeline<'a> {
             context_window: self.spec.context_window,
             tools_tokens,
             tools_exact,
+            sources: Sources::all(total, self.counter.tok.is_exact()),
         };
         let cache = CacheInfo {
             prefix_hash,

@@ -233,6 +233,9 @@ impl From<Assembly> for pb::AssembleResponse {
                 context_window: a.usage.context_window,
                 tools_tokens: a.usage.tools_tokens,
                 tools_exact: a.usage.tools_exact,
+                tokens_exact: a.usage.sources.exact,
+                tokens_provider: a.usage.sources.provider,
+                tokens_estimated: a.usage.sources.estimated,
             }),
             cache: Some(pb::CacheInfo {
                 prefix_hash: a.cache.prefix_hash,

@@ -13,6 +13,6 @@ pub use request::{
     SegmentKind, Thinking,
 };
 pub use response::{
-    Assembly, BlockDecision, Breakpoint, BreakpointKind, CacheHints, CacheInfo, Message, Outcome, TokenIds,
-    Usage,
+    Assembly, BlockDecision, Breakpoint, BreakpointKind, CacheHints, CacheInfo, Message, Outcome, Sources,
+    TokenIds, Usage,
 };

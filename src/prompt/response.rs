@@ -57,6 +57,38 @@ pub struct Usage {
     /// Whether `tools_tokens` is what the provider bills (OpenAI's
     /// function-calling formula; a model folder's chat template).
     pub tools_exact: bool,
+    /// Where `total_tokens` came from: counted by a public tokenizer, by
+    /// the model's provider (pieces it counted, frames it measured), or
+    /// estimated. They add up to `total_tokens`.
+    pub sources: Sources,
+}
+
+/// Where a prompt's tokens came from (they add up to its total).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sources {
+    /// Counted exactly by the model's public tokenizer.
+    pub exact: u32,
+    /// Counted by the model's provider: pieces it counted, frames it
+    /// measured.
+    pub provider: u32,
+    /// Estimated.
+    pub estimated: u32,
+}
+
+impl Sources {
+    /// All of `total` counted by a public tokenizer, or all estimated.
+    pub fn all(total: u32, exact: bool) -> Sources {
+        match exact {
+            true => Sources {
+                exact: total,
+                ..Sources::default()
+            },
+            false => Sources {
+                estimated: total,
+                ..Sources::default()
+            },
+        }
+    }
 }
 
 /// Prompt-cache facts about the static prefix.

@@ -101,22 +101,30 @@ async fn once_every_piece_is_learned_a_prompt_counts_what_the_provider_counts() 
 
     // Learned in the background: the same request comes to the provider's
     // count once its pieces and the model's frames are in.
+    let u = first.usage.clone().unwrap();
+    assert!(!u.exact && u.tokens_estimated > 0 && u.tokens_exact == 0, "{u:?}");
+    assert_eq!(u.tokens_provider + u.tokens_estimated, u.total_tokens);
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut total = first.usage.as_ref().unwrap().total_tokens;
-    while total != expected && Instant::now() < deadline {
+    let mut usage = u.clone();
+    while usage.total_tokens != expected && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let again = client
             .assemble(request("claude-sonnet-5"))
             .await
             .unwrap()
             .into_inner();
-        total = again.usage.unwrap().total_tokens;
+        usage = again.usage.unwrap();
     }
     assert_eq!(
-        total,
-        expected,
+        usage.total_tokens, expected,
         "the first request's estimate was {}",
-        first.usage.unwrap().total_tokens
+        u.total_tokens
+    );
+    // Every token now says it is the provider's.
+    assert!(usage.exact, "{usage:?}");
+    assert_eq!(
+        (usage.tokens_provider, usage.tokens_estimated, usage.tokens_exact),
+        (expected, 0, 0)
     );
 
     // Each piece went to the provider once, however often it was counted:
@@ -142,6 +150,38 @@ async fn once_every_piece_is_learned_a_prompt_counts_what_the_provider_counts() 
         later,
         calls.len() + 3,
         "only claude-opus-5's frames were measured"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn with_the_provider_down_requests_answer_on_time_estimated() {
+    let standin = StandIn::start().await;
+    standin.set_mode(standin::Mode::Down);
+    let (_dir, server) = server_counting_with(&standin).await;
+    let mut client = server.client();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let answer = client
+            .assemble(request("claude-sonnet-5"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "a request never waits for the provider"
+        );
+        let u = answer.usage.unwrap();
+        assert!(!u.exact);
+        assert_eq!((u.tokens_provider, u.tokens_estimated), (0, u.total_tokens));
+    }
+    // A model with a public tokenizer is exact whatever the provider does.
+    let gpt = client.assemble(request("gpt-4o")).await.unwrap().into_inner();
+    let u = gpt.usage.unwrap();
+    assert!(u.exact);
+    assert_eq!(
+        (u.tokens_exact, u.tokens_provider, u.tokens_estimated),
+        (u.total_tokens, 0, 0)
     );
     server.stop().await;
 }

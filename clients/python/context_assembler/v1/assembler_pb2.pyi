@@ -321,7 +321,7 @@ class Message(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., tool_call_ids: _Optional[_Iterable[str]] = ..., tool_call_id: _Optional[str] = ..., thinking: _Optional[_Iterable[_Union[Thinking, _Mapping]]] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("budget", "total_tokens", "static_tokens", "dynamic_tokens", "tokenizer", "exact", "output_reserve", "context_window", "tools_tokens", "tools_exact")
+    __slots__ = ("budget", "total_tokens", "static_tokens", "dynamic_tokens", "tokenizer", "exact", "output_reserve", "context_window", "tools_tokens", "tools_exact", "tokens_exact", "tokens_provider", "tokens_estimated")
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     STATIC_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -332,6 +332,9 @@ class Usage(_message.Message):
     CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
     TOOLS_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_EXACT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_EXACT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
     budget: int
     total_tokens: int
     static_tokens: int
@@ -342,7 +345,10 @@ class Usage(_message.Message):
     context_window: int
     tools_tokens: int
     tools_exact: bool
-    def __init__(self, budget: _Optional[int] = ..., total_tokens: _Optional[int] = ..., static_tokens: _Optional[int] = ..., dynamic_tokens: _Optional[int] = ..., tokenizer: _Optional[str] = ..., exact: _Optional[bool] = ..., output_reserve: _Optional[int] = ..., context_window: _Optional[int] = ..., tools_tokens: _Optional[int] = ..., tools_exact: _Optional[bool] = ...) -> None: ...
+    tokens_exact: int
+    tokens_provider: int
+    tokens_estimated: int
+    def __init__(self, budget: _Optional[int] = ..., total_tokens: _Optional[int] = ..., static_tokens: _Optional[int] = ..., dynamic_tokens: _Optional[int] = ..., tokenizer: _Optional[str] = ..., exact: _Optional[bool] = ..., output_reserve: _Optional[int] = ..., context_window: _Optional[int] = ..., tools_tokens: _Optional[int] = ..., tools_exact: _Optional[bool] = ..., tokens_exact: _Optional[int] = ..., tokens_provider: _Optional[int] = ..., tokens_estimated: _Optional[int] = ...) -> None: ...
 
 class CacheInfo(_message.Message):
     __slots__ = ("prefix_hash", "prefix_tokens", "prefix_bytes", "prefix_message_count", "prefix_cache_hit")
@@ -563,7 +569,7 @@ class ListModelsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "encoding", "context_window", "default_output_reserve", "exact", "estimate_margin_percent", "prefix", "tokenizer", "chat_template")
+    __slots__ = ("name", "encoding", "context_window", "default_output_reserve", "exact", "estimate_margin_percent", "prefix", "tokenizer", "chat_template", "tokenizer_generation")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
@@ -573,6 +579,7 @@ class ModelInfo(_message.Message):
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     CHAT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_GENERATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     encoding: str
     context_window: int
@@ -582,7 +589,8 @@ class ModelInfo(_message.Message):
     prefix: bool
     tokenizer: str
     chat_template: bool
-    def __init__(self, name: _Optional[str] = ..., encoding: _Optional[str] = ..., context_window: _Optional[int] = ..., default_output_reserve: _Optional[int] = ..., exact: _Optional[bool] = ..., estimate_margin_percent: _Optional[int] = ..., prefix: _Optional[bool] = ..., tokenizer: _Optional[str] = ..., chat_template: _Optional[bool] = ...) -> None: ...
+    tokenizer_generation: str
+    def __init__(self, name: _Optional[str] = ..., encoding: _Optional[str] = ..., context_window: _Optional[int] = ..., default_output_reserve: _Optional[int] = ..., exact: _Optional[bool] = ..., estimate_margin_percent: _Optional[int] = ..., prefix: _Optional[bool] = ..., tokenizer: _Optional[str] = ..., chat_template: _Optional[bool] = ..., tokenizer_generation: _Optional[str] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("models",)

@@ -365,7 +365,7 @@ public final class AssemblerProto {
       "\022\"\n\rtool_call_ids\030\003 \003(\tR\013toolCallIds\022 \n\014" +
       "tool_call_id\030\004 \001(\tR\ntoolCallId\022:\n\010thinki" +
       "ng\030\005 \003(\0132\036.context_assembler.v1.Thinking" +
-      "R\010thinking\"\324\002\n\005Usage\022\026\n\006budget\030\001 \001(\rR\006bu" +
+      "R\010thinking\"\313\003\n\005Usage\022\026\n\006budget\030\001 \001(\rR\006bu" +
       "dget\022!\n\014total_tokens\030\002 \001(\rR\013totalTokens\022" +
       "#\n\rstatic_tokens\030\003 \001(\rR\014staticTokens\022%\n\016" +
       "dynamic_tokens\030\004 \001(\rR\rdynamicTokens\022\034\n\tt" +
@@ -373,347 +373,351 @@ public final class AssemblerProto {
       "R\005exact\022%\n\016output_reserve\030\007 \001(\rR\routputR" +
       "eserve\022%\n\016context_window\030\010 \001(\rR\rcontextW" +
       "indow\022!\n\014tools_tokens\030\t \001(\rR\013toolsTokens" +
-      "\022\037\n\013tools_exact\030\n \001(\010R\ntoolsExact\"\320\001\n\tCa" +
-      "cheInfo\022\037\n\013prefix_hash\030\001 \001(\tR\nprefixHash" +
-      "\022#\n\rprefix_tokens\030\002 \001(\rR\014prefixTokens\022!\n" +
-      "\014prefix_bytes\030\003 \001(\004R\013prefixBytes\0220\n\024pref" +
-      "ix_message_count\030\004 \001(\rR\022prefixMessageCou" +
-      "nt\022(\n\020prefix_cache_hit\030\005 \001(\010R\016prefixCach" +
-      "eHit\"\345\005\n\rBlockDecision\022\022\n\004name\030\001 \001(\tR\004na" +
-      "me\0223\n\004kind\030\002 \001(\0162\037.context_assembler.v1." +
-      "BlockKindR\004kind\022\032\n\010priority\030\003 \001(\rR\010prior" +
-      "ity\0227\n\007outcome\030\004 \001(\0162\035.context_assembler" +
-      ".v1.OutcomeR\007outcome\022%\n\016tokens_offered\030\005" +
-      " \001(\rR\rtokensOffered\022\037\n\013tokens_kept\030\006 \001(\r" +
-      "R\ntokensKept\022\"\n\rkept_item_ids\030\007 \003(\tR\013kep" +
-      "tItemIds\022(\n\020dropped_item_ids\030\010 \003(\tR\016drop" +
-      "pedItemIds\022*\n\021filtered_item_ids\030\t \003(\tR\017f" +
-      "ilteredItemIds\022,\n\022compacted_item_ids\030\n \003" +
-      "(\tR\020compactedItemIds\022\026\n\006reason\030\013 \001(\tR\006re" +
-      "ason\022.\n\023summarized_item_ids\030\014 \003(\tR\021summa" +
-      "rizedItemIds\0220\n\024tokens_window_unused\030\r \001" +
-      "(\rR\022tokensWindowUnused\022@\n\035tokens_offered" +
-      "_is_lower_bound\030\016 \001(\010R\031tokensOfferedIsLo" +
-      "werBound\022(\n\020cleared_item_ids\030\017 \003(\tR\016clea" +
-      "redItemIds\0229\n\031thinking_dropped_item_ids\030" +
-      "\020 \003(\tR\026thinkingDroppedItemIds\022%\n\016tokens_" +
-      "cleared\030\021 \001(\rR\rtokensCleared\"7\n\007Warning\022" +
-      "\022\n\004code\030\001 \001(\tR\004code\022\030\n\007message\030\002 \001(\tR\007me" +
-      "ssage\"\325\005\n\020AssembleResponse\022\035\n\nrequest_id" +
+      "\022\037\n\013tools_exact\030\n \001(\010R\ntoolsExact\022!\n\014tok" +
+      "ens_exact\030\013 \001(\rR\013tokensExact\022\'\n\017tokens_p" +
+      "rovider\030\014 \001(\rR\016tokensProvider\022)\n\020tokens_" +
+      "estimated\030\r \001(\rR\017tokensEstimated\"\320\001\n\tCac" +
+      "heInfo\022\037\n\013prefix_hash\030\001 \001(\tR\nprefixHash\022" +
+      "#\n\rprefix_tokens\030\002 \001(\rR\014prefixTokens\022!\n\014" +
+      "prefix_bytes\030\003 \001(\004R\013prefixBytes\0220\n\024prefi" +
+      "x_message_count\030\004 \001(\rR\022prefixMessageCoun" +
+      "t\022(\n\020prefix_cache_hit\030\005 \001(\010R\016prefixCache" +
+      "Hit\"\345\005\n\rBlockDecision\022\022\n\004name\030\001 \001(\tR\004nam" +
+      "e\0223\n\004kind\030\002 \001(\0162\037.context_assembler.v1.B" +
+      "lockKindR\004kind\022\032\n\010priority\030\003 \001(\rR\010priori" +
+      "ty\0227\n\007outcome\030\004 \001(\0162\035.context_assembler." +
+      "v1.OutcomeR\007outcome\022%\n\016tokens_offered\030\005 " +
+      "\001(\rR\rtokensOffered\022\037\n\013tokens_kept\030\006 \001(\rR" +
+      "\ntokensKept\022\"\n\rkept_item_ids\030\007 \003(\tR\013kept" +
+      "ItemIds\022(\n\020dropped_item_ids\030\010 \003(\tR\016dropp" +
+      "edItemIds\022*\n\021filtered_item_ids\030\t \003(\tR\017fi" +
+      "lteredItemIds\022,\n\022compacted_item_ids\030\n \003(" +
+      "\tR\020compactedItemIds\022\026\n\006reason\030\013 \001(\tR\006rea" +
+      "son\022.\n\023summarized_item_ids\030\014 \003(\tR\021summar" +
+      "izedItemIds\0220\n\024tokens_window_unused\030\r \001(" +
+      "\rR\022tokensWindowUnused\022@\n\035tokens_offered_" +
+      "is_lower_bound\030\016 \001(\010R\031tokensOfferedIsLow" +
+      "erBound\022(\n\020cleared_item_ids\030\017 \003(\tR\016clear" +
+      "edItemIds\0229\n\031thinking_dropped_item_ids\030\020" +
+      " \003(\tR\026thinkingDroppedItemIds\022%\n\016tokens_c" +
+      "leared\030\021 \001(\rR\rtokensCleared\"7\n\007Warning\022\022" +
+      "\n\004code\030\001 \001(\tR\004code\022\030\n\007message\030\002 \001(\tR\007mes" +
+      "sage\"\325\005\n\020AssembleResponse\022\035\n\nrequest_id\030" +
+      "\001 \001(\tR\trequestId\022\024\n\005model\030\002 \001(\tR\005model\0229" +
+      "\n\010messages\030\003 \003(\0132\035.context_assembler.v1." +
+      "MessageR\010messages\0221\n\005usage\030\004 \001(\0132\033.conte" +
+      "xt_assembler.v1.UsageR\005usage\0225\n\005cache\030\005 " +
+      "\001(\0132\037.context_assembler.v1.CacheInfoR\005ca" +
+      "che\022A\n\tdecisions\030\006 \003(\0132#.context_assembl" +
+      "er.v1.BlockDecisionR\tdecisions\0229\n\010warnin" +
+      "gs\030\007 \003(\0132\035.context_assembler.v1.WarningR" +
+      "\010warnings\022\024\n\005tools\030\010 \003(\tR\005tools\0226\n\005hints" +
+      "\030\t \001(\0132 .context_assembler.v1.CacheHints" +
+      "R\005hints\022:\n\006recall\030\n \001(\0132\".context_assemb" +
+      "ler.v1.RecallReportR\006recall\022;\n\ttoken_ids" +
+      "\030\013 \001(\0132\036.context_assembler.v1.TokenIdsR\010" +
+      "tokenIds\022>\n\ncache_plan\030\014 \001(\0132\037.context_a" +
+      "ssembler.v1.CachePlanR\tcachePlan\022 \n\013fing" +
+      "erprint\030\r \001(\014R\013fingerprint\022@\n\ndivergence" +
+      "\030\016 \001(\0132 .context_assembler.v1.Divergence" +
+      "R\ndivergence\"^\n\010TokenIds\022\020\n\003ids\030\001 \003(\rR\003i" +
+      "ds\022\035\n\nblock_keys\030\002 \003(\004R\tblockKeys\022!\n\014blo" +
+      "ck_tokens\030\003 \001(\rR\013blockTokens\"\\\n\nBreakpoi" +
+      "nt\0228\n\004kind\030\001 \001(\0162$.context_assembler.v1." +
+      "BreakpointKindR\004kind\022\024\n\005index\030\002 \001(\rR\005ind" +
+      "ex\"9\n\rRoutingHeader\022\022\n\004name\030\001 \001(\tR\004name\022" +
+      "\024\n\005value\030\002 \001(\tR\005value\"\270\003\n\nCacheHints\022%\n\016" +
+      "prefix_version\030\001 \001(\tR\rprefixVersion\022B\n\013b" +
+      "reakpoints\030\002 \003(\0132 .context_assembler.v1." +
+      "BreakpointR\013breakpoints\022(\n\020prompt_cache_" +
+      "key\030\003 \001(\tR\016promptCacheKey\022!\n\014affinity_ke" +
+      "y\030\004 \001(\tR\013affinityKey\022L\n\017routing_headers\030" +
+      "\005 \003(\0132#.context_assembler.v1.RoutingHead" +
+      "erR\016routingHeaders\0226\n\027engine_cacheable_t" +
+      "okens\030\006 \001(\rR\025engineCacheableTokens\0226\n\027pr" +
+      "ovider_minimum_tokens\030\007 \001(\rR\025providerMin" +
+      "imumTokens\0224\n\026below_provider_minimum\030\010 \001" +
+      "(\010R\024belowProviderMinimum\"\333\001\n\tCachePlan\022\032" +
+      "\n\010provider\030\001 \001(\tR\010provider\022;\n\007markers\030\002 " +
+      "\003(\0132!.context_assembler.v1.CacheMarkerR\007" +
+      "markers\022J\n\016request_fields\030\003 \003(\0132#.contex" +
+      "t_assembler.v1.ProviderFieldR\rrequestFie" +
+      "lds\022)\n\020cacheable_tokens\030\004 \001(\rR\017cacheable" +
+      "Tokens\"7\n\rProviderField\022\022\n\004name\030\001 \001(\tR\004n" +
+      "ame\022\022\n\004json\030\002 \001(\tR\004json\"\352\002\n\013CacheMarker\022" +
+      "\037\n\ntool_index\030\001 \001(\rH\000R\ttoolIndex\022%\n\rmess" +
+      "age_index\030\002 \001(\rH\000R\014messageIndex\0229\n\005field" +
+      "\030\003 \001(\0132#.context_assembler.v1.ProviderFi" +
+      "eldR\005field\022\020\n\003ttl\030\004 \001(\tR\003ttl\022#\n\rprefix_t" +
+      "okens\030\005 \001(\rR\014prefixTokens\022\034\n\teffective\030\006" +
+      " \001(\010R\teffective\022?\n\006reason\030\007 \001(\0162\'.contex" +
+      "t_assembler.v1.MarkerIneffectiveR\006reason" +
+      "\0228\n\004kind\030\010 \001(\0162$.context_assembler.v1.Br" +
+      "eakpointKindR\004kindB\010\n\006target\"\376\001\n\nDiverge" +
+      "nce\0229\n\006change\030\001 \001(\0162!.context_assembler." +
+      "v1.CacheChangeR\006change\0224\n\004part\030\002 \001(\0162 .c" +
+      "ontext_assembler.v1.PromptPartR\004part\022\016\n\002" +
+      "id\030\003 \001(\tR\002id\022#\n\rmessage_index\030\004 \001(\rR\014mes" +
+      "sageIndex\022!\n\014token_offset\030\005 \001(\rR\013tokenOf" +
+      "fset\022\'\n\017servable_tokens\030\006 \001(\rR\016servableT" +
+      "okens\"k\n\022CountTokensRequest\022\026\n\005model\030\001 \001" +
+      "(\tH\000R\005model\022\034\n\010encoding\030\002 \001(\tH\000R\010encodin" +
+      "g\022\022\n\004text\030\003 \001(\tR\004textB\013\n\ttokenizer\"a\n\023Co" +
+      "untTokensResponse\022\026\n\006tokens\030\001 \001(\rR\006token" +
+      "s\022\034\n\ttokenizer\030\002 \001(\tR\ttokenizer\022\024\n\005exact" +
+      "\030\003 \001(\010R\005exact\"\023\n\021ListModelsRequest\"\364\002\n\tM" +
+      "odelInfo\022\022\n\004name\030\001 \001(\tR\004name\022\032\n\010encoding" +
+      "\030\002 \001(\tR\010encoding\022%\n\016context_window\030\003 \001(\r" +
+      "R\rcontextWindow\0224\n\026default_output_reserv" +
+      "e\030\004 \001(\rR\024defaultOutputReserve\022\024\n\005exact\030\005" +
+      " \001(\010R\005exact\0226\n\027estimate_margin_percent\030\006" +
+      " \001(\rR\025estimateMarginPercent\022\026\n\006prefix\030\007 " +
+      "\001(\010R\006prefix\022\034\n\ttokenizer\030\010 \001(\tR\ttokenize" +
+      "r\022#\n\rchat_template\030\t \001(\010R\014chatTemplate\0221" +
+      "\n\024tokenizer_generation\030\n \001(\tR\023tokenizerG" +
+      "eneration\"M\n\022ListModelsResponse\0227\n\006model" +
+      "s\030\001 \003(\0132\037.context_assembler.v1.ModelInfo" +
+      "R\006models\"Y\n\024AssembleBatchRequest\022A\n\010requ" +
+      "ests\030\001 \003(\0132%.context_assembler.v1.Assemb" +
+      "leRequestR\010requests\"\226\003\n\024BudgetOverflowDe" +
+      "tail\022\024\n\005model\030\001 \001(\tR\005model\022\026\n\006budget\030\002 \001" +
+      "(\rR\006budget\022.\n\023non_cuttable_tokens\030\003 \001(\004R" +
+      "\021nonCuttableTokens\0220\n\024static_prefix_toke" +
+      "ns\030\004 \001(\004R\022staticPrefixTokens\022!\n\014tools_to" +
+      "kens\030\005 \001(\004R\013toolsTokens\022!\n\014query_tokens\030" +
+      "\006 \001(\004R\013queryTokens\022%\n\016framing_tokens\030\007 \001" +
+      "(\004R\rframingTokens\0227\n\006blocks\030\010 \003(\0132\037.cont" +
+      "ext_assembler.v1.BlockNeedR\006blocks\022\037\n\013mo" +
+      "re_blocks\030\t \001(\rR\nmoreBlocks\022\'\n\017template_" +
+      "tokens\030\n \001(\004R\016templateTokens\"\236\001\n\tBlockNe" +
+      "ed\022\022\n\004name\030\001 \001(\tR\004name\022\024\n\005index\030\002 \001(\rR\005i" +
+      "ndex\0223\n\004kind\030\003 \001(\0162\037.context_assembler.v" +
+      "1.BlockKindR\004kind\022\026\n\006tokens\030\004 \001(\004R\006token" +
+      "s\022\032\n\010cuttable\030\005 \001(\010R\010cuttable\"c\n\014Request" +
+      "Error\022\022\n\004code\030\001 \001(\005R\004code\022\030\n\007message\030\002 \001" +
+      "(\tR\007message\022%\n\016status_details\030\003 \001(\014R\rsta" +
+      "tusDetails\"\234\001\n\016AssembleResult\022D\n\010respons" +
+      "e\030\001 \001(\0132&.context_assembler.v1.AssembleR" +
+      "esponseH\000R\010response\022:\n\005error\030\002 \001(\0132\".con" +
+      "text_assembler.v1.RequestErrorH\000R\005errorB" +
+      "\010\n\006result\"\207\002\n\nBatchGroup\022\024\n\005model\030\001 \001(\tR" +
+      "\005model\022\034\n\ttokenizer\030\002 \001(\tR\ttokenizer\022\035\n\n" +
+      "cache_salt\030\003 \001(\tR\tcacheSalt\022\037\n\013prefix_ha" +
+      "sh\030\004 \001(\tR\nprefixHash\022\030\n\007members\030\005 \003(\rR\007m" +
+      "embers\022\026\n\006warmup\030\006 \001(\rR\006warmup\0220\n\024shared" +
+      "_prefix_tokens\030\007 \001(\rR\022sharedPrefixTokens" +
+      "\022!\n\014tokens_saved\030\010 \001(\004R\013tokensSaved\"\247\001\n\025" +
+      "AssembleBatchResponse\022>\n\007results\030\001 \003(\0132$" +
+      ".context_assembler.v1.AssembleResultR\007re" +
+      "sults\0228\n\006groups\030\002 \003(\0132 .context_assemble" +
+      "r.v1.BatchGroupR\006groups\022\024\n\005order\030\003 \003(\rR\005" +
+      "order\"\213\001\n\026AssembleStreamResponse\022\024\n\005inde" +
+      "x\030\001 \001(\004R\005index\022\035\n\nrequest_id\030\002 \001(\tR\trequ" +
+      "estId\022<\n\006result\030\003 \001(\0132$.context_assemble" +
+      "r.v1.AssembleResultR\006result\"\307\002\n\022ReportUs" +
+      "ageRequest\022\035\n\nrequest_id\030\001 \001(\tR\trequestI" +
+      "d\022\032\n\010provider\030\002 \001(\tR\010provider\022#\n\rprompt_" +
+      "tokens\030\003 \001(\rR\014promptTokens\022#\n\rcached_tok" +
+      "ens\030\004 \001(\rR\014cachedTokens\022*\n\021cache_read_to" +
+      "kens\030\005 \001(\rR\017cacheReadTokens\0222\n\025cache_cre" +
+      "ation_tokens\030\006 \001(\rR\023cacheCreationTokens\022" +
+      ",\n\022cache_write_tokens\030\007 \001(\rR\020cacheWriteT" +
+      "okens\022\036\n\ndiagnostic\030\010 \001(\tR\ndiagnostic\"\250\002" +
+      "\n\023ReportUsageResponse\022\030\n\007matched\030\001 \001(\010R\007" +
+      "matched\022%\n\016sidecar_tokens\030\002 \001(\rR\rsidecar" +
+      "Tokens\022%\n\016relative_error\030\003 \001(\001R\rrelative" +
+      "Error\0224\n\026expected_cached_tokens\030\004 \001(\rR\024e" +
+      "xpectedCachedTokens\022#\n\rcached_tokens\030\005 \001" +
+      "(\rR\014cachedTokens\022\'\n\017missed_expected\030\006 \001(" +
+      "\010R\016missedExpected\022%\n\016prefix_flagged\030\007 \001(" +
+      "\010R\rprefixFlagged\"C\n\007ToolUse\022\016\n\002id\030\001 \001(\tR" +
+      "\002id\022\022\n\004name\030\002 \001(\tR\004name\022\024\n\005input\030\003 \001(\tR\005" +
+      "input\"_\n\nToolResult\022\036\n\013tool_use_id\030\001 \001(\t" +
+      "R\ttoolUseId\022\026\n\006output\030\002 \001(\tR\006output\022\031\n\010i" +
+      "s_error\030\003 \001(\010R\007isError\"\354\001\n\014ContentBlock\022" +
+      "\024\n\004text\030\001 \001(\tH\000R\004text\022:\n\010tool_use\030\002 \001(\0132" +
+      "\035.context_assembler.v1.ToolUseH\000R\007toolUs" +
+      "e\022C\n\013tool_result\030\003 \001(\0132 .context_assembl" +
+      "er.v1.ToolResultH\000R\ntoolResult\022<\n\010thinki" +
+      "ng\030\004 \001(\0132\036.context_assembler.v1.Thinking" +
+      "H\000R\010thinkingB\007\n\005block\"\223\001\n\023ConversationMe" +
+      "ssage\022\016\n\002id\030\001 \001(\tR\002id\022.\n\004role\030\002 \001(\0162\032.co" +
+      "ntext_assembler.v1.RoleR\004role\022<\n\007content" +
+      "\030\003 \003(\0132\".context_assembler.v1.ContentBlo" +
+      "ckR\007content\"J\n\nPinnedItem\022\016\n\002id\030\001 \001(\tR\002i" +
+      "d\022\022\n\004kind\030\002 \001(\tR\004kind\022\030\n\007content\030\003 \001(\tR\007" +
+      "content\"\371\003\n\016CompactRequest\022\035\n\nrequest_id" +
       "\030\001 \001(\tR\trequestId\022\024\n\005model\030\002 \001(\tR\005model\022" +
-      "9\n\010messages\030\003 \003(\0132\035.context_assembler.v1" +
-      ".MessageR\010messages\0221\n\005usage\030\004 \001(\0132\033.cont" +
-      "ext_assembler.v1.UsageR\005usage\0225\n\005cache\030\005" +
-      " \001(\0132\037.context_assembler.v1.CacheInfoR\005c" +
-      "ache\022A\n\tdecisions\030\006 \003(\0132#.context_assemb" +
-      "ler.v1.BlockDecisionR\tdecisions\0229\n\010warni" +
-      "ngs\030\007 \003(\0132\035.context_assembler.v1.Warning" +
-      "R\010warnings\022\024\n\005tools\030\010 \003(\tR\005tools\0226\n\005hint" +
-      "s\030\t \001(\0132 .context_assembler.v1.CacheHint" +
-      "sR\005hints\022:\n\006recall\030\n \001(\0132\".context_assem" +
-      "bler.v1.RecallReportR\006recall\022;\n\ttoken_id" +
-      "s\030\013 \001(\0132\036.context_assembler.v1.TokenIdsR" +
-      "\010tokenIds\022>\n\ncache_plan\030\014 \001(\0132\037.context_" +
-      "assembler.v1.CachePlanR\tcachePlan\022 \n\013fin" +
-      "gerprint\030\r \001(\014R\013fingerprint\022@\n\ndivergenc" +
-      "e\030\016 \001(\0132 .context_assembler.v1.Divergenc" +
-      "eR\ndivergence\"^\n\010TokenIds\022\020\n\003ids\030\001 \003(\rR\003" +
-      "ids\022\035\n\nblock_keys\030\002 \003(\004R\tblockKeys\022!\n\014bl" +
-      "ock_tokens\030\003 \001(\rR\013blockTokens\"\\\n\nBreakpo" +
-      "int\0228\n\004kind\030\001 \001(\0162$.context_assembler.v1" +
-      ".BreakpointKindR\004kind\022\024\n\005index\030\002 \001(\rR\005in" +
-      "dex\"9\n\rRoutingHeader\022\022\n\004name\030\001 \001(\tR\004name" +
-      "\022\024\n\005value\030\002 \001(\tR\005value\"\270\003\n\nCacheHints\022%\n" +
-      "\016prefix_version\030\001 \001(\tR\rprefixVersion\022B\n\013" +
-      "breakpoints\030\002 \003(\0132 .context_assembler.v1" +
-      ".BreakpointR\013breakpoints\022(\n\020prompt_cache" +
-      "_key\030\003 \001(\tR\016promptCacheKey\022!\n\014affinity_k" +
-      "ey\030\004 \001(\tR\013affinityKey\022L\n\017routing_headers" +
-      "\030\005 \003(\0132#.context_assembler.v1.RoutingHea" +
-      "derR\016routingHeaders\0226\n\027engine_cacheable_" +
-      "tokens\030\006 \001(\rR\025engineCacheableTokens\0226\n\027p" +
-      "rovider_minimum_tokens\030\007 \001(\rR\025providerMi" +
-      "nimumTokens\0224\n\026below_provider_minimum\030\010 " +
-      "\001(\010R\024belowProviderMinimum\"\333\001\n\tCachePlan\022" +
-      "\032\n\010provider\030\001 \001(\tR\010provider\022;\n\007markers\030\002" +
-      " \003(\0132!.context_assembler.v1.CacheMarkerR" +
-      "\007markers\022J\n\016request_fields\030\003 \003(\0132#.conte" +
-      "xt_assembler.v1.ProviderFieldR\rrequestFi" +
-      "elds\022)\n\020cacheable_tokens\030\004 \001(\rR\017cacheabl" +
-      "eTokens\"7\n\rProviderField\022\022\n\004name\030\001 \001(\tR\004" +
-      "name\022\022\n\004json\030\002 \001(\tR\004json\"\352\002\n\013CacheMarker" +
-      "\022\037\n\ntool_index\030\001 \001(\rH\000R\ttoolIndex\022%\n\rmes" +
-      "sage_index\030\002 \001(\rH\000R\014messageIndex\0229\n\005fiel" +
-      "d\030\003 \001(\0132#.context_assembler.v1.ProviderF" +
-      "ieldR\005field\022\020\n\003ttl\030\004 \001(\tR\003ttl\022#\n\rprefix_" +
-      "tokens\030\005 \001(\rR\014prefixTokens\022\034\n\teffective\030" +
-      "\006 \001(\010R\teffective\022?\n\006reason\030\007 \001(\0162\'.conte" +
-      "xt_assembler.v1.MarkerIneffectiveR\006reaso" +
-      "n\0228\n\004kind\030\010 \001(\0162$.context_assembler.v1.B" +
-      "reakpointKindR\004kindB\010\n\006target\"\376\001\n\nDiverg" +
-      "ence\0229\n\006change\030\001 \001(\0162!.context_assembler" +
-      ".v1.CacheChangeR\006change\0224\n\004part\030\002 \001(\0162 ." +
-      "context_assembler.v1.PromptPartR\004part\022\016\n" +
-      "\002id\030\003 \001(\tR\002id\022#\n\rmessage_index\030\004 \001(\rR\014me" +
-      "ssageIndex\022!\n\014token_offset\030\005 \001(\rR\013tokenO" +
-      "ffset\022\'\n\017servable_tokens\030\006 \001(\rR\016servable" +
-      "Tokens\"k\n\022CountTokensRequest\022\026\n\005model\030\001 " +
-      "\001(\tH\000R\005model\022\034\n\010encoding\030\002 \001(\tH\000R\010encodi" +
-      "ng\022\022\n\004text\030\003 \001(\tR\004textB\013\n\ttokenizer\"a\n\023C" +
-      "ountTokensResponse\022\026\n\006tokens\030\001 \001(\rR\006toke" +
-      "ns\022\034\n\ttokenizer\030\002 \001(\tR\ttokenizer\022\024\n\005exac" +
-      "t\030\003 \001(\010R\005exact\"\023\n\021ListModelsRequest\"\301\002\n\t" +
-      "ModelInfo\022\022\n\004name\030\001 \001(\tR\004name\022\032\n\010encodin" +
-      "g\030\002 \001(\tR\010encoding\022%\n\016context_window\030\003 \001(" +
-      "\rR\rcontextWindow\0224\n\026default_output_reser" +
-      "ve\030\004 \001(\rR\024defaultOutputReserve\022\024\n\005exact\030" +
-      "\005 \001(\010R\005exact\0226\n\027estimate_margin_percent\030" +
-      "\006 \001(\rR\025estimateMarginPercent\022\026\n\006prefix\030\007" +
-      " \001(\010R\006prefix\022\034\n\ttokenizer\030\010 \001(\tR\ttokeniz" +
-      "er\022#\n\rchat_template\030\t \001(\010R\014chatTemplate\"" +
-      "M\n\022ListModelsResponse\0227\n\006models\030\001 \003(\0132\037." +
-      "context_assembler.v1.ModelInfoR\006models\"Y" +
-      "\n\024AssembleBatchRequest\022A\n\010requests\030\001 \003(\013" +
-      "2%.context_assembler.v1.AssembleRequestR" +
-      "\010requests\"\226\003\n\024BudgetOverflowDetail\022\024\n\005mo" +
-      "del\030\001 \001(\tR\005model\022\026\n\006budget\030\002 \001(\rR\006budget" +
-      "\022.\n\023non_cuttable_tokens\030\003 \001(\004R\021nonCuttab" +
-      "leTokens\0220\n\024static_prefix_tokens\030\004 \001(\004R\022" +
-      "staticPrefixTokens\022!\n\014tools_tokens\030\005 \001(\004" +
-      "R\013toolsTokens\022!\n\014query_tokens\030\006 \001(\004R\013que" +
-      "ryTokens\022%\n\016framing_tokens\030\007 \001(\004R\rframin" +
-      "gTokens\0227\n\006blocks\030\010 \003(\0132\037.context_assemb" +
-      "ler.v1.BlockNeedR\006blocks\022\037\n\013more_blocks\030" +
-      "\t \001(\rR\nmoreBlocks\022\'\n\017template_tokens\030\n \001" +
-      "(\004R\016templateTokens\"\236\001\n\tBlockNeed\022\022\n\004name" +
-      "\030\001 \001(\tR\004name\022\024\n\005index\030\002 \001(\rR\005index\0223\n\004ki" +
-      "nd\030\003 \001(\0162\037.context_assembler.v1.BlockKin" +
-      "dR\004kind\022\026\n\006tokens\030\004 \001(\004R\006tokens\022\032\n\010cutta" +
-      "ble\030\005 \001(\010R\010cuttable\"c\n\014RequestError\022\022\n\004c" +
-      "ode\030\001 \001(\005R\004code\022\030\n\007message\030\002 \001(\tR\007messag" +
-      "e\022%\n\016status_details\030\003 \001(\014R\rstatusDetails" +
-      "\"\234\001\n\016AssembleResult\022D\n\010response\030\001 \001(\0132&." +
-      "context_assembler.v1.AssembleResponseH\000R" +
-      "\010response\022:\n\005error\030\002 \001(\0132\".context_assem" +
-      "bler.v1.RequestErrorH\000R\005errorB\010\n\006result\"" +
-      "\207\002\n\nBatchGroup\022\024\n\005model\030\001 \001(\tR\005model\022\034\n\t" +
-      "tokenizer\030\002 \001(\tR\ttokenizer\022\035\n\ncache_salt" +
-      "\030\003 \001(\tR\tcacheSalt\022\037\n\013prefix_hash\030\004 \001(\tR\n" +
-      "prefixHash\022\030\n\007members\030\005 \003(\rR\007members\022\026\n\006" +
-      "warmup\030\006 \001(\rR\006warmup\0220\n\024shared_prefix_to" +
-      "kens\030\007 \001(\rR\022sharedPrefixTokens\022!\n\014tokens" +
-      "_saved\030\010 \001(\004R\013tokensSaved\"\247\001\n\025AssembleBa" +
-      "tchResponse\022>\n\007results\030\001 \003(\0132$.context_a" +
-      "ssembler.v1.AssembleResultR\007results\0228\n\006g" +
-      "roups\030\002 \003(\0132 .context_assembler.v1.Batch" +
-      "GroupR\006groups\022\024\n\005order\030\003 \003(\rR\005order\"\213\001\n\026" +
-      "AssembleStreamResponse\022\024\n\005index\030\001 \001(\004R\005i" +
-      "ndex\022\035\n\nrequest_id\030\002 \001(\tR\trequestId\022<\n\006r" +
-      "esult\030\003 \001(\0132$.context_assembler.v1.Assem" +
-      "bleResultR\006result\"\307\002\n\022ReportUsageRequest" +
-      "\022\035\n\nrequest_id\030\001 \001(\tR\trequestId\022\032\n\010provi" +
-      "der\030\002 \001(\tR\010provider\022#\n\rprompt_tokens\030\003 \001" +
-      "(\rR\014promptTokens\022#\n\rcached_tokens\030\004 \001(\rR" +
-      "\014cachedTokens\022*\n\021cache_read_tokens\030\005 \001(\r" +
-      "R\017cacheReadTokens\0222\n\025cache_creation_toke" +
-      "ns\030\006 \001(\rR\023cacheCreationTokens\022,\n\022cache_w" +
-      "rite_tokens\030\007 \001(\rR\020cacheWriteTokens\022\036\n\nd" +
-      "iagnostic\030\010 \001(\tR\ndiagnostic\"\250\002\n\023ReportUs" +
-      "ageResponse\022\030\n\007matched\030\001 \001(\010R\007matched\022%\n" +
-      "\016sidecar_tokens\030\002 \001(\rR\rsidecarTokens\022%\n\016" +
-      "relative_error\030\003 \001(\001R\rrelativeError\0224\n\026e" +
-      "xpected_cached_tokens\030\004 \001(\rR\024expectedCac" +
-      "hedTokens\022#\n\rcached_tokens\030\005 \001(\rR\014cached" +
-      "Tokens\022\'\n\017missed_expected\030\006 \001(\010R\016missedE" +
-      "xpected\022%\n\016prefix_flagged\030\007 \001(\010R\rprefixF" +
-      "lagged\"C\n\007ToolUse\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004nam" +
-      "e\030\002 \001(\tR\004name\022\024\n\005input\030\003 \001(\tR\005input\"_\n\nT" +
-      "oolResult\022\036\n\013tool_use_id\030\001 \001(\tR\ttoolUseI" +
-      "d\022\026\n\006output\030\002 \001(\tR\006output\022\031\n\010is_error\030\003 " +
-      "\001(\010R\007isError\"\354\001\n\014ContentBlock\022\024\n\004text\030\001 " +
-      "\001(\tH\000R\004text\022:\n\010tool_use\030\002 \001(\0132\035.context_" +
-      "assembler.v1.ToolUseH\000R\007toolUse\022C\n\013tool_" +
-      "result\030\003 \001(\0132 .context_assembler.v1.Tool" +
-      "ResultH\000R\ntoolResult\022<\n\010thinking\030\004 \001(\0132\036" +
-      ".context_assembler.v1.ThinkingH\000R\010thinki" +
-      "ngB\007\n\005block\"\223\001\n\023ConversationMessage\022\016\n\002i" +
-      "d\030\001 \001(\tR\002id\022.\n\004role\030\002 \001(\0162\032.context_asse" +
-      "mbler.v1.RoleR\004role\022<\n\007content\030\003 \003(\0132\".c" +
-      "ontext_assembler.v1.ContentBlockR\007conten" +
-      "t\"J\n\nPinnedItem\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004kind\030" +
-      "\002 \001(\tR\004kind\022\030\n\007content\030\003 \001(\tR\007content\"\371\003" +
-      "\n\016CompactRequest\022\035\n\nrequest_id\030\001 \001(\tR\tre" +
-      "questId\022\024\n\005model\030\002 \001(\tR\005model\022\035\n\nsession" +
-      "_id\030\003 \001(\tR\tsessionId\022E\n\010messages\030\004 \003(\0132)" +
-      ".context_assembler.v1.ConversationMessag" +
-      "eR\010messages\022*\n\016trigger_tokens\030\005 \001(\rH\000R\rt" +
-      "riggerTokens\210\001\001\022(\n\rtarget_tokens\030\006 \001(\rH\001" +
-      "R\014targetTokens\210\001\001\022,\n\017preserve_recent\030\007 \001" +
-      "(\rH\002R\016preserveRecent\210\001\001\0228\n\006pinned\030\010 \003(\0132" +
-      " .context_assembler.v1.PinnedItemR\006pinne" +
-      "d\0226\n\027context_length_exceeded\030\t \001(\010R\025cont" +
-      "extLengthExceeded\022\035\n\ncache_salt\030\n \001(\tR\tc" +
-      "acheSaltB\021\n\017_trigger_tokensB\020\n\016_target_t" +
-      "okensB\022\n\020_preserve_recent\"\254\001\n\021CompactPro" +
-      "venance\022\037\n\013message_ids\030\001 \003(\tR\nmessageIds" +
-      "\022\024\n\005start\030\002 \001(\rR\005start\022\020\n\003end\030\003 \001(\rR\003end" +
-      "\0225\n\024merged_summary_index\030\004 \001(\rH\000R\022merged" +
-      "SummaryIndex\210\001\001B\027\n\025_merged_summary_index" +
-      "\"v\n\010TrimStep\022\037\n\013message_ids\030\001 \003(\tR\nmessa" +
-      "geIds\022\024\n\005start\030\002 \001(\rR\005start\022\020\n\003end\030\003 \001(\r" +
-      "R\003end\022!\n\014tokens_after\030\004 \001(\rR\013tokensAfter" +
-      "\"t\n\014BreakerState\0221\n\024consecutive_failures" +
-      "\030\001 \001(\rR\023consecutiveFailures\022\022\n\004open\030\002 \001(" +
-      "\010R\004open\022\035\n\nopened_now\030\003 \001(\010R\topenedNow\"\261" +
-      "\006\n\017CompactResponse\022\035\n\nrequest_id\030\001 \001(\tR\t" +
-      "requestId\022\024\n\005model\030\002 \001(\tR\005model\022E\n\010messa" +
-      "ges\030\003 \003(\0132).context_assembler.v1.Convers" +
-      "ationMessageR\010messages\022\034\n\tcompacted\030\004 \001(" +
-      "\010R\tcompacted\022>\n\007outcome\030\005 \001(\0162$.context_" +
-      "assembler.v1.CompactOutcomeR\007outcome\022\026\n\006" +
-      "reason\030\006 \001(\tR\006reason\022#\n\rtokens_before\030\007 " +
-      "\001(\rR\014tokensBefore\022!\n\014tokens_after\030\010 \001(\rR" +
-      "\013tokensAfter\022%\n\016trigger_tokens\030\t \001(\rR\rtr" +
-      "iggerTokens\022#\n\rtarget_tokens\030\n \001(\rR\014targ" +
-      "etTokens\022\'\n\017preserve_recent\030\013 \001(\rR\016prese" +
-      "rveRecent\022\034\n\ttokenizer\030\014 \001(\tR\ttokenizer\022" +
-      "\024\n\005exact\030\r \001(\010R\005exact\022G\n\nprovenance\030\016 \001(" +
-      "\0132\'.context_assembler.v1.CompactProvenan" +
-      "ceR\nprovenance\022(\n\rsummary_index\030\017 \001(\rH\000R" +
-      "\014summaryIndex\210\001\001\022=\n\ntrim_steps\030\020 \003(\0132\036.c" +
-      "ontext_assembler.v1.TrimStepR\ttrimSteps\022" +
-      "<\n\007breaker\030\021 \001(\0132\".context_assembler.v1." +
-      "BreakerStateR\007breaker\0229\n\010warnings\030\022 \003(\0132" +
-      "\035.context_assembler.v1.WarningR\010warnings" +
-      "B\020\n\016_summary_index\"\247\001\n\013Observation\022\022\n\004ty" +
-      "pe\030\001 \001(\tR\004type\022\024\n\005title\030\002 \001(\tR\005title\022\022\n\004" +
-      "text\030\003 \001(\tR\004text\022\024\n\005facts\030\004 \003(\tR\005facts\022\035" +
-      "\n\nfiles_read\030\005 \003(\tR\tfilesRead\022%\n\016files_m" +
-      "odified\030\006 \003(\tR\rfilesModified\"\375\001\n\016Session" +
-      "Summary\022\030\n\007request\030\001 \001(\tR\007request\022\"\n\014inv" +
-      "estigated\030\002 \001(\tR\014investigated\022\030\n\007learned" +
-      "\030\003 \001(\tR\007learned\022\034\n\tcompleted\030\004 \001(\tR\tcomp" +
-      "leted\022\035\n\nnext_steps\030\005 \001(\tR\tnextSteps\022\035\n\n" +
-      "files_read\030\006 \003(\tR\tfilesRead\022!\n\014files_edi" +
-      "ted\030\007 \003(\tR\013filesEdited\022\024\n\005notes\030\010 \001(\tR\005n" +
-      "otes\"\334\002\n\rRetainRequest\022\'\n\017idempotency_ke" +
-      "y\030\001 \001(\tR\016idempotencyKey\022\030\n\007subject\030\002 \001(\t" +
-      "R\007subject\022\'\n\017required_scopes\030\003 \003(\tR\016requ" +
-      "iredScopes\022\035\n\nrequest_id\030\004 \001(\tR\trequestI" +
-      "d\022\022\n\004turn\030\005 \001(\rR\004turn\022!\n\014model_output\030\006 " +
-      "\001(\tR\013modelOutput\022E\n\014observations\030\007 \003(\0132!" +
-      ".context_assembler.v1.ObservationR\014obser" +
-      "vations\022B\n\tsummaries\030\010 \003(\0132$.context_ass" +
-      "embler.v1.SessionSummaryR\tsummaries\"o\n\rR" +
-      "etainProblem\022\030\n\007element\030\001 \001(\tR\007element\022\024" +
-      "\n\005index\030\002 \001(\rR\005index\022\026\n\006offset\030\003 \001(\004R\006of" +
-      "fset\022\026\n\006reason\030\004 \001(\tR\006reason\"\332\001\n\016RetainR" +
-      "esponse\022\035\n\nmemory_ids\030\001 \003(\tR\tmemoryIds\022\032" +
-      "\n\010replayed\030\002 \001(\010R\010replayed\022?\n\010problems\030\003" +
-      " \003(\0132#.context_assembler.v1.RetainProble" +
-      "mR\010problems\0222\n\025private_spans_removed\030\004 \001" +
-      "(\rR\023privateSpansRemoved\022\030\n\007evicted\030\005 \001(\004" +
-      "R\007evicted\"O\n\rForgetRequest\022\020\n\003ids\030\001 \003(\tR" +
-      "\003ids\022\030\n\007subject\030\002 \001(\tR\007subject\022\022\n\004type\030\003" +
-      " \001(\tR\004type\"G\n\016ForgetResponse\022\030\n\007deleted\030" +
-      "\001 \001(\004R\007deleted\022\033\n\tnot_found\030\002 \001(\004R\010notFo" +
-      "und\"\377\002\n\014StoredMemory\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007" +
-      "subject\030\002 \001(\tR\007subject\022\022\n\004type\030\003 \001(\tR\004ty" +
-      "pe\022\024\n\005title\030\004 \001(\tR\005title\022E\n\013observation\030" +
-      "\005 \001(\0132!.context_assembler.v1.Observation" +
-      "H\000R\013observation\022@\n\007summary\030\006 \001(\0132$.conte" +
-      "xt_assembler.v1.SessionSummaryH\000R\007summar" +
-      "y\022\'\n\017required_scopes\030\007 \003(\tR\016requiredScop" +
-      "es\022\035\n\nrequest_id\030\010 \001(\tR\trequestId\022\022\n\004tur" +
-      "n\030\t \001(\rR\004turn\022+\n\022created_at_unix_ms\030\n \001(" +
-      "\003R\017createdAtUnixMsB\t\n\007content\"\252\001\n\023ListMe" +
-      "moriesRequest\022\030\n\007subject\030\001 \001(\tR\007subject\022" +
-      "\033\n\tpage_size\030\002 \001(\rR\010pageSize\022\035\n\npage_tok" +
-      "en\030\003 \001(\tR\tpageToken\022=\n\tprincipal\030\004 \001(\0132\037" +
-      ".context_assembler.v1.PrincipalR\tprincip" +
-      "al\"\226\001\n\024ListMemoriesResponse\022>\n\010memories\030" +
-      "\001 \003(\0132\".context_assembler.v1.StoredMemor" +
-      "yR\010memories\022&\n\017next_page_token\030\002 \001(\tR\rne" +
-      "xtPageToken\022\026\n\006hidden\030\003 \001(\rR\006hidden*_\n\004R" +
-      "ole\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013ROLE_SYSTEM" +
-      "\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSISTANT\020\003\022\r\n" +
-      "\tROLE_TOOL\020\004*\230\001\n\013SegmentKind\022\034\n\030SEGMENT_" +
-      "KIND_UNSPECIFIED\020\000\022\027\n\023SEGMENT_KIND_SYSTE" +
-      "M\020\001\022\027\n\023SEGMENT_KIND_POLICY\020\002\022\036\n\032SEGMENT_" +
-      "KIND_OUTPUT_SCHEMA\020\003\022\031\n\025SEGMENT_KIND_EXA" +
-      "MPLES\020\004*\272\001\n\tBlockKind\022\032\n\026BLOCK_KIND_UNSP" +
-      "ECIFIED\020\000\022\024\n\020BLOCK_KIND_STATE\020\001\022\027\n\023BLOCK" +
-      "_KIND_EVIDENCE\020\002\022\025\n\021BLOCK_KIND_MEMORY\020\003\022" +
-      "\026\n\022BLOCK_KIND_SUMMARY\020\004\022\033\n\027BLOCK_KIND_RE" +
-      "CENT_TURNS\020\005\022\026\n\022BLOCK_KIND_HISTORY\020\006*\215\001\n" +
-      "\007Outcome\022\027\n\023OUTCOME_UNSPECIFIED\020\000\022\020\n\014OUT" +
-      "COME_KEPT\020\001\022\025\n\021OUTCOME_COMPACTED\020\002\022\025\n\021OU" +
-      "TCOME_TRUNCATED\020\003\022\023\n\017OUTCOME_DROPPED\020\004\022\024" +
-      "\n\020OUTCOME_FILTERED\020\005*\304\001\n\016BreakpointKind\022" +
-      "\037\n\033BREAKPOINT_KIND_UNSPECIFIED\020\000\022 \n\034BREA" +
-      "KPOINT_KIND_END_OF_TOOLS\020\001\022!\n\035BREAKPOINT" +
-      "_KIND_END_OF_SYSTEM\020\002\022#\n\037BREAKPOINT_KIND" +
-      "_END_OF_EXAMPLES\020\003\022\'\n#BREAKPOINT_KIND_LA" +
-      "ST_STABLE_MESSAGE\020\004*\377\001\n\021MarkerIneffectiv" +
-      "e\022\"\n\036MARKER_INEFFECTIVE_UNSPECIFIED\020\000\022$\n" +
-      " MARKER_INEFFECTIVE_BELOW_MINIMUM\020\001\022,\n(M" +
-      "ARKER_INEFFECTIVE_OVER_BREAKPOINT_LIMIT\020" +
-      "\002\022 \n\034MARKER_INEFFECTIVE_TTL_ORDER\020\003\022&\n\"M" +
-      "ARKER_INEFFECTIVE_VOLATILE_BEFORE\020\004\022(\n$M" +
-      "ARKER_INEFFECTIVE_LOOKBACK_EXCEEDED\020\005*\273\003" +
-      "\n\013CacheChange\022\034\n\030CACHE_CHANGE_UNSPECIFIE" +
-      "D\020\000\022\025\n\021CACHE_CHANGE_NONE\020\001\022\031\n\025CACHE_CHAN" +
-      "GE_APPENDED\020\002\022\036\n\032CACHE_CHANGE_MODEL_CHAN" +
-      "GED\020\003\022\036\n\032CACHE_CHANGE_TOOLS_CHANGED\020\004\022\037\n" +
-      "\033CACHE_CHANGE_SYSTEM_CHANGED\020\005\022\037\n\033CACHE_" +
-      "CHANGE_VOLATILE_VALUE\020\006\022\034\n\030CACHE_CHANGE_" +
-      "WINDOW_STEP\020\007\022 \n\034CACHE_CHANGE_SUMMARY_CH" +
-      "ANGED\020\010\022\035\n\031CACHE_CHANGE_TURN_CHANGED\020\t\022\037" +
-      "\n\033CACHE_CHANGE_ITEM_REORDERED\020\n\022\035\n\031CACHE" +
-      "_CHANGE_ITEM_REMOVED\020\013\022\033\n\027CACHE_CHANGE_I" +
-      "TEM_ADDED\020\014\022\036\n\032CACHE_CHANGE_QUERY_CHANGE" +
-      "D\020\r*\201\002\n\nPromptPart\022\033\n\027PROMPT_PART_UNSPEC" +
-      "IFIED\020\000\022\025\n\021PROMPT_PART_TOOLS\020\001\022\026\n\022PROMPT" +
-      "_PART_SYSTEM\020\002\022\030\n\024PROMPT_PART_EXAMPLES\020\003" +
-      "\022\027\n\023PROMPT_PART_SUMMARY\020\004\022\024\n\020PROMPT_PART" +
-      "_TURN\020\005\022\030\n\024PROMPT_PART_EVIDENCE\020\006\022\026\n\022PRO" +
-      "MPT_PART_MEMORY\020\007\022\025\n\021PROMPT_PART_STATE\020\010" +
-      "\022\025\n\021PROMPT_PART_QUERY\020\t*\222\002\n\016CompactOutco" +
-      "me\022\037\n\033COMPACT_OUTCOME_UNSPECIFIED\020\000\022\035\n\031C" +
-      "OMPACT_OUTCOME_COMPACTED\020\001\022)\n%COMPACT_OU" +
-      "TCOME_COMPACTED_OVER_TARGET\020\002\022!\n\035COMPACT" +
-      "_OUTCOME_BELOW_TRIGGER\020\003\022&\n\"COMPACT_OUTC" +
-      "OME_NOTHING_TO_COMPACT\020\004\022#\n\037COMPACT_OUTC" +
-      "OME_BREAKER_TRIMMED\020\005\022%\n!COMPACT_OUTCOME" +
-      "_EMERGENCY_TRIMMED\020\0062\315\007\n\tAssembler\022Y\n\010As" +
-      "semble\022%.context_assembler.v1.AssembleRe" +
-      "quest\032&.context_assembler.v1.AssembleRes" +
-      "ponse\022b\n\013CountTokens\022(.context_assembler" +
-      ".v1.CountTokensRequest\032).context_assembl" +
-      "er.v1.CountTokensResponse\022_\n\nListModels\022" +
-      "\'.context_assembler.v1.ListModelsRequest" +
-      "\032(.context_assembler.v1.ListModelsRespon" +
-      "se\022h\n\rAssembleBatch\022*.context_assembler." +
-      "v1.AssembleBatchRequest\032+.context_assemb" +
-      "ler.v1.AssembleBatchResponse\022i\n\016Assemble" +
-      "Stream\022%.context_assembler.v1.AssembleRe" +
-      "quest\032,.context_assembler.v1.AssembleStr" +
-      "eamResponse(\0010\001\022b\n\013ReportUsage\022(.context" +
-      "_assembler.v1.ReportUsageRequest\032).conte" +
-      "xt_assembler.v1.ReportUsageResponse\022V\n\007C" +
-      "ompact\022$.context_assembler.v1.CompactReq" +
-      "uest\032%.context_assembler.v1.CompactRespo" +
-      "nse\022S\n\006Retain\022#.context_assembler.v1.Ret" +
-      "ainRequest\032$.context_assembler.v1.Retain" +
-      "Response\022S\n\006Forget\022#.context_assembler.v" +
-      "1.ForgetRequest\032$.context_assembler.v1.F" +
-      "orgetResponse\022e\n\014ListMemories\022).context_",
-      "assembler.v1.ListMemoriesRequest\032*.conte" +
-      "xt_assembler.v1.ListMemoriesResponseB~\n\027" +
-      "dev.contextassembler.v1B\016AssemblerProtoP" +
-      "\001ZQgithub.com/context-assembler/context-" +
-      "assembler/clients/go/assemblerv1;assembl" +
-      "erv1b\006proto3"
+      "\035\n\nsession_id\030\003 \001(\tR\tsessionId\022E\n\010messag" +
+      "es\030\004 \003(\0132).context_assembler.v1.Conversa" +
+      "tionMessageR\010messages\022*\n\016trigger_tokens\030" +
+      "\005 \001(\rH\000R\rtriggerTokens\210\001\001\022(\n\rtarget_toke" +
+      "ns\030\006 \001(\rH\001R\014targetTokens\210\001\001\022,\n\017preserve_" +
+      "recent\030\007 \001(\rH\002R\016preserveRecent\210\001\001\0228\n\006pin" +
+      "ned\030\010 \003(\0132 .context_assembler.v1.PinnedI" +
+      "temR\006pinned\0226\n\027context_length_exceeded\030\t" +
+      " \001(\010R\025contextLengthExceeded\022\035\n\ncache_sal" +
+      "t\030\n \001(\tR\tcacheSaltB\021\n\017_trigger_tokensB\020\n" +
+      "\016_target_tokensB\022\n\020_preserve_recent\"\254\001\n\021" +
+      "CompactProvenance\022\037\n\013message_ids\030\001 \003(\tR\n" +
+      "messageIds\022\024\n\005start\030\002 \001(\rR\005start\022\020\n\003end\030" +
+      "\003 \001(\rR\003end\0225\n\024merged_summary_index\030\004 \001(\r" +
+      "H\000R\022mergedSummaryIndex\210\001\001B\027\n\025_merged_sum" +
+      "mary_index\"v\n\010TrimStep\022\037\n\013message_ids\030\001 " +
+      "\003(\tR\nmessageIds\022\024\n\005start\030\002 \001(\rR\005start\022\020\n" +
+      "\003end\030\003 \001(\rR\003end\022!\n\014tokens_after\030\004 \001(\rR\013t" +
+      "okensAfter\"t\n\014BreakerState\0221\n\024consecutiv" +
+      "e_failures\030\001 \001(\rR\023consecutiveFailures\022\022\n" +
+      "\004open\030\002 \001(\010R\004open\022\035\n\nopened_now\030\003 \001(\010R\to" +
+      "penedNow\"\261\006\n\017CompactResponse\022\035\n\nrequest_" +
+      "id\030\001 \001(\tR\trequestId\022\024\n\005model\030\002 \001(\tR\005mode" +
+      "l\022E\n\010messages\030\003 \003(\0132).context_assembler." +
+      "v1.ConversationMessageR\010messages\022\034\n\tcomp" +
+      "acted\030\004 \001(\010R\tcompacted\022>\n\007outcome\030\005 \001(\0162" +
+      "$.context_assembler.v1.CompactOutcomeR\007o" +
+      "utcome\022\026\n\006reason\030\006 \001(\tR\006reason\022#\n\rtokens" +
+      "_before\030\007 \001(\rR\014tokensBefore\022!\n\014tokens_af" +
+      "ter\030\010 \001(\rR\013tokensAfter\022%\n\016trigger_tokens" +
+      "\030\t \001(\rR\rtriggerTokens\022#\n\rtarget_tokens\030\n" +
+      " \001(\rR\014targetTokens\022\'\n\017preserve_recent\030\013 " +
+      "\001(\rR\016preserveRecent\022\034\n\ttokenizer\030\014 \001(\tR\t" +
+      "tokenizer\022\024\n\005exact\030\r \001(\010R\005exact\022G\n\nprove" +
+      "nance\030\016 \001(\0132\'.context_assembler.v1.Compa" +
+      "ctProvenanceR\nprovenance\022(\n\rsummary_inde" +
+      "x\030\017 \001(\rH\000R\014summaryIndex\210\001\001\022=\n\ntrim_steps" +
+      "\030\020 \003(\0132\036.context_assembler.v1.TrimStepR\t" +
+      "trimSteps\022<\n\007breaker\030\021 \001(\0132\".context_ass" +
+      "embler.v1.BreakerStateR\007breaker\0229\n\010warni" +
+      "ngs\030\022 \003(\0132\035.context_assembler.v1.Warning" +
+      "R\010warningsB\020\n\016_summary_index\"\247\001\n\013Observa" +
+      "tion\022\022\n\004type\030\001 \001(\tR\004type\022\024\n\005title\030\002 \001(\tR" +
+      "\005title\022\022\n\004text\030\003 \001(\tR\004text\022\024\n\005facts\030\004 \003(" +
+      "\tR\005facts\022\035\n\nfiles_read\030\005 \003(\tR\tfilesRead\022" +
+      "%\n\016files_modified\030\006 \003(\tR\rfilesModified\"\375" +
+      "\001\n\016SessionSummary\022\030\n\007request\030\001 \001(\tR\007requ" +
+      "est\022\"\n\014investigated\030\002 \001(\tR\014investigated\022" +
+      "\030\n\007learned\030\003 \001(\tR\007learned\022\034\n\tcompleted\030\004" +
+      " \001(\tR\tcompleted\022\035\n\nnext_steps\030\005 \001(\tR\tnex" +
+      "tSteps\022\035\n\nfiles_read\030\006 \003(\tR\tfilesRead\022!\n" +
+      "\014files_edited\030\007 \003(\tR\013filesEdited\022\024\n\005note" +
+      "s\030\010 \001(\tR\005notes\"\334\002\n\rRetainRequest\022\'\n\017idem" +
+      "potency_key\030\001 \001(\tR\016idempotencyKey\022\030\n\007sub" +
+      "ject\030\002 \001(\tR\007subject\022\'\n\017required_scopes\030\003" +
+      " \003(\tR\016requiredScopes\022\035\n\nrequest_id\030\004 \001(\t" +
+      "R\trequestId\022\022\n\004turn\030\005 \001(\rR\004turn\022!\n\014model" +
+      "_output\030\006 \001(\tR\013modelOutput\022E\n\014observatio" +
+      "ns\030\007 \003(\0132!.context_assembler.v1.Observat" +
+      "ionR\014observations\022B\n\tsummaries\030\010 \003(\0132$.c" +
+      "ontext_assembler.v1.SessionSummaryR\tsumm" +
+      "aries\"o\n\rRetainProblem\022\030\n\007element\030\001 \001(\tR" +
+      "\007element\022\024\n\005index\030\002 \001(\rR\005index\022\026\n\006offset" +
+      "\030\003 \001(\004R\006offset\022\026\n\006reason\030\004 \001(\tR\006reason\"\332" +
+      "\001\n\016RetainResponse\022\035\n\nmemory_ids\030\001 \003(\tR\tm" +
+      "emoryIds\022\032\n\010replayed\030\002 \001(\010R\010replayed\022?\n\010" +
+      "problems\030\003 \003(\0132#.context_assembler.v1.Re" +
+      "tainProblemR\010problems\0222\n\025private_spans_r" +
+      "emoved\030\004 \001(\rR\023privateSpansRemoved\022\030\n\007evi" +
+      "cted\030\005 \001(\004R\007evicted\"O\n\rForgetRequest\022\020\n\003" +
+      "ids\030\001 \003(\tR\003ids\022\030\n\007subject\030\002 \001(\tR\007subject" +
+      "\022\022\n\004type\030\003 \001(\tR\004type\"G\n\016ForgetResponse\022\030" +
+      "\n\007deleted\030\001 \001(\004R\007deleted\022\033\n\tnot_found\030\002 " +
+      "\001(\004R\010notFound\"\377\002\n\014StoredMemory\022\016\n\002id\030\001 \001" +
+      "(\tR\002id\022\030\n\007subject\030\002 \001(\tR\007subject\022\022\n\004type" +
+      "\030\003 \001(\tR\004type\022\024\n\005title\030\004 \001(\tR\005title\022E\n\013ob" +
+      "servation\030\005 \001(\0132!.context_assembler.v1.O" +
+      "bservationH\000R\013observation\022@\n\007summary\030\006 \001" +
+      "(\0132$.context_assembler.v1.SessionSummary" +
+      "H\000R\007summary\022\'\n\017required_scopes\030\007 \003(\tR\016re" +
+      "quiredScopes\022\035\n\nrequest_id\030\010 \001(\tR\treques" +
+      "tId\022\022\n\004turn\030\t \001(\rR\004turn\022+\n\022created_at_un" +
+      "ix_ms\030\n \001(\003R\017createdAtUnixMsB\t\n\007content\"" +
+      "\252\001\n\023ListMemoriesRequest\022\030\n\007subject\030\001 \001(\t" +
+      "R\007subject\022\033\n\tpage_size\030\002 \001(\rR\010pageSize\022\035" +
+      "\n\npage_token\030\003 \001(\tR\tpageToken\022=\n\tprincip" +
+      "al\030\004 \001(\0132\037.context_assembler.v1.Principa" +
+      "lR\tprincipal\"\226\001\n\024ListMemoriesResponse\022>\n" +
+      "\010memories\030\001 \003(\0132\".context_assembler.v1.S" +
+      "toredMemoryR\010memories\022&\n\017next_page_token" +
+      "\030\002 \001(\tR\rnextPageToken\022\026\n\006hidden\030\003 \001(\rR\006h" +
+      "idden*_\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013R" +
+      "OLE_SYSTEM\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSI" +
+      "STANT\020\003\022\r\n\tROLE_TOOL\020\004*\230\001\n\013SegmentKind\022\034" +
+      "\n\030SEGMENT_KIND_UNSPECIFIED\020\000\022\027\n\023SEGMENT_" +
+      "KIND_SYSTEM\020\001\022\027\n\023SEGMENT_KIND_POLICY\020\002\022\036" +
+      "\n\032SEGMENT_KIND_OUTPUT_SCHEMA\020\003\022\031\n\025SEGMEN" +
+      "T_KIND_EXAMPLES\020\004*\272\001\n\tBlockKind\022\032\n\026BLOCK" +
+      "_KIND_UNSPECIFIED\020\000\022\024\n\020BLOCK_KIND_STATE\020" +
+      "\001\022\027\n\023BLOCK_KIND_EVIDENCE\020\002\022\025\n\021BLOCK_KIND" +
+      "_MEMORY\020\003\022\026\n\022BLOCK_KIND_SUMMARY\020\004\022\033\n\027BLO" +
+      "CK_KIND_RECENT_TURNS\020\005\022\026\n\022BLOCK_KIND_HIS" +
+      "TORY\020\006*\215\001\n\007Outcome\022\027\n\023OUTCOME_UNSPECIFIE" +
+      "D\020\000\022\020\n\014OUTCOME_KEPT\020\001\022\025\n\021OUTCOME_COMPACT" +
+      "ED\020\002\022\025\n\021OUTCOME_TRUNCATED\020\003\022\023\n\017OUTCOME_D" +
+      "ROPPED\020\004\022\024\n\020OUTCOME_FILTERED\020\005*\304\001\n\016Break" +
+      "pointKind\022\037\n\033BREAKPOINT_KIND_UNSPECIFIED" +
+      "\020\000\022 \n\034BREAKPOINT_KIND_END_OF_TOOLS\020\001\022!\n\035" +
+      "BREAKPOINT_KIND_END_OF_SYSTEM\020\002\022#\n\037BREAK" +
+      "POINT_KIND_END_OF_EXAMPLES\020\003\022\'\n#BREAKPOI" +
+      "NT_KIND_LAST_STABLE_MESSAGE\020\004*\377\001\n\021Marker" +
+      "Ineffective\022\"\n\036MARKER_INEFFECTIVE_UNSPEC" +
+      "IFIED\020\000\022$\n MARKER_INEFFECTIVE_BELOW_MINI" +
+      "MUM\020\001\022,\n(MARKER_INEFFECTIVE_OVER_BREAKPO" +
+      "INT_LIMIT\020\002\022 \n\034MARKER_INEFFECTIVE_TTL_OR" +
+      "DER\020\003\022&\n\"MARKER_INEFFECTIVE_VOLATILE_BEF" +
+      "ORE\020\004\022(\n$MARKER_INEFFECTIVE_LOOKBACK_EXC" +
+      "EEDED\020\005*\273\003\n\013CacheChange\022\034\n\030CACHE_CHANGE_" +
+      "UNSPECIFIED\020\000\022\025\n\021CACHE_CHANGE_NONE\020\001\022\031\n\025" +
+      "CACHE_CHANGE_APPENDED\020\002\022\036\n\032CACHE_CHANGE_" +
+      "MODEL_CHANGED\020\003\022\036\n\032CACHE_CHANGE_TOOLS_CH" +
+      "ANGED\020\004\022\037\n\033CACHE_CHANGE_SYSTEM_CHANGED\020\005" +
+      "\022\037\n\033CACHE_CHANGE_VOLATILE_VALUE\020\006\022\034\n\030CAC" +
+      "HE_CHANGE_WINDOW_STEP\020\007\022 \n\034CACHE_CHANGE_" +
+      "SUMMARY_CHANGED\020\010\022\035\n\031CACHE_CHANGE_TURN_C" +
+      "HANGED\020\t\022\037\n\033CACHE_CHANGE_ITEM_REORDERED\020" +
+      "\n\022\035\n\031CACHE_CHANGE_ITEM_REMOVED\020\013\022\033\n\027CACH" +
+      "E_CHANGE_ITEM_ADDED\020\014\022\036\n\032CACHE_CHANGE_QU" +
+      "ERY_CHANGED\020\r*\201\002\n\nPromptPart\022\033\n\027PROMPT_P" +
+      "ART_UNSPECIFIED\020\000\022\025\n\021PROMPT_PART_TOOLS\020\001" +
+      "\022\026\n\022PROMPT_PART_SYSTEM\020\002\022\030\n\024PROMPT_PART_" +
+      "EXAMPLES\020\003\022\027\n\023PROMPT_PART_SUMMARY\020\004\022\024\n\020P" +
+      "ROMPT_PART_TURN\020\005\022\030\n\024PROMPT_PART_EVIDENC" +
+      "E\020\006\022\026\n\022PROMPT_PART_MEMORY\020\007\022\025\n\021PROMPT_PA" +
+      "RT_STATE\020\010\022\025\n\021PROMPT_PART_QUERY\020\t*\222\002\n\016Co" +
+      "mpactOutcome\022\037\n\033COMPACT_OUTCOME_UNSPECIF" +
+      "IED\020\000\022\035\n\031COMPACT_OUTCOME_COMPACTED\020\001\022)\n%" +
+      "COMPACT_OUTCOME_COMPACTED_OVER_TARGET\020\002\022" +
+      "!\n\035COMPACT_OUTCOME_BELOW_TRIGGER\020\003\022&\n\"CO" +
+      "MPACT_OUTCOME_NOTHING_TO_COMPACT\020\004\022#\n\037CO" +
+      "MPACT_OUTCOME_BREAKER_TRIMMED\020\005\022%\n!COMPA" +
+      "CT_OUTCOME_EMERGENCY_TRIMMED\020\0062\315\007\n\tAssem" +
+      "bler\022Y\n\010Assemble\022%.context_assembler.v1." +
+      "AssembleRequest\032&.context_assembler.v1.A" +
+      "ssembleResponse\022b\n\013CountTokens\022(.context" +
+      "_assembler.v1.CountTokensRequest\032).conte" +
+      "xt_assembler.v1.CountTokensResponse\022_\n\nL" +
+      "istModels\022\'.context_assembler.v1.ListMod" +
+      "elsRequest\032(.context_assembler.v1.ListMo" +
+      "delsResponse\022h\n\rAssembleBatch\022*.context_" +
+      "assembler.v1.AssembleBatchRequest\032+.cont" +
+      "ext_assembler.v1.AssembleBatchResponse\022i" +
+      "\n\016AssembleStream\022%.context_assembler.v1." +
+      "AssembleRequest\032,.context_assembler.v1.A" +
+      "ssembleStreamResponse(\0010\001\022b\n\013ReportUsage" +
+      "\022(.context_assembler.v1.ReportUsageReque" +
+      "st\032).context_assembler.v1.ReportUsageRes" +
+      "ponse\022V\n\007Compact\022$.context_assembler.v1." +
+      "CompactRequest\032%.context_assembler.v1.Co" +
+      "mpactResponse\022S\n\006Retain\022#.context_assemb",
+      "ler.v1.RetainRequest\032$.context_assembler" +
+      ".v1.RetainResponse\022S\n\006Forget\022#.context_a" +
+      "ssembler.v1.ForgetRequest\032$.context_asse" +
+      "mbler.v1.ForgetResponse\022e\n\014ListMemories\022" +
+      ").context_assembler.v1.ListMemoriesReque" +
+      "st\032*.context_assembler.v1.ListMemoriesRe" +
+      "sponseB~\n\027dev.contextassembler.v1B\016Assem" +
+      "blerProtoP\001ZQgithub.com/context-assemble" +
+      "r/context-assembler/clients/go/assembler" +
+      "v1;assemblerv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -778,7 +782,7 @@ public final class AssemblerProto {
     internal_static_context_assembler_v1_Usage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_context_assembler_v1_Usage_descriptor,
-        new java.lang.String[] { "Budget", "TotalTokens", "StaticTokens", "DynamicTokens", "Tokenizer", "Exact", "OutputReserve", "ContextWindow", "ToolsTokens", "ToolsExact", });
+        new java.lang.String[] { "Budget", "TotalTokens", "StaticTokens", "DynamicTokens", "Tokenizer", "Exact", "OutputReserve", "ContextWindow", "ToolsTokens", "ToolsExact", "TokensExact", "TokensProvider", "TokensEstimated", });
     internal_static_context_assembler_v1_CacheInfo_descriptor =
       getDescriptor().getMessageTypes().get(10);
     internal_static_context_assembler_v1_CacheInfo_fieldAccessorTable = new
@@ -874,7 +878,7 @@ public final class AssemblerProto {
     internal_static_context_assembler_v1_ModelInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_context_assembler_v1_ModelInfo_descriptor,
-        new java.lang.String[] { "Name", "Encoding", "ContextWindow", "DefaultOutputReserve", "Exact", "EstimateMarginPercent", "Prefix", "Tokenizer", "ChatTemplate", });
+        new java.lang.String[] { "Name", "Encoding", "ContextWindow", "DefaultOutputReserve", "Exact", "EstimateMarginPercent", "Prefix", "Tokenizer", "ChatTemplate", "TokenizerGeneration", });
     internal_static_context_assembler_v1_ListModelsResponse_descriptor =
       getDescriptor().getMessageTypes().get(26);
     internal_static_context_assembler_v1_ListModelsResponse_fieldAccessorTable = new

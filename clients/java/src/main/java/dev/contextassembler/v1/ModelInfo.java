@@ -23,6 +23,7 @@ private static final long serialVersionUID = 0L;
     name_ = "";
     encoding_ = "";
     tokenizer_ = "";
+    tokenizerGeneration_ = "";
   }
 
   @java.lang.Override
@@ -289,6 +290,61 @@ private static final long serialVersionUID = 0L;
     return chatTemplate_;
   }
 
+  public static final int TOKENIZER_GENERATION_FIELD_NUMBER = 10;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object tokenizerGeneration_ = "";
+  /**
+   * <pre>
+   * For a model without a public tokenizer: the tokenizer generation its
+   * counts are kept under, shared with the models of the same tokenizer
+   * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+   * when the table names none: its estimate borrows no other model's
+   * figures. Empty for a public tokenizer.
+   * </pre>
+   *
+   * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+   * @return The tokenizerGeneration.
+   */
+  @java.lang.Override
+  public java.lang.String getTokenizerGeneration() {
+    java.lang.Object ref = tokenizerGeneration_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      tokenizerGeneration_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * For a model without a public tokenizer: the tokenizer generation its
+   * counts are kept under, shared with the models of the same tokenizer
+   * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+   * when the table names none: its estimate borrows no other model's
+   * figures. Empty for a public tokenizer.
+   * </pre>
+   *
+   * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+   * @return The bytes for tokenizerGeneration.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getTokenizerGenerationBytes() {
+    java.lang.Object ref = tokenizerGeneration_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      tokenizerGeneration_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -329,6 +385,9 @@ private static final long serialVersionUID = 0L;
     }
     if (chatTemplate_ != false) {
       output.writeBool(9, chatTemplate_);
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(tokenizerGeneration_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 10, tokenizerGeneration_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -372,6 +431,9 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(9, chatTemplate_);
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(tokenizerGeneration_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(10, tokenizerGeneration_);
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -405,6 +467,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getTokenizer())) return false;
     if (getChatTemplate()
         != other.getChatTemplate()) return false;
+    if (!getTokenizerGeneration()
+        .equals(other.getTokenizerGeneration())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -437,6 +501,8 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CHAT_TEMPLATE_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getChatTemplate());
+    hash = (37 * hash) + TOKENIZER_GENERATION_FIELD_NUMBER;
+    hash = (53 * hash) + getTokenizerGeneration().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -579,6 +645,7 @@ private static final long serialVersionUID = 0L;
       prefix_ = false;
       tokenizer_ = "";
       chatTemplate_ = false;
+      tokenizerGeneration_ = "";
       return this;
     }
 
@@ -638,6 +705,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000100) != 0)) {
         result.chatTemplate_ = chatTemplate_;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.tokenizerGeneration_ = tokenizerGeneration_;
       }
     }
 
@@ -718,6 +788,11 @@ private static final long serialVersionUID = 0L;
       if (other.getChatTemplate() != false) {
         setChatTemplate(other.getChatTemplate());
       }
+      if (!other.getTokenizerGeneration().isEmpty()) {
+        tokenizerGeneration_ = other.tokenizerGeneration_;
+        bitField0_ |= 0x00000200;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -789,6 +864,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 72
+            case 82: {
+              tokenizerGeneration_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 82
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1363,6 +1443,118 @@ private static final long serialVersionUID = 0L;
     public Builder clearChatTemplate() {
       bitField0_ = (bitField0_ & ~0x00000100);
       chatTemplate_ = false;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object tokenizerGeneration_ = "";
+    /**
+     * <pre>
+     * For a model without a public tokenizer: the tokenizer generation its
+     * counts are kept under, shared with the models of the same tokenizer
+     * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+     * when the table names none: its estimate borrows no other model's
+     * figures. Empty for a public tokenizer.
+     * </pre>
+     *
+     * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+     * @return The tokenizerGeneration.
+     */
+    public java.lang.String getTokenizerGeneration() {
+      java.lang.Object ref = tokenizerGeneration_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        tokenizerGeneration_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * For a model without a public tokenizer: the tokenizer generation its
+     * counts are kept under, shared with the models of the same tokenizer
+     * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+     * when the table names none: its estimate borrows no other model's
+     * figures. Empty for a public tokenizer.
+     * </pre>
+     *
+     * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+     * @return The bytes for tokenizerGeneration.
+     */
+    public com.google.protobuf.ByteString
+        getTokenizerGenerationBytes() {
+      java.lang.Object ref = tokenizerGeneration_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        tokenizerGeneration_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * For a model without a public tokenizer: the tokenizer generation its
+     * counts are kept under, shared with the models of the same tokenizer
+     * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+     * when the table names none: its estimate borrows no other model's
+     * figures. Empty for a public tokenizer.
+     * </pre>
+     *
+     * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+     * @param value The tokenizerGeneration to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokenizerGeneration(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      tokenizerGeneration_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * For a model without a public tokenizer: the tokenizer generation its
+     * counts are kept under, shared with the models of the same tokenizer
+     * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+     * when the table names none: its estimate borrows no other model's
+     * figures. Empty for a public tokenizer.
+     * </pre>
+     *
+     * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokenizerGeneration() {
+      tokenizerGeneration_ = getDefaultInstance().getTokenizerGeneration();
+      bitField0_ = (bitField0_ & ~0x00000200);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * For a model without a public tokenizer: the tokenizer generation its
+     * counts are kept under, shared with the models of the same tokenizer
+     * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+     * when the table names none: its estimate borrows no other model's
+     * figures. Empty for a public tokenizer.
+     * </pre>
+     *
+     * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+     * @param value The bytes for tokenizerGeneration to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokenizerGenerationBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      tokenizerGeneration_ = value;
+      bitField0_ |= 0x00000200;
       onChanged();
       return this;
     }

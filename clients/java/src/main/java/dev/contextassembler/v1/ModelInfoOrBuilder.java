@@ -134,4 +134,32 @@ public interface ModelInfoOrBuilder extends
    * @return The chatTemplate.
    */
   boolean getChatTemplate();
+
+  /**
+   * <pre>
+   * For a model without a public tokenizer: the tokenizer generation its
+   * counts are kept under, shared with the models of the same tokenizer
+   * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+   * when the table names none: its estimate borrows no other model's
+   * figures. Empty for a public tokenizer.
+   * </pre>
+   *
+   * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+   * @return The tokenizerGeneration.
+   */
+  java.lang.String getTokenizerGeneration();
+  /**
+   * <pre>
+   * For a model without a public tokenizer: the tokenizer generation its
+   * counts are kept under, shared with the models of the same tokenizer
+   * ("claude-2026", "claude-legacy", "gemini-gemma3", ...), or "unknown"
+   * when the table names none: its estimate borrows no other model's
+   * figures. Empty for a public tokenizer.
+   * </pre>
+   *
+   * <code>string tokenizer_generation = 10 [json_name = "tokenizerGeneration"];</code>
+   * @return The bytes for tokenizerGeneration.
+   */
+  com.google.protobuf.ByteString
+      getTokenizerGenerationBytes();
 }

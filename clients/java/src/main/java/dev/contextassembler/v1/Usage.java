@@ -165,7 +165,10 @@ private static final long serialVersionUID = 0L;
   private boolean exact_ = false;
   /**
    * <pre>
-   * True when counts are exact for the model; false when estimated.
+   * True when nothing in total_tokens is estimated: the model's tokenizer is
+   * public, or (a model without one, `ModelInfo.tokenizer_generation`) its
+   * provider counted every message's text and measured its frames (see
+   * tokens_provider).
    * </pre>
    *
    * <code>bool exact = 6 [json_name = "exact"];</code>
@@ -240,6 +243,55 @@ private static final long serialVersionUID = 0L;
     return toolsExact_;
   }
 
+  public static final int TOKENS_EXACT_FIELD_NUMBER = 11;
+  private int tokensExact_ = 0;
+  /**
+   * <pre>
+   * Where total_tokens came from; the three add up to it.
+   * Counted by the model's public tokenizer.
+   * </pre>
+   *
+   * <code>uint32 tokens_exact = 11 [json_name = "tokensExact"];</code>
+   * @return The tokensExact.
+   */
+  @java.lang.Override
+  public int getTokensExact() {
+    return tokensExact_;
+  }
+
+  public static final int TOKENS_PROVIDER_FIELD_NUMBER = 12;
+  private int tokensProvider_ = 0;
+  /**
+   * <pre>
+   * Counted by the model's provider: the messages whose text its counting
+   * endpoint counted, and the frames it measured for the model
+   * (`[providers.NAME.counting]`).
+   * </pre>
+   *
+   * <code>uint32 tokens_provider = 12 [json_name = "tokensProvider"];</code>
+   * @return The tokensProvider.
+   */
+  @java.lang.Override
+  public int getTokensProvider() {
+    return tokensProvider_;
+  }
+
+  public static final int TOKENS_ESTIMATED_FIELD_NUMBER = 13;
+  private int tokensEstimated_ = 0;
+  /**
+   * <pre>
+   * Estimated: the rest (text the provider has not counted yet, a message
+   * made of several pieces, thinking, tool calls).
+   * </pre>
+   *
+   * <code>uint32 tokens_estimated = 13 [json_name = "tokensEstimated"];</code>
+   * @return The tokensEstimated.
+   */
+  @java.lang.Override
+  public int getTokensEstimated() {
+    return tokensEstimated_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -283,6 +335,15 @@ private static final long serialVersionUID = 0L;
     }
     if (toolsExact_ != false) {
       output.writeBool(10, toolsExact_);
+    }
+    if (tokensExact_ != 0) {
+      output.writeUInt32(11, tokensExact_);
+    }
+    if (tokensProvider_ != 0) {
+      output.writeUInt32(12, tokensProvider_);
+    }
+    if (tokensEstimated_ != 0) {
+      output.writeUInt32(13, tokensEstimated_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -332,6 +393,18 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(10, toolsExact_);
     }
+    if (tokensExact_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(11, tokensExact_);
+    }
+    if (tokensProvider_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(12, tokensProvider_);
+    }
+    if (tokensEstimated_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(13, tokensEstimated_);
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -367,6 +440,12 @@ private static final long serialVersionUID = 0L;
         != other.getToolsTokens()) return false;
     if (getToolsExact()
         != other.getToolsExact()) return false;
+    if (getTokensExact()
+        != other.getTokensExact()) return false;
+    if (getTokensProvider()
+        != other.getTokensProvider()) return false;
+    if (getTokensEstimated()
+        != other.getTokensEstimated()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -400,6 +479,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + TOOLS_EXACT_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getToolsExact());
+    hash = (37 * hash) + TOKENS_EXACT_FIELD_NUMBER;
+    hash = (53 * hash) + getTokensExact();
+    hash = (37 * hash) + TOKENS_PROVIDER_FIELD_NUMBER;
+    hash = (53 * hash) + getTokensProvider();
+    hash = (37 * hash) + TOKENS_ESTIMATED_FIELD_NUMBER;
+    hash = (53 * hash) + getTokensEstimated();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -543,6 +628,9 @@ private static final long serialVersionUID = 0L;
       contextWindow_ = 0;
       toolsTokens_ = 0;
       toolsExact_ = false;
+      tokensExact_ = 0;
+      tokensProvider_ = 0;
+      tokensEstimated_ = 0;
       return this;
     }
 
@@ -605,6 +693,15 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000200) != 0)) {
         result.toolsExact_ = toolsExact_;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.tokensExact_ = tokensExact_;
+      }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.tokensProvider_ = tokensProvider_;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.tokensEstimated_ = tokensEstimated_;
       }
     }
 
@@ -684,6 +781,15 @@ private static final long serialVersionUID = 0L;
       if (other.getToolsExact() != false) {
         setToolsExact(other.getToolsExact());
       }
+      if (other.getTokensExact() != 0) {
+        setTokensExact(other.getTokensExact());
+      }
+      if (other.getTokensProvider() != 0) {
+        setTokensProvider(other.getTokensProvider());
+      }
+      if (other.getTokensEstimated() != 0) {
+        setTokensEstimated(other.getTokensEstimated());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -760,6 +866,21 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 80
+            case 88: {
+              tokensExact_ = input.readUInt32();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 88
+            case 96: {
+              tokensProvider_ = input.readUInt32();
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 96
+            case 104: {
+              tokensEstimated_ = input.readUInt32();
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 104
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1065,7 +1186,10 @@ private static final long serialVersionUID = 0L;
     private boolean exact_ ;
     /**
      * <pre>
-     * True when counts are exact for the model; false when estimated.
+     * True when nothing in total_tokens is estimated: the model's tokenizer is
+     * public, or (a model without one, `ModelInfo.tokenizer_generation`) its
+     * provider counted every message's text and measured its frames (see
+     * tokens_provider).
      * </pre>
      *
      * <code>bool exact = 6 [json_name = "exact"];</code>
@@ -1077,7 +1201,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * True when counts are exact for the model; false when estimated.
+     * True when nothing in total_tokens is estimated: the model's tokenizer is
+     * public, or (a model without one, `ModelInfo.tokenizer_generation`) its
+     * provider counted every message's text and measured its frames (see
+     * tokens_provider).
      * </pre>
      *
      * <code>bool exact = 6 [json_name = "exact"];</code>
@@ -1093,7 +1220,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * True when counts are exact for the model; false when estimated.
+     * True when nothing in total_tokens is estimated: the model's tokenizer is
+     * public, or (a model without one, `ModelInfo.tokenizer_generation`) its
+     * provider counted every message's text and measured its frames (see
+     * tokens_provider).
      * </pre>
      *
      * <code>bool exact = 6 [json_name = "exact"];</code>
@@ -1290,6 +1420,150 @@ private static final long serialVersionUID = 0L;
     public Builder clearToolsExact() {
       bitField0_ = (bitField0_ & ~0x00000200);
       toolsExact_ = false;
+      onChanged();
+      return this;
+    }
+
+    private int tokensExact_ ;
+    /**
+     * <pre>
+     * Where total_tokens came from; the three add up to it.
+     * Counted by the model's public tokenizer.
+     * </pre>
+     *
+     * <code>uint32 tokens_exact = 11 [json_name = "tokensExact"];</code>
+     * @return The tokensExact.
+     */
+    @java.lang.Override
+    public int getTokensExact() {
+      return tokensExact_;
+    }
+    /**
+     * <pre>
+     * Where total_tokens came from; the three add up to it.
+     * Counted by the model's public tokenizer.
+     * </pre>
+     *
+     * <code>uint32 tokens_exact = 11 [json_name = "tokensExact"];</code>
+     * @param value The tokensExact to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokensExact(int value) {
+      
+      tokensExact_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Where total_tokens came from; the three add up to it.
+     * Counted by the model's public tokenizer.
+     * </pre>
+     *
+     * <code>uint32 tokens_exact = 11 [json_name = "tokensExact"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokensExact() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      tokensExact_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int tokensProvider_ ;
+    /**
+     * <pre>
+     * Counted by the model's provider: the messages whose text its counting
+     * endpoint counted, and the frames it measured for the model
+     * (`[providers.NAME.counting]`).
+     * </pre>
+     *
+     * <code>uint32 tokens_provider = 12 [json_name = "tokensProvider"];</code>
+     * @return The tokensProvider.
+     */
+    @java.lang.Override
+    public int getTokensProvider() {
+      return tokensProvider_;
+    }
+    /**
+     * <pre>
+     * Counted by the model's provider: the messages whose text its counting
+     * endpoint counted, and the frames it measured for the model
+     * (`[providers.NAME.counting]`).
+     * </pre>
+     *
+     * <code>uint32 tokens_provider = 12 [json_name = "tokensProvider"];</code>
+     * @param value The tokensProvider to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokensProvider(int value) {
+      
+      tokensProvider_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Counted by the model's provider: the messages whose text its counting
+     * endpoint counted, and the frames it measured for the model
+     * (`[providers.NAME.counting]`).
+     * </pre>
+     *
+     * <code>uint32 tokens_provider = 12 [json_name = "tokensProvider"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokensProvider() {
+      bitField0_ = (bitField0_ & ~0x00000800);
+      tokensProvider_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int tokensEstimated_ ;
+    /**
+     * <pre>
+     * Estimated: the rest (text the provider has not counted yet, a message
+     * made of several pieces, thinking, tool calls).
+     * </pre>
+     *
+     * <code>uint32 tokens_estimated = 13 [json_name = "tokensEstimated"];</code>
+     * @return The tokensEstimated.
+     */
+    @java.lang.Override
+    public int getTokensEstimated() {
+      return tokensEstimated_;
+    }
+    /**
+     * <pre>
+     * Estimated: the rest (text the provider has not counted yet, a message
+     * made of several pieces, thinking, tool calls).
+     * </pre>
+     *
+     * <code>uint32 tokens_estimated = 13 [json_name = "tokensEstimated"];</code>
+     * @param value The tokensEstimated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokensEstimated(int value) {
+      
+      tokensEstimated_ = value;
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Estimated: the rest (text the provider has not counted yet, a message
+     * made of several pieces, thinking, tool calls).
+     * </pre>
+     *
+     * <code>uint32 tokens_estimated = 13 [json_name = "tokensEstimated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokensEstimated() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      tokensEstimated_ = 0;
       onChanged();
       return this;
     }

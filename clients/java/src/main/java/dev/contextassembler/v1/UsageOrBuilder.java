@@ -75,7 +75,10 @@ public interface UsageOrBuilder extends
 
   /**
    * <pre>
-   * True when counts are exact for the model; false when estimated.
+   * True when nothing in total_tokens is estimated: the model's tokenizer is
+   * public, or (a model without one, `ModelInfo.tokenizer_generation`) its
+   * provider counted every message's text and measured its frames (see
+   * tokens_provider).
    * </pre>
    *
    * <code>bool exact = 6 [json_name = "exact"];</code>
@@ -126,4 +129,38 @@ public interface UsageOrBuilder extends
    * @return The toolsExact.
    */
   boolean getToolsExact();
+
+  /**
+   * <pre>
+   * Where total_tokens came from; the three add up to it.
+   * Counted by the model's public tokenizer.
+   * </pre>
+   *
+   * <code>uint32 tokens_exact = 11 [json_name = "tokensExact"];</code>
+   * @return The tokensExact.
+   */
+  int getTokensExact();
+
+  /**
+   * <pre>
+   * Counted by the model's provider: the messages whose text its counting
+   * endpoint counted, and the frames it measured for the model
+   * (`[providers.NAME.counting]`).
+   * </pre>
+   *
+   * <code>uint32 tokens_provider = 12 [json_name = "tokensProvider"];</code>
+   * @return The tokensProvider.
+   */
+  int getTokensProvider();
+
+  /**
+   * <pre>
+   * Estimated: the rest (text the provider has not counted yet, a message
+   * made of several pieces, thinking, tool calls).
+   * </pre>
+   *
+   * <code>uint32 tokens_estimated = 13 [json_name = "tokensEstimated"];</code>
+   * @return The tokensEstimated.
+   */
+  int getTokensEstimated();
 }
