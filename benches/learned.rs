@@ -1,0 +1,89 @@
+//! What counting by the provider costs the request path (issue 52), side by
+//! side in process: a warm `Assemble` of a Claude conversation (claude-sonnet-5,
+//! generation claude-2026) with every piece's count learned, against the same
+//! request for a model of the same table entry kind whose counts are not
+//! learned for (the estimate alone), and against gpt-4o (a public tokenizer).
+//! The learned lookup costs a blake3 of each text and a table probe.
+//!
+//!   cargo bench --bench learned
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+
+use context_assembler::assemble::Assembler;
+use context_assembler::assemble::learned::Learned;
+use context_assembler::prompt::{AssembleRequest, Block, BlockKind, Item, Segment, SegmentKind};
+use context_assembler::vocab::Role;
+use context_assembler::workload::{self, Rng};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+
+/// A conversation of `turns` alternating turns of prose.
+fn request(model: &str, turns: usize) -> AssembleRequest {
+    let mut rng = Rng::new(5);
+    let items = (0..turns)
+        .map(|i| Item {
+            id: format!("t{i}"),
+            content: workload::prose(&mut rng, if i % 2 == 0 { 300 } else { 1500 }),
+            role: Some(if i % 2 == 0 { Role::User } else { Role::Assistant }),
+            trusted: true,
+            ..Item::default()
+        })
+        .collect();
+    AssembleRequest {
+        request_id: "bench".to_owned(),
+        model: model.to_owned(),
+        max_input_tokens: Some(100_000),
+        static_segments: vec![Segment {
+            id: "system".to_owned(),
+            kind: SegmentKind::System,
+            content: workload::prose(&mut rng, 4000),
+        }],
+        blocks: vec![Block::new("conversation", BlockKind::RecentTurns, items)],
+        query: "What follows from that?".to_owned(),
+        ..AssembleRequest::default()
+    }
+}
+
+/// Every text of `req` learned under `generation` (the counts themselves do
+/// not matter here, only that each lookup hits).
+fn learn_all(asm: &Assembler, generation: &str, req: &AssembleRequest) {
+    let learned = asm.learning().learned();
+    let mut learn = |text: &str| learned.insert(Learned::key(generation, text), 1 + (text.len() / 4) as u32);
+    req.static_segments.iter().for_each(|s| learn(&s.content));
+    req.blocks
+        .iter()
+        .flat_map(|b| &b.items)
+        .for_each(|i| learn(&i.content));
+    learn(&req.query);
+}
+
+fn warm_assemble(c: &mut Criterion) {
+    let mut g = c.benchmark_group("learned_warm_assemble");
+    for turns in [10, 60] {
+        let asm = Assembler::new(context_assembler::config::default_catalog(), 256 << 20);
+        let learned_req = request("claude-sonnet-5", turns);
+        learn_all(&asm, "claude-2026", &learned_req);
+        let out = asm.assemble(learned_req.clone()).unwrap();
+        assert_eq!(
+            out.usage.sources.estimated,
+            out.usage.total_tokens - out.usage.sources.provider
+        );
+        assert!(out.usage.sources.provider > 0, "the learned counts were used");
+        let estimated_req = request("claude-opus-4-6", turns);
+        let gpt_req = request("gpt-4o", turns);
+        for (label, req) in [
+            ("learned", &learned_req),
+            ("estimated", &estimated_req),
+            ("public_tokenizer", &gpt_req),
+        ] {
+            asm.assemble(req.clone()).unwrap();
+            g.bench_function(BenchmarkId::new(label, turns), |b| {
+                b.iter(|| black_box(asm.assemble(req.clone()).unwrap().usage.total_tokens))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, warm_assemble);
+criterion_main!(benches);
