@@ -48,7 +48,7 @@ fn request(model: &str, turns: usize) -> AssembleRequest {
 /// not matter here, only that each lookup hits).
 fn learn_all(asm: &Assembler, generation: &str, req: &AssembleRequest) {
     let learned = asm.learning().learned();
-    let mut learn = |text: &str| learned.insert(Learned::key(generation, text), 1 + (text.len() / 4) as u32);
+    let learn = |text: &str| learned.insert(Learned::key(generation, text), 1 + (text.len() / 4) as u32);
     req.static_segments.iter().for_each(|s| learn(&s.content));
     req.blocks
         .iter()
