@@ -73,7 +73,7 @@ fn warm_assemble(c: &mut Criterion) {
         let gpt_req = request("gpt-4o", turns);
         for (label, req) in [
             ("learned", &learned_req),
-            ("estimated", &estimated_req),
+            ("not_learned", &estimated_req),
             ("public_tokenizer", &gpt_req),
         ] {
             asm.assemble(req.clone()).unwrap();

@@ -3,7 +3,8 @@
 //! nothing: the first miss cancels it, to be run again in full). Once the
 //! request is cancelled nothing more is counted.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 use super::caches::Caches;
 use super::learned::Scope;
@@ -24,6 +25,10 @@ pub(super) struct Counter<'a> {
     /// For a model without a public tokenizer: the counts its provider
     /// gave, which a text's count is taken from once there.
     learn: Option<Scope<'a>>,
+    /// What the learned counts said of each text this request counted, by
+    /// its count-cache key: a text counted again (the window's steps, the
+    /// units, the final sum) is looked up once.
+    learned_seen: RefCell<HashMap<cache::Key, Option<u32>>>,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }
@@ -37,6 +42,7 @@ impl<'a> Counter<'a> {
             cancel,
             warm_only,
             learn: None,
+            learned_seen: RefCell::new(HashMap::new()),
             hits: Cell::new(0),
             misses: Cell::new(0),
         }
@@ -100,7 +106,7 @@ impl<'a> Counter<'a> {
         if self.cancel.is_cancelled() {
             return 0;
         }
-        if let Some(n) = self.learn.and_then(|l| l.count(text)) {
+        if let Some(n) = self.learned(key, text) {
             self.hits.set(self.hits.get() + 1);
             return n;
         }
@@ -121,7 +127,10 @@ impl<'a> Counter<'a> {
         if self.cancel.is_cancelled() {
             return None;
         }
-        if let Some(n) = self.learn.and_then(|l| l.count(text)) {
+        if let Some(n) = self
+            .learn
+            .and_then(|_| self.learned(cache::key(self.tok, text.as_bytes()), text))
+        {
             self.hits.set(self.hits.get() + 1);
             return Some(n).filter(|&n| n <= limit);
         }
@@ -136,6 +145,18 @@ impl<'a> Counter<'a> {
         let tally = if hit { &self.hits } else { &self.misses };
         tally.set(tally.get() + 1);
         n
+    }
+
+    /// The provider's count of `text` (whose count-cache key is `key`), once
+    /// learned; looked up once per text per request.
+    fn learned(&self, key: cache::Key, text: &str) -> Option<u32> {
+        let scope = self.learn?;
+        if let Some(known) = self.learned_seen.borrow().get(&key) {
+            return *known;
+        }
+        let found = scope.count(text);
+        self.learned_seen.borrow_mut().insert(key, found);
+        found
     }
 
     /// Whether `text` (or any text holding its whitespace-separated runs,
