@@ -388,6 +388,8 @@ impl Assembler {
             .learning
             .sources(&spec, &tokenizer, &messages, usage.total_tokens);
         usage.exact = usage.sources.estimated == 0;
+        let s = usage.sources;
+        metrics::prompt_tokens_by_source(&spec.name, s.exact, s.provider, s.estimated);
         let mut warnings = out.warnings;
         let token_ids = asked.and_then(|(model, salt)| {
             let ids = token_ids(&spec, &messages, &tools, &model, &salt);

@@ -139,6 +139,11 @@ pub fn describe() {
         "bytes of the upload budget held by messages being received, decoded or worked on"
     );
     describe_gauge!(OPEN_CONNECTIONS, Unit::Count, "client connections open");
+    describe_counter!(
+        PROMPT_TOKENS_BY_SOURCE_TOTAL,
+        Unit::Count,
+        "tokens of assembled prompts by model and where their count came from (exact, provider, estimated)"
+    );
     describe_gauge!(
         ESTIMATE_MARGIN_PERCENT,
         Unit::Percent,
@@ -581,6 +586,21 @@ pub fn upload_budget_held(delta: f64) {
 /// Moves the in-flight gauge by `delta`.
 pub fn in_flight(delta: f64) {
     gauge!(IN_FLIGHT_REQUESTS).increment(delta);
+}
+
+/// Records an assembled prompt's tokens by source (`model`: a table entry's
+/// name, so the label is bounded by the table).
+pub fn prompt_tokens_by_source(model: &str, exact: u32, provider: u32, estimated: u32) {
+    for (source, n) in [
+        (SOURCE_EXACT, exact),
+        (SOURCE_PROVIDER, provider),
+        (SOURCE_ESTIMATED, estimated),
+    ] {
+        if n > 0 {
+            counter!(PROMPT_TOKENS_BY_SOURCE_TOTAL, "model" => model.to_owned(), "source" => source)
+                .increment(u64::from(n));
+        }
+    }
 }
 
 /// Records an estimating model's margin.

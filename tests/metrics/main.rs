@@ -12,3 +12,4 @@ mod batch;
 mod gateway;
 mod otel;
 mod single_flight;
+mod sources;

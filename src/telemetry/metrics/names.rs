@@ -86,6 +86,14 @@ pub const TOKEN_COUNT_RELATIVE_ERROR: &str = "assembler_token_count_relative_err
 pub const RELATIVE_ERROR_BUCKETS: [f64; 13] = [
     -0.5, -0.2, -0.1, -0.05, -0.02, -0.01, 0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
 ];
+/// Tokens of assembled prompts by where their count came from.
+pub const PROMPT_TOKENS_BY_SOURCE_TOTAL: &str = "assembler_prompt_tokens_by_source_total";
+/// The `source` label: a public tokenizer's count.
+pub const SOURCE_EXACT: &str = "exact";
+/// The `source` label: the model's provider counted it.
+pub const SOURCE_PROVIDER: &str = "provider";
+/// The `source` label: estimated.
+pub const SOURCE_ESTIMATED: &str = "estimated";
 /// The current margin of an estimating model, in percent.
 pub const ESTIMATE_MARGIN_PERCENT: &str = "assembler_estimate_margin_percent";
 /// Client connections open now.

@@ -1,0 +1,47 @@
+//! Where prompt tokens came from, by model (issue 52), through the real
+//! server (alone in its turn, so the counts it reads are its own).
+
+use crate::common::{self, TestServer, heavy_request};
+
+const SERIES: &str = "assembler_prompt_tokens_by_source_total";
+
+#[tokio::test]
+async fn prompt_tokens_are_counted_by_model_and_source() {
+    let _turn = common::turn().await;
+    let server = TestServer::start().await;
+    let mut client = server.client();
+    let series = |model: &'static str, source: &'static str| [("model", model), ("source", source)];
+    let before = [
+        server.counter(SERIES, &series("gpt-4o", "exact")).await,
+        server
+            .counter(SERIES, &series("claude-sonnet-5", "estimated"))
+            .await,
+        server
+            .counter(SERIES, &series("claude-sonnet-5", "provider"))
+            .await,
+    ];
+    let mut gpt = heavy_request(3, 3, 200);
+    gpt.model = "gpt-4o".to_owned();
+    let mut claude = gpt.clone();
+    claude.model = "claude-sonnet-5".to_owned();
+    let g = client.assemble(gpt).await.unwrap().into_inner().usage.unwrap();
+    let c = client.assemble(claude).await.unwrap().into_inner().usage.unwrap();
+    assert_eq!(g.tokens_exact, g.total_tokens);
+    assert_eq!(
+        c.tokens_estimated, c.total_tokens,
+        "no provider counting configured"
+    );
+    let after = [
+        server.counter(SERIES, &series("gpt-4o", "exact")).await,
+        server
+            .counter(SERIES, &series("claude-sonnet-5", "estimated"))
+            .await,
+        server
+            .counter(SERIES, &series("claude-sonnet-5", "provider"))
+            .await,
+    ];
+    assert_eq!(after[0] - before[0], f64::from(g.total_tokens));
+    assert_eq!(after[1] - before[1], f64::from(c.total_tokens));
+    assert_eq!(after[2], before[2], "nothing the provider counted");
+    server.stop().await;
+}
