@@ -1,18 +1,24 @@
 //! What counting by the provider costs the request path (issue 52), side by
 //! side in process: a warm `Assemble` of a Claude conversation (claude-sonnet-5,
 //! generation claude-2026) with every piece's count learned, against the same
-//! request for a model of the same table entry kind whose counts are not
-//! learned for (the estimate alone), and against gpt-4o (a public tokenizer).
-//! The learned lookup costs a blake3 of each text and a table probe.
+//! request for a model of another generation where nothing is learned yet
+//! (claude-opus-4-6: the lookups, all missing, and the estimate), and against
+//! gpt-4o (a public tokenizer: no lookup). Counting is configured for
+//! Anthropic (an endpoint nothing listens on), so the lookups are made; a
+//! lookup costs a blake3 of each distinct text once per request and a table
+//! probe, the usage's sources a blake3 of each message. Without a counter
+//! configured no lookup is made.
 //!
 //!   cargo bench --bench learned
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use context_assembler::assemble::Assembler;
 use context_assembler::assemble::learned::Learned;
 use context_assembler::prompt::{AssembleRequest, Block, BlockKind, Item, Segment, SegmentKind};
+use context_assembler::provider_count::{Api, Secret, Settings};
 use context_assembler::vocab::Role;
 use context_assembler::workload::{self, Rng};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -57,10 +63,31 @@ fn learn_all(asm: &Assembler, generation: &str, req: &AssembleRequest) {
     learn(&req.query);
 }
 
+/// A counter for Anthropic whose endpoint nothing listens on: learning is
+/// on (lookups are made), the calls fail once and the breaker stays open,
+/// so nothing runs beside the requests timed.
+fn counting_on(asm: &Assembler) {
+    let settings = Settings {
+        api: Api::Anthropic,
+        url: "http://127.0.0.1:9/v1/messages/count_tokens".to_owned(),
+        api_key: Secret::new("bench"),
+        requests_per_minute: 60,
+        concurrency: 1,
+        timeout: Duration::from_millis(100),
+        queue: 1024,
+        breaker_failures: 1,
+        breaker_cooldown: Duration::from_secs(3600),
+    };
+    asm.learning().start(vec![("anthropic", settings)]).unwrap();
+}
+
 fn warm_assemble(c: &mut Criterion) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
     let mut g = c.benchmark_group("learned_warm_assemble");
     for turns in [10, 60] {
         let asm = Assembler::new(context_assembler::config::default_catalog(), 256 << 20);
+        counting_on(&asm);
         let learned_req = request("claude-sonnet-5", turns);
         learn_all(&asm, "claude-2026", &learned_req);
         let out = asm.assemble(learned_req.clone()).unwrap();

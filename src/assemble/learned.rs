@@ -158,12 +158,13 @@ impl Learning {
     }
 
     /// What counting a request for `model` (resolved to `spec`) learns from
-    /// and feeds: `None` for a model with a public tokenizer.
+    /// and feeds: `None` for a model with a public tokenizer, or whose
+    /// provider has no counter configured (nothing to learn: the lookups,
+    /// a hash of every text, are not made).
     pub fn scope<'a>(&'a self, spec: &'a ModelSpec, model: &'a str) -> Option<Scope<'a>> {
         let generation = spec.generation_label().filter(|_| !spec.tokenizer.is_exact())?;
-        let counter = self
-            .counter(spec.cache.provider.provider)
-            .filter(|c| self.admit(c, model));
+        let counter = self.counter(spec.cache.provider.provider)?;
+        let counter = Some(counter).filter(|c| self.admit(c, model));
         Some(Scope {
             learned: &self.learned,
             generation,
@@ -184,7 +185,11 @@ impl Learning {
         messages: &[Message],
         total: u32,
     ) -> Sources {
-        let Some(generation) = spec.generation_label().filter(|_| !tokenizer.is_exact()) else {
+        let counted = self.counter(spec.cache.provider.provider).is_some();
+        let generation = spec
+            .generation_label()
+            .filter(|_| counted && !tokenizer.is_exact());
+        let Some(generation) = generation else {
             return Sources::all(total, tokenizer.is_exact());
         };
         let mut provider = 0u64;

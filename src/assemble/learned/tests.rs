@@ -28,14 +28,28 @@ fn learned_counts_are_kept_and_bounded() {
 }
 
 #[test]
-fn a_public_tokenizer_learns_nothing_and_an_estimate_learns_under_its_generation() {
+fn without_a_counter_nothing_is_looked_up() {
     let catalog = crate::config::default_catalog();
     let learning = Learning::default();
     let gpt = catalog.models.resolve("gpt-4o").unwrap();
     assert!(learning.scope(gpt, "gpt-4o").is_none());
     let claude = catalog.models.resolve("claude-sonnet-5").unwrap();
+    assert!(
+        learning.scope(claude, "claude-sonnet-5").is_none(),
+        "no counter for its provider: nothing to learn, no lookup made"
+    );
+    // Without measured frames the estimate keeps its own.
+    assert_eq!(learning.tokenizer(claude, "claude-sonnet-5"), claude.tokenizer);
+}
+
+#[tokio::test]
+async fn a_generation_learns_once_for_all_its_models_and_never_from_another() {
+    let catalog = crate::config::default_catalog();
+    let learning = Learning::default();
+    learning.start(vec![("anthropic", closed_endpoint())]).unwrap();
+    let claude = catalog.models.resolve("claude-sonnet-5").unwrap();
     let scope = learning.scope(claude, "claude-sonnet-5").unwrap();
-    assert_eq!(scope.count("hi"), None, "nothing learned yet, no counter to ask");
+    assert_eq!(scope.count("hi"), None, "nothing learned yet");
     learning.learned().insert(Learned::key("claude-2026", "hi"), 3);
     assert_eq!(scope.count("hi"), Some(3));
     let opus = catalog.models.resolve("claude-opus-5").unwrap();
@@ -46,6 +60,25 @@ fn a_public_tokenizer_learns_nothing_and_an_estimate_learns_under_its_generation
         learning.scope(legacy, "claude-opus-4-6").unwrap().count("hi"),
         None
     );
-    // Without measured frames the estimate keeps its own.
-    assert_eq!(learning.tokenizer(claude, "claude-sonnet-5"), claude.tokenizer);
+    let gemini = catalog.models.resolve("gemini-2.5-pro").unwrap();
+    assert!(
+        learning.scope(gemini, "gemini-2.5-pro").is_none(),
+        "no Gemini counter"
+    );
+}
+
+/// Settings for an endpoint nothing listens on (port 9 of loopback): calls
+/// fail, and nothing here waits for them.
+fn closed_endpoint() -> Settings {
+    Settings {
+        api: provider_count::Api::Anthropic,
+        url: "http://127.0.0.1:9/v1/messages/count_tokens".to_owned(),
+        api_key: provider_count::Secret::new("k"),
+        requests_per_minute: 60,
+        concurrency: 1,
+        timeout: std::time::Duration::from_millis(100),
+        queue: 16,
+        breaker_failures: 1,
+        breaker_cooldown: std::time::Duration::from_secs(60),
+    }
 }
