@@ -7,7 +7,8 @@
 //! Anthropic (an endpoint nothing listens on), so the lookups are made; a
 //! lookup costs a blake3 of each distinct text once per request and a table
 //! probe, the usage's sources a blake3 of each message. Without a counter
-//! configured no lookup is made.
+//! configured no lookup is made (the `no_counter` arm: the same Claude
+//! request on an assembler without one).
 //!
 //!   cargo bench --bench learned
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -98,10 +99,13 @@ fn warm_assemble(c: &mut Criterion) {
         assert!(out.usage.sources.provider > 0, "the learned counts were used");
         let estimated_req = request("claude-opus-4-6", turns);
         let gpt_req = request("gpt-4o", turns);
-        for (label, req) in [
-            ("learned", &learned_req),
-            ("not_learned", &estimated_req),
-            ("public_tokenizer", &gpt_req),
+        // The same Claude request where no counter is configured: no lookup.
+        let plain = Assembler::new(context_assembler::config::default_catalog(), 256 << 20);
+        for (label, asm, req) in [
+            ("learned", &asm, &learned_req),
+            ("not_learned", &asm, &estimated_req),
+            ("no_counter", &plain, &learned_req),
+            ("public_tokenizer", &asm, &gpt_req),
         ] {
             asm.assemble(req.clone()).unwrap();
             g.bench_function(BenchmarkId::new(label, turns), |b| {
