@@ -335,14 +335,13 @@ impl Tokenizer {
     /// blake3 of what this tokenizer counts by: its id, a folder's files and
     /// framing, measured frames.
     fn identity(&self) -> [u8; 32] {
-        let t = self;
         let mut h = blake3::Hasher::new();
-        h.update(t.to_string().as_bytes());
-        if let Some(f) = &t.frames {
+        h.update(self.to_string().as_bytes());
+        if let Some(f) = &self.frames {
             // Framed sums in the caches (the prefix facts) differ with them.
             h.update(format!("{f:?}").as_bytes());
         }
-        if let Kind::Hf(model, framing) = &t.kind {
+        if let Kind::Hf(model, framing) = &self.kind {
             h.update(model.digest());
             // What a message costs besides its content is part of every
             // count the caches keep (the prefix facts hold framed sums):

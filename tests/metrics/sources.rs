@@ -5,21 +5,29 @@ use crate::common::{self, TestServer, heavy_request};
 
 const SERIES: &str = "assembler_prompt_tokens_by_source_total";
 
+/// The series this test moves: gpt-4o's exact tokens, claude-sonnet-5's
+/// estimated and provider tokens.
+async fn read(server: &TestServer) -> [f64; 3] {
+    let mut out = [0.0; 3];
+    let series = [
+        ("gpt-4o", "exact"),
+        ("claude-sonnet-5", "estimated"),
+        ("claude-sonnet-5", "provider"),
+    ];
+    for (slot, (model, source)) in out.iter_mut().zip(series) {
+        *slot = server
+            .counter(SERIES, &[("model", model), ("source", source)])
+            .await;
+    }
+    out
+}
+
 #[tokio::test]
 async fn prompt_tokens_are_counted_by_model_and_source() {
     let _turn = common::turn().await;
     let server = TestServer::start().await;
     let mut client = server.client();
-    let series = |model: &'static str, source: &'static str| [("model", model), ("source", source)];
-    let before = [
-        server.counter(SERIES, &series("gpt-4o", "exact")).await,
-        server
-            .counter(SERIES, &series("claude-sonnet-5", "estimated"))
-            .await,
-        server
-            .counter(SERIES, &series("claude-sonnet-5", "provider"))
-            .await,
-    ];
+    let before = read(&server).await;
     let mut gpt = heavy_request(3, 3, 200);
     gpt.model = "gpt-4o".to_owned();
     let mut claude = gpt.clone();
@@ -31,15 +39,7 @@ async fn prompt_tokens_are_counted_by_model_and_source() {
         c.tokens_estimated, c.total_tokens,
         "no provider counting configured"
     );
-    let after = [
-        server.counter(SERIES, &series("gpt-4o", "exact")).await,
-        server
-            .counter(SERIES, &series("claude-sonnet-5", "estimated"))
-            .await,
-        server
-            .counter(SERIES, &series("claude-sonnet-5", "provider"))
-            .await,
-    ];
+    let after = read(&server).await;
     assert_eq!(after[0] - before[0], f64::from(g.total_tokens));
     assert_eq!(after[1] - before[1], f64::from(c.total_tokens));
     assert_eq!(after[2], before[2], "nothing the provider counted");
