@@ -6,15 +6,24 @@
 //! piece's count from then on, for every model of the same tokenizer
 //! generation. The provider's frames, measured per model, replace the
 //! estimate's.
+//!
+//! A piece not counted yet is estimated by its content ([`crate::tokens::estimate`]):
+//! each generation's [`Calibrator`] learns from every count the provider
+//! gives, and a request counts with the calibrator's state frozen when it
+//! starts ([`ContentEstimate`]). A new state is frozen only every few
+//! observations (more apart as they accumulate), since each one is a new
+//! tokenizer identity to the count caches.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use crate::prompt::{Message, Sources};
 use crate::provider_count::{self, CountError, Counter, Piece, PieceKind, Settings};
+use crate::telemetry::metrics;
 use crate::tokens::ModelSpec;
+use crate::tokens::estimate::{Calibrator, Features, Generation};
 use crate::tokens::provider::Provider;
-use crate::tokens::tokenizer::{MeasuredFrames, Tokenizer};
+use crate::tokens::tokenizer::{ContentEstimate, MeasuredFrames, Tokenizer};
 
 /// Most model names learned for: each costs the provider a few calls to
 /// measure its frames, and a caller may name any model a prefix entry
@@ -77,12 +86,97 @@ impl Default for Learned {
     }
 }
 
+/// Most observations between two frozen states of a calibrator.
+const MOST_BETWEEN_FREEZES: u64 = 64;
+
+/// One tokenizer generation's calibrator and the state requests count with.
+#[derive(Debug)]
+pub struct GenerationEstimate {
+    calibrator: Calibrator,
+    frozen: RwLock<Arc<ContentEstimate>>,
+}
+
+impl GenerationEstimate {
+    fn new(label: &str) -> Self {
+        let calibrator = Calibrator::new(Generation::of_label(label));
+        let frozen = Arc::new(ContentEstimate {
+            generation: Arc::from(label),
+            snapshot: calibrator.snapshot(),
+        });
+        GenerationEstimate {
+            calibrator,
+            frozen: RwLock::new(frozen),
+        }
+    }
+
+    /// The calibrator.
+    pub fn calibrator(&self) -> &Calibrator {
+        &self.calibrator
+    }
+
+    /// The state requests count with now.
+    pub fn current(&self) -> Arc<ContentEstimate> {
+        self.frozen.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Learns from the provider's count of `text`, records the error the
+    /// estimate made, and freezes a new state once a quarter more
+    /// observations (at least one, at most [`MOST_BETWEEN_FREEZES`]) came
+    /// in since the last.
+    fn observe(&self, text: &str, tokens: u32) {
+        let Some((class, error)) = self.calibrator.observe(&Features::of(text), u64::from(tokens)) else {
+            return;
+        };
+        let mut frozen = self.frozen.write().unwrap_or_else(PoisonError::into_inner);
+        metrics::piece_estimate_error(&frozen.generation, class.as_str(), error);
+        let since = frozen.snapshot.observations;
+        let now = self.calibrator.snapshot();
+        if now.observations >= since + (since / 4).clamp(1, MOST_BETWEEN_FREEZES) {
+            *frozen = Arc::new(ContentEstimate {
+                generation: frozen.generation.clone(),
+                snapshot: now,
+            });
+        }
+    }
+}
+
+/// Each tokenizer generation's estimate, by label (bounded by the model
+/// table's labels).
+#[derive(Debug, Default)]
+pub struct Estimates {
+    by_label: RwLock<HashMap<Arc<str>, Arc<GenerationEstimate>>>,
+}
+
+impl Estimates {
+    /// The estimate of generation `label` (made at its prior when new).
+    pub fn get(&self, label: &str) -> Arc<GenerationEstimate> {
+        if let Some(e) = self
+            .by_label
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(label)
+        {
+            return e.clone();
+        }
+        let mut all = self.by_label.write().unwrap_or_else(PoisonError::into_inner);
+        all.entry(Arc::from(label))
+            .or_insert_with(|| Arc::new(GenerationEstimate::new(label)))
+            .clone()
+    }
+}
+
 /// Where the counters put what they learn.
-struct Sink(Learned);
+struct Sink {
+    learned: Learned,
+    estimates: Arc<Estimates>,
+}
 
 impl provider_count::Sink for Sink {
     fn learned(&self, piece: &Piece, content_tokens: u32) {
-        self.0.insert(piece.key, content_tokens);
+        self.learned.insert(piece.key, content_tokens);
+        self.estimates
+            .get(&piece.generation)
+            .observe(&piece.text, content_tokens);
     }
 
     fn refused(&self, _piece: &Piece) {
@@ -94,6 +188,7 @@ impl provider_count::Sink for Sink {
 #[derive(Debug, Default)]
 pub struct Learning {
     learned: Learned,
+    estimates: Arc<Estimates>,
     counters: OnceLock<Vec<(Provider, Counter)>>,
     /// The runtime the counters run on.
     runtime: OnceLock<tokio::runtime::Handle>,
@@ -106,7 +201,10 @@ impl Learning {
     /// runtime). A provider the table does not know by that name is
     /// skipped; a counter that cannot start is an error (at server start).
     pub fn start(&self, settings: Vec<(&str, Settings)>) -> Result<(), CountError> {
-        let sink: Arc<dyn provider_count::Sink> = Arc::new(Sink(self.learned.clone()));
+        let sink: Arc<dyn provider_count::Sink> = Arc::new(Sink {
+            learned: self.learned.clone(),
+            estimates: self.estimates.clone(),
+        });
         let mut counters = Vec::new();
         for (name, s) in settings {
             if let Some(provider) = Provider::from_name(name) {
@@ -146,6 +244,11 @@ impl Learning {
     /// The learned counts.
     pub fn learned(&self) -> &Learned {
         &self.learned
+    }
+
+    /// Each generation's content-aware estimate.
+    pub fn estimates(&self) -> &Estimates {
+        &self.estimates
     }
 
     /// The counter of `provider`, when one is configured.
@@ -212,21 +315,30 @@ impl Learning {
         }
     }
 
-    /// `spec`'s tokenizer for a request of `model`, with the frames its
-    /// provider measured for that model once it has.
+    /// `spec`'s tokenizer for a request of `model`. For a model without a
+    /// public tokenizer whose provider counts: the frames its provider
+    /// measured for that model once it has, and each text not counted yet
+    /// estimated by its content, by the generation's calibrator as it is
+    /// now. Otherwise the table's tokenizer.
     pub fn tokenizer(&self, spec: &ModelSpec, model: &str) -> Tokenizer {
-        let measured = self
+        let Some(counter) = self
             .counter(spec.cache.provider.provider)
             .filter(|_| !spec.tokenizer.is_exact())
-            .and_then(|c| c.frames(model));
-        match measured {
+        else {
+            return spec.tokenizer.clone();
+        };
+        let mut t = match counter.frames(model) {
             Some(f) => spec.tokenizer.with_frames(MeasuredFrames {
                 priming: f.one_message.saturating_sub(f.further_message),
                 message: f.further_message,
                 system: f.system,
             }),
             None => spec.tokenizer.clone(),
+        };
+        if let Some(label) = spec.generation_label() {
+            t = t.with_content(self.estimates.get(label).current());
         }
+        t
     }
 }
 

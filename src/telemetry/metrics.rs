@@ -40,6 +40,12 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
         })
         .and_then(|b| {
             b.set_buckets_for_metric(
+                Matcher::Full(PIECE_ESTIMATE_RELATIVE_ERROR.to_owned()),
+                &RELATIVE_ERROR_BUCKETS,
+            )
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
                 Matcher::Full(MEMORY_RECALL_DURATION_SECONDS.to_owned()),
                 &DURATION_BUCKETS_SECONDS,
             )
@@ -163,6 +169,11 @@ pub fn describe() {
         TOKEN_COUNT_RELATIVE_ERROR,
         Unit::Count,
         "(sidecar count - provider count) / provider count per reported request, by model"
+    );
+    describe_histogram!(
+        PIECE_ESTIMATE_RELATIVE_ERROR,
+        Unit::Count,
+        "(content estimate - provider count) / provider count of each piece a provider counted, before learning from it, by tokenizer generation and content class"
     );
     describe_counter!(
         PREFIX_HASH_CHANGES_TOTAL,
@@ -636,6 +647,14 @@ pub fn prompt_cache_prefix_flagged(provider: &'static str) {
 /// Records the relative error of the sidecar's count against a provider's.
 pub fn count_error(model: String, relative: f64) {
     histogram!(TOKEN_COUNT_RELATIVE_ERROR, "model" => model).record(relative);
+}
+
+/// Records the relative error a content estimate made on a piece its
+/// provider then counted (`generation`: a model table label; `class`: a
+/// content class name).
+pub fn piece_estimate_error(generation: &str, class: &'static str, relative: f64) {
+    histogram!(PIECE_ESTIMATE_RELATIVE_ERROR, "generation" => generation.to_owned(), "class" => class)
+        .record(relative);
 }
 
 /// Starts the prefix-hash-change series of every family label.

@@ -26,7 +26,7 @@ mod calibrator;
 mod features;
 
 pub use calibrator::{
-    Calibrator, Calibrators, DEFAULT_P99_ERROR, ErrorQuantiles, MIN_OBSERVATIONS, RECENT_ERRORS,
+    Calibrator, Calibrators, DEFAULT_P99_ERROR, ErrorQuantiles, MIN_OBSERVATIONS, RECENT_ERRORS, Snapshot,
 };
 pub use features::{CJK, ContentClass, FEATURE_NAMES, FEATURES, Features, PUNCTUATION};
 
@@ -82,6 +82,18 @@ impl Generation {
     /// Parses a [`Generation::name`].
     pub fn from_name(name: &str) -> Option<Generation> {
         Generation::ALL.into_iter().find(|g| g.name() == name)
+    }
+
+    /// The estimate of a model table's `tokenizer_generation` label: each
+    /// Claude generation its own, Gemini's for any `gemini-*` label (the
+    /// Gemma 3 and Gemma 4 vocabularies share a prior, never a
+    /// calibration: calibrators are kept per label), else [`Generation::Unknown`].
+    pub fn of_label(label: &str) -> Generation {
+        match Generation::from_name(label) {
+            Some(g) => g,
+            None if label.starts_with("gemini") => Generation::Gemini,
+            None => Generation::Unknown,
+        }
     }
 
     /// The coefficients an estimate starts from, before any observation.

@@ -14,6 +14,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use super::chat::{self, Framing};
+use super::estimate::{Features, Snapshot};
 use super::hf::HfModel;
 use super::pretok;
 use super::singles::Singles;
@@ -271,6 +272,51 @@ pub struct MeasuredFrames {
     pub system: u32,
 }
 
+/// A content-aware estimate ([`super::estimate`]) as one request counts
+/// with it: a tokenizer generation's calibrated coefficients and error,
+/// frozen, so that every text of the request is estimated alike. A text
+/// costs [`Snapshot::budget_tokens`] of its [`Features`]: the estimate
+/// raised by the generation's recent 99th percentile error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContentEstimate {
+    /// The tokenizer generation's label.
+    pub generation: Arc<str>,
+    /// Its calibrator's state when frozen.
+    pub snapshot: Snapshot,
+}
+
+impl ContentEstimate {
+    fn count(&self, text: &str) -> u32 {
+        self.snapshot.budget_tokens(&Features::of(text))
+    }
+
+    /// A lower bound of the count of any text holding `text` whole (a unit
+    /// rendered around it): joining texts merges at most one run (a word
+    /// or a whitespace run) at each of the two joins.
+    fn count_within_any(&self, text: &str) -> u32 {
+        let c = &self.snapshot.coefficients.0;
+        let merged = 2.0 * f64::max(c[2], c[7]);
+        let estimate = self.snapshot.coefficients.estimate(&Features::of(text)) - merged;
+        self.snapshot.budget_of(estimate)
+    }
+
+    /// The most bytes a text counting at most `tokens` can hold: every
+    /// character costs at least the smallest character coefficient (none
+    /// when one is zero), and holds at most 4 bytes.
+    fn most_bytes_within(&self, tokens: u32) -> usize {
+        let c = &self.snapshot.coefficients.0;
+        let least = [c[0], c[1], c[3], c[4], c[5], c[6]]
+            .into_iter()
+            .fold(f64::INFINITY, f64::min);
+        if least <= 0.0 || !least.is_finite() {
+            return usize::MAX;
+        }
+        let chars = (f64::from(tokens) / (least * (1.0 + self.snapshot.p99))).floor() + 1.0;
+        // `as` saturates; the bound is finite and positive.
+        (chars * 4.0).min(usize::MAX as f64) as usize
+    }
+}
+
 /// Counts tokens for one model: exactly, or as an estimate.
 #[derive(Clone)]
 pub struct Tokenizer {
@@ -280,6 +326,9 @@ pub struct Tokenizer {
     /// An estimate's frames as its provider measured them (else the base
     /// encoding's chat formula, with the margin).
     frames: Option<MeasuredFrames>,
+    /// An estimate's content-aware counts (else the base encoding's count
+    /// with the margin).
+    content: Option<Arc<ContentEstimate>>,
     /// blake3 of the tokenizer id (and a folder's files): the key of this
     /// tokenizer's cache hashes.
     cache_key: [u8; 32],
@@ -326,6 +375,7 @@ impl Tokenizer {
             kind,
             margin_percent,
             frames: None,
+            content: None,
             cache_key: [0; 32],
         };
         t.cache_key = t.identity();
@@ -340,6 +390,12 @@ impl Tokenizer {
         if let Some(f) = &self.frames {
             // Framed sums in the caches (the prefix facts) differ with them.
             h.update(format!("{f:?}").as_bytes());
+        }
+        if let Some(c) = &self.content {
+            // A text's count follows the coefficients and the error.
+            for v in c.snapshot.coefficients.0.iter().chain([&c.snapshot.p99]) {
+                h.update(&v.to_bits().to_le_bytes());
+            }
         }
         if let Kind::Hf(model, framing) = &self.kind {
             h.update(model.digest());
@@ -361,6 +417,23 @@ impl Tokenizer {
         t.frames = Some(frames);
         t.cache_key = t.identity();
         t
+    }
+
+    /// This estimate counting by content with `estimate` (an exact
+    /// tokenizer stays as it is).
+    pub fn with_content(&self, estimate: Arc<ContentEstimate>) -> Self {
+        if self.is_exact() || !matches!(self.kind, Kind::Bpe(_)) {
+            return self.clone();
+        }
+        let mut t = self.clone();
+        t.content = Some(estimate);
+        t.cache_key = t.identity();
+        t
+    }
+
+    /// The content-aware estimate counted with, if any.
+    pub fn content_estimate(&self) -> Option<&ContentEstimate> {
+        self.content.as_deref()
     }
 
     /// The frames measured by the provider, when this estimate has them.
@@ -433,6 +506,9 @@ impl Tokenizer {
     /// encodes it without added special tokens, so a special token's text
     /// is that token). Linear in the input on any input.
     pub fn count(&self, text: &str) -> u32 {
+        if let Some(c) = &self.content {
+            return c.count(text);
+        }
         match &self.kind {
             Kind::Bpe(e) => self.with_margin(e.count(text) as u64),
             Kind::Hf(m, _) => m.count(text),
@@ -444,6 +520,9 @@ impl Tokenizer {
     /// rather than by the length of `text` (a model folder's tokenizer
     /// counts the whole text unless its length alone proves it too long).
     pub fn count_at_most(&self, text: &str, limit: u32) -> Option<u32> {
+        if let Some(c) = &self.content {
+            return Some(c.count(text)).filter(|&n| n <= limit);
+        }
         match &self.kind {
             Kind::Bpe(e) => {
                 // The margin only adds tokens: a base count past `limit` is past it too.
@@ -472,6 +551,9 @@ impl Tokenizer {
     /// whitespace (Gemma's merges cross it): there, only the length proves,
     /// each token covering at most the longest token's bytes.
     pub fn surely_over(&self, text: &str, limit: u32) -> bool {
+        if let Some(c) = &self.content {
+            return c.count_within_any(text) > limit;
+        }
         match &self.kind {
             Kind::Bpe(_) => runs_past(text.as_bytes(), limit),
             Kind::Hf(m, _) => text.len() / m.longest_token() > limit as usize,
@@ -485,6 +567,23 @@ impl Tokenizer {
     /// exact, off by a piece near an end); verify with
     /// [`Tokenizer::count_at_most`].
     pub fn prefixes_within(&self, text: &str, ends: &[usize], extra: &str, limit: u32) -> usize {
+        if let Some(c) = &self.content {
+            // Features add up but for a run cut at an end: the sum counts
+            // it twice, so the estimate is high, never low.
+            let mut f = Features::of(extra);
+            let mut start = 0;
+            return ends
+                .iter()
+                .take_while(|&&end| {
+                    let Some(piece) = text.get(start..end) else {
+                        return false;
+                    };
+                    f += Features::of(piece);
+                    start = end;
+                    c.snapshot.budget_tokens(&f) <= limit
+                })
+                .count();
+        }
         match &self.kind {
             Kind::Bpe(e) => {
                 // The margin multiplies the base count: the base limit it allows.
@@ -516,6 +615,9 @@ impl Tokenizer {
     /// token's bytes. A bound for cutting texts to a limit without looking
     /// past it.
     pub fn most_bytes_within(&self, tokens: u32) -> usize {
+        if let Some(c) = &self.content {
+            return c.most_bytes_within(tokens);
+        }
         let longest = match &self.kind {
             Kind::Bpe(e) => e.longest_token(),
             Kind::Hf(m, _) => m.longest_token(),
@@ -665,11 +767,13 @@ impl Tokenizer {
 
 impl fmt::Display for Tokenizer {
     /// The id used in responses and cache keys: the encoding name,
-    /// `estimate(<encoding>,+<margin>%)`, or `hf:<folder name>`.
+    /// `estimate(<encoding>,+<margin>%)`, `estimate(content,<generation>)`,
+    /// or `hf:<folder name>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             Kind::Hf(m, _) => write!(f, "hf:{}", m.name()),
             Kind::Bpe(e) if self.is_exact() => f.write_str(e.name()),
+            Kind::Bpe(_) if let Some(c) = &self.content => write!(f, "estimate(content,{})", c.generation),
             Kind::Bpe(e) => write!(f, "estimate({},+{}%)", e.name(), self.margin_percent),
         }
     }

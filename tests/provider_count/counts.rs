@@ -15,9 +15,11 @@ const TOOLS: &str = r#"[{"name":"lookup_order","description":"Find an order by i
 
 #[test]
 fn the_stand_in_counts_by_content() {
-    // Letter runs by thirds, everything else but spaces one each.
+    // Letter and digit runs by thirds, punctuation runs by halves,
+    // everything else but spaces one each.
     assert_eq!(text_tokens("hello world"), 4);
-    assert_eq!(text_tokens("abc abcd 12 退款!"), 1 + 2 + 2 + 2 + 1);
+    assert_eq!(text_tokens("abc abcd 12 退款!"), 1 + 2 + 1 + 2 + 1);
+    assert_eq!(text_tokens("1234567 a1b2 ...!? ü"), 3 + 4 + 3 + 1);
     assert_eq!(StandIn::count_of(&["a"]), 8);
     assert_eq!(StandIn::count_of(&["a", "a", "a"]), 7 + 4 + 4 + 3);
     assert_eq!(StandIn::count_with(Some("a"), None, &["a"]), 7 + 5 + 1 + 1);

@@ -3,9 +3,13 @@
 //! Gemini's `POST /v1beta/models/{model}:countTokens` with a deterministic
 //! tokenizer whose ratio depends on the content:
 //!
-//! - each maximal run of ASCII letters costs `ceil(len / 3)`; every other
-//!   character that is not white space (a CJK character, a digit, a
-//!   punctuation mark) costs 1;
+//! - each maximal run of ASCII letters or of ASCII digits costs
+//!   `ceil(len / 3)`, each maximal run of ASCII punctuation `ceil(len / 2)`;
+//!   every other character that is not white space (a CJK character, an
+//!   umlaut) costs 1. Against cl100k that is about 1.5x on English prose,
+//!   1.3x on code and JSON and 1.0x on Chinese: in the published range of
+//!   Claude's 2026 tokenizer (and of the estimate's prior for it, within
+//!   its default error);
 //! - a request costs [`ONE_MESSAGE`], plus [`FURTHER_MESSAGE`] for each
 //!   message after the first, plus [`SYSTEM`] with a system prompt, plus
 //!   [`tools_cost`] with a tool set, plus the tokens of every text.
@@ -184,16 +188,31 @@ impl StandIn {
 
 /// The tokens of `text`.
 pub fn text_tokens(text: &str) -> u32 {
+    /// What a character continues: a run of letters, digits or
+    /// punctuation, or nothing.
+    fn run_of(c: char) -> Option<(u8, u32)> {
+        match c {
+            c if c.is_ascii_alphabetic() => Some((0, 3)),
+            c if c.is_ascii_digit() => Some((1, 3)),
+            c if c.is_ascii_punctuation() => Some((2, 2)),
+            _ => None,
+        }
+    }
     let mut tokens: u32 = 0;
-    let mut run: u32 = 0;
+    // The run going on (its kind and characters per token) and its length.
+    let mut run: Option<(u8, u32)> = None;
+    let mut len: u32 = 0;
     for c in text.chars().chain([' ']) {
-        if c.is_ascii_alphabetic() {
-            run += 1;
+        let kind = run_of(c);
+        if kind.is_some() && kind == run {
+            len += 1;
             continue;
         }
-        tokens += run.div_ceil(3);
-        run = 0;
-        if !c.is_whitespace() {
+        if let Some((_, per_token)) = run {
+            tokens += len.div_ceil(per_token);
+        }
+        (run, len) = (kind, 1);
+        if kind.is_none() && !c.is_whitespace() {
             tokens += 1;
         }
     }

@@ -86,6 +86,9 @@ pub const TOKEN_COUNT_RELATIVE_ERROR: &str = "assembler_token_count_relative_err
 pub const RELATIVE_ERROR_BUCKETS: [f64; 13] = [
     -0.5, -0.2, -0.1, -0.05, -0.02, -0.01, 0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
 ];
+/// (estimate - provider count) / provider count of each piece a provider
+/// counted, by tokenizer generation and content class.
+pub const PIECE_ESTIMATE_RELATIVE_ERROR: &str = "assembler_piece_estimate_relative_error";
 /// Tokens of assembled prompts by where their count came from.
 pub const PROMPT_TOKENS_BY_SOURCE_TOTAL: &str = "assembler_prompt_tokens_by_source_total";
 /// The `source` label: a public tokenizer's count.
@@ -259,14 +262,21 @@ pub const PROVIDER_COUNT_THROTTLED: &str = "throttled";
 pub const PROVIDER_COUNT_DROPPED: &str = "dropped";
 /// Outcome: a call not made because the provider's breaker was open.
 pub const PROVIDER_COUNT_BREAKER_OPEN: &str = "breaker_open";
+/// Outcome: a piece's count read from the fleet's shared store: no call
+/// made.
+pub const PROVIDER_COUNT_SHARED: &str = "shared";
+/// Outcome: a read or write of the fleet's shared store failed or timed out.
+pub const PROVIDER_COUNT_SHARED_UNAVAILABLE: &str = "shared_unavailable";
 /// Every provider count outcome, as labelled.
-pub const PROVIDER_COUNT_OUTCOMES: [&str; 6] = [
+pub const PROVIDER_COUNT_OUTCOMES: [&str; 8] = [
     PROVIDER_COUNT_LEARNED,
     PROVIDER_COUNT_REFUSED,
     PROVIDER_COUNT_FAILED,
     PROVIDER_COUNT_THROTTLED,
     PROVIDER_COUNT_DROPPED,
     PROVIDER_COUNT_BREAKER_OPEN,
+    PROVIDER_COUNT_SHARED,
+    PROVIDER_COUNT_SHARED_UNAVAILABLE,
 ];
 
 /// Reload result: the file did not validate; the old configuration stays.

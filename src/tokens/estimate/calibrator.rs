@@ -43,12 +43,32 @@ const PRIOR_FLOOR: f64 = 0.1;
 const MAX_STEP: f64 = 1.0;
 
 /// What estimates read: published together, so an estimate and its
-/// quantile belong to the same moment.
-#[derive(Debug, Clone, Copy)]
-struct Snapshot {
-    coefficients: Coefficients,
-    p99: f64,
-    observations: u64,
+/// quantile belong to the same moment. A copy is what a request counts
+/// with ([`Calibrator::snapshot`]): every text of one request is estimated
+/// by the same coefficients, whatever the calibrator learns meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Snapshot {
+    /// The coefficients.
+    pub coefficients: Coefficients,
+    /// The 99th percentile of recent relative errors ([`Calibrator::p99_error`]).
+    pub p99: f64,
+    /// Observations learned from when it was taken.
+    pub observations: u64,
+}
+
+impl Snapshot {
+    /// The tokens a budget should reserve for a text with features `f`:
+    /// `ceil(estimate × (1 + p99))`, saturating at `u32::MAX`.
+    pub fn budget_tokens(&self, f: &Features) -> u32 {
+        self.budget_of(self.coefficients.estimate(f))
+    }
+
+    /// `ceil(estimate × (1 + p99))` of a raw estimate, saturating.
+    pub fn budget_of(&self, estimate: f64) -> u32 {
+        let budget = (estimate.max(0.0) * (1.0 + self.p99)).ceil();
+        // `as` saturates (and takes NaN to 0); the estimate is finite.
+        budget.min(f64::from(u32::MAX)) as u32
+    }
 }
 
 /// The 50th and 99th percentiles of recent relative errors.
@@ -115,10 +135,12 @@ impl Calibrator {
     /// The tokens a budget should reserve for a text with features `f`:
     /// `ceil(estimate × (1 + p99_error))`, saturating at `u32::MAX`.
     pub fn budget_tokens(&self, f: &Features) -> u32 {
-        let s = self.read();
-        let budget = (s.coefficients.estimate(f) * (1.0 + s.p99)).ceil();
-        // `as` saturates (and takes NaN to 0); the estimate is finite.
-        budget.min(f64::from(u32::MAX)) as u32
+        self.read().budget_tokens(f)
+    }
+
+    /// The coefficients, error quantile and observation count now, together.
+    pub fn snapshot(&self) -> Snapshot {
+        self.read()
     }
 
     /// Observations learned from so far (ignored ones not counted).
@@ -130,16 +152,19 @@ impl Calibrator {
     /// counted for a text with features `f` (its counting endpoint, say).
     /// The relative error the estimate made before learning is recorded,
     /// overall and for `f`'s [`ContentClass`]. An empty text or a zero
-    /// count is ignored (a relative error needs both).
-    pub fn observe(&self, f: &Features, true_tokens: u64) {
+    /// count is ignored (a relative error needs both). Returns the signed
+    /// relative error (estimate − true) / true of the estimate made before
+    /// learning, and the class it was recorded under.
+    pub fn observe(&self, f: &Features, true_tokens: u64) -> Option<(ContentClass, f64)> {
         if true_tokens == 0 || f.is_empty() {
-            return;
+            return None;
         }
         let mut learner = self.learner.lock().unwrap_or_else(PoisonError::into_inner);
-        learner.observe(f, true_tokens as f64);
+        let error = learner.observe(f, true_tokens as f64);
         // Published under the learner's lock, so snapshots go out in order.
         let published = learner.snapshot();
         *self.snapshot.write().unwrap_or_else(PoisonError::into_inner) = published;
+        Some((ContentClass::of(f), error))
     }
 
     /// Learns from a usage report, where only a whole prompt's total is
@@ -149,8 +174,8 @@ impl Calibrator {
     /// `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`
     /// (input_tokens alone leaves out what the cache wrote and read). One
     /// observation of the summed features, classed as the sum is.
-    pub fn observe_total(&self, features_sum: &Features, true_total: u64) {
-        self.observe(features_sum, true_total);
+    pub fn observe_total(&self, features_sum: &Features, true_total: u64) -> Option<(ContentClass, f64)> {
+        self.observe(features_sum, true_total)
     }
 
     /// The p50 and p99 of recent relative errors on texts of `class` (the
@@ -237,8 +262,9 @@ impl Learner {
         }
     }
 
-    /// Records the error of the estimate before the update, then updates.
-    fn observe(&mut self, f: &Features, y: f64) {
+    /// Records the error of the estimate before the update, then updates;
+    /// returns that error, signed.
+    fn observe(&mut self, f: &Features, y: f64) -> f64 {
         let x = f.values().map(|v| v / y);
         let relative = dot(&self.coefficients, &x);
         let error = (relative - 1.0).abs();
@@ -248,6 +274,7 @@ impl Learner {
         }
         self.observations += 1;
         self.update(&x, (1.0 - relative).clamp(-MAX_STEP, MAX_STEP));
+        relative - 1.0
     }
 
     /// One step of recursive least squares towards `coefficients · x = 1`,

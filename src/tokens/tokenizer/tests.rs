@@ -323,3 +323,101 @@ fn measured_frames_replace_an_estimates_formula_and_key_its_caches() {
         "an exact tokenizer's frames are known"
     );
 }
+
+/// A content estimate at `generation`'s prior with error `p99`.
+fn content(generation: crate::tokens::estimate::Generation, p99: f64) -> Tokenizer {
+    use crate::tokens::estimate::Snapshot;
+    Tokenizer::estimate(Encoding::Cl100kBase, 20).with_content(Arc::new(ContentEstimate {
+        generation: Arc::from(generation.name()),
+        snapshot: Snapshot {
+            coefficients: generation.prior(),
+            p99,
+            observations: 0,
+        },
+    }))
+}
+
+#[test]
+fn a_content_estimate_counts_by_features_and_keys_its_caches_by_its_state() {
+    use crate::tokens::estimate::{Features, Generation};
+    let plain = Tokenizer::estimate(Encoding::Cl100kBase, 20);
+    let t = content(Generation::Claude2026, 0.35);
+    let text = "Das ist ein kurzer Satz, mit 42 Zeichen und 漢字.";
+    let f = Features::of(text);
+    let expected = (Generation::Claude2026.prior().estimate(&f) * 1.35).ceil() as u32;
+    assert_eq!(t.count(text), expected);
+    assert_eq!(t.count_at_most(text, expected), Some(expected));
+    assert_eq!(t.count_at_most(text, expected - 1), None);
+    assert!(!t.is_exact());
+    assert_eq!(t.to_string(), "estimate(content,claude-2026)");
+    assert_eq!(t.content_estimate().map(|c| c.snapshot.p99), Some(0.35));
+    // Another state, another identity: counts of one are never served for the other.
+    let later = content(Generation::Claude2026, 0.05);
+    assert!(later.count(text) < t.count(text));
+    assert_ne!(later, t);
+    assert_ne!(t, plain);
+    assert_ne!(
+        crate::tokens::cache::key(&t, text.as_bytes()),
+        crate::tokens::cache::key(&later, text.as_bytes())
+    );
+    let exact = Tokenizer::exact(Encoding::O200kBase);
+    assert_eq!(
+        exact.with_content(t.content.clone().unwrap()),
+        exact,
+        "an exact tokenizer counts exactly"
+    );
+}
+
+fn any_generation() -> impl Strategy<Value = crate::tokens::estimate::Generation> {
+    prop::sample::select(crate::tokens::estimate::Generation::ALL.to_vec())
+}
+
+proptest! {
+    /// A text surely over a limit by content leaves any text holding it
+    /// (a unit rendered around it) over it too; and a text counting at
+    /// most the limit is never called surely over it.
+    #[test]
+    fn a_content_estimate_proves_over_only_what_is_over(
+        generation in any_generation(),
+        p99 in 0.0f64..0.5,
+        before in adversarial_text(),
+        text in adversarial_text(),
+        after in adversarial_text(),
+        limit in 0u32..60,
+    ) {
+        let t = content(generation, p99);
+        if t.surely_over(&text, limit) {
+            let around = format!("{before}{text}{after}");
+            prop_assert!(t.count(&around) > limit, "{:?} at {}", around, limit);
+        }
+        prop_assert!(!t.surely_over(&text, t.count(&text)));
+    }
+
+    /// Every prefix a content estimate says fits does fit, counted whole
+    /// with the extra text; and no text counting `n` holds more bytes
+    /// than `most_bytes_within(n)`.
+    #[test]
+    fn a_content_estimates_prefixes_fit_and_its_byte_bound_holds(
+        generation in any_generation(),
+        p99 in 0.0f64..0.5,
+        parts in prop::collection::vec(adversarial_text(), 1..8),
+        extra in adversarial_text(),
+        limit in 0u32..80,
+    ) {
+        let t = content(generation, p99);
+        let text = parts.concat();
+        let ends: Vec<usize> = parts
+            .iter()
+            .scan(0, |end, p| {
+                *end += p.len();
+                Some(*end)
+            })
+            .collect();
+        let within = t.prefixes_within(&text, &ends, &extra, limit);
+        for &end in &ends[..within] {
+            let whole = format!("{extra}{}", &text[..end]);
+            prop_assert!(t.count(&whole) <= limit, "{:?} at {}", whole, limit);
+        }
+        prop_assert!(text.len() <= t.most_bytes_within(t.count(&text)));
+    }
+}
