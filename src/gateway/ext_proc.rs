@@ -2,8 +2,9 @@
 //! one stream per HTTP request. Its headers say the path and the caller's
 //! asks; its body is gathered (at most the body limit) and fitted
 //! ([`Fitter::fit`]); the answer is Envoy's mutations: the fitted body with
-//! its `content-length`, the count headers and the dynamic metadata, or an
-//! immediate response in the provider's shape.
+//! its `content-length`, the count headers (the input tokens, whether
+//! exact, and where they came from: [`crate::render::SOURCE_HEADERS`]) and
+//! the dynamic metadata, or an immediate response in the provider's shape.
 //!
 //! Both body modes, read from the first message's `protocol_config`:
 //! - `BUFFERED`: one answer per message; the body's answer carries the
@@ -43,6 +44,7 @@ use super::pb::mode::processing_mode::BodySendMode;
 use crate::grpc::admission::Reserved;
 use crate::grpc::auth::Authority;
 use crate::grpc::status::{REASON_OVERLOADED, REASON_REQUEST_TOO_LARGE, denied_status};
+use crate::render::source_headers;
 use crate::telemetry::metrics;
 
 /// The metric label of the processor's streams.
@@ -543,6 +545,9 @@ fn mutation(f: &Fitted) -> HeaderMutation {
         set(INPUT_TOKENS_HEADER, f.input_tokens.to_string()),
         set(EXACT_HEADER, if f.exact { "true" } else { "false" }),
     ];
+    for (name, tokens) in source_headers(&f.sources) {
+        set_headers.push(set(name, tokens.to_string()));
+    }
     if let Some(b) = &f.body {
         set_headers.push(set("content-length", b.len().to_string()));
     }
@@ -568,6 +573,9 @@ fn metadata(f: &Fitted) -> prost_types::Struct {
         ),
         ("turns_cut", number(f.turns_cut)),
         ("results_cleared", number(f.results_cleared)),
+        ("tokens_exact", number(f.sources.exact)),
+        ("tokens_provider", number(f.sources.provider)),
+        ("tokens_estimated", number(f.sources.estimated)),
     ];
     let inner = prost_types::Struct {
         fields: fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),

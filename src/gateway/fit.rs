@@ -20,7 +20,9 @@ use super::{chat, messages, responses};
 use crate::assemble::flow::{Flow, FlowError, Prepared, WARM_TRY_BYTES};
 use crate::assemble::{AssembleError, Assembler};
 use crate::grpc::admission::Admission;
-use crate::prompt::{AssembleRequest, Assembly, Block, BlockKind, Item, Segment, SegmentKind};
+use crate::prompt::{
+    AssembleRequest, Assembly, Block, BlockKind, Item, Segment, SegmentKind, Sources, Usage,
+};
 use crate::telemetry::metrics;
 
 /// What the fit does where it cannot fit: the configuration's `[gateway]`
@@ -273,6 +275,10 @@ impl Fitter {
             .fold(media.system, u32::saturating_add);
         let usage = &assembly.usage;
         let tools_exact = parsed.tools.is_empty() || usage.tools_exact;
+        // A count by convention (tool calls, names) or of a continuation
+        // (without what came before) is an estimate of the messages, whoever
+        // counted their texts.
+        let by_convention = parsed.estimated || parsed.continued;
         let turn_blocks = assembly.decisions.iter().filter(|d| d.kind.is_turns());
         let tokens_cut = turn_blocks
             .map(|d| u64::from(d.tokens_offered.saturating_sub(d.tokens_kept)))
@@ -285,7 +291,8 @@ impl Fitter {
                 .saturating_add(usage.tools_tokens)
                 .saturating_add(kept_media),
             // A continuation's count leaves out what came before it.
-            exact: usage.exact && tools_exact && !parsed.estimated && media.exact && !parsed.continued,
+            exact: usage.exact && tools_exact && !by_convention && media.exact,
+            sources: sources(usage, by_convention, kept_media, media.exact),
             prefix_hash: assembly.cache.prefix_hash.clone(),
             turns_cut: count(fates.iter().filter(|f| !f.kept)),
             results_cleared: count(fates.iter().filter(|f| f.cleared.is_some())),
@@ -319,6 +326,22 @@ impl Fitter {
     pub fn admission(&self) -> &Admission {
         &self.admission
     }
+}
+
+/// Where a fitted request's input tokens came from: the messages' as the
+/// assembly counted them (all estimated when `by_convention`), the tools'
+/// exact when what the provider bills for them, and the images' exact when
+/// by the provider's published rule; else estimated.
+fn sources(usage: &Usage, by_convention: bool, media: u32, media_exact: bool) -> Sources {
+    let mut s = match by_convention {
+        true => Sources::all(usage.total_tokens, false),
+        false => usage.sources,
+    };
+    for (tokens, exact) in [(usage.tools_tokens, usage.tools_exact), (media, media_exact)] {
+        let to = if exact { &mut s.exact } else { &mut s.estimated };
+        *to = to.saturating_add(tokens);
+    }
+    s
 }
 
 fn count<T>(it: impl Iterator<Item = T>) -> u32 {

@@ -19,6 +19,7 @@ use super::body::Api;
 use super::ext_proc::{EXACT_HEADER, INPUT_TOKENS_HEADER};
 use super::fit::{self, Asks, Fitter, Outcome};
 use crate::http1::{self, BodyError, Extra, code_label};
+use crate::render::source_headers;
 use crate::telemetry::metrics;
 
 /// The routes' prefix.
@@ -115,6 +116,9 @@ impl FitRoutes {
                 *resp.body_mut() = Full::new(f.body.map_or(body, Bytes::from));
                 set(&mut resp, INPUT_TOKENS_HEADER, &f.input_tokens.to_string());
                 set(&mut resp, EXACT_HEADER, if f.exact { "true" } else { "false" });
+                for (name, tokens) in source_headers(&f.sources) {
+                    set(&mut resp, name, &tokens.to_string());
+                }
                 set(&mut resp, PREFIX_HASH_HEADER, &f.prefix_hash);
                 set(
                     &mut resp,

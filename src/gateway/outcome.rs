@@ -2,6 +2,8 @@
 //! untouched and why, or refused in the provider's shape. Each edge
 //! converts an [`Outcome`] into its own answer.
 
+use crate::prompt::Sources;
+
 /// Why a request was passed on untouched (a bounded metric label each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pass {
@@ -95,6 +97,9 @@ pub struct Fitted {
     pub input_tokens: u32,
     /// Whether that count is the provider's own (else an estimate).
     pub exact: bool,
+    /// Where `input_tokens` came from (they add up to it): none estimated
+    /// when `exact`.
+    pub sources: Sources,
     /// The static prefix's hash.
     pub prefix_hash: String,
     /// Turns not sent.

@@ -12,14 +12,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode, body::Incoming};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::wire::{self, ChatRender, CompletionRender, TokenizeRender};
-use super::{RenderError, Renderer};
+use super::{RenderError, Renderer, source_headers};
 use crate::assemble::flow;
 use crate::http1::{self, BodyError, Extra, code_label};
+use crate::prompt::Sources;
 use crate::telemetry::metrics;
 use crate::vocab::Cancel;
 
@@ -194,19 +196,43 @@ async fn route<A: Admission>(node: Arc<RenderNode<A>>, req: Request<Incoming>) -
     let started = Instant::now();
     let answer = work(&node, endpoint, req).await;
     let (status, response) = match answer {
-        Ok(body) => (StatusCode::OK, http1::json(StatusCode::OK, body)),
+        Ok(r) => (StatusCode::OK, r.response()),
         Err(f) => (f.status, f.response()),
     };
     metrics::request(endpoint, code_label(status), started.elapsed());
     response
 }
 
-/// Admits, reads and renders one request: its answer's JSON text.
+/// An answer: its JSON text, and the tokens of its ids.
+struct Rendered {
+    json: String,
+    tokens: u32,
+}
+
+impl Rendered {
+    fn new(json: String, ids: usize) -> Self {
+        Rendered {
+            json,
+            tokens: u32::try_from(ids).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The answer, saying its tokens are its folder's tokenizer's: exact.
+    fn response(self) -> Response<Full<Bytes>> {
+        let mut resp = http1::json(StatusCode::OK, self.json);
+        for (name, value) in source_headers(&Sources::all(self.tokens, true)) {
+            resp.headers_mut().insert(name, HeaderValue::from(value));
+        }
+        resp
+    }
+}
+
+/// Admits, reads and renders one request.
 async fn work<A: Admission>(
     node: &Arc<RenderNode<A>>,
     endpoint: &'static str,
     req: Request<Incoming>,
-) -> Result<String, Failure> {
+) -> Result<Rendered, Failure> {
     // Admitted before the body is read: with every slot taken, no further
     // body is buffered.
     let permit = node
@@ -239,11 +265,13 @@ async fn work<A: Admission>(
 /// the refusal's status code and message. The listener's own cost is
 /// measured against this, in process (`benches/render_node.rs`).
 pub fn respond(renderer: &Renderer, endpoint: &str, body: &[u8]) -> Result<String, (u16, String)> {
-    answer(renderer, endpoint, body).map_err(|f| (f.status.as_u16(), f.message))
+    answer(renderer, endpoint, body)
+        .map(|r| r.json)
+        .map_err(|f| (f.status.as_u16(), f.message))
 }
 
 /// [`respond`], its refusal as the listener writes it.
-fn answer(renderer: &Renderer, endpoint: &str, body: &[u8]) -> Result<String, Failure> {
+fn answer(renderer: &Renderer, endpoint: &str, body: &[u8]) -> Result<Rendered, Failure> {
     match endpoint {
         CHAT => chat(renderer, body),
         COMPLETIONS => completions(renderer, body),
@@ -266,13 +294,14 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Failure> {
     })
 }
 
-fn chat(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
+fn chat(renderer: &Renderer, body: &[u8]) -> Result<Rendered, Failure> {
     let r: ChatRender = parse(body)?;
     let (ids, window) = chat_ids(renderer, &r)?;
     let echo = r
         .common
         .echo("chatcmpl", r.max_completion_tokens.or(r.max_tokens));
-    Ok(to_json(&wire::generate_request(&ids, window, &echo)))
+    let json = to_json(&wire::generate_request(&ids, window, &echo));
+    Ok(Rendered::new(json, ids.len()))
 }
 
 /// A chat request's ids and its model's window.
@@ -288,7 +317,7 @@ fn chat_ids(renderer: &Renderer, r: &ChatRender) -> Result<(Vec<u32>, u32), Fail
     Ok((ids, window))
 }
 
-fn completions(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
+fn completions(renderer: &Renderer, body: &[u8]) -> Result<Rendered, Failure> {
     let r: CompletionRender = parse(body)?;
     let prompts = wire::prompts(r.prompt.as_ref())?;
     let echo = r.common.echo("cmpl", Some(r.max_tokens.unwrap_or(16)));
@@ -301,10 +330,11 @@ fn completions(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
         .iter()
         .map(|(ids, window)| wire::generate_request(ids, *window, &echo))
         .collect();
-    Ok(to_json(&answers))
+    let tokens = ids.iter().map(|(ids, _)| ids.len()).sum();
+    Ok(Rendered::new(to_json(&answers), tokens))
 }
 
-fn tokenize(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
+fn tokenize(renderer: &Renderer, body: &[u8]) -> Result<Rendered, Failure> {
     let r: TokenizeRender = parse(body)?;
     let (ids, window) = match (&r.prompt, &r.chat.messages) {
         (Some(prompt), None) => {
@@ -322,7 +352,7 @@ fn tokenize(renderer: &Renderer, body: &[u8]) -> Result<String, Failure> {
             return Err(RenderError::invalid("prompt", "give exactly one of `prompt` and `messages`").into());
         }
     };
-    Ok(to_json(&wire::tokenized(&ids, window)))
+    Ok(Rendered::new(to_json(&wire::tokenized(&ids, window)), ids.len()))
 }
 
 /// An answer's JSON text (its types always serialize).

@@ -15,6 +15,12 @@
 //! listener, the JSON, admission, and errors as OpenAI error bodies. A model
 //! renders when the model table resolves its name to a model folder
 //! (`tokenizer_dir`); a conversation also needs the folder's chat template.
+//!
+//! Every answer that counts says where its tokens came from, in the
+//! [`SOURCE_HEADERS`] (`Usage.tokens_exact`, `tokens_provider`,
+//! `tokens_estimated`); the gateway's fitted requests carry the same. A
+//! render's ids are its folder's tokenizer's: all exact. The answers' JSON
+//! stays vLLM's, key for key.
 
 pub mod http;
 mod wire;
@@ -22,10 +28,26 @@ mod wire;
 use std::sync::Arc;
 
 use crate::assemble::Assembler;
+use crate::prompt::Sources;
 use crate::tokens::hf::HfModel;
 use crate::tokens::{Conversation, ModelSpec};
 
 pub use wire::{ChatRender, CompletionRender, TokenizeRender};
+
+/// The headers saying where an answer's tokens came from: counted by a
+/// public tokenizer, by the model's provider, estimated (they add up to the
+/// answer's count).
+pub const SOURCE_HEADERS: [&str; 3] = [
+    "x-context-assembler-tokens-exact",
+    "x-context-assembler-tokens-provider",
+    "x-context-assembler-tokens-estimated",
+];
+
+/// The [`SOURCE_HEADERS`] and their values for `s`.
+pub fn source_headers(s: &Sources) -> [(&'static str, u32); 3] {
+    let [exact, provider, estimated] = SOURCE_HEADERS;
+    [(exact, s.exact), (provider, s.provider), (estimated, s.estimated)]
+}
 
 /// Why a render was refused: a fault of the request, with the field it
 /// names, or of the model.

@@ -46,6 +46,42 @@ impl Seen {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The tokens the source headers say were counted exactly, by the
+    /// provider and estimated.
+    fn sources(&self) -> (u32, u32, u32) {
+        let n = |k| {
+            self.header(k)
+                .unwrap_or_else(|| panic!("{k} in {:?}", self.headers))
+                .parse()
+                .unwrap()
+        };
+        (
+            n("x-context-assembler-tokens-exact"),
+            n("x-context-assembler-tokens-provider"),
+            n("x-context-assembler-tokens-estimated"),
+        )
+    }
+
+    /// A number of the dynamic metadata's namespace.
+    fn number(&self, key: &str) -> f64 {
+        let ns = self.metadata.as_ref().unwrap().fields["context_assembler"].clone();
+        let Some(prost_types::value::Kind::StructValue(ns)) = ns.kind else {
+            panic!("{ns:?}")
+        };
+        match ns.fields[key].kind {
+            Some(prost_types::value::Kind::NumberValue(n)) => n,
+            ref other => panic!("{key}: {other:?}"),
+        }
+    }
+
+    /// The input tokens header.
+    fn input_tokens(&self) -> u32 {
+        self.header("x-context-assembler-input-tokens")
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
     fn body_or<'a>(&'a self, original: &'a [u8]) -> &'a [u8] {
         self.body.as_deref().unwrap_or(original)
     }
@@ -270,6 +306,8 @@ async fn an_over_budget_chat_is_fitted_in_both_modes_keeping_the_clients_bytes()
             .unwrap();
         assert!(tokens <= 1200 && tokens > 200, "{mode:?}: {tokens}");
         assert_eq!(seen.header("x-context-assembler-exact"), Some("true"));
+        // OpenAI's public tokenizer: every token counted exactly.
+        assert_eq!(seen.sources(), (tokens, 0, 0), "{mode:?}");
         let text = String::from_utf8(sent.clone()).unwrap();
         // Other fields as the client wrote them; the cache key added.
         assert!(
@@ -296,16 +334,12 @@ async fn an_over_budget_chat_is_fitted_in_both_modes_keeping_the_clients_bytes()
                 r#"{"role":"user","content":"And the newest question, kept whole: \u00e9t\u00e9?"}"#
             )
         );
-        let ns = seen.metadata.as_ref().unwrap().fields["context_assembler"].clone();
-        let Some(prost_types::value::Kind::StructValue(ns)) = ns.kind else {
-            panic!("{ns:?}")
-        };
-        let number = |k: &str| match ns.fields[k].kind {
-            Some(prost_types::value::Kind::NumberValue(n)) => n,
-            ref other => panic!("{k}: {other:?}"),
-        };
-        assert_eq!(number("input_tokens"), f64::from(tokens));
-        assert!(number("turns_cut") > 0.0);
+        assert_eq!(seen.number("input_tokens"), f64::from(tokens));
+        assert!(seen.number("turns_cut") > 0.0);
+        assert_eq!(
+            ["tokens_exact", "tokens_provider", "tokens_estimated"].map(|k| seen.number(k)),
+            [f64::from(tokens), 0.0, 0.0]
+        );
         if mode == BodySendMode::FullDuplexStreamed {
             // Headers first, then the body, then the trailers' answer.
             assert_eq!(seen.kinds.first(), Some(&"headers"), "{:?}", seen.kinds);
@@ -493,6 +527,13 @@ async fn the_http_fit_answers_what_the_processor_would_send() {
         .parse()
         .unwrap();
     assert!(tokens <= 1200);
+    let sources = [
+        "x-context-assembler-tokens-exact",
+        "x-context-assembler-tokens-provider",
+        "x-context-assembler-tokens-estimated",
+    ]
+    .map(|k| header(k).unwrap().parse::<u32>().unwrap());
+    assert_eq!(sources, [tokens, 0, 0]);
     // The same bytes the processor sends upstream.
     let seen = process(
         &server,
@@ -509,6 +550,7 @@ async fn the_http_fit_answers_what_the_processor_would_send() {
         seen.header("x-context-assembler-input-tokens"),
         Some(tokens.to_string().as_str())
     );
+    assert_eq!(seen.sources(), (tokens, 0, 0));
     // Passed on as it came, saying why.
     let bad = br#"{"model":"no-such-model","messages":[]}"#;
     let (status, headers, sent) = post(addr, "/v1/fit/chat/completions", &[], bad).await;
@@ -787,5 +829,86 @@ async fn a_buffered_body_over_the_listeners_bound_is_413_not_a_failure() {
     assert_eq!(status, 413);
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["error"]["code"], "request_too_large");
+    server.stop().await;
+}
+
+/// A Claude conversation that fits (Anthropic's Messages).
+fn claude_body() -> String {
+    json!({
+        "model": "claude-sonnet-5",
+        "max_tokens": 512,
+        "system": "You answer questions about the harbour's tide tables, briefly and with sources.",
+        "messages": [
+            {"role": "user", "content": "When is high water on Tuesday?"},
+            {"role": "assistant", "content": "High water on Tuesday is at 06:42 and again at 19:05, 4.1 metres."},
+            {"role": "user", "content": "Is Saturday morning safe for a boat drawing 1.2 metres?"},
+        ],
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_claude_request_says_its_tokens_turn_from_estimated_to_the_providers() {
+    let standin = crate::sources::standin::StandIn::start().await;
+    let args = context_assembler::config::ServeArgs {
+        render_listen: Some("127.0.0.1:0".to_owned()),
+        ..TestServer::args()
+    };
+    let (_dir, server) = crate::sources::counting_server(&standin, args).await;
+    let body = claude_body();
+    let fit = || {
+        process(
+            &server,
+            BodySendMode::Buffered,
+            "/v1/messages",
+            &[],
+            body.as_bytes(),
+            1,
+            false,
+        )
+    };
+    let first = fit().await;
+    let (exact, provider, estimated) = first.sources();
+    assert_eq!(first.header("x-context-assembler-exact"), Some("false"));
+    assert!(estimated > 0 && exact == 0, "{:?}", first.headers);
+    assert_eq!(exact + provider + estimated, first.input_tokens());
+    assert_eq!(first.number("tokens_estimated"), f64::from(estimated));
+
+    // Counted in the background: the same request, asked again, is all
+    // the provider's, and says so in its headers and metadata.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = first;
+    while seen.header("x-context-assembler-exact") != Some("true") && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        seen = fit().await;
+    }
+    let tokens = seen.input_tokens();
+    assert_eq!(
+        seen.header("x-context-assembler-exact"),
+        Some("true"),
+        "{:?}",
+        seen.headers
+    );
+    assert_eq!(seen.sources(), (0, tokens, 0));
+    assert_eq!(
+        [
+            "input_tokens",
+            "tokens_exact",
+            "tokens_provider",
+            "tokens_estimated"
+        ]
+        .map(|k| seen.number(k)),
+        [f64::from(tokens), 0.0, f64::from(tokens), 0.0]
+    );
+    // The HTTP fit answers the same figures.
+    let (status, headers, _) = post(server.render.unwrap(), "/v1/fit/messages", &[], body.as_bytes()).await;
+    assert_eq!(status, 200);
+    let header = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(header("x-context-assembler-exact"), Some("true"));
+    assert_eq!(
+        header("x-context-assembler-tokens-provider"),
+        Some(tokens.to_string().as_str())
+    );
+    assert_eq!(header("x-context-assembler-tokens-estimated"), Some("0"));
     server.stop().await;
 }

@@ -13,5 +13,6 @@ mod ext_proc;
 mod grpc;
 mod render;
 mod scopes;
+mod sources;
 mod tls;
 mod uds;

@@ -40,6 +40,18 @@ async fn server(dir: &Path) -> TestServer {
 
 /// One HTTP/1.1 exchange: the status and the body.
 async fn call(addr: SocketAddr, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let (status, _, body) = exchange(addr, method, path, content_type, body).await;
+    (status, body)
+}
+
+/// One HTTP/1.1 exchange: the status, the head's header lines and the body.
+async fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -52,7 +64,8 @@ async fn call(addr: SocketAddr, method: &str, path: &str, content_type: &str, bo
     let text = String::from_utf8_lossy(&out);
     let status = text[9..12].parse().unwrap();
     let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    (status, out[at..].to_vec())
+    let head = String::from_utf8_lossy(&out[..at]).to_ascii_lowercase();
+    (status, head, out[at..].to_vec())
 }
 
 async fn post(addr: SocketAddr, path: &str, body: &Value) -> (u16, Value) {
@@ -245,5 +258,57 @@ async fn bad_requests_are_4xx_error_bodies_and_the_node_keeps_serving() {
     let models: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(models["data"][0]["id"], "open-model");
     assert_eq!(models["data"].as_array().unwrap().len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn every_answer_says_its_tokens_are_its_folders_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path()).await;
+    let addr = server.render.unwrap();
+    let chat = json!({"model": "open-model", "messages": [{"role": "user", "content": "hello world"}]});
+    let prompts = json!({"model": "open-model", "prompt": ["hello world", "the rest of it"]});
+    let tokenize = json!({"model": "open-model", "prompt": "hello world"});
+    for (path, body) in [
+        ("/v1/chat/completions/render", &chat),
+        ("/v1/completions/render", &prompts),
+        ("/tokenize", &tokenize),
+    ] {
+        let (status, head, out) = exchange(
+            addr,
+            "POST",
+            path,
+            "application/json",
+            body.to_string().as_bytes(),
+        )
+        .await;
+        assert_eq!(status, 200, "{path}");
+        let answer: Value = serde_json::from_slice(&out).unwrap();
+        let tokens: usize = match path {
+            "/tokenize" => ids(&answer["tokens"]).len(),
+            "/v1/completions/render" => answer
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| ids(&a["token_ids"]).len())
+                .sum(),
+            _ => ids(&answer["token_ids"]).len(),
+        };
+        assert!(tokens > 0);
+        for (name, value) in [
+            ("x-context-assembler-tokens-exact", tokens),
+            ("x-context-assembler-tokens-provider", 0),
+            ("x-context-assembler-tokens-estimated", 0),
+        ] {
+            assert!(
+                head.contains(&format!("\r\n{name}: {value}\r\n")),
+                "{path}: {head}"
+            );
+        }
+    }
+    // A refusal counts nothing.
+    let (status, head, _) = exchange(addr, "POST", "/tokenize", "application/json", b"{}").await;
+    assert_eq!(status, 400);
+    assert!(!head.contains("x-context-assembler-tokens"), "{head}");
     server.stop().await;
 }

@@ -143,3 +143,39 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn a_fitted_requests_sources_add_up_to_its_input_tokens() {
+    let usage = Usage {
+        budget: 10_000,
+        total_tokens: 100,
+        static_tokens: 40,
+        dynamic_tokens: 60,
+        tokenizer: "estimate(cl100k_base,+20%)".to_owned(),
+        exact: false,
+        output_reserve: 1000,
+        context_window: 200_000,
+        tools_tokens: 30,
+        tools_exact: false,
+        sources: Sources {
+            exact: 0,
+            provider: 70,
+            estimated: 30,
+        },
+    };
+    let add_up = |s: Sources| s.exact + s.provider + s.estimated;
+    // The messages as counted; tools and images by whether their rule is
+    // the provider's.
+    let s = sources(&usage, false, 50, true);
+    assert_eq!((s.exact, s.provider, s.estimated), (50, 70, 60));
+    assert_eq!(add_up(s), 100 + 30 + 50);
+    let exact_tools = Usage {
+        tools_exact: true,
+        ..usage.clone()
+    };
+    let s = sources(&exact_tools, false, 50, false);
+    assert_eq!((s.exact, s.provider, s.estimated), (30, 70, 80));
+    // A count by convention is an estimate of every message.
+    let s = sources(&usage, true, 0, true);
+    assert_eq!((s.exact, s.provider, s.estimated), (0, 0, 130));
+}

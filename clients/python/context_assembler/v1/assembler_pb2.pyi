@@ -555,14 +555,20 @@ class CountTokensRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., encoding: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class CountTokensResponse(_message.Message):
-    __slots__ = ("tokens", "tokenizer", "exact")
+    __slots__ = ("tokens", "tokenizer", "exact", "tokens_exact", "tokens_provider", "tokens_estimated")
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_EXACT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
     tokens: int
     tokenizer: str
     exact: bool
-    def __init__(self, tokens: _Optional[int] = ..., tokenizer: _Optional[str] = ..., exact: _Optional[bool] = ...) -> None: ...
+    tokens_exact: int
+    tokens_provider: int
+    tokens_estimated: int
+    def __init__(self, tokens: _Optional[int] = ..., tokenizer: _Optional[str] = ..., exact: _Optional[bool] = ..., tokens_exact: _Optional[int] = ..., tokens_provider: _Optional[int] = ..., tokens_estimated: _Optional[int] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

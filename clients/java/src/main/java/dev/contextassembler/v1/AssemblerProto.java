@@ -462,10 +462,13 @@ public final class AssemblerProto {
       "fset\022\'\n\017servable_tokens\030\006 \001(\rR\016servableT" +
       "okens\"k\n\022CountTokensRequest\022\026\n\005model\030\001 \001" +
       "(\tH\000R\005model\022\034\n\010encoding\030\002 \001(\tH\000R\010encodin" +
-      "g\022\022\n\004text\030\003 \001(\tR\004textB\013\n\ttokenizer\"a\n\023Co" +
-      "untTokensResponse\022\026\n\006tokens\030\001 \001(\rR\006token" +
-      "s\022\034\n\ttokenizer\030\002 \001(\tR\ttokenizer\022\024\n\005exact" +
-      "\030\003 \001(\010R\005exact\"\023\n\021ListModelsRequest\"\364\002\n\tM" +
+      "g\022\022\n\004text\030\003 \001(\tR\004textB\013\n\ttokenizer\"\330\001\n\023C" +
+      "ountTokensResponse\022\026\n\006tokens\030\001 \001(\rR\006toke" +
+      "ns\022\034\n\ttokenizer\030\002 \001(\tR\ttokenizer\022\024\n\005exac" +
+      "t\030\003 \001(\010R\005exact\022!\n\014tokens_exact\030\004 \001(\rR\013to" +
+      "kensExact\022\'\n\017tokens_provider\030\005 \001(\rR\016toke" +
+      "nsProvider\022)\n\020tokens_estimated\030\006 \001(\rR\017to" +
+      "kensEstimated\"\023\n\021ListModelsRequest\"\364\002\n\tM" +
       "odelInfo\022\022\n\004name\030\001 \001(\tR\004name\022\032\n\010encoding" +
       "\030\002 \001(\tR\010encoding\022%\n\016context_window\030\003 \001(\r" +
       "R\rcontextWindow\0224\n\026default_output_reserv" +
@@ -704,10 +707,10 @@ public final class AssemblerProto {
       "AssembleRequest\032,.context_assembler.v1.A" +
       "ssembleStreamResponse(\0010\001\022b\n\013ReportUsage" +
       "\022(.context_assembler.v1.ReportUsageReque" +
-      "st\032).context_assembler.v1.ReportUsageRes" +
+      "st\032).context_assembler.v1.ReportUsageRes",
       "ponse\022V\n\007Compact\022$.context_assembler.v1." +
       "CompactRequest\032%.context_assembler.v1.Co" +
-      "mpactResponse\022S\n\006Retain\022#.context_assemb",
+      "mpactResponse\022S\n\006Retain\022#.context_assemb" +
       "ler.v1.RetainRequest\032$.context_assembler" +
       ".v1.RetainResponse\022S\n\006Forget\022#.context_a" +
       "ssembler.v1.ForgetRequest\032$.context_asse" +
@@ -866,7 +869,7 @@ public final class AssemblerProto {
     internal_static_context_assembler_v1_CountTokensResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_context_assembler_v1_CountTokensResponse_descriptor,
-        new java.lang.String[] { "Tokens", "Tokenizer", "Exact", });
+        new java.lang.String[] { "Tokens", "Tokenizer", "Exact", "TokensExact", "TokensProvider", "TokensEstimated", });
     internal_static_context_assembler_v1_ListModelsRequest_descriptor =
       getDescriptor().getMessageTypes().get(24);
     internal_static_context_assembler_v1_ListModelsRequest_fieldAccessorTable = new

@@ -52,7 +52,11 @@ private static final long serialVersionUID = 0L;
   private int tokens_ = 0;
   /**
    * <pre>
-   * Number of tokens.
+   * Number of tokens. For a model without a public tokenizer
+   * (`ModelInfo.tokenizer_generation`) whose provider counts
+   * (`[providers.NAME.counting]`): the provider's count of the text once it
+   * has counted it (the text is handed to it at first sight, off the request
+   * path), else the estimate.
    * </pre>
    *
    * <code>uint32 tokens = 1 [json_name = "tokens"];</code>
@@ -114,7 +118,8 @@ private static final long serialVersionUID = 0L;
   private boolean exact_ = false;
   /**
    * <pre>
-   * Whether the count is exact.
+   * True when nothing in tokens is estimated: counted by a public tokenizer,
+   * or by the model's provider (see tokens_provider).
    * </pre>
    *
    * <code>bool exact = 3 [json_name = "exact"];</code>
@@ -123,6 +128,53 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public boolean getExact() {
     return exact_;
+  }
+
+  public static final int TOKENS_EXACT_FIELD_NUMBER = 4;
+  private int tokensExact_ = 0;
+  /**
+   * <pre>
+   * Where tokens came from, as Usage says it; the three add up to tokens.
+   * Counted by the public tokenizer (an encoding, an OpenAI model, a model
+   * folder).
+   * </pre>
+   *
+   * <code>uint32 tokens_exact = 4 [json_name = "tokensExact"];</code>
+   * @return The tokensExact.
+   */
+  @java.lang.Override
+  public int getTokensExact() {
+    return tokensExact_;
+  }
+
+  public static final int TOKENS_PROVIDER_FIELD_NUMBER = 5;
+  private int tokensProvider_ = 0;
+  /**
+   * <pre>
+   * Counted by the model's provider: a text its counting endpoint counted.
+   * </pre>
+   *
+   * <code>uint32 tokens_provider = 5 [json_name = "tokensProvider"];</code>
+   * @return The tokensProvider.
+   */
+  @java.lang.Override
+  public int getTokensProvider() {
+    return tokensProvider_;
+  }
+
+  public static final int TOKENS_ESTIMATED_FIELD_NUMBER = 6;
+  private int tokensEstimated_ = 0;
+  /**
+   * <pre>
+   * Estimated: a text the provider has not counted (yet).
+   * </pre>
+   *
+   * <code>uint32 tokens_estimated = 6 [json_name = "tokensEstimated"];</code>
+   * @return The tokensEstimated.
+   */
+  @java.lang.Override
+  public int getTokensEstimated() {
+    return tokensEstimated_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -148,6 +200,15 @@ private static final long serialVersionUID = 0L;
     if (exact_ != false) {
       output.writeBool(3, exact_);
     }
+    if (tokensExact_ != 0) {
+      output.writeUInt32(4, tokensExact_);
+    }
+    if (tokensProvider_ != 0) {
+      output.writeUInt32(5, tokensProvider_);
+    }
+    if (tokensEstimated_ != 0) {
+      output.writeUInt32(6, tokensEstimated_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -167,6 +228,18 @@ private static final long serialVersionUID = 0L;
     if (exact_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(3, exact_);
+    }
+    if (tokensExact_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(4, tokensExact_);
+    }
+    if (tokensProvider_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(5, tokensProvider_);
+    }
+    if (tokensEstimated_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(6, tokensEstimated_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -189,6 +262,12 @@ private static final long serialVersionUID = 0L;
         .equals(other.getTokenizer())) return false;
     if (getExact()
         != other.getExact()) return false;
+    if (getTokensExact()
+        != other.getTokensExact()) return false;
+    if (getTokensProvider()
+        != other.getTokensProvider()) return false;
+    if (getTokensEstimated()
+        != other.getTokensEstimated()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -207,6 +286,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + EXACT_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getExact());
+    hash = (37 * hash) + TOKENS_EXACT_FIELD_NUMBER;
+    hash = (53 * hash) + getTokensExact();
+    hash = (37 * hash) + TOKENS_PROVIDER_FIELD_NUMBER;
+    hash = (53 * hash) + getTokensProvider();
+    hash = (37 * hash) + TOKENS_ESTIMATED_FIELD_NUMBER;
+    hash = (53 * hash) + getTokensEstimated();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -343,6 +428,9 @@ private static final long serialVersionUID = 0L;
       tokens_ = 0;
       tokenizer_ = "";
       exact_ = false;
+      tokensExact_ = 0;
+      tokensProvider_ = 0;
+      tokensEstimated_ = 0;
       return this;
     }
 
@@ -384,6 +472,15 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.exact_ = exact_;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.tokensExact_ = tokensExact_;
+      }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.tokensProvider_ = tokensProvider_;
+      }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.tokensEstimated_ = tokensEstimated_;
       }
     }
 
@@ -442,6 +539,15 @@ private static final long serialVersionUID = 0L;
       if (other.getExact() != false) {
         setExact(other.getExact());
       }
+      if (other.getTokensExact() != 0) {
+        setTokensExact(other.getTokensExact());
+      }
+      if (other.getTokensProvider() != 0) {
+        setTokensProvider(other.getTokensProvider());
+      }
+      if (other.getTokensEstimated() != 0) {
+        setTokensEstimated(other.getTokensEstimated());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -483,6 +589,21 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 24
+            case 32: {
+              tokensExact_ = input.readUInt32();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 32
+            case 40: {
+              tokensProvider_ = input.readUInt32();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
+            case 48: {
+              tokensEstimated_ = input.readUInt32();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 48
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -503,7 +624,11 @@ private static final long serialVersionUID = 0L;
     private int tokens_ ;
     /**
      * <pre>
-     * Number of tokens.
+     * Number of tokens. For a model without a public tokenizer
+     * (`ModelInfo.tokenizer_generation`) whose provider counts
+     * (`[providers.NAME.counting]`): the provider's count of the text once it
+     * has counted it (the text is handed to it at first sight, off the request
+     * path), else the estimate.
      * </pre>
      *
      * <code>uint32 tokens = 1 [json_name = "tokens"];</code>
@@ -515,7 +640,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Number of tokens.
+     * Number of tokens. For a model without a public tokenizer
+     * (`ModelInfo.tokenizer_generation`) whose provider counts
+     * (`[providers.NAME.counting]`): the provider's count of the text once it
+     * has counted it (the text is handed to it at first sight, off the request
+     * path), else the estimate.
      * </pre>
      *
      * <code>uint32 tokens = 1 [json_name = "tokens"];</code>
@@ -531,7 +660,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Number of tokens.
+     * Number of tokens. For a model without a public tokenizer
+     * (`ModelInfo.tokenizer_generation`) whose provider counts
+     * (`[providers.NAME.counting]`): the provider's count of the text once it
+     * has counted it (the text is handed to it at first sight, off the request
+     * path), else the estimate.
      * </pre>
      *
      * <code>uint32 tokens = 1 [json_name = "tokens"];</code>
@@ -639,7 +772,8 @@ private static final long serialVersionUID = 0L;
     private boolean exact_ ;
     /**
      * <pre>
-     * Whether the count is exact.
+     * True when nothing in tokens is estimated: counted by a public tokenizer,
+     * or by the model's provider (see tokens_provider).
      * </pre>
      *
      * <code>bool exact = 3 [json_name = "exact"];</code>
@@ -651,7 +785,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Whether the count is exact.
+     * True when nothing in tokens is estimated: counted by a public tokenizer,
+     * or by the model's provider (see tokens_provider).
      * </pre>
      *
      * <code>bool exact = 3 [json_name = "exact"];</code>
@@ -667,7 +802,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Whether the count is exact.
+     * True when nothing in tokens is estimated: counted by a public tokenizer,
+     * or by the model's provider (see tokens_provider).
      * </pre>
      *
      * <code>bool exact = 3 [json_name = "exact"];</code>
@@ -676,6 +812,144 @@ private static final long serialVersionUID = 0L;
     public Builder clearExact() {
       bitField0_ = (bitField0_ & ~0x00000004);
       exact_ = false;
+      onChanged();
+      return this;
+    }
+
+    private int tokensExact_ ;
+    /**
+     * <pre>
+     * Where tokens came from, as Usage says it; the three add up to tokens.
+     * Counted by the public tokenizer (an encoding, an OpenAI model, a model
+     * folder).
+     * </pre>
+     *
+     * <code>uint32 tokens_exact = 4 [json_name = "tokensExact"];</code>
+     * @return The tokensExact.
+     */
+    @java.lang.Override
+    public int getTokensExact() {
+      return tokensExact_;
+    }
+    /**
+     * <pre>
+     * Where tokens came from, as Usage says it; the three add up to tokens.
+     * Counted by the public tokenizer (an encoding, an OpenAI model, a model
+     * folder).
+     * </pre>
+     *
+     * <code>uint32 tokens_exact = 4 [json_name = "tokensExact"];</code>
+     * @param value The tokensExact to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokensExact(int value) {
+      
+      tokensExact_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Where tokens came from, as Usage says it; the three add up to tokens.
+     * Counted by the public tokenizer (an encoding, an OpenAI model, a model
+     * folder).
+     * </pre>
+     *
+     * <code>uint32 tokens_exact = 4 [json_name = "tokensExact"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokensExact() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      tokensExact_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int tokensProvider_ ;
+    /**
+     * <pre>
+     * Counted by the model's provider: a text its counting endpoint counted.
+     * </pre>
+     *
+     * <code>uint32 tokens_provider = 5 [json_name = "tokensProvider"];</code>
+     * @return The tokensProvider.
+     */
+    @java.lang.Override
+    public int getTokensProvider() {
+      return tokensProvider_;
+    }
+    /**
+     * <pre>
+     * Counted by the model's provider: a text its counting endpoint counted.
+     * </pre>
+     *
+     * <code>uint32 tokens_provider = 5 [json_name = "tokensProvider"];</code>
+     * @param value The tokensProvider to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokensProvider(int value) {
+      
+      tokensProvider_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Counted by the model's provider: a text its counting endpoint counted.
+     * </pre>
+     *
+     * <code>uint32 tokens_provider = 5 [json_name = "tokensProvider"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokensProvider() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      tokensProvider_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int tokensEstimated_ ;
+    /**
+     * <pre>
+     * Estimated: a text the provider has not counted (yet).
+     * </pre>
+     *
+     * <code>uint32 tokens_estimated = 6 [json_name = "tokensEstimated"];</code>
+     * @return The tokensEstimated.
+     */
+    @java.lang.Override
+    public int getTokensEstimated() {
+      return tokensEstimated_;
+    }
+    /**
+     * <pre>
+     * Estimated: a text the provider has not counted (yet).
+     * </pre>
+     *
+     * <code>uint32 tokens_estimated = 6 [json_name = "tokensEstimated"];</code>
+     * @param value The tokensEstimated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokensEstimated(int value) {
+      
+      tokensEstimated_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Estimated: a text the provider has not counted (yet).
+     * </pre>
+     *
+     * <code>uint32 tokens_estimated = 6 [json_name = "tokensEstimated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokensEstimated() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      tokensEstimated_ = 0;
       onChanged();
       return this;
     }

@@ -9,7 +9,11 @@ public interface CountTokensResponseOrBuilder extends
 
   /**
    * <pre>
-   * Number of tokens.
+   * Number of tokens. For a model without a public tokenizer
+   * (`ModelInfo.tokenizer_generation`) whose provider counts
+   * (`[providers.NAME.counting]`): the provider's count of the text once it
+   * has counted it (the text is handed to it at first sight, off the request
+   * path), else the estimate.
    * </pre>
    *
    * <code>uint32 tokens = 1 [json_name = "tokens"];</code>
@@ -39,11 +43,44 @@ public interface CountTokensResponseOrBuilder extends
 
   /**
    * <pre>
-   * Whether the count is exact.
+   * True when nothing in tokens is estimated: counted by a public tokenizer,
+   * or by the model's provider (see tokens_provider).
    * </pre>
    *
    * <code>bool exact = 3 [json_name = "exact"];</code>
    * @return The exact.
    */
   boolean getExact();
+
+  /**
+   * <pre>
+   * Where tokens came from, as Usage says it; the three add up to tokens.
+   * Counted by the public tokenizer (an encoding, an OpenAI model, a model
+   * folder).
+   * </pre>
+   *
+   * <code>uint32 tokens_exact = 4 [json_name = "tokensExact"];</code>
+   * @return The tokensExact.
+   */
+  int getTokensExact();
+
+  /**
+   * <pre>
+   * Counted by the model's provider: a text its counting endpoint counted.
+   * </pre>
+   *
+   * <code>uint32 tokens_provider = 5 [json_name = "tokensProvider"];</code>
+   * @return The tokensProvider.
+   */
+  int getTokensProvider();
+
+  /**
+   * <pre>
+   * Estimated: a text the provider has not counted (yet).
+   * </pre>
+   *
+   * <code>uint32 tokens_estimated = 6 [json_name = "tokensEstimated"];</code>
+   * @return The tokensEstimated.
+   */
+  int getTokensEstimated();
 }
