@@ -185,3 +185,168 @@ async fn with_the_provider_down_requests_answer_on_time_estimated() {
     );
     server.stop().await;
 }
+
+/// A session of one kind of content: each turn `bytes` long.
+fn session_texts(kind: &str, seed: u64, turns: usize, bytes: usize) -> Vec<String> {
+    use context_assembler::workload::{self, Rng};
+    let mut rng = Rng::new(seed);
+    (0..turns)
+        .map(|i| match kind {
+            "prose" => workload::prose(&mut rng, bytes),
+            "code" => workload::code(&mut rng, bytes),
+            "cjk" => (0..bytes / 3)
+                .map(|j| match rng.below(12) {
+                    0 => '，',
+                    1 => '。',
+                    _ => char::from_u32(0x4E00 + rng.below(0x5000) as u32).unwrap_or('字'),
+                })
+                .chain(std::iter::once(char::from(b'0' + j_digit(i))))
+                .collect(),
+            "json" => (0..bytes / 48)
+                .map(|j| {
+                    format!(
+                        "{{\"id\":{},\"sku\":\"A-{}\",\"price\":{}.{:02},\"ok\":true}}",
+                        rng.below(100_000),
+                        rng.below(10_000),
+                        rng.below(1000),
+                        j % 100
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            "german" => {
+                let words = [
+                    "Größe",
+                    "Straßenbahn",
+                    "über",
+                    "täglich",
+                    "Qualität",
+                    "Bürger",
+                    "während",
+                    "prüfen",
+                    "Haltestelle",
+                    "der",
+                    "die",
+                    "und",
+                    "für",
+                    "wird",
+                    "Überprüfung",
+                    "schön",
+                ];
+                let mut s = String::new();
+                while s.len() < bytes {
+                    s.push_str(rng.pick(&words));
+                    s.push_str(if rng.below(9) == 0 { ". " } else { " " });
+                }
+                s
+            }
+            _ => unreachable!("{kind}"),
+        })
+        .collect()
+}
+
+fn j_digit(i: usize) -> u8 {
+    (i % 10) as u8
+}
+
+/// The request of a session's `n`-th turn: the system prompt, every turn
+/// so far, a question; a budget the conversation soon overflows.
+fn session_request(kind: &str, texts: &[String], n: usize, budget: u32) -> pb::AssembleRequest {
+    let mut req = request("claude-sonnet-5");
+    req.request_id = format!("{kind}-{n}");
+    req.max_input_tokens = Some(budget);
+    req.blocks[0].items = texts[..n]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| pb::Item {
+            id: format!("t{i}"),
+            content: text.clone(),
+            role: if i % 2 == 0 {
+                pb::Role::User
+            } else {
+                pb::Role::Assistant
+            }
+            .into(),
+            trusted: true,
+            ..Default::default()
+        })
+        .collect();
+    req
+}
+
+/// What the stand-in counts for an assembled prompt (its first message
+/// the system prompt).
+fn standin_count(answer: &pb::AssembleResponse) -> u32 {
+    let messages: Vec<&str> = answer.messages.iter().map(|m| m.content.as_str()).collect();
+    let system =
+        (answer.messages.first().map(|m| m.role) == Some(pb::Role::System.into())).then(|| messages[0]);
+    let turns = if system.is_some() {
+        &messages[1..]
+    } else {
+        &messages[..]
+    };
+    StandIn::count_with(system, None, turns)
+}
+
+/// Sessions of prose, code, Chinese, JSON and German, each request fitted
+/// to a budget its conversation overflows: whatever the provider does, no
+/// prompt is over its budget by the provider's own count, and every
+/// request answers without waiting for it.
+async fn sessions_stay_within_budget(mode: standin::Mode) {
+    const BUDGET: u32 = 1500;
+    let standin = StandIn::start().await;
+    standin.set_mode(mode.clone());
+    let (_dir, server) = server_counting_with(&standin).await;
+    let mut client = server.client();
+    let mut worst = 0.0f64;
+    for (seed, kind) in ["prose", "code", "cjk", "json", "german"].into_iter().enumerate() {
+        let texts = session_texts(kind, seed as u64, 12, 600);
+        for n in 1..=texts.len() {
+            let started = Instant::now();
+            let answer = client
+                .assemble(session_request(kind, &texts, n, BUDGET))
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{mode:?}: never waits"
+            );
+            let usage = answer.usage.clone().unwrap();
+            assert!(usage.total_tokens <= BUDGET, "{usage:?}");
+            let counted = standin_count(&answer);
+            worst = worst.max(f64::from(counted) / f64::from(BUDGET));
+            assert!(
+                counted <= BUDGET,
+                "{mode:?} {kind} request {n}: the provider counts {counted} tokens for a prompt of {} estimated at {}",
+                BUDGET,
+                usage.total_tokens
+            );
+        }
+    }
+    eprintln!(
+        "{mode:?}: the fullest prompt used {:.0}% of its budget",
+        worst * 100.0
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn learning_sessions_stay_within_budget() {
+    sessions_stay_within_budget(standin::Mode::Normal).await;
+}
+
+#[tokio::test]
+async fn with_the_provider_down_sessions_stay_within_budget() {
+    sessions_stay_within_budget(standin::Mode::Down).await;
+}
+
+#[tokio::test]
+async fn with_the_provider_slow_sessions_stay_within_budget() {
+    sessions_stay_within_budget(standin::Mode::Slow(Duration::from_millis(1500))).await;
+}
+
+#[tokio::test]
+async fn with_the_provider_refusing_sessions_stay_within_budget() {
+    sessions_stay_within_budget(standin::Mode::Refusing).await;
+}

@@ -82,3 +82,61 @@ fn closed_endpoint() -> Settings {
         breaker_cooldown: std::time::Duration::from_secs(60),
     }
 }
+
+#[tokio::test]
+async fn a_counted_model_estimates_by_content_and_its_generation_learns_from_every_count() {
+    use crate::provider_count::Sink as _;
+    let catalog = crate::config::default_catalog();
+    let learning = Learning::default();
+    learning.start(vec![("anthropic", closed_endpoint())]).unwrap();
+    let claude = catalog.models.resolve("claude-sonnet-5").unwrap();
+    let t = learning.tokenizer(claude, "claude-sonnet-5");
+    let c = t
+        .content_estimate()
+        .expect("a counted model estimates by content");
+    assert_eq!(&*c.generation, "claude-2026");
+    assert_eq!(c.snapshot.coefficients, Generation::Claude2026.prior());
+    // A model of a public tokenizer stays exact.
+    let gpt = catalog.models.resolve("gpt-4o").unwrap();
+    assert!(learning.tokenizer(gpt, "gpt-4o").content_estimate().is_none());
+
+    // What the provider counts teaches the generation, and no other.
+    let sink = Sink {
+        learned: learning.learned().clone(),
+        estimates: learning.estimates.clone(),
+    };
+    let piece = |text: &str| Piece {
+        model: "claude-sonnet-5".to_owned(),
+        generation: Arc::from("claude-2026"),
+        key: Learned::key("claude-2026", text),
+        kind: PieceKind::Turn,
+        text: Arc::from(text),
+    };
+    let mut frozen = vec![learning.estimates().get("claude-2026").current()];
+    for i in 0..40u32 {
+        let text = format!("word {i} ").repeat(1 + i as usize % 7);
+        sink.learned(&piece(&text), 3 * (1 + i % 7));
+        let now = learning.estimates().get("claude-2026").current();
+        if !Arc::ptr_eq(&now, frozen.last().unwrap()) {
+            frozen.push(now);
+        }
+    }
+    let calibrator = learning.estimates().get("claude-2026");
+    assert_eq!(calibrator.calibrator().observations(), 40);
+    assert_eq!(
+        learning
+            .estimates()
+            .get("claude-legacy")
+            .calibrator()
+            .observations(),
+        0
+    );
+    // Frozen anew at 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 18, 22, 27, 33,
+    // 41: more apart as observations accumulate.
+    let at: Vec<u64> = frozen.iter().map(|f| f.snapshot.observations).collect();
+    assert_eq!(at, [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 18, 22, 27, 33]);
+    // A request now counts with the learned coefficients, keyed apart.
+    let later = learning.tokenizer(claude, "claude-sonnet-5");
+    assert_ne!(later, t);
+    assert_eq!(later.content_estimate().unwrap().snapshot.observations, 33);
+}
