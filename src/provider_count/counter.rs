@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{Notify, Semaphore};
 use tracing::{Instrument as _, debug_span};
@@ -14,8 +14,9 @@ use super::bucket::Bucket;
 use super::client::Client;
 use super::error::CountError;
 use super::queue::Queue;
+use super::shared::Sharing;
 use super::work::{Inner, State};
-use super::{Frames, Piece, Settings, Sink, Stats, Submitted};
+use super::{Frames, Piece, Settings, Shared, Sink, Stats, Submitted};
 use crate::telemetry::metrics;
 
 /// The bucket's burst: one call, so calls are evenly paced (see
@@ -81,9 +82,11 @@ impl Counter {
         let concurrency = settings.concurrency.max(1);
         let inner = Arc::new(Inner {
             api: settings.api,
+            url: settings.url.clone(),
             timeout: settings.timeout,
             client,
             sink,
+            sharing: OnceLock::new(),
             state: Mutex::new(State {
                 queue: Queue::new(settings.queue),
                 bucket: Bucket::new(settings.requests_per_minute, BURST, now),
@@ -130,6 +133,15 @@ impl Counter {
         metrics::provider_count_queue_depth(provider, depth);
         self.inner.work.notify_one();
         submitted
+    }
+
+    /// Shares what this counter learns with a fleet through `store` (see
+    /// [`super::shared`]): from now on a piece, or a model's frames, is
+    /// looked up there before the provider is called, and what the
+    /// provider answers is written there. Once per counter: a second store
+    /// is refused (`false`).
+    pub fn share(&self, store: Arc<dyn Shared>) -> bool {
+        self.inner.sharing.set(Sharing::new(store)).is_ok()
     }
 
     /// The frames of `model` once measured (by the first piece of that

@@ -14,6 +14,12 @@
 //! calling a provider that fails. Before a model's first piece is learned its
 //! [`Frames`] are measured with three calls ([`frames`]).
 //!
+//! With a [`Shared`] store ([`Counter::share`]: the PostgreSQL memory
+//! store's table, when one is configured) a fleet counts each piece once:
+//! a piece is looked up there before the provider is called, and what the
+//! provider answers is written there; best-effort, bounded, never on the
+//! request path ([`shared`]).
+//!
 //! The API key is a [`Secret`]: it is written only into its header (marked
 //! sensitive), never into a log line, an error or a metric; prompt text never
 //! leaves this room except in the body sent to the provider. The test
@@ -31,11 +37,13 @@ mod counter;
 mod error;
 mod frames;
 mod queue;
+mod shared;
 mod wire;
 mod work;
 
 pub use counter::Counter;
 pub use error::{CountError, Failure};
+pub use shared::{Shared, SharedFuture, SharedUnavailable};
 
 /// A provider's counting API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -226,8 +234,14 @@ pub struct Stats {
     pub in_flight: usize,
     /// Calls sent to the provider (frame measurements included).
     pub sent: u64,
-    /// Pieces whose content tokens went to the sink.
+    /// Pieces whose content tokens went to the sink (from the provider or
+    /// the shared store).
     pub learned: u64,
+    /// Pieces learned from the shared store, without a provider call.
+    pub shared: u64,
+    /// Calls to the shared store that failed or timed out (reads and
+    /// writes; calls skipped while its breaker is open are not made).
+    pub shared_failed: u64,
     /// Pieces the provider refused (or that could not be sent).
     pub refused: u64,
     /// Pieces given up after a failed call, or throttled twice.

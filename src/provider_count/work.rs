@@ -2,14 +2,16 @@
 //! `concurrency` pieces at a time), and each piece's task measures its
 //! model's frames if they are not known yet, then counts the piece. Every
 //! call, a probe's or a piece's, goes through [`Inner::call`]: a call slot,
-//! the breaker, the bucket, then the request under its timeout.
+//! the breaker, the bucket, then the request under its timeout. With a
+//! shared store, a piece (or a model's frames) found there is learned
+//! without a call, and what a call learns is written there.
 //!
 //! The lock is a plain mutex held for a few field updates, never across an
 //! await, so [`super::Counter::submit`] never waits on the network.
 
 use std::collections::HashMap;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,6 +24,7 @@ use super::client::Client;
 use super::error::{CountError, Failure};
 use super::frames::{Measured, PROBE, Probes};
 use super::queue::{Job, Queue};
+use super::shared::{self, Sharing, Used};
 use super::wire::{self, Request, Verdict};
 use super::{Api, Piece, PieceKind, Sink, Stats};
 use crate::telemetry::metrics;
@@ -44,9 +47,13 @@ pub struct State {
 /// The counter's shared half.
 pub struct Inner {
     pub api: Api,
+    /// The endpoint, for the keys of shared frames.
+    pub url: String,
     pub timeout: Duration,
     pub client: Client,
     pub sink: Arc<dyn Sink>,
+    /// The fleet's shared store, once given.
+    pub sharing: OnceLock<Sharing>,
     pub state: Mutex<State>,
     /// A piece was queued, or the counter closed (the dispatcher waits).
     pub work: Notify,
@@ -143,17 +150,29 @@ impl Inner {
         }
     }
 
-    /// Counts one piece and tells the sink.
+    /// Counts one piece (unless the shared store has its count) and tells
+    /// the sink.
     async fn process(&self, job: Job) {
         let mut flight = InFlight {
             inner: self,
             piece: Some(job.piece.clone()),
         };
+        if let Some(tokens) = self.shared_count(&job.piece).await {
+            let mut state = self.lock();
+            state.stats.learned += 1;
+            state.stats.shared += 1;
+            drop(state);
+            metrics::provider_count_call(self.provider(), metrics::PROVIDER_COUNT_SHARED);
+            self.sink.learned(&job.piece, tokens);
+            return;
+        }
         let result = self.count(&job.piece).await;
         match result {
             Ok(tokens) => {
                 self.lock().stats.learned += 1;
                 self.sink.learned(&job.piece, tokens);
+                let piece = &job.piece;
+                self.put_shared(&piece.generation, &[(piece.key, tokens)]).await;
             }
             Err(CountError::Refused { .. } | CountError::Unsendable { .. }) => {
                 self.lock().stats.refused += 1;
@@ -221,8 +240,36 @@ impl Inner {
         cell.get_or_try_init(|| self.probe(model, wait)).await.copied()
     }
 
-    /// The three probe calls of `model`'s frames.
+    /// `model`'s frames from the shared store, else from three probe calls
+    /// (then shared).
     async fn probe(&self, model: &str, wait: bool) -> Result<Measured, CountError> {
+        let keys = shared::frame_keys(self.api, &self.url, model);
+        let found = self.get_shared(shared::FRAMES, &keys).await;
+        let (probes, source) = match found.as_deref().and_then(shared::probes_from) {
+            Some(probes) => (probes, "shared"),
+            None => {
+                let probes = self.probe_calls(model, wait).await?;
+                self.put_shared(shared::FRAMES, &shared::probe_rows(keys, probes))
+                    .await;
+                (probes, "provider")
+            }
+        };
+        let measured = Measured::from(probes);
+        let f = measured.frames;
+        info!(
+            provider = self.provider(),
+            model,
+            source,
+            one_message = f.one_message,
+            further_message = f.further_message,
+            system = f.system,
+            "provider count frames measured"
+        );
+        Ok(measured)
+    }
+
+    /// The three probe calls of `model`'s frames.
+    async fn probe_calls(&self, model: &str, wait: bool) -> Result<Probes, CountError> {
         let mut counts = [0; 3];
         let requests = [
             Request::Messages(&[PROBE]),
@@ -234,17 +281,45 @@ impl Inner {
             *count = self.call(model, body.into(), wait).await?;
         }
         let [base, three, system] = counts;
-        let measured = Measured::from(Probes { base, three, system });
-        let f = measured.frames;
-        info!(
-            provider = self.provider(),
-            model,
-            one_message = f.one_message,
-            further_message = f.further_message,
-            system = f.system,
-            "provider count frames measured"
-        );
-        Ok(measured)
+        Ok(Probes { base, three, system })
+    }
+
+    /// The piece's count from the shared store, when there is one and it
+    /// holds a count the piece can cost.
+    async fn shared_count(&self, piece: &Piece) -> Option<u32> {
+        let found = self.get_shared(&piece.generation, &[piece.key]).await?;
+        let tokens = found.first().copied().flatten()?;
+        shared::plausible(tokens, piece.text.len()).then_some(tokens)
+    }
+
+    /// The counts the shared store holds for `keys`; `None` without a
+    /// store, or when it fails (counted) or is skipped.
+    async fn get_shared(&self, generation: &str, keys: &[[u8; 32]]) -> Option<Vec<Option<u32>>> {
+        let used = self.sharing.get()?.get(generation, keys).await;
+        self.used(used)
+    }
+
+    /// Writes `counts` to the shared store, when there is one (a failure
+    /// is counted, and changes nothing else).
+    async fn put_shared(&self, generation: &str, counts: &[([u8; 32], u32)]) {
+        if let Some(sharing) = self.sharing.get() {
+            let used = sharing.put(generation, counts).await;
+            self.used(used);
+        }
+    }
+
+    /// Counts a failed shared call.
+    fn used<T>(&self, used: Used<T>) -> Option<T> {
+        match used {
+            Used::Answered(value) => Some(value),
+            Used::Skipped => None,
+            Used::Failed => {
+                self.lock().stats.shared_failed += 1;
+                metrics::provider_count_call(self.provider(), metrics::PROVIDER_COUNT_SHARED_UNAVAILABLE);
+                debug!(provider = self.provider(), "shared count store call failed");
+                None
+            }
+        }
     }
 
     /// One call: a call slot, the breaker, the bucket, then the request

@@ -11,6 +11,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tracing::{info, warn};
 
+use super::shared_counts::SharedCounts;
 use crate::memory::Memories;
 use crate::memory::store::{Backend, MemoryStore, Transport};
 use crate::telemetry::metrics;
@@ -32,8 +33,13 @@ const PING_EVERY: Duration = Duration::from_secs(5);
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Memories over the configured store, opened now if it opens within
-/// [`FIRST_OPEN_TIMEOUT`], else left connecting (see [`keep`]).
-pub async fn open(backend: &Backend, settings: crate::memory::MemorySettings) -> Memories {
+/// [`FIRST_OPEN_TIMEOUT`], else left connecting (see [`keep`]); the store,
+/// once open, is offered to `shared` too.
+pub async fn open(
+    backend: &Backend,
+    settings: crate::memory::MemorySettings,
+    shared: &SharedCounts,
+) -> Memories {
     if *backend == Backend::Off {
         return Memories::new(None, settings);
     }
@@ -41,6 +47,7 @@ pub async fn open(backend: &Backend, settings: crate::memory::MemorySettings) ->
         Ok(Ok(store)) => {
             if let Some(store) = &store {
                 announce(store);
+                shared.offer(store);
             }
             Memories::new(store, settings)
         }
@@ -77,9 +84,15 @@ fn announce(store: &MemoryStore) {
     }
 }
 
-/// Reports the store's state and, until it is open, opens it with backoff;
-/// then pings it. Runs until aborted (on drain).
-pub async fn keep(backend: Backend, memories: Arc<Memories>, reporter: HealthReporter) {
+/// Reports the store's state and, until it is open, opens it with backoff
+/// (and offers it to `shared`); then pings it. Runs until aborted (on
+/// drain).
+pub async fn keep(
+    backend: Backend,
+    memories: Arc<Memories>,
+    reporter: HealthReporter,
+    shared: Arc<SharedCounts>,
+) {
     if backend == Backend::Off {
         return;
     }
@@ -91,6 +104,7 @@ pub async fn keep(backend: Backend, memories: Arc<Memories>, reporter: HealthRep
         match tokio::time::timeout(OPEN_TIMEOUT, MemoryStore::open(&backend)).await {
             Ok(Ok(Some(store))) => {
                 announce(&store);
+                shared.offer(&store);
                 memories.connected(store);
             }
             Ok(Ok(None)) => return,

@@ -33,8 +33,10 @@ use crate::grpc::gate::Gate;
 use crate::grpc::trace::Traced;
 use crate::grpc::{AssemblerService, pb};
 use crate::memory::Memories;
+use crate::memory::store::Backend;
 use crate::telemetry::metrics;
 use crate::telemetry::trace::Exporter;
+use crate::tokens::provider::Provider;
 
 mod conn;
 pub mod dial;
@@ -43,10 +45,12 @@ pub mod memory;
 mod metrics_http;
 mod render_node;
 mod series;
+mod shared_counts;
 mod signals;
 
 use conn::{Calls, Conn};
 use listener::Listener;
+use shared_counts::SharedCounts;
 
 pub use metrics_http::{METRICS_HEADER_TIMEOUT, install_metrics};
 pub use signals::{Hangups, reload, shutdown_signal};
@@ -151,6 +155,8 @@ pub struct Bound {
     render: Option<Listener>,
     assembler: Arc<Assembler>,
     memories: Arc<Memories>,
+    /// The fleet's learned counts, over the PostgreSQL store once open.
+    shared: Arc<SharedCounts>,
     config: ServerConfig,
     hangups: Hangups,
 }
@@ -162,7 +168,8 @@ impl Bound {
         // Opened (created, migrated) before any port is taken; a store that
         // cannot open does not fail the start: the sidecar serves without it
         // and reconnects (see `memory::keep`).
-        let memories = Arc::new(memory::open(&config.memory_backend, config.memory.clone()).await);
+        let shared = Arc::new(SharedCounts::default());
+        let memories = Arc::new(memory::open(&config.memory_backend, config.memory.clone(), &shared).await);
         let hangups = Hangups::register();
         let bind = |addr: &ListenAddr| {
             let addr = addr.clone();
@@ -189,12 +196,22 @@ impl Bound {
             .learning()
             .start(config.counting.clone())
             .map_err(|e| ServeError::Counting(e.to_string()))?;
+        // A fleet on one PostgreSQL store counts each piece once (issue 52).
+        if matches!(config.memory_backend, Backend::Postgres { .. }) {
+            for (name, _) in &config.counting {
+                let counter = Provider::from_name(name).and_then(|p| assembler.learning().counter(p));
+                if let Some(counter) = counter {
+                    counter.share(shared.clone());
+                }
+            }
+        }
         Ok(Bound {
             grpc,
             metrics,
             render,
             assembler,
             memories,
+            shared,
             config,
             hangups,
         })
@@ -243,6 +260,7 @@ impl Bound {
             render: render_listener,
             assembler,
             memories,
+            shared,
             config,
             hangups,
         } = self;
@@ -354,6 +372,7 @@ impl Bound {
             config.memory_backend.clone(),
             memories.clone(),
             reporter.clone(),
+            shared,
         ));
 
         let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());

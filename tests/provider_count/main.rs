@@ -1,8 +1,9 @@
 //! The background provider counter (`provider_count`, issue 52) against a
 //! stand-in provider on 127.0.0.1:0 (`standin.rs`, reusable by later tests):
 //! what it learns (`counts`), the limits it holds (`limits`), how it takes
-//! a provider that fails, refuses or throttles (`faults`), and that the key
-//! and the prompt text show nowhere but in the request (`privacy`).
+//! a provider that fails, refuses or throttles (`faults`), that the key
+//! and the prompt text show nowhere but in the request (`privacy`), and
+//! what counters sharing one store learn without a call (`shared`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod standin;
@@ -11,6 +12,7 @@ mod counts;
 mod faults;
 mod limits;
 mod privacy;
+mod shared;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

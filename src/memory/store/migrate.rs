@@ -1,6 +1,8 @@
 //! The versioned schema migrations, compiled into the binary: one list of
 //! versions, each with its SQL for SQLite (`migrations/sqlite`) and for
-//! PostgreSQL (`migrations/postgres`), so the two schemas move in step.
+//! PostgreSQL (`migrations/postgres`), so the two schemas move in step. A
+//! version one backend has no use for (version 4, the fleet's shared
+//! provider counts, is PostgreSQL's only) is skipped by the other.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,9 +17,10 @@ use super::StoreError;
 pub(super) struct Step {
     version: i64,
     description: &'static str,
-    /// The SQLite script.
+    /// The SQLite script (empty: no such version for SQLite, so a file a
+    /// sidecar has opened is still one an older sidecar opens).
     pub(super) sqlite: &'static str,
-    /// The PostgreSQL script.
+    /// The PostgreSQL script (empty: no such version for PostgreSQL).
     pub(super) postgres: &'static str,
 }
 
@@ -41,6 +44,14 @@ const STEPS: &[Step] = &[
         sqlite: include_str!("../../../migrations/sqlite/0003_tenancy.sql"),
         postgres: include_str!("../../../migrations/postgres/0003_tenancy.sql"),
     },
+    Step {
+        version: 4,
+        description: "learned counts",
+        // The fleet's shared provider counts (issue 52): a SQLite store is
+        // one sidecar's, with nothing to share.
+        sqlite: "",
+        postgres: include_str!("../../../migrations/postgres/0004_learned_counts.sql"),
+    },
 ];
 
 /// Applies the migrations (each step's script that `script` picks) that the
@@ -63,6 +74,7 @@ impl<'s> MigrationSource<'s> for Embedded {
         Box::pin(async move {
             Ok(STEPS
                 .iter()
+                .filter(|step| !(self.0)(step).is_empty())
                 .map(|step| {
                     Migration::new(
                         step.version,

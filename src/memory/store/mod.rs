@@ -19,6 +19,10 @@
 //! - schema migrations are versioned (`migrations/sqlite`,
 //!   `migrations/postgres`) and applied at start.
 //!
+//! PostgreSQL also holds the fleet's shared provider counts (issue 52:
+//! [`PostgresStore::learned_counts`], bounded by age), read and written by
+//! the sidecars' provider counters, off the request path.
+//!
 //! Here: the choice of backend and the dispatch to it. Beside it:
 //! `calls.rs` (what each call takes and answers), `error.rs`, `migrate.rs`,
 //! the backends `sqlite.rs` and `postgres.rs` and the [`breaker`] in front
@@ -45,7 +49,7 @@ pub use calls::{
 };
 pub use error::StoreError;
 pub(crate) use error::retryable;
-pub use postgres::PostgresStore;
+pub use postgres::{LEARNED_COUNTS_KEEP_FOR, PostgresStore};
 pub use sqlite::SqliteStore;
 
 /// Which store, and where.

@@ -2,7 +2,8 @@
 //! search is a generated, GIN-indexed `tsvector` (English stemming, the
 //! title weighted above the body); scopes are a `TEXT[]` tested with `<@`;
 //! idempotency keys are claimed with `INSERT .. ON CONFLICT DO NOTHING`, so
-//! sidecars racing with one key store its batch once.
+//! sidecars racing with one key store its batch once. Beside the memories,
+//! the fleet's shared provider counts ([`counts`]).
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -19,6 +20,10 @@ use super::{
     Candidate, ForgetFilter, Forgotten, ListQuery, Page, RecallQuery, RetainBatch, Retained, StoreError,
 };
 use crate::memory::model::MemoryId;
+
+mod counts;
+
+pub use counts::KEEP_FOR as LEARNED_COUNTS_KEEP_FOR;
 
 /// How long a caller waits for a pooled connection (and the first connect).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,6 +54,8 @@ pub struct PostgresStore {
     local: bool,
     /// Refuses calls at once while the server is down ([`Breaker`]).
     breaker: Arc<Breaker>,
+    /// When the learned counts are pruned next ([`counts`]).
+    counts_upkeep: Arc<counts::Upkeep>,
 }
 
 impl PostgresStore {
@@ -106,6 +113,7 @@ impl PostgresStore {
             encrypted,
             local,
             breaker: Arc::new(Breaker::default()),
+            counts_upkeep: Arc::default(),
         })
     }
 
