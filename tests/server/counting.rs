@@ -195,7 +195,7 @@ fn session_texts(kind: &str, seed: u64, turns: usize, bytes: usize) -> Vec<Strin
             "prose" => workload::prose(&mut rng, bytes),
             "code" => workload::code(&mut rng, bytes),
             "cjk" => (0..bytes / 3)
-                .map(|j| match rng.below(12) {
+                .map(|_| match rng.below(12) {
                     0 => '，',
                     1 => '。',
                     _ => char::from_u32(0x4E00 + rng.below(0x5000) as u32).unwrap_or('字'),
