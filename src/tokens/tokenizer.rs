@@ -291,13 +291,13 @@ impl ContentEstimate {
     }
 
     /// A lower bound of the count of any text holding `text` whole (a unit
-    /// rendered around it): joining texts merges at most one run (a word
-    /// or a whitespace run) at each of the two joins.
+    /// rendered around it): joining texts merges at most one run (of
+    /// [`Features::RUNS`]) at each of the two joins.
     fn count_within_any(&self, text: &str) -> u32 {
         let c = &self.snapshot.coefficients.0;
-        let merged = 2.0 * f64::max(c[2], c[7]);
+        let merged = 2.0 * Features::RUNS.iter().map(|&i| c[i]).fold(0.0, f64::max);
         let estimate = self.snapshot.coefficients.estimate(&Features::of(text)) - merged;
-        self.snapshot.budget_of(estimate)
+        Snapshot::budget_of(estimate, self.snapshot.least_raise())
     }
 
     /// The most bytes a text counting at most `tokens` can hold: every
@@ -311,7 +311,7 @@ impl ContentEstimate {
         if least <= 0.0 || !least.is_finite() {
             return usize::MAX;
         }
-        let chars = (f64::from(tokens) / (least * (1.0 + self.snapshot.p99))).floor() + 1.0;
+        let chars = (f64::from(tokens) / (least * (1.0 + self.snapshot.least_raise()))).floor() + 1.0;
         // `as` saturates; the bound is finite and positive.
         (chars * 4.0).min(usize::MAX as f64) as usize
     }
@@ -393,7 +393,7 @@ impl Tokenizer {
         }
         if let Some(c) = &self.content {
             // A text's count follows the coefficients and the error.
-            for v in c.snapshot.coefficients.0.iter().chain([&c.snapshot.p99]) {
+            for v in c.snapshot.coefficients.0.iter().chain(&c.snapshot.raise) {
                 h.update(&v.to_bits().to_le_bytes());
             }
         }
@@ -569,7 +569,9 @@ impl Tokenizer {
     pub fn prefixes_within(&self, text: &str, ends: &[usize], extra: &str, limit: u32) -> usize {
         if let Some(c) = &self.content {
             // Features add up but for a run cut at an end: the sum counts
-            // it twice, so the estimate is high, never low.
+            // it twice, so the estimate is high, never low; raised by the
+            // most any class is, whatever the prefix's class.
+            let most = c.snapshot.most_raise();
             let mut f = Features::of(extra);
             let mut start = 0;
             return ends
@@ -580,7 +582,7 @@ impl Tokenizer {
                     };
                     f += Features::of(piece);
                     start = end;
-                    c.snapshot.budget_tokens(&f) <= limit
+                    Snapshot::budget_of(c.snapshot.coefficients.estimate(&f), most) <= limit
                 })
                 .count();
         }

@@ -9,7 +9,7 @@
 //! a floor); it forgets old observations by a factor of [`FORGETTING`] (the
 //! tokenizer may change under a model name), and caps the covariance at its
 //! start so a feature absent for a long while does not wind up into a wild
-//! first step when it comes back. Coefficients are clipped at zero after
+//! first step when it comes back. Coefficients are clipped at [`FLOOR`] after
 //! each step.
 //!
 //! Estimates run on the request path: they read one snapshot under a
@@ -19,7 +19,7 @@
 
 use std::sync::{Mutex, PoisonError, RwLock};
 
-use super::{Coefficients, ContentClass, FEATURES, Features, Generation};
+use super::{Coefficients, ContentClass, FEATURES, FLOOR, Features, Generation};
 
 /// The relative error [`Calibrator::p99_error`] reports until
 /// [`MIN_OBSERVATIONS`]: the spread of the published measurements.
@@ -43,7 +43,7 @@ const PRIOR_FLOOR: f64 = 0.1;
 const MAX_STEP: f64 = 1.0;
 
 /// What estimates read: published together, so an estimate and its
-/// quantile belong to the same moment. A copy is what a request counts
+/// quantiles belong to the same moment. A copy is what a request counts
 /// with ([`Calibrator::snapshot`]): every text of one request is estimated
 /// by the same coefficients, whatever the calibrator learns meanwhile.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,20 +52,49 @@ pub struct Snapshot {
     pub coefficients: Coefficients,
     /// The 99th percentile of recent relative errors ([`Calibrator::p99_error`]).
     pub p99: f64,
+    /// What a budget adds to an estimate of each [`ContentClass`] (by
+    /// [`ContentClass::index`]): the 99th percentile of the recent errors
+    /// on texts of that class, or [`DEFAULT_P99_ERROR`] before
+    /// [`MIN_OBSERVATIONS`] of them. One error for every class would leave
+    /// the class the coefficients fit worst under its budget.
+    pub raise: [f64; ContentClass::ALL.len()],
     /// Observations learned from when it was taken.
     pub observations: u64,
 }
 
 impl Snapshot {
-    /// The tokens a budget should reserve for a text with features `f`:
-    /// `ceil(estimate × (1 + p99))`, saturating at `u32::MAX`.
-    pub fn budget_tokens(&self, f: &Features) -> u32 {
-        self.budget_of(self.coefficients.estimate(f))
+    /// A snapshot of `coefficients` raising every class by `p99`.
+    pub fn uniform(coefficients: Coefficients, p99: f64, observations: u64) -> Snapshot {
+        Snapshot {
+            coefficients,
+            p99,
+            raise: [p99; ContentClass::ALL.len()],
+            observations,
+        }
     }
 
-    /// `ceil(estimate × (1 + p99))` of a raw estimate, saturating.
-    pub fn budget_of(&self, estimate: f64) -> u32 {
-        let budget = (estimate.max(0.0) * (1.0 + self.p99)).ceil();
+    /// The tokens a budget should reserve for a text with features `f`:
+    /// `ceil(estimate × (1 + raise))` with the raise of `f`'s class,
+    /// saturating at `u32::MAX`.
+    pub fn budget_tokens(&self, f: &Features) -> u32 {
+        let raise = self.raise[ContentClass::of(f).index()];
+        Snapshot::budget_of(self.coefficients.estimate(f), raise)
+    }
+
+    /// The smallest raise of any class (for bounds that hold whatever a
+    /// text's class).
+    pub fn least_raise(&self) -> f64 {
+        self.raise.into_iter().fold(f64::INFINITY, f64::min)
+    }
+
+    /// The largest raise of any class.
+    pub fn most_raise(&self) -> f64 {
+        self.raise.into_iter().fold(0.0, f64::max)
+    }
+
+    /// `ceil(estimate × (1 + raise))` of a raw estimate, saturating.
+    pub fn budget_of(estimate: f64, raise: f64) -> u32 {
+        let budget = (estimate.max(0.0) * (1.0 + raise)).ceil();
         // `as` saturates (and takes NaN to 0); the estimate is finite.
         budget.min(f64::from(u32::MAX)) as u32
     }
@@ -132,8 +161,8 @@ impl Calibrator {
         self.read().p99
     }
 
-    /// The tokens a budget should reserve for a text with features `f`:
-    /// `ceil(estimate × (1 + p99_error))`, saturating at `u32::MAX`.
+    /// The tokens a budget should reserve for a text with features `f`
+    /// ([`Snapshot::budget_tokens`]: raised by its class's error).
     pub fn budget_tokens(&self, f: &Features) -> u32 {
         self.read().budget_tokens(f)
     }
@@ -255,9 +284,17 @@ impl Learner {
         } else {
             quantile(&self.all.recent(), 0.99).unwrap_or(DEFAULT_P99_ERROR)
         };
+        let raise = self.by_class.each_ref().map(|ring| {
+            let recent = ring.recent();
+            match quantile(&recent, 0.99) {
+                Some(q) if recent.len() as u64 >= MIN_OBSERVATIONS => q,
+                _ => DEFAULT_P99_ERROR,
+            }
+        });
         Snapshot {
             coefficients: Coefficients(self.coefficients),
             p99,
+            raise,
             observations: self.observations,
         }
     }
@@ -286,8 +323,8 @@ impl Learner {
             return;
         }
         let mut c = self.coefficients;
-        for (c, gain) in c.iter_mut().zip(&px) {
-            *c = (*c + gain / denom * innovation).max(0.0);
+        for ((c, gain), floor) in c.iter_mut().zip(&px).zip(FLOOR.0) {
+            *c = (*c + gain / denom * innovation).max(floor);
         }
         let mut p = self.p;
         for (row, pi) in p.iter_mut().zip(&px) {

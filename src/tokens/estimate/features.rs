@@ -12,7 +12,7 @@ use std::iter::Sum;
 use std::ops::{Add, AddAssign};
 
 /// How many features a [`Features`] holds.
-pub const FEATURES: usize = 8;
+pub const FEATURES: usize = 11;
 
 /// The features' names, in the order of [`Features::values`].
 pub const FEATURE_NAMES: [&str; FEATURES] = [
@@ -24,12 +24,19 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "cjk",
     "other",
     "words",
+    "latin_extended",
+    "digit_runs",
+    "punctuation_runs",
 ];
 
 /// The counts an estimate is made of, for one text or the sum of several.
 ///
 /// The six character counts partition the text's characters (they sum to
-/// its `chars().count()`); `words` and `whitespace_runs` count maximal runs.
+/// its `chars().count()`); `words`, `whitespace_runs`, `digit_runs` and
+/// `punctuation_runs` count maximal runs; `latin_extended` counts again the
+/// Latin letters beyond ASCII (an umlaut, an accent: vocabularies hold far
+/// fewer words with them, so they cost more, and the tokenizers without a
+/// public vocabulary may cut a word at them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Features {
     /// Latin letters: ASCII letters, and the letters of Latin-1, Latin
@@ -56,6 +63,13 @@ pub struct Features {
     /// Words: maximal runs of Latin letters. A combining mark ends a word
     /// (decomposed "é" is a Latin letter and an `other`).
     pub words: u64,
+    /// Latin letters beyond ASCII (also counted in `latin`).
+    pub latin_extended: u64,
+    /// Maximal runs of ASCII digits (tokenizers group digits: a number
+    /// costs by its runs as well as its digits).
+    pub digit_runs: u64,
+    /// Maximal runs of punctuation (`"},{"` is often one token).
+    pub punctuation_runs: u64,
 }
 
 /// Unicode ranges (inclusive) counted as CJK, beyond ASCII.
@@ -139,13 +153,20 @@ impl Features {
                 CharClass::Latin => {
                     f.latin += 1;
                     f.words += u64::from(!continues);
+                    f.latin_extended += u64::from(!c.is_ascii());
                 }
                 CharClass::Space => {
                     f.whitespace += 1;
                     f.whitespace_runs += u64::from(!continues);
                 }
-                CharClass::Digit => f.digits += 1,
-                CharClass::Punct => f.punctuation += 1,
+                CharClass::Digit => {
+                    f.digits += 1;
+                    f.digit_runs += u64::from(!continues);
+                }
+                CharClass::Punct => {
+                    f.punctuation += 1;
+                    f.punctuation_runs += u64::from(!continues);
+                }
                 CharClass::Cjk => f.cjk += 1,
                 CharClass::Other => f.other += 1,
             }
@@ -157,19 +178,32 @@ impl Features {
     /// Whether `Features::of(left) + Features::of(right)` is exactly
     /// `Features::of` of the two joined: always, unless the join continues
     /// a run, that is `left` ends and `right` begins with a Latin letter
-    /// (the sum then counts one word too many) or both with whitespace (one
-    /// whitespace run too many). In particular texts joined at a whitespace
-    /// boundary (one side's edge whitespace, the other's not) add exactly,
-    /// and an empty side always does. The character counts always add.
+    /// (the sum then counts one word too many), whitespace, a digit or
+    /// punctuation (one run of that kind too many). In particular texts
+    /// joined at a whitespace boundary (one side's edge whitespace, the
+    /// other's not) add exactly, and an empty side always does. The
+    /// character counts always add.
     pub fn adds_up(left: &str, right: &str) -> bool {
         match (left.chars().next_back(), right.chars().next()) {
             (Some(a), Some(b)) => {
                 let (a, b) = (class_of(a), class_of(b));
-                a != b || !matches!(a, CharClass::Latin | CharClass::Space)
+                a != b || !Features::runs(a)
             }
             _ => true,
         }
     }
+
+    /// Whether maximal runs of `class` are counted.
+    fn runs(class: CharClass) -> bool {
+        matches!(
+            class,
+            CharClass::Latin | CharClass::Space | CharClass::Digit | CharClass::Punct
+        )
+    }
+
+    /// The indexes in [`FEATURE_NAMES`] of the run counts: a join of two
+    /// texts merges at most one run, of one of these.
+    pub const RUNS: [usize; 4] = [2, 7, 9, 10];
 
     /// The counts as numbers, in the order of [`FEATURE_NAMES`].
     pub fn values(&self) -> [f64; FEATURES] {
@@ -182,6 +216,9 @@ impl Features {
             self.cjk,
             self.other,
             self.words,
+            self.latin_extended,
+            self.digit_runs,
+            self.punctuation_runs,
         ]
         .map(|n| n as f64)
     }
@@ -216,6 +253,9 @@ impl Add for Features {
             cjk: self.cjk.saturating_add(o.cjk),
             other: self.other.saturating_add(o.other),
             words: self.words.saturating_add(o.words),
+            latin_extended: self.latin_extended.saturating_add(o.latin_extended),
+            digit_runs: self.digit_runs.saturating_add(o.digit_runs),
+            punctuation_runs: self.punctuation_runs.saturating_add(o.punctuation_runs),
         }
     }
 }

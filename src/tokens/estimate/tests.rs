@@ -19,6 +19,9 @@ fn features(v: [u64; FEATURES]) -> Features {
         cjk,
         other,
         words,
+        latin_extended,
+        digit_runs,
+        punctuation_runs,
     ] = v;
     Features {
         latin,
@@ -29,6 +32,9 @@ fn features(v: [u64; FEATURES]) -> Features {
         cjk,
         other,
         words,
+        latin_extended,
+        digit_runs,
+        punctuation_runs,
     }
 }
 
@@ -36,24 +42,27 @@ fn features(v: [u64; FEATURES]) -> Features {
 fn features_count_each_class_by_hand() {
     let cases: &[(&str, Features)] = &[
         ("", Features::default()),
-        ("Hello, world!", features([10, 0, 1, 1, 2, 0, 0, 2])),
+        ("Hello, world!", features([10, 0, 1, 1, 2, 0, 0, 2, 0, 0, 2])),
         // Precomposed ï and é are Latin letters inside their words.
-        ("naïve café 42", features([9, 2, 2, 2, 0, 0, 0, 2])),
+        ("naïve café 42", features([9, 2, 2, 2, 0, 0, 0, 2, 2, 1, 0])),
         // A combining acute accent is `other` and ends the word.
-        ("cafe\u{301}s", features([5, 0, 0, 0, 0, 0, 1, 2])),
-        ("Привет, мир", features([0, 0, 1, 1, 1, 0, 9, 0])),
+        ("cafe\u{301}s", features([5, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0])),
+        ("Привет, мир", features([0, 0, 1, 1, 1, 0, 9, 0, 0, 0, 1])),
         // CJK punctuation and the ideographic space are CJK and whitespace.
         (
             "你好，世界。\u{3000}日本語のテキスト",
-            features([0, 0, 1, 1, 0, 14, 0, 0]),
+            features([0, 0, 1, 1, 0, 14, 0, 0, 0, 0, 0]),
         ),
-        ("한국어 ＡＢＣ", features([0, 0, 1, 1, 0, 6, 0, 0])),
+        ("한국어 ＡＢＣ", features([0, 0, 1, 1, 0, 6, 0, 0, 0, 0, 0])),
         // A thumbs-up with a skin tone is two `other` scalars.
-        ("👍🏽 ok", features([2, 0, 1, 1, 0, 0, 2, 1])),
-        ("\t\n  x\r\n", features([1, 0, 2, 6, 0, 0, 0, 1])),
-        ("“quoted” — 3×4÷2 €5…", features([6, 4, 3, 3, 7, 0, 0, 1])),
-        ("مرحبا ١٢٣ नमस्ते", features([0, 0, 2, 2, 0, 0, 14, 0])),
-        ("\u{0}\u{7f}", features([0, 0, 0, 0, 0, 0, 2, 0])),
+        ("👍🏽 ok", features([2, 0, 1, 1, 0, 0, 2, 1, 0, 0, 0])),
+        ("\t\n  x\r\n", features([1, 0, 2, 6, 0, 0, 0, 1, 0, 0, 0])),
+        (
+            "“quoted” — 3×4÷2 €5…",
+            features([6, 4, 3, 3, 7, 0, 0, 1, 0, 4, 7]),
+        ),
+        ("مرحبا ١٢٣ नमस्ते", features([0, 0, 2, 2, 0, 0, 14, 0, 0, 0, 0])),
+        ("\u{0}\u{7f}", features([0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0])),
     ];
     for (text, want) in cases {
         let got = Features::of(text);
@@ -78,9 +87,11 @@ fn texts_joined_at_whitespace_add_up_and_runs_joined_do_not() {
     assert_eq!(sum.words, Features::of("refund").words + 1);
     // Two whitespace runs joined: one run too many.
     assert!(!Features::adds_up("a ", " b"));
-    // An empty side, digits and punctuation never join a run.
+    // Digit and punctuation runs joined: one run too many.
+    assert!(!Features::adds_up("12", "34") && !Features::adds_up("a.", ".b"));
+    // An empty side never joins a run, nor do two classes.
     assert!(Features::adds_up("", "x") && Features::adds_up("x", ""));
-    assert!(Features::adds_up("12", "34") && Features::adds_up("a.", ".b"));
+    assert!(Features::adds_up("a1", ".b") && Features::adds_up("1 ", "x"));
     let mut total = Features::default();
     total += Features::of(a);
     total += Features::of(b);
@@ -99,15 +110,15 @@ fn piece() -> impl Strategy<Value = String> {
 }
 
 fn any_features() -> impl Strategy<Value = Features> {
-    proptest::array::uniform8(0u64..100_000).prop_map(features)
+    proptest::array::uniform11(0u64..100_000).prop_map(features)
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     /// The sum is exact where [`Features::adds_up`] says so; elsewhere it
-    /// counts exactly one word or one whitespace run more, never a
-    /// character more.
+    /// counts exactly one run (a word, whitespace, digits, punctuation)
+    /// more, never a character more.
     #[test]
     fn features_add_up_exactly_where_documented(a in piece(), b in piece()) {
         let joined = Features::of(&format!("{a}{b}"));
@@ -115,7 +126,10 @@ proptest! {
         if Features::adds_up(&a, &b) {
             prop_assert_eq!(sum, joined);
         } else {
-            let runs = (sum.words - joined.words) + (sum.whitespace_runs - joined.whitespace_runs);
+            let runs = (sum.words - joined.words)
+                + (sum.whitespace_runs - joined.whitespace_runs)
+                + (sum.digit_runs - joined.digit_runs)
+                + (sum.punctuation_runs - joined.punctuation_runs);
             prop_assert_eq!(runs, 1);
             prop_assert_eq!(sum.chars(), joined.chars());
             prop_assert_eq!(sum.values()[..2].to_vec(), joined.values()[..2].to_vec());
@@ -412,7 +426,7 @@ fn observations_without_a_relative_error_are_ignored() {
 #[test]
 fn a_budget_saturates_rather_than_wraps() {
     let cal = Calibrator::new(Generation::Unknown);
-    let huge = features([u64::MAX, u64::MAX, 0, 0, 0, 0, 0, 0]);
+    let huge = features([u64::MAX, u64::MAX, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(cal.budget_tokens(&huge), u32::MAX);
     assert_eq!(huge + huge, huge);
 }
@@ -461,4 +475,53 @@ fn calibrators_are_shared_across_threads() {
         }
     });
     assert_eq!(cal.observations(), 200);
+}
+
+#[test]
+#[ignore = "prints the priors' fits: cargo test --lib print_the_priors_fits -- --ignored --nocapture"]
+fn print_the_priors_fits() {
+    for g in [
+        Generation::ClaudeLegacy,
+        Generation::Claude2026,
+        Generation::Gemini,
+    ] {
+        let fit = samples::fit(g).unwrap();
+        let rounded: Vec<String> = fit.iter().map(|c| format!("{c:.4}")).collect();
+        println!("{}: [{}]", g.name(), rounded.join(", "));
+        for (kind, f, cl100k) in samples::samples() {
+            let target = kind.ratio(g).unwrap() * cl100k;
+            println!(
+                "  {kind:?}: {:+.1}%",
+                100.0 * (g.prior().estimate(&f) / target - 1.0)
+            );
+        }
+    }
+}
+
+/// Each class is raised by its own recent errors, and a class not yet
+/// seen [`MIN_OBSERVATIONS`] times by the default: a budget never borrows
+/// the accuracy the coefficients have on another kind of text.
+#[test]
+fn budgets_raise_each_class_by_its_own_error() {
+    let cal = Calibrator::new(Generation::Claude2026);
+    let prose = Features::of("The refund reached the account after five business days, as promised. ");
+    let json = Features::of(r#"{"id":12,"sku":"A-7","ok":true},{"id":13,"sku":"B-9","ok":false}"#);
+    assert_eq!(ContentClass::of(&prose), ContentClass::Prose);
+    assert_eq!(ContentClass::of(&json), ContentClass::Json);
+    let truth = |f: &Features| Generation::Claude2026.prior().estimate(f).round() as u64;
+    for _ in 0..MIN_OBSERVATIONS {
+        cal.observe(&prose, truth(&prose));
+    }
+    let s = cal.snapshot();
+    let measured = s.raise[ContentClass::Prose.index()];
+    assert!(measured < 0.05, "{measured}");
+    assert_eq!(s.raise[ContentClass::Json.index()], DEFAULT_P99_ERROR);
+    assert_eq!(s.least_raise(), measured);
+    assert_eq!(s.most_raise(), DEFAULT_P99_ERROR);
+    let estimate = s.coefficients.estimate(&json);
+    assert_eq!(
+        s.budget_tokens(&json),
+        (estimate * (1.0 + DEFAULT_P99_ERROR)).ceil() as u32
+    );
+    assert!(s.budget_tokens(&prose) < (s.coefficients.estimate(&prose) * 1.1).ceil() as u32);
 }

@@ -329,11 +329,7 @@ fn content(generation: crate::tokens::estimate::Generation, p99: f64) -> Tokeniz
     use crate::tokens::estimate::Snapshot;
     Tokenizer::estimate(Encoding::Cl100kBase, 20).with_content(Arc::new(ContentEstimate {
         generation: Arc::from(generation.name()),
-        snapshot: Snapshot {
-            coefficients: generation.prior(),
-            p99,
-            observations: 0,
-        },
+        snapshot: Snapshot::uniform(generation.prior(), p99, 0),
     }))
 }
 

@@ -3,7 +3,7 @@
 //! and the non-negative least squares fit that turns them into
 //! coefficients.
 
-use crate::tokens::estimate::{FEATURES, Features, Generation};
+use crate::tokens::estimate::{FEATURES, FLOOR, Features, Generation};
 use crate::tokens::{Encoding, Tokenizer};
 use crate::workload::{self, Rng};
 
@@ -294,9 +294,20 @@ pub fn samples() -> Vec<(Kind, Features, f64)> {
     out
 }
 
+/// The most a feature may cost in a prior, by index in [`FEATURE_NAMES`]:
+/// an accented letter at most one token more than an ASCII one (a
+/// two-byte character cut from its word). Unbounded, the fit makes
+/// `latin_extended` stand for "German" (5 to 7 tokens an umlaut), which
+/// would charge French or Spanish text double.
+const MOST: [f64; FEATURES] = {
+    let mut most = [f64::INFINITY; FEATURES];
+    most[8] = 1.0;
+    most
+};
+
 /// The coefficients that minimise the squared relative error of
 /// `Σ c_i × features_i` against `ratio(kind) × cl100k` over the samples,
-/// with every `c_i >= 0` (`None` for [`Generation::Unknown`]).
+/// with every `FLOOR[i] <= c_i <= MOST[i]` (`None` for [`Generation::Unknown`]).
 pub fn fit(generation: Generation) -> Option<[f64; FEATURES]> {
     let mut rows = Vec::new();
     for (kind, features, cl100k) in samples() {
@@ -306,8 +317,9 @@ pub fn fit(generation: Generation) -> Option<[f64; FEATURES]> {
     Some(nnls(&rows))
 }
 
-/// Non-negative least squares of `rows · c = 1`, by cyclic coordinate
-/// descent on the normal equations (convex: it reaches the minimum).
+/// Bounded least squares of `rows · c = 1` (`FLOOR[i] <= c_i <= MOST[i]`), by
+/// cyclic coordinate descent on the normal equations (convex: it reaches
+/// the minimum).
 fn nnls(rows: &[[f64; FEATURES]]) -> [f64; FEATURES] {
     let mut g = [[0.0; FEATURES]; FEATURES];
     let mut h = [0.0; FEATURES];
@@ -319,7 +331,7 @@ fn nnls(rows: &[[f64; FEATURES]]) -> [f64; FEATURES] {
             }
         }
     }
-    let mut c = [0.0; FEATURES];
+    let mut c = FLOOR.0;
     for _ in 0..200_000 {
         let mut moved: f64 = 0.0;
         for i in 0..FEATURES {
@@ -327,7 +339,7 @@ fn nnls(rows: &[[f64; FEATURES]]) -> [f64; FEATURES] {
                 continue;
             }
             let grad: f64 = (0..FEATURES).map(|j| g[i][j] * c[j]).sum::<f64>() - h[i];
-            let next = (c[i] - grad / g[i][i]).max(0.0);
+            let next = (c[i] - grad / g[i][i]).clamp(FLOOR.0[i], MOST[i]);
             moved = moved.max((next - c[i]).abs());
             c[i] = next;
         }
