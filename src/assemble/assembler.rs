@@ -122,6 +122,12 @@ impl Assembler {
     /// request, and records both.
     pub fn report_usage(&self, report: &UsageReport) -> Option<Comparison> {
         let c = self.feedback.report(report)?;
+        if let Some(e) = &c.estimated {
+            // Counted by content: the report teaches the estimate, and the
+            // table's margin (which such requests do not use) stays.
+            self.learning.observe_report(e, report.prompt_tokens);
+            return Some(c);
+        }
         let catalog = self.catalog();
         let spec = catalog.models.entries().iter().find(|e| *e.name == *c.model)?;
         if let (Some(bounds), false) = (spec.margin_bounds, spec.tokenizer.is_exact()) {
@@ -368,26 +374,32 @@ impl Assembler {
             ),
             None => 0,
         };
-        self.feedback.remember(
-            &req.request_id,
-            Remembered {
-                model: Arc::from(spec.name.as_str()),
-                margin_percent: spec.tokenizer.margin_percent(),
-                tokens: out.usage.total_tokens.saturating_add(out.usage.tools_tokens),
-                expected_cached,
-                prefix,
-            },
-        );
         let request_id = req.request_id.clone();
         let asked = req
             .return_token_ids
             .then(|| (req.model.clone(), req.cache_salt.clone()));
         let messages = layout::materialize(out.plan, req);
         let mut usage = out.usage;
-        usage.sources = self
-            .learning
-            .sources(&spec, &tokenizer, &messages, usage.total_tokens);
+        let (sources, estimated) = self.learning.sources(
+            &spec,
+            &tokenizer,
+            &messages,
+            usage.total_tokens,
+            usage.tools_tokens,
+        );
+        usage.sources = sources;
         usage.exact = usage.sources.estimated == 0;
+        self.feedback.remember(
+            &request_id,
+            Remembered {
+                model: Arc::from(spec.name.as_str()),
+                margin_percent: spec.tokenizer.margin_percent(),
+                tokens: usage.total_tokens.saturating_add(usage.tools_tokens),
+                expected_cached,
+                prefix,
+                estimated,
+            },
+        );
         let s = usage.sources;
         metrics::prompt_tokens_by_source(&spec.name, s.exact, s.provider, s.estimated);
         let mut warnings = out.warnings;

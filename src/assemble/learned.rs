@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use crate::prompt::{Message, Sources};
+use crate::prompt_cache::feedback::Estimated;
 use crate::provider_count::{self, CountError, Counter, Piece, PieceKind, Settings};
 use crate::telemetry::metrics;
 use crate::tokens::ModelSpec;
@@ -119,12 +120,12 @@ impl GenerationEstimate {
         self.frozen.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// Learns from the provider's count of `text`, records the error the
-    /// estimate made, and freezes a new state once a quarter more
+    /// Learns from the provider's count of a text (or texts) with
+    /// `features`, records the error the estimate made, and freezes a new state once a quarter more
     /// observations (at least one, at most [`MOST_BETWEEN_FREEZES`]) came
     /// in since the last.
-    fn observe(&self, text: &str, tokens: u32) {
-        let Some((class, error)) = self.calibrator.observe(&Features::of(text), u64::from(tokens)) else {
+    fn observe(&self, features: &Features, tokens: u32) {
+        let Some((class, error)) = self.calibrator.observe(features, u64::from(tokens)) else {
             return;
         };
         let mut frozen = self.frozen.write().unwrap_or_else(PoisonError::into_inner);
@@ -176,7 +177,7 @@ impl provider_count::Sink for Sink {
         self.learned.insert(piece.key, content_tokens);
         self.estimates
             .get(&piece.generation)
-            .observe(&piece.text, content_tokens);
+            .observe(&Features::of(&piece.text), content_tokens);
     }
 
     fn refused(&self, _piece: &Piece) {
@@ -281,37 +282,65 @@ impl Learning {
     /// estimate's are the provider's for each message whose text it
     /// counted, and for the frames once it measured them, and estimated for
     /// the rest (a message made of several pieces, thinking, tool calls).
+    /// With it, for a prompt counted by content whose usage report can
+    /// teach the estimate (its frames measured, no tools, no thinking and
+    /// no tool calls: only message texts estimated), what it can teach.
     pub fn sources(
         &self,
         spec: &ModelSpec,
         tokenizer: &Tokenizer,
         messages: &[Message],
         total: u32,
-    ) -> Sources {
+        tools_tokens: u32,
+    ) -> (Sources, Option<Box<Estimated>>) {
         let counted = self.counter(spec.cache.provider.provider).is_some();
         let generation = spec
             .generation_label()
             .filter(|_| counted && !tokenizer.is_exact());
         let Some(generation) = generation else {
-            return Sources::all(total, tokenizer.is_exact());
+            return (Sources::all(total, tokenizer.is_exact()), None);
         };
         let mut provider = 0u64;
-        if tokenizer.measured_frames().is_some() && !messages.is_empty() {
+        let framed = tokenizer.measured_frames().is_some() && !messages.is_empty();
+        if framed {
             provider += u64::from(tokenizer.priming_tokens());
             for m in messages {
                 provider += u64::from(tokenizer.frame_tokens(m.role));
             }
         }
+        let mut features = Features::default();
+        let mut plain = framed && tools_tokens == 0;
         for m in messages {
-            if let Some(n) = self.learned.get(&Learned::key(generation, &m.content)) {
-                provider += u64::from(n);
+            match self.learned.get(&Learned::key(generation, &m.content)) {
+                Some(n) => provider += u64::from(n),
+                None => features += Features::of(&m.content),
             }
+            plain &= m.thinking.is_empty() && m.tool_call_ids.is_empty() && m.tool_call_id.is_empty();
         }
         let provider = u32::try_from(provider).unwrap_or(u32::MAX).min(total);
-        Sources {
+        let teaches = (plain && tokenizer.content_estimate().is_some() && !features.is_empty()).then(|| {
+            Box::new(Estimated {
+                generation: Arc::from(generation),
+                features,
+                known: provider,
+            })
+        });
+        let sources = Sources {
             exact: 0,
             provider,
             estimated: total - provider,
+        };
+        (sources, teaches)
+    }
+
+    /// Learns from a usage report of a prompt counted by content: its
+    /// provider's `total` less what was known is what the estimated texts
+    /// cost.
+    pub fn observe_report(&self, estimated: &Estimated, total: u32) {
+        if let Some(cost) = total.checked_sub(estimated.known).filter(|&n| n > 0) {
+            self.estimates
+                .get(&estimated.generation)
+                .observe(&estimated.features, cost);
         }
     }
 

@@ -9,6 +9,7 @@ use moka::sync::Cache;
 
 use crate::telemetry::metrics;
 use crate::tokens::digest;
+use crate::tokens::estimate::Features;
 
 /// Provider labels; any other name counts as `other`.
 pub const PROVIDERS: [&str; 7] = [
@@ -75,6 +76,20 @@ pub fn diagnostic_label(diagnostic: &str) -> Option<&'static str> {
     )
 }
 
+/// What a request's usage report can teach a content estimate: the prompt
+/// cost `known` tokens counted by the provider (its learned pieces, its
+/// measured frames) and an estimate of texts with `features`; the report's
+/// total less `known` is what those texts cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Estimated {
+    /// The tokenizer generation's label.
+    pub generation: Arc<str>,
+    /// The features of the estimated texts, summed.
+    pub features: Features,
+    /// The tokens the provider counted.
+    pub known: u32,
+}
+
 /// What the sidecar keeps of an assembled request for its usage report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remembered {
@@ -90,6 +105,10 @@ pub struct Remembered {
     /// The first bytes of its static prefix's digest (the prefix whose
     /// expected hits are tracked).
     pub prefix: [u8; 8],
+    /// For a request counted by content (a model whose provider counts):
+    /// what its report can teach the estimate. Such a request's margin is
+    /// not the table's to adapt.
+    pub estimated: Option<Box<Estimated>>,
 }
 
 /// Consecutive reports of one prefix whose expected hits did not happen
@@ -124,6 +143,8 @@ pub struct Comparison {
     /// [`FLAG_AFTER_MISSES`] times in a row (the provider evicts or
     /// partitions it).
     pub prefix_flagged: bool,
+    /// What the request was estimated by content with, if it was.
+    pub estimated: Option<Box<Estimated>>,
 }
 
 /// Reports an estimated model needs before its margin may change.
@@ -313,6 +334,7 @@ impl Feedback {
             cached,
             missed_expected,
             prefix_flagged,
+            estimated: kept.estimated,
         })
     }
 }
@@ -328,6 +350,7 @@ mod tests {
             tokens,
             expected_cached,
             prefix: [prefix; 8],
+            estimated: None,
         }
     }
 
@@ -429,6 +452,7 @@ mod tests {
             cached: 0,
             missed_expected: false,
             prefix_flagged: false,
+            estimated: None,
         };
         for _ in 1..ADAPT_AFTER_REPORTS {
             assert_eq!(f.adapt(&c, 110, (5, 30), start), None, "too few reports");
@@ -478,6 +502,7 @@ mod tests {
             cached: 0,
             missed_expected: false,
             prefix_flagged: false,
+            estimated: None,
         };
         // Ten thousand reports at once, each claiming the provider counted
         // ten times more: one change, of at most one step.

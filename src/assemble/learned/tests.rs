@@ -140,3 +140,67 @@ async fn a_counted_model_estimates_by_content_and_its_generation_learns_from_eve
     assert_ne!(later, t);
     assert_eq!(later.content_estimate().unwrap().snapshot.observations, 33);
 }
+
+#[tokio::test]
+async fn a_usage_report_teaches_the_estimate_what_its_unlearned_texts_cost() {
+    use crate::prompt::Message;
+    use crate::vocab::Role;
+    let catalog = crate::config::default_catalog();
+    let learning = Learning::default();
+    learning.start(vec![("anthropic", closed_endpoint())]).unwrap();
+    let claude = catalog.models.resolve("claude-sonnet-5").unwrap();
+    let frames = MeasuredFrames {
+        priming: 3,
+        message: 4,
+        system: 5,
+    };
+    let tokenizer = claude
+        .tokenizer
+        .with_frames(frames)
+        .with_content(learning.estimates().get("claude-2026").current());
+    let message = |role, content: &str| Message {
+        role,
+        content: content.to_owned(),
+        tool_call_ids: Vec::new(),
+        tool_call_id: String::new(),
+        thinking: Vec::new(),
+    };
+    let known = "You answer briefly.";
+    learning.learned().insert(Learned::key("claude-2026", known), 4);
+    let messages = [
+        message(Role::System, known),
+        message(Role::User, "How long do refunds take?"),
+    ];
+    let (sources, estimated) = learning.sources(claude, &tokenizer, &messages, 40, 0);
+    assert_eq!(sources.provider, 3 + 5 + 4 + 4, "frames and the learned text");
+    assert_eq!(sources.estimated, 40 - 16);
+    let e = estimated.expect("only a message text is estimated");
+    assert_eq!(e.known, 16);
+    assert_eq!(e.features, Features::of("How long do refunds take?"));
+    // The report's total less what was known is what the text cost.
+    let calibrator = learning.estimates().get("claude-2026");
+    learning.observe_report(&e, 16 + 7);
+    assert_eq!(calibrator.calibrator().observations(), 1);
+    learning.observe_report(&e, 16);
+    assert_eq!(
+        calibrator.calibrator().observations(),
+        1,
+        "nothing left to learn from"
+    );
+
+    // Tools, thinking, or frames not measured: the total mixes in what
+    // is not estimated by content, and teaches nothing.
+    assert!(
+        learning
+            .sources(claude, &tokenizer, &messages, 40, 12)
+            .1
+            .is_none()
+    );
+    let plain = claude
+        .tokenizer
+        .with_content(learning.estimates().get("claude-2026").current());
+    assert!(learning.sources(claude, &plain, &messages, 40, 0).1.is_none());
+    let mut thinking = messages.clone();
+    thinking[1].thinking = vec![Default::default()];
+    assert!(learning.sources(claude, &tokenizer, &thinking, 40, 0).1.is_none());
+}
