@@ -29,6 +29,10 @@ pub(super) struct Counter<'a> {
     /// its count-cache key: a text counted again (the window's steps, the
     /// units, the final sum) is looked up once.
     learned_seen: RefCell<HashMap<cache::Key, Option<u32>>>,
+    /// A content estimate's counts of the texts this request counted, by
+    /// count-cache key (never kept past the request: they follow the
+    /// calibrator's state).
+    by_content: RefCell<HashMap<cache::Key, u32>>,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }
@@ -43,6 +47,7 @@ impl<'a> Counter<'a> {
             warm_only,
             learn: None,
             learned_seen: RefCell::new(HashMap::new()),
+            by_content: RefCell::new(HashMap::new()),
             hits: Cell::new(0),
             misses: Cell::new(0),
         }
@@ -110,6 +115,9 @@ impl<'a> Counter<'a> {
             self.hits.set(self.hits.get() + 1);
             return n;
         }
+        if self.tok.content_estimate().is_some() {
+            return self.by_content(key, text);
+        }
         if self.warm_only {
             let n = self.caches.segments.cached_keyed(&key);
             return self.hit_or_missed(n).unwrap_or_default();
@@ -137,6 +145,10 @@ impl<'a> Counter<'a> {
         if self.surely_over(text, limit) {
             return None;
         }
+        if self.tok.content_estimate().is_some() {
+            let key = cache::key(self.tok, text.as_bytes());
+            return Some(self.by_content(key, text)).filter(|&n| n <= limit);
+        }
         if self.warm_only {
             let n = self.caches.segments.cached_at_most(self.tok, text, limit);
             return self.hit_or_missed(n).flatten();
@@ -147,14 +159,31 @@ impl<'a> Counter<'a> {
         n
     }
 
+    /// A content estimate's count of `text` (whose count-cache key is
+    /// `key`): one pass over it, as cheap as hashing it, once per request.
+    /// Never put in the shared cache (the count follows the calibrator's
+    /// state, which the key does not name).
+    fn by_content(&self, key: cache::Key, text: &str) -> u32 {
+        if let Some(&n) = self.by_content.borrow().get(&key) {
+            return n;
+        }
+        let n = self.tok.count(text);
+        self.by_content.borrow_mut().insert(key, n);
+        n
+    }
+
     /// The provider's count of `text` (whose count-cache key is `key`), once
-    /// learned; looked up once per text per request.
+    /// learned; looked up once per text per request. Under a content
+    /// estimate the count key is the learned key: no hashing.
     fn learned(&self, key: cache::Key, text: &str) -> Option<u32> {
         let scope = self.learn?;
         if let Some(known) = self.learned_seen.borrow().get(&key) {
             return *known;
         }
-        let found = scope.count(text);
+        let found = match self.tok.content_estimate() {
+            Some(_) => scope.count_keyed(key, text),
+            None => scope.count(text),
+        };
         self.learned_seen.borrow_mut().insert(key, found);
         found
     }

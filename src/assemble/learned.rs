@@ -22,6 +22,7 @@ use crate::prompt_cache::feedback::Estimated;
 use crate::provider_count::{self, CountError, Counter, Piece, PieceKind, Settings};
 use crate::telemetry::metrics;
 use crate::tokens::ModelSpec;
+use crate::tokens::digest;
 use crate::tokens::estimate::{Calibrator, Features, Generation};
 use crate::tokens::provider::Provider;
 use crate::tokens::tokenizer::{ContentEstimate, MeasuredFrames, Tokenizer};
@@ -50,13 +51,13 @@ impl Learned {
     }
 
     /// The key of `text` counted by a tokenizer of `generation`: pieces of
-    /// two generations never share one.
+    /// two generations never share one, and every machine computes the
+    /// same (a fleet shares them: [`digest::portable_text_key`]). It is
+    /// the text's count key under a content estimate of `generation`
+    /// ([`Tokenizer::generation_text_key`]), so a request looks a text up
+    /// with the key it already has.
     pub fn key(generation: &str, text: &str) -> [u8; 32] {
-        let mut h = blake3::Hasher::new_derive_key("context-assembler learned piece count v1");
-        h.update(&(generation.len() as u64).to_le_bytes());
-        h.update(generation.as_bytes());
-        h.update(text.as_bytes());
-        *h.finalize().as_bytes()
+        digest::portable_text_key(&Tokenizer::generation_text_key(generation), text.as_bytes())
     }
 
     /// The provider's count of the piece keyed `key`, once learned.
@@ -308,17 +309,22 @@ impl Learning {
                 provider += u64::from(tokenizer.frame_tokens(m.role));
             }
         }
-        let mut features = Features::default();
-        let mut plain = framed && tools_tokens == 0;
+        let mut unlearned = Vec::new();
         for m in messages {
             match self.learned.get(&Learned::key(generation, &m.content)) {
                 Some(n) => provider += u64::from(n),
-                None => features += Features::of(&m.content),
+                None => unlearned.push(m.content.as_str()),
             }
-            plain &= m.thinking.is_empty() && m.tool_call_ids.is_empty() && m.tool_call_id.is_empty();
         }
         let provider = u32::try_from(provider).unwrap_or(u32::MAX).min(total);
-        let teaches = (plain && tokenizer.content_estimate().is_some() && !features.is_empty()).then(|| {
+        let plain = framed
+            && tools_tokens == 0
+            && tokenizer.content_estimate().is_some()
+            && messages
+                .iter()
+                .all(|m| m.thinking.is_empty() && m.tool_call_ids.is_empty() && m.tool_call_id.is_empty());
+        let features: Features = unlearned.iter().filter(|_| plain).map(|t| Features::of(t)).sum();
+        let teaches = (!features.is_empty()).then(|| {
             Box::new(Estimated {
                 generation: Arc::from(generation),
                 features,
@@ -384,7 +390,12 @@ impl Scope<'_> {
     /// The provider's count of `text`, once learned; else the text is
     /// handed to the provider's counter (when there is one) and `None`.
     pub fn count(&self, text: &str) -> Option<u32> {
-        let key = Learned::key(self.generation, text);
+        self.count_keyed(Learned::key(self.generation, text), text)
+    }
+
+    /// [`Scope::count`] of `text` whose learned key ([`Learned::key`] of
+    /// this scope's generation and `text`) is `key`.
+    pub fn count_keyed(&self, key: [u8; 32], text: &str) -> Option<u32> {
         if let Some(n) = self.learned.get(&key) {
             return Some(n);
         }

@@ -121,6 +121,11 @@ impl CountCache<u32> {
     /// `text`, nothing else) the caller has: a caller that needs the key for
     /// more than the count hashes the text once.
     pub(crate) fn count_keyed(&self, tokenizer: &Tokenizer, key: Key, text: &str) -> (u32, bool) {
+        if tokenizer.content_estimate().is_some() {
+            // A content estimate's count follows its calibrator's state,
+            // which its text keys do not name: never cached.
+            return (tokenizer.count(text), false);
+        }
         let exact = |tokenizer: &Tokenizer| tokenizer.count(text).min(AT_LEAST - 1);
         let (n, made) = self.inner.get_or_insert_with(key, || exact(tokenizer));
         if n & AT_LEAST != 0 {
@@ -141,6 +146,10 @@ impl CountCache<u32> {
     /// What [`CountCache::count_at_most`] answers for `text` and `limit`,
     /// when the cache alone can say it, counting nothing.
     pub fn cached_at_most(&self, tokenizer: &Tokenizer, text: &str, limit: u32) -> Option<Option<u32>> {
+        if tokenizer.content_estimate().is_some() {
+            // Never cached, and as cheap to count as to look up.
+            return Some(tokenizer.count_at_most(text, limit));
+        }
         answer(self.get(&key(tokenizer, text.as_bytes()))?, limit)
     }
 
@@ -151,6 +160,10 @@ impl CountCache<u32> {
     /// text that goes past it leaves `limit + 1` as its known lower bound.
     /// Returns whether nothing was counted (a hit).
     pub fn count_at_most(&self, tokenizer: &Tokenizer, text: &str, limit: u32) -> (Option<u32>, bool) {
+        if tokenizer.content_estimate().is_some() {
+            // Never cached, as in `count_keyed`.
+            return (tokenizer.count_at_most(text, limit), false);
+        }
         let key = key(tokenizer, text.as_bytes());
         let answer = |v: u32| answer(v, limit);
         let count = || match tokenizer.count_at_most(text, limit) {

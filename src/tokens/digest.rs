@@ -127,6 +127,12 @@ impl TextHasher {
         Self::choosing(key, len, sha_in_hardware())
     }
 
+    /// As [`TextHasher::new`], but chosen by length alone, so every
+    /// machine computes the same key ([`portable_text_key`]).
+    pub fn portable(key: &[u8; 32], len: usize) -> Self {
+        Self::choosing(key, len, true)
+    }
+
     /// As [`TextHasher::new`], SHA-256 for short texts only when `sha`.
     fn choosing(key: &[u8; 32], len: usize, sha: bool) -> Self {
         let state = if sha && len < SHORT_TEXT_BYTES {
@@ -173,6 +179,17 @@ impl TextHasher {
             TextState::Blake(h) => *h.finalize().as_bytes(),
         }
     }
+}
+
+/// The key of `text` under `key` that every machine computes alike:
+/// [`TextHasher`]'s choice made by length alone (SHA-256 under
+/// [`SHORT_TEXT_BYTES`] even where the CPU runs it in software), so a key
+/// shared across a fleet (a learned count in a shared store) means the same
+/// bytes on every node. Tallied.
+pub fn portable_text_key(key: &[u8; 32], text: &[u8]) -> [u8; 32] {
+    let mut h = TextHasher::portable(key, text.len());
+    h.update(text);
+    h.finalize()
 }
 
 #[cfg(test)]
@@ -230,6 +247,13 @@ mod tests {
         h.update(&short[..10]).update(&short[10..]);
         assert_eq!(h.finalize(), want);
         assert_eq!(hashed_bytes() - before, short.len() as u64);
+        // The portable key takes SHA-256 by length alone, on any CPU.
+        assert_eq!(portable_text_key(&key, short), want);
+        let long = vec![b'a'; SHORT_TEXT_BYTES];
+        assert_eq!(
+            portable_text_key(&key, &long),
+            *blake3::keyed_hash(&key, &long).as_bytes()
+        );
     }
 
     /// A hasher fed other than the length it was chosen by fails (in the

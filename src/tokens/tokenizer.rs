@@ -332,6 +332,12 @@ pub struct Tokenizer {
     /// blake3 of the tokenizer id (and a folder's files): the key of this
     /// tokenizer's cache hashes.
     cache_key: [u8; 32],
+    /// The key of its texts' count keys: `cache_key`, but for a content
+    /// estimate its generation's text key ([`Tokenizer::generation_text_key`]),
+    /// the same whatever the calibrator's state, the model or its frames, so
+    /// that a text's count key is the key its provider's count is learned
+    /// under (a content estimate's counts are never cached by it).
+    text_key: [u8; 32],
 }
 
 impl PartialEq for Tokenizer {
@@ -377,9 +383,20 @@ impl Tokenizer {
             frames: None,
             content: None,
             cache_key: [0; 32],
+            text_key: [0; 32],
         };
         t.cache_key = t.identity();
+        t.text_key = t.cache_key;
         t
+    }
+
+    /// The key of the count keys of texts counted by content for tokenizer
+    /// `generation`: what a text is learned under, on every machine.
+    pub fn generation_text_key(generation: &str) -> [u8; 32] {
+        blake3::derive_key(
+            "context-assembler content-estimate text key v1",
+            generation.as_bytes(),
+        )
     }
 
     /// blake3 of what this tokenizer counts by: its id, a folder's files and
@@ -426,6 +443,7 @@ impl Tokenizer {
             return self.clone();
         }
         let mut t = self.clone();
+        t.text_key = Tokenizer::generation_text_key(&estimate.generation);
         t.content = Some(estimate);
         t.cache_key = t.identity();
         t
@@ -448,9 +466,14 @@ impl Tokenizer {
     }
 
     /// The hasher of the count key of a text of `len` bytes, keyed by this
-    /// tokenizer's id ([`super::digest::TextHasher`]).
+    /// tokenizer's id ([`super::digest::TextHasher`]; a content estimate's
+    /// by its generation, see `text_key`).
     pub fn text_hasher(&self, len: usize) -> super::digest::TextHasher {
-        super::digest::TextHasher::new(&self.cache_key, len)
+        match self.content {
+            // Learned counts are shared across a fleet: the same key on every CPU.
+            Some(_) => super::digest::TextHasher::portable(&self.text_key, len),
+            None => super::digest::TextHasher::new(&self.cache_key, len),
+        }
     }
 
     /// An estimating tokenizer: `ceil(count(base) * (100 + margin) / 100)` per

@@ -204,3 +204,39 @@ async fn a_usage_report_teaches_the_estimate_what_its_unlearned_texts_cost() {
     thinking[1].thinking = vec![Default::default()];
     assert!(learning.sources(claude, &tokenizer, &thinking, 40, 0).1.is_none());
 }
+
+/// Under a content estimate a text's count key is its learned key, for
+/// every model, frames and calibrator state of the generation: a request
+/// looks up what the provider counted with the key it already has.
+#[tokio::test]
+async fn a_content_estimates_count_key_is_the_learned_key() {
+    use crate::tokens::cache;
+    let catalog = crate::config::default_catalog();
+    let learning = Learning::default();
+    learning.start(vec![("anthropic", closed_endpoint())]).unwrap();
+    let text = "Refunds take five business days.";
+    let want = Learned::key("claude-2026", text);
+    let sonnet = learning.tokenizer(
+        catalog.models.resolve("claude-sonnet-5").unwrap(),
+        "claude-sonnet-5",
+    );
+    let opus = learning.tokenizer(catalog.models.resolve("claude-opus-5").unwrap(), "claude-opus-5");
+    let framed = opus.with_frames(MeasuredFrames {
+        priming: 1,
+        message: 2,
+        system: 3,
+    });
+    for t in [&sonnet, &opus, &framed] {
+        assert_eq!(cache::key(t, text.as_bytes()), want, "{t}");
+    }
+    let legacy = catalog.models.resolve("claude-opus-4-6").unwrap();
+    let legacy = learning.tokenizer(legacy, "claude-opus-4-6");
+    assert_ne!(cache::key(&legacy, text.as_bytes()), want, "another generation");
+    assert_eq!(
+        cache::key(&legacy, text.as_bytes()),
+        Learned::key("claude-legacy", text)
+    );
+    // The plain estimate (no counter) keys its counts by its own identity.
+    let plain = &catalog.models.resolve("claude-sonnet-5").unwrap().tokenizer;
+    assert_ne!(cache::key(plain, text.as_bytes()), want);
+}

@@ -104,7 +104,7 @@ pub const PUNCTUATION: &[(u32, u32)] = &[
 
 /// The class of one character; each feature's count is one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CharClass {
+pub(super) enum CharClass {
     Latin,
     Digit,
     Space,
@@ -113,20 +113,39 @@ enum CharClass {
     Other,
 }
 
+/// How many [`CharClass`]es there are (their discriminants index arrays).
+const CLASSES: usize = 6;
+
+/// The class of each ASCII character, by code.
+pub(super) const ASCII_CLASSES: [CharClass; 128] = {
+    let mut table = [CharClass::Other; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        table[b] = match c {
+            b'a'..=b'z' | b'A'..=b'Z' => CharClass::Latin,
+            b'0'..=b'9' => CharClass::Digit,
+            // `char::is_whitespace` of ASCII: tab, line feed, vertical tab,
+            // form feed, carriage return, space.
+            b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => CharClass::Space,
+            c if c.is_ascii_punctuation() => CharClass::Punct,
+            _ => CharClass::Other,
+        };
+        b += 1;
+    }
+    table
+};
+
 fn within(c: char, ranges: &[(u32, u32)]) -> bool {
     let c = u32::from(c);
     ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&c))
 }
 
 fn class_of(c: char) -> CharClass {
-    if c.is_ascii() {
-        return match c {
-            'a'..='z' | 'A'..='Z' => CharClass::Latin,
-            '0'..='9' => CharClass::Digit,
-            c if c.is_whitespace() => CharClass::Space,
-            c if c.is_ascii_punctuation() => CharClass::Punct,
-            _ => CharClass::Other,
-        };
+    if let Ok(b) = u8::try_from(c)
+        && let Some(&class) = ASCII_CLASSES.get(usize::from(b))
+    {
+        return class;
     }
     if c.is_whitespace() {
         CharClass::Space
@@ -142,37 +161,51 @@ fn class_of(c: char) -> CharClass {
 }
 
 impl Features {
-    /// The features of `text`, in one pass over its characters.
+    /// The features of `text`, in one pass over its characters: ASCII by
+    /// a table a byte at a time without a branch on the class (prose
+    /// changes class every few characters, which a branch mispredicts),
+    /// other characters decoded.
     pub fn of(text: &str) -> Features {
-        let mut f = Features::default();
-        let mut previous = None;
-        for c in text.chars() {
-            let class = class_of(c);
-            let continues = previous == Some(class);
-            match class {
-                CharClass::Latin => {
-                    f.latin += 1;
-                    f.words += u64::from(!continues);
-                    f.latin_extended += u64::from(!c.is_ascii());
-                }
-                CharClass::Space => {
-                    f.whitespace += 1;
-                    f.whitespace_runs += u64::from(!continues);
-                }
-                CharClass::Digit => {
-                    f.digits += 1;
-                    f.digit_runs += u64::from(!continues);
-                }
-                CharClass::Punct => {
-                    f.punctuation += 1;
-                    f.punctuation_runs += u64::from(!continues);
-                }
-                CharClass::Cjk => f.cjk += 1,
-                CharClass::Other => f.other += 1,
-            }
-            previous = Some(class);
+        // By class: characters, and runs begun.
+        let mut counts = [0u64; CLASSES];
+        let mut starts = [0u64; CLASSES];
+        let mut latin_extended = 0u64;
+        // No class yet: the first character begins a run.
+        let mut previous = CLASSES;
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while let Some(&b) = bytes.get(i) {
+            let class = if b.is_ascii() {
+                i += 1;
+                ASCII_CLASSES[usize::from(b)]
+            } else {
+                // `i` is on a character boundary: ASCII bytes are whole
+                // characters, and other characters are skipped whole.
+                let c = text[i..].chars().next().unwrap_or(char::REPLACEMENT_CHARACTER);
+                i += c.len_utf8();
+                let class = class_of(c);
+                latin_extended += u64::from(class == CharClass::Latin);
+                class
+            };
+            let k = class as usize;
+            counts[k] += 1;
+            starts[k] += u64::from(k != previous);
+            previous = k;
         }
-        f
+        let [latin, digits, whitespace, punctuation, cjk, other] = counts;
+        Features {
+            latin,
+            digits,
+            whitespace_runs: starts[CharClass::Space as usize],
+            whitespace,
+            punctuation,
+            cjk,
+            other,
+            words: starts[CharClass::Latin as usize],
+            latin_extended,
+            digit_runs: starts[CharClass::Digit as usize],
+            punctuation_runs: starts[CharClass::Punct as usize],
+        }
     }
 
     /// Whether `Features::of(left) + Features::of(right)` is exactly

@@ -525,3 +525,25 @@ fn budgets_raise_each_class_by_its_own_error() {
     );
     assert!(s.budget_tokens(&prose) < (s.coefficients.estimate(&prose) * 1.1).ceil() as u32);
 }
+
+/// The ASCII table classes each character as its definition says:
+/// `char::is_whitespace`, `is_ascii_punctuation`, letters and digits.
+#[test]
+fn the_ascii_table_classes_as_the_definitions_do() {
+    use super::features::{ASCII_CLASSES, CharClass};
+    for b in 0u8..128 {
+        let c = char::from(b);
+        let want = if c.is_ascii_alphabetic() {
+            CharClass::Latin
+        } else if c.is_ascii_digit() {
+            CharClass::Digit
+        } else if c.is_whitespace() {
+            CharClass::Space
+        } else if c.is_ascii_punctuation() {
+            CharClass::Punct
+        } else {
+            CharClass::Other
+        };
+        assert_eq!(ASCII_CLASSES[usize::from(b)], want, "{b:#x}");
+    }
+}
