@@ -33,6 +33,8 @@ pub(super) struct Counter<'a> {
     /// count-cache key (never kept past the request: they follow the
     /// calibrator's state).
     by_content: RefCell<HashMap<cache::Key, u32>>,
+    /// Counts answered by a content estimate (not by the provider).
+    estimated: Cell<u64>,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }
@@ -48,6 +50,7 @@ impl<'a> Counter<'a> {
             learn: None,
             learned_seen: RefCell::new(HashMap::new()),
             by_content: RefCell::new(HashMap::new()),
+            estimated: Cell::new(0),
             hits: Cell::new(0),
             misses: Cell::new(0),
         }
@@ -58,6 +61,13 @@ impl<'a> Counter<'a> {
     pub fn learning(mut self, scope: Option<Scope<'a>>) -> Self {
         self.learn = scope;
         self
+    }
+
+    /// How many counts so far a content estimate answered rather than the
+    /// provider: what is derived from counts made while it grows must not
+    /// be kept, for its texts' counts change once the provider counts them.
+    pub fn estimated(&self) -> u64 {
+        self.estimated.get()
     }
 
     /// Records the segment-cache lookups made (not by a warm try that
@@ -164,6 +174,7 @@ impl<'a> Counter<'a> {
     /// Never put in the shared cache (the count follows the calibrator's
     /// state, which the key does not name).
     fn by_content(&self, key: cache::Key, text: &str) -> u32 {
+        self.estimated.set(self.estimated.get() + 1);
         if let Some(&n) = self.by_content.borrow().get(&key) {
             return n;
         }

@@ -492,32 +492,56 @@ impl<'a> Pipeline<'a> {
                 self.counter.cancel.cancel();
             }
             Ok(found.map(|f| (f, true)).unwrap_or_default())
-        } else {
-            self.counter.caches.prefixes.get_or_try_count(key, || {
-                let tokens = self
-                    .req
-                    .static_segments
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| self.counter.message_count(Role::System, i == 0, &s.content, None))
-                    .collect::<Vec<u32>>();
-                let tools_tokens = self.counter.tok.tools_tokens(self.tools);
-                if self.counter.cancel.is_cancelled() {
-                    return Err(AssembleError::Cancelled);
+        } else if self.counter.tok.content_estimate().is_some() {
+            // Learned piece by piece: facts counted while a segment or the
+            // tools are estimated are not kept, since their counts become
+            // the provider's once it has counted them.
+            match self.counter.caches.prefixes.get(&key) {
+                Some(facts) => Ok((facts, true)),
+                None => {
+                    let before = self.counter.estimated();
+                    let facts = self.count_prefix();
+                    if let Ok(f) = facts
+                        && self.counter.estimated() == before
+                    {
+                        self.counter.caches.prefixes.insert(key, f);
+                    }
+                    facts.map(|f| (f, false))
                 }
-                Ok(PrefixFacts::scan(
-                    tokens,
-                    tools_tokens,
-                    &self.req.static_segments,
-                    self.tools,
-                ))
-            })
+            }
+        } else {
+            self.counter
+                .caches
+                .prefixes
+                .get_or_try_count(key, || self.count_prefix())
         };
         // Cancelled: the run is abandoned at the next check.
         let (facts, hit) = counted.unwrap_or((PrefixFacts::default(), false));
         self.prefix_lookup = Some((facts, hit));
         self.warnings.extend(facts.warning(&self.req.static_segments));
         (facts.tokens, (facts.tools_tokens, facts.tools_exact), hit)
+    }
+
+    /// Counts the static prefix: each segment as a system message, and the
+    /// tools.
+    fn count_prefix(&self) -> Result<PrefixFacts, AssembleError> {
+        let tokens = self
+            .req
+            .static_segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| self.counter.message_count(Role::System, i == 0, &s.content, None))
+            .collect::<Vec<u32>>();
+        let tools_tokens = self.counter.tok.tools_tokens(self.tools);
+        if self.counter.cancel.is_cancelled() {
+            return Err(AssembleError::Cancelled);
+        }
+        Ok(PrefixFacts::scan(
+            tokens,
+            tools_tokens,
+            &self.req.static_segments,
+            self.tools,
+        ))
     }
 
     /// The exact tokens of the prompt `plan` lays out, for a model whose

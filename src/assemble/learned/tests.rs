@@ -240,3 +240,76 @@ async fn a_content_estimates_count_key_is_the_learned_key() {
     let plain = &catalog.models.resolve("claude-sonnet-5").unwrap().tokenizer;
     assert_ne!(cache::key(plain, text.as_bytes()), want);
 }
+
+/// A static prefix counted while estimated is not kept: once its provider
+/// has counted it, the next request counts the provider's figure, though
+/// the calibrator (and so the tokenizer's identity) has not moved.
+#[tokio::test]
+async fn a_prefix_estimated_is_counted_again_once_learned() {
+    use crate::assemble::Assembler;
+    use crate::prompt::{AssembleRequest, Block, BlockKind, Item, Segment, SegmentKind};
+    use crate::vocab::Role;
+    let asm = Assembler::new(crate::config::default_catalog(), 64 << 20);
+    asm.learning()
+        .start(vec![("anthropic", closed_endpoint())])
+        .unwrap();
+    let system = "You answer questions about the harbour's tide tables, briefly and with sources.";
+    let turn = "When is high water on Tuesday?";
+    let query = "And on Wednesday?";
+    let req = AssembleRequest {
+        request_id: "prefix".to_owned(),
+        model: "claude-sonnet-5".to_owned(),
+        max_input_tokens: Some(10_000),
+        static_segments: vec![Segment {
+            id: "system".to_owned(),
+            kind: SegmentKind::System,
+            content: system.to_owned(),
+        }],
+        blocks: vec![Block::new(
+            "conversation",
+            BlockKind::RecentTurns,
+            vec![Item {
+                id: "t0".to_owned(),
+                content: turn.to_owned(),
+                role: Some(Role::User),
+                trusted: true,
+                ..Item::default()
+            }],
+        )],
+        query: query.to_owned(),
+        ..AssembleRequest::default()
+    };
+    let first = asm.assemble(req.clone()).unwrap().usage;
+    assert_eq!(first.sources.provider, 0, "{first:?}");
+    // The provider counts every text: 1 token each.
+    for text in [system, turn, query] {
+        asm.learning()
+            .learned()
+            .insert(Learned::key("claude-2026", text), 1);
+    }
+    let observations = asm
+        .learning()
+        .estimates()
+        .get("claude-2026")
+        .current()
+        .snapshot
+        .observations;
+    let second = asm.assemble(req).unwrap().usage;
+    assert_eq!(
+        asm.learning()
+            .estimates()
+            .get("claude-2026")
+            .current()
+            .snapshot
+            .observations,
+        observations,
+        "the estimate did not move"
+    );
+    let tok = asm.learning().tokenizer(
+        asm.catalog().models.resolve("claude-sonnet-5").unwrap(),
+        "claude-sonnet-5",
+    );
+    let frames = tok.priming_tokens() + tok.frame_tokens(Role::System) + 2 * tok.frame_tokens(Role::User);
+    assert_eq!(second.total_tokens, 3 + frames, "{first:?} then {second:?}");
+    assert_eq!(second.sources.provider, 3);
+}
