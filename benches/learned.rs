@@ -78,6 +78,7 @@ fn counting_on(asm: &Assembler) {
         queue: 1024,
         breaker_failures: 1,
         breaker_cooldown: Duration::from_secs(3600),
+        wait: Duration::ZERO,
     };
     asm.learning().start(vec![("anthropic", settings)]).unwrap();
 }

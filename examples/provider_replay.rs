@@ -204,6 +204,7 @@ fn counting(standin: &StandIn) -> Settings {
         queue: 4096,
         breaker_failures: 5,
         breaker_cooldown: Duration::from_secs(5),
+        wait: Duration::ZERO,
     }
 }
 

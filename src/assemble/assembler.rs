@@ -236,6 +236,21 @@ impl Assembler {
         let key = prefix
             .cloned()
             .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
+        // A request may wait, as configured, for its provider to count its
+        // static prefix at first sight; a warm try (on the reactor, where
+        // nothing may block) hands such a request over instead.
+        let waiting = self.learning.scope(&spec, &req.model).and_then(|scope| {
+            let texts: Vec<&str> = req.static_segments.iter().map(|s| s.content.as_str()).collect();
+            scope.should_wait(&texts)
+        });
+        if let Some(keys) = waiting {
+            if warm_only {
+                return Attempt::Cold(req, Some(key));
+            }
+            if let Some(scope) = self.learning.scope(&spec, &req.model) {
+                scope.wait_for(&keys);
+            }
+        }
         // A template's frames are estimated per message; the rendered count
         // is exact. A prompt the estimate let past the budget is allocated
         // again under a lower budget: first lowered by the overshoot, then,

@@ -15,7 +15,8 @@
 //! tokenizer identity to the count caches.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use crate::prompt::{Message, Sources};
 use crate::prompt_cache::feedback::Estimated;
@@ -40,6 +41,9 @@ const MAX_PIECES: u64 = 1 << 20;
 #[derive(Debug, Clone)]
 pub struct Learned {
     table: moka::sync::Cache<[u8; 32], u32>,
+    /// Counts inserted so far, and the waiters for more
+    /// ([`Learned::wait_for`]).
+    inserted: Arc<(Mutex<u64>, Condvar)>,
 }
 
 impl Learned {
@@ -47,6 +51,7 @@ impl Learned {
     pub fn new(pieces: u64) -> Self {
         Learned {
             table: moka::sync::Cache::builder().max_capacity(pieces).build(),
+            inserted: Arc::default(),
         }
     }
 
@@ -65,9 +70,40 @@ impl Learned {
         self.table.get(key)
     }
 
-    /// Remembers a piece's count.
+    /// Remembers a piece's count, and wakes whoever waits for one.
     pub fn insert(&self, key: [u8; 32], tokens: u32) {
         self.table.insert(key, tokens);
+        let (count, woken) = &*self.inserted;
+        *count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        woken.notify_all();
+    }
+
+    /// Waits until every key of `keys` is learned, or `until`; whether they
+    /// all are. Blocks the calling thread: only where a request may wait
+    /// (the blocking pool, never a warm try on the reactor).
+    pub fn wait_for(&self, keys: &[[u8; 32]], until: Instant) -> bool {
+        let (count, woken) = &*self.inserted;
+        let mut seen = count.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            // Checked under the lock: an insert between the check and the
+            // wait would have to take it first, and so wakes this wait.
+            if keys.iter().all(|k| self.table.contains_key(k)) {
+                return true;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            seen = woken
+                .wait_timeout(seen, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Whether the piece keyed `key` is learned.
+    pub fn contains(&self, key: &[u8; 32]) -> bool {
+        self.table.contains_key(key)
     }
 
     /// Pieces remembered.
@@ -191,7 +227,7 @@ impl provider_count::Sink for Sink {
 pub struct Learning {
     learned: Learned,
     estimates: Arc<Estimates>,
-    counters: OnceLock<Vec<(Provider, Counter)>>,
+    counters: OnceLock<Vec<(Provider, Counter, Duration)>>,
     /// The runtime the counters run on.
     runtime: OnceLock<tokio::runtime::Handle>,
     /// The model names learned for (at most [`MAX_MODELS`]).
@@ -210,7 +246,8 @@ impl Learning {
         let mut counters = Vec::new();
         for (name, s) in settings {
             if let Some(provider) = Provider::from_name(name) {
-                counters.push((provider, Counter::start(s, sink.clone())?));
+                let wait = s.wait;
+                counters.push((provider, Counter::start(s, sink.clone())?, wait));
             }
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -255,11 +292,16 @@ impl Learning {
 
     /// The counter of `provider`, when one is configured.
     pub fn counter(&self, provider: Provider) -> Option<&Counter> {
+        self.configured(provider).map(|(c, _)| c)
+    }
+
+    /// The counter of `provider` and how long a request may wait for it.
+    fn configured(&self, provider: Provider) -> Option<(&Counter, Duration)> {
         self.counters
             .get()?
             .iter()
-            .find(|(p, _)| *p == provider)
-            .map(|(_, c)| c)
+            .find(|(p, _, _)| *p == provider)
+            .map(|(_, c, wait)| (c, *wait))
     }
 
     /// What counting a request for `model` (resolved to `spec`) learns from
@@ -268,13 +310,14 @@ impl Learning {
     /// a hash of every text, are not made).
     pub fn scope<'a>(&'a self, spec: &'a ModelSpec, model: &'a str) -> Option<Scope<'a>> {
         let generation = spec.generation_label().filter(|_| !spec.tokenizer.is_exact())?;
-        let counter = self.counter(spec.cache.provider.provider)?;
+        let (counter, wait) = self.configured(spec.cache.provider.provider)?;
         let counter = Some(counter).filter(|c| self.admit(c, model));
         Some(Scope {
             learned: &self.learned,
             generation,
             model,
             counter,
+            wait,
         })
     }
 
@@ -384,6 +427,8 @@ pub struct Scope<'a> {
     generation: &'a str,
     model: &'a str,
     counter: Option<&'a Counter>,
+    /// How long a request may wait for its static prefix at first sight.
+    wait: Duration,
 }
 
 impl Scope<'_> {
@@ -393,6 +438,43 @@ impl Scope<'_> {
         self.count_keyed(Learned::key(self.generation, text), text)
     }
 
+    /// Whether a request should wait for its provider to count `texts`
+    /// (its static prefix) before it is assembled: waiting is configured,
+    /// the provider answers (its breaker closed), and some text is not
+    /// learned yet. Each text not learned is handed to the counter.
+    pub fn should_wait(&self, texts: &[&str]) -> Option<Vec<[u8; 32]>> {
+        let counter = self
+            .counter
+            .filter(|c| !self.wait.is_zero() && !c.stats().breaker_open)?;
+        let missing: Vec<[u8; 32]> = texts
+            .iter()
+            .filter(|t| !t.is_empty())
+            .map(|t| (Learned::key(self.generation, t), *t))
+            .filter(|(key, _)| !self.learned.contains(key))
+            .map(|(key, text)| {
+                counter.submit(self.piece(key, text));
+                key
+            })
+            .collect();
+        (!missing.is_empty()).then_some(missing)
+    }
+
+    /// Waits, at most the configured time, for the provider to count the
+    /// texts keyed `keys` ([`Scope::should_wait`]); whether it did.
+    pub fn wait_for(&self, keys: &[[u8; 32]]) -> bool {
+        self.learned.wait_for(keys, Instant::now() + self.wait)
+    }
+
+    fn piece(&self, key: [u8; 32], text: &str) -> Piece {
+        Piece {
+            model: self.model.to_owned(),
+            generation: Arc::from(self.generation),
+            key,
+            kind: PieceKind::Turn,
+            text: Arc::from(text),
+        }
+    }
+
     /// [`Scope::count`] of `text` whose learned key ([`Learned::key`] of
     /// this scope's generation and `text`) is `key`.
     pub fn count_keyed(&self, key: [u8; 32], text: &str) -> Option<u32> {
@@ -400,13 +482,7 @@ impl Scope<'_> {
             return Some(n);
         }
         if let Some(counter) = self.counter {
-            counter.submit(Piece {
-                model: self.model.to_owned(),
-                generation: Arc::from(self.generation),
-                key,
-                kind: PieceKind::Turn,
-                text: Arc::from(text),
-            });
+            counter.submit(self.piece(key, text));
         }
         None
     }

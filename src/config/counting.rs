@@ -22,6 +22,9 @@ const TIMEOUT_MS: (u64, u64) = (100, 60_000);
 /// Default and largest queue of pieces waiting.
 const DEFAULT_QUEUE: u32 = 10_000;
 const MAX_QUEUE: u32 = 1_000_000;
+/// The longest a request may wait for its static prefix's count, in
+/// milliseconds (default 0: never).
+const MAX_WAIT_MS: u64 = 2000;
 /// Failures that open the breaker, and how long it stays open.
 const BREAKER_FAILURES: u32 = 5;
 const BREAKER_COOLDOWN: Duration = Duration::from_secs(30);
@@ -94,6 +97,7 @@ fn one(name: &str, api: Api, c: &CountingSection, default_rpm: u32) -> Result<Op
         TIMEOUT_MS.1,
         "timeout_ms",
     )?;
+    let wait = within(c.wait_ms.unwrap_or(0), 0, MAX_WAIT_MS, "wait_ms")?;
     let queue = within(
         u64::from(c.queue.unwrap_or(DEFAULT_QUEUE)),
         1,
@@ -110,6 +114,7 @@ fn one(name: &str, api: Api, c: &CountingSection, default_rpm: u32) -> Result<Op
         queue: usize::try_from(queue).unwrap_or(1),
         breaker_failures: BREAKER_FAILURES,
         breaker_cooldown: BREAKER_COOLDOWN,
+        wait: Duration::from_millis(wait),
     }))
 }
 

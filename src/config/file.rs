@@ -159,6 +159,10 @@ section! {
         pub timeout_ms: Option<u64>,
         /// Pieces waiting to be counted at most (the oldest is dropped).
         pub queue: Option<u32>,
+        /// How long a request may wait for its provider to count its
+        /// static prefix at first sight, in milliseconds (0, the default:
+        /// never; at most 2000).
+        pub wait_ms: Option<u64>,
     }
 }
 

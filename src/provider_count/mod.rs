@@ -129,6 +129,10 @@ pub struct Settings {
     pub breaker_failures: u32,
     /// How long the breaker stays open before one trial call.
     pub breaker_cooldown: Duration,
+    /// How long a request may wait for its provider to count its static
+    /// prefix at first sight (zero: never waits). The counter does not read
+    /// it; the assembler does.
+    pub wait: Duration,
 }
 
 /// What a piece is, which decides how it is sent and what is subtracted.

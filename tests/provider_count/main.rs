@@ -71,6 +71,7 @@ pub fn settings(api: Api, url: String) -> Settings {
         queue: 1000,
         breaker_failures: 5,
         breaker_cooldown: Duration::from_secs(1),
+        wait: Duration::ZERO,
     }
 }
 

@@ -63,6 +63,11 @@ fn request(model: &str) -> pb::AssembleRequest {
 }
 
 async fn server_counting_with(standin: &StandIn) -> (tempfile::TempDir, TestServer) {
+    server_counting_with_extra(standin, "").await
+}
+
+/// A server counting with `standin`, with `extra` lines in its counting table.
+async fn server_counting_with_extra(standin: &StandIn, extra: &str) -> (tempfile::TempDir, TestServer) {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("anthropic.key");
     std::fs::write(&key, format!("{KEY}\n")).unwrap();
@@ -70,7 +75,7 @@ async fn server_counting_with(standin: &StandIn) -> (tempfile::TempDir, TestServ
     std::fs::write(
         &config,
         format!(
-            "[providers.anthropic.counting]\nurl = \"{}\"\napi_key_file = \"{}\"\nrequests_per_minute = 6000\ntimeout_ms = 2000\n",
+            "[providers.anthropic.counting]\nurl = \"{}\"\napi_key_file = \"{}\"\nrequests_per_minute = 6000\ntimeout_ms = 2000\n{extra}\n",
             standin.anthropic_url(),
             key.display()
         ),
@@ -349,4 +354,68 @@ async fn with_the_provider_slow_sessions_stay_within_budget() {
 #[tokio::test]
 async fn with_the_provider_refusing_sessions_stay_within_budget() {
     sessions_stay_within_budget(standin::Mode::Refusing).await;
+}
+
+/// With `wait_ms`, a request whose static prefix the provider has not
+/// counted yet waits for it (at most that long): the first answer already
+/// counts the system prompt as the provider does. Without it, the first
+/// answer is all estimated. With the provider down, nobody waits.
+#[tokio::test]
+async fn wait_ms_lets_a_first_seen_prefix_be_counted_before_its_request() {
+    let standin = StandIn::start().await;
+    standin.set_mode(standin::Mode::Slow(Duration::from_millis(50)));
+    let (_dir, server) = server_counting_with_extra(&standin, "wait_ms = 1500").await;
+    let mut client = server.client();
+    let started = Instant::now();
+    let first = client
+        .assemble(request("claude-sonnet-5"))
+        .await
+        .unwrap()
+        .into_inner();
+    let waited = started.elapsed();
+    let u = first.usage.unwrap();
+    // The frames' three probes and the system prompt, at 50 ms each.
+    assert!(waited >= Duration::from_millis(150), "{waited:?}");
+    assert!(waited < Duration::from_millis(1500), "{waited:?}");
+    assert_eq!(
+        u.static_tokens,
+        standin::text_tokens(SYSTEM) + standin::SYSTEM,
+        "the system prompt and its frame are the provider's: {u:?}"
+    );
+    assert!(u.tokens_provider >= u.static_tokens, "{u:?}");
+    server.stop().await;
+
+    // Without wait_ms: the same first request is all estimated.
+    let fresh = StandIn::start().await;
+    fresh.set_mode(standin::Mode::Slow(Duration::from_millis(50)));
+    let (_dir, server) = server_counting_with(&fresh).await;
+    let u = server
+        .client()
+        .assemble(request("claude-sonnet-5"))
+        .await
+        .unwrap()
+        .into_inner()
+        .usage
+        .unwrap();
+    assert_eq!(u.tokens_provider, 0, "{u:?}");
+    server.stop().await;
+
+    // The provider down: its breaker opens, and then nobody waits.
+    let down = StandIn::start().await;
+    down.set_mode(standin::Mode::Down);
+    let (_dir, server) = server_counting_with_extra(&down, "wait_ms = 1500").await;
+    let mut client = server.client();
+    let mut quick = 0;
+    for i in 0..12 {
+        let mut req = request("claude-sonnet-5");
+        req.static_segments[0].content = format!("{SYSTEM} (variant {i})");
+        let started = Instant::now();
+        client.assemble(req).await.unwrap();
+        quick += usize::from(started.elapsed() < Duration::from_millis(500));
+    }
+    assert!(
+        quick >= 6,
+        "once the breaker is open requests stop waiting: {quick} of 12 quick"
+    );
+    server.stop().await;
 }

@@ -80,6 +80,7 @@ fn closed_endpoint() -> Settings {
         queue: 16,
         breaker_failures: 1,
         breaker_cooldown: std::time::Duration::from_secs(60),
+        wait: std::time::Duration::ZERO,
     }
 }
 

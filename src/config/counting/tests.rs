@@ -29,6 +29,7 @@ fn off_without_a_url_and_on_with_one_and_a_key() {
     assert_eq!(s.requests_per_minute, 1000);
     assert_eq!(s.concurrency, 4);
     assert_eq!(s.timeout, Duration::from_millis(5000));
+    assert_eq!(s.wait, Duration::ZERO, "requests never wait unless asked to");
     assert_eq!(s.api_key, Secret::new(KEY), "read once, trimmed");
     assert!(!format!("{s:?}").contains(KEY), "the key is never shown");
 }
@@ -64,6 +65,13 @@ fn bad_settings_name_their_key_and_never_quote_the_key() {
         one("anthropic", Api::Anthropic, &unset, 1).unwrap_err().key,
         "providers.anthropic.counting.api_key_env"
     );
+    let (_f, mut waiting) = with_key_file("http://127.0.0.1:1/count");
+    waiting.wait_ms = Some(300);
+    let s = one("anthropic", Api::Anthropic, &waiting, 1).unwrap().unwrap();
+    assert_eq!(s.wait, Duration::from_millis(300));
+    waiting.wait_ms = Some(2001);
+    let e = one("anthropic", Api::Anthropic, &waiting, 1).unwrap_err();
+    assert_eq!(e.key, "providers.anthropic.counting.wait_ms");
     let (_f, mut slow) = with_key_file("http://127.0.0.1:1/count");
     slow.timeout_ms = Some(10);
     let e = one("anthropic", Api::Anthropic, &slow, 1).unwrap_err();

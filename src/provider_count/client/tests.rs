@@ -12,6 +12,7 @@ fn settings(api: Api, url: &str, key: &str) -> Settings {
         queue: 10,
         breaker_failures: 3,
         breaker_cooldown: Duration::from_secs(1),
+        wait: Duration::ZERO,
     }
 }
 
