@@ -72,13 +72,18 @@ python3 tests/reference/answers_check.py 100 "$out"/*.answers.jsonl
 # The floor examples (BENCHMARKS.md's wire rows), a round each: counts over the wire equal counts in process, the
 # bare tonic server answers, and every fresh request is answered OK (each example asserts its answers).
 # Each under a time limit: timeout signals its whole process group, so the servers an example started go with it.
-cargo build --release --locked --example count_wire --example transport_floor
+cargo build --release --locked --example count_wire --example transport_floor --example provider_replay
 echo "--- count_wire and transport_floor smoke"
 timeout -k 10 300 target/release/examples/count_wire "$server" --texts 2 --rounds 1 | tee "$out/count_wire.txt"
 timeout -k 10 300 target/release/examples/transport_floor fresh "$server" --calls 100 --rounds 1 |
   tee "$out/transport_floor_fresh.txt"
 timeout -k 10 300 target/release/examples/transport_floor measure "$server" --calls 100 --rounds 1 |
   tee "$out/transport_floor.txt"
+
+# Counting by the provider replayed against its stand-in (issue 52), a short round: the example asserts that no
+# prompt was over its budget by the provider's count.
+echo "--- provider_replay smoke"
+ROUNDS=1 LATENCY_MS=0 timeout -k 10 300 target/release/examples/provider_replay 1 4 | tee "$out/provider_replay.txt"
 
 echo "loadgen-ci: all runs OK"
 grep -H '^throughput:' "$out"/*.txt
