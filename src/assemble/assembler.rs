@@ -17,7 +17,7 @@ use super::pipeline::{Pipeline, RunOutput};
 use super::policy::Catalog;
 use super::validate::{self, Resolved};
 use crate::compact::{CompactionSettings, Counting};
-use crate::prompt::{AssembleRequest, Assembly, Change, Message, TokenIds};
+use crate::prompt::{AssembleRequest, Assembly, Change, Message, Sources, TokenIds};
 use crate::prompt_cache::block_keys::block_keys;
 use crate::prompt_cache::families::FamilyTracker;
 use crate::prompt_cache::feedback::{Comparison, Feedback, Remembered, UsageReport};
@@ -66,8 +66,11 @@ pub struct TokenCount {
     pub tokens: u32,
     /// Tokenizer id.
     pub tokenizer: String,
-    /// Whether exact.
+    /// Whether exact (nothing estimated: a public tokenizer's count, or
+    /// the provider's).
     pub exact: bool,
+    /// Where the tokens came from (they add up to `tokens`).
+    pub sources: Sources,
 }
 
 impl Assembler {
@@ -169,23 +172,50 @@ impl Assembler {
         );
     }
 
-    /// Counts `text` with the tokenizer of a model or an encoding.
+    /// Counts `text` for a model or an encoding as an assembly for that
+    /// model counts a message's text: an encoding, an OpenAI model or a
+    /// model folder exactly; a model without a public tokenizer whose
+    /// provider counts (`[providers.NAME.counting]`) by the provider once it
+    /// has counted the text, and until then by content, the text handed to
+    /// its counter off the request path (so a caller asking twice sees it
+    /// turn from estimated to the provider's); otherwise estimated.
     pub fn count_tokens(&self, target: &CountTarget, text: &str) -> Result<TokenCount, AssembleError> {
-        let tokenizer = match target {
-            CountTarget::Model(m) => self
-                .catalog()
-                .models
-                .resolve(m)
-                .map(|s| s.tokenizer.clone())
-                .ok_or_else(|| AssembleError::invalid("model", UNKNOWN_MODEL))?,
-            CountTarget::Encoding(e) => Encoding::from_name(e).map(Tokenizer::exact).ok_or_else(|| {
-                AssembleError::invalid("encoding", "unknown encoding: use o200k_base or cl100k_base")
-            })?,
+        let catalog = self.catalog();
+        let (tokenizer, learned) = match target {
+            CountTarget::Model(m) => {
+                let spec = catalog
+                    .models
+                    .resolve(m)
+                    .ok_or_else(|| AssembleError::invalid("model", UNKNOWN_MODEL))?;
+                let learned = self.learning.scope(spec, m).and_then(|s| s.count(text));
+                (self.learning.tokenizer(spec, m), learned)
+            }
+            CountTarget::Encoding(e) => {
+                let tokenizer = Encoding::from_name(e).map(Tokenizer::exact).ok_or_else(|| {
+                    AssembleError::invalid("encoding", "unknown encoding: use o200k_base or cl100k_base")
+                })?;
+                (tokenizer, None)
+            }
+        };
+        let (tokens, sources, exact) = match learned {
+            Some(n) => (
+                n,
+                Sources {
+                    provider: n,
+                    ..Sources::default()
+                },
+                true,
+            ),
+            None => {
+                let n = tokenizer.count(text);
+                (n, Sources::all(n, tokenizer.is_exact()), tokenizer.is_exact())
+            }
         };
         Ok(TokenCount {
-            tokens: tokenizer.count(text),
+            tokens,
             tokenizer: tokenizer.to_string(),
-            exact: tokenizer.is_exact(),
+            exact,
+            sources,
         })
     }
 

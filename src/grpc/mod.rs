@@ -5,7 +5,6 @@ pub mod admission;
 pub mod auth;
 pub mod codec;
 pub mod convert;
-pub mod count;
 pub mod count_request;
 pub mod gate;
 pub mod json;

@@ -444,18 +444,18 @@ impl pb::assembler_server::Assembler for AssemblerService {
             let assembler = self.assembler.clone();
             // The text is checked and counted where it was received (see
             // `count_request`), off the reactor: both are a pass over it.
-            let (count, sources) = blocking(permit, move |_| {
+            let count = blocking(permit, move |_| {
                 let text = wire.text()?;
-                super::count::count(&assembler, &target, text).map_err(|e| to_status(&e))
+                assembler.count_tokens(&target, text).map_err(|e| to_status(&e))
             })
             .await??;
             Ok(pb::CountTokensResponse {
                 tokens: count.tokens,
                 tokenizer: count.tokenizer,
                 exact: count.exact,
-                tokens_exact: sources.exact,
-                tokens_provider: sources.provider,
-                tokens_estimated: sources.estimated,
+                tokens_exact: count.sources.exact,
+                tokens_provider: count.sources.provider,
+                tokens_estimated: count.sources.estimated,
             })
         })
         .await

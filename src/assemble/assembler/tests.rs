@@ -1590,3 +1590,39 @@ fn a_cleared_result_is_sent_in_its_compact_form_when_it_has_one() {
     assert!(cut.decisions[0].cleared_item_ids.is_empty());
     assert!(!cut.decisions[0].dropped_item_ids.is_empty());
 }
+
+#[test]
+fn count_tokens_says_where_its_tokens_came_from() {
+    use crate::prompt::Sources;
+    let a = Assembler::new(crate::config::default_catalog(), 1 << 20);
+    let text = "How long do refunds take for an order placed last week?";
+    for target in [
+        CountTarget::Model("gpt-4o".to_owned()),
+        CountTarget::Encoding("cl100k_base".to_owned()),
+    ] {
+        let c = a.count_tokens(&target, text).unwrap();
+        assert!(c.exact && c.tokens > 0, "{target:?}: {c:?}");
+        assert_eq!(c.sources, Sources::all(c.tokens, true), "{target:?}");
+    }
+    // Without [providers.anthropic.counting] Claude is all estimated, even
+    // an empty text.
+    let claude = CountTarget::Model("claude-sonnet-5".to_owned());
+    let c = a
+        .count_tokens(&claude, "Tide tables for the harbour, briefly.")
+        .unwrap();
+    assert!(!c.exact && c.tokens > 0, "{c:?}");
+    assert_eq!(
+        (c.sources.exact, c.sources.provider, c.sources.estimated),
+        (0, 0, c.tokens)
+    );
+    assert!(!a.count_tokens(&claude, "").unwrap().exact);
+    for target in [
+        CountTarget::Model("no-such-model".to_owned()),
+        CountTarget::Encoding("p50k".to_owned()),
+    ] {
+        assert!(matches!(
+            a.count_tokens(&target, "x"),
+            Err(AssembleError::InvalidArgument(_))
+        ));
+    }
+}
