@@ -274,7 +274,13 @@ fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, learn:
             let req = request(session, n, budget);
             let frozen = estimate.current();
             let started = process::thread_cpu();
-            let out = asm.assemble(req).unwrap();
+            let out = match asm.assemble(req) {
+                Ok(out) => out,
+                Err(e) => panic!(
+                    "{} session, request {n}: {e:?}; estimating with {:?}",
+                    session.kind, frozen.snapshot
+                ),
+            };
             r.request_cpu
                 .push((process::thread_cpu() - started).as_secs_f64() * 1e6);
             let counted = standin_count(&out.messages);
@@ -296,7 +302,7 @@ fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, learn:
                     r.pieces.push(Estimated {
                         class: ContentClass::of(&f),
                         learned_from: frozen.snapshot.observations,
-                        error: (frozen.snapshot.coefficients.estimate(&f) - truth).abs() / truth,
+                        error: (frozen.snapshot.estimate(&f) - truth).abs() / truth,
                         prior_error: (Generation::Claude2026.prior().estimate(&f) - truth).abs() / truth,
                     });
                 }
@@ -425,6 +431,12 @@ fn main() {
         quantiles(r.pieces.iter().filter(|p| p.learned_from >= 100).map(|p| p.error)),
     );
     let final_p99 = asm.learning().estimates().get(GENERATION).current().snapshot.p99;
+    if std::env::var_os("SHOW_STATE").is_some() {
+        println!(
+            "final state: {:?}",
+            asm.learning().estimates().get(GENERATION).current().snapshot
+        );
+    }
     println!(
         "\nutilization (stand-in count / budget, the {} prompts whose offer did not fit): mean {:.1}%, p10 {:.1}%, worst {:.1}%; over budget: {} of {} prompts; p99 raise at the end {:.1}%",
         r.utilization.len(),

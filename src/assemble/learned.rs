@@ -125,7 +125,7 @@ impl Default for Learned {
 }
 
 /// Most observations between two frozen states of a calibrator.
-const MOST_BETWEEN_FREEZES: u64 = 64;
+const MOST_BETWEEN_FREEZES: u64 = 16;
 
 /// One tokenizer generation's calibrator and the state requests count with.
 #[derive(Debug)]

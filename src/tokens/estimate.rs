@@ -65,6 +65,15 @@ pub const FLOOR: Coefficients = Coefficients([
     0.0,
 ]);
 
+/// The most each feature costs, in the order of [`FEATURE_NAMES`]: a token
+/// holds at least one byte, so a character costs at most its bytes (one
+/// for the ASCII classes and a Latin letter, three for CJK, four for
+/// others), and beginning a run at most one token more (three for a run of
+/// digits, which the priors weigh by runs rather than digits; two for one
+/// of punctuation). Calibrators never go above it: a tokenizer no estimate
+/// fits cannot drive a coefficient to absurd values.
+pub const CEILING: Coefficients = Coefficients([1.0, 1.0, 1.0, 1.0, 1.0, 3.0, 4.0, 1.0, 1.0, 3.0, 2.0]);
+
 /// Which tokenizer family an estimate is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Generation {

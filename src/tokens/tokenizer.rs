@@ -297,7 +297,7 @@ impl ContentEstimate {
         let c = &self.snapshot.coefficients.0;
         let merged = 2.0 * Features::RUNS.iter().map(|&i| c[i]).fold(0.0, f64::max);
         let estimate = self.snapshot.coefficients.estimate(&Features::of(text)) - merged;
-        Snapshot::budget_of(estimate, self.snapshot.least_raise())
+        Snapshot::budget_of(estimate, self.snapshot.least_factor())
     }
 
     /// The most bytes a text counting at most `tokens` can hold: every
@@ -311,7 +311,7 @@ impl ContentEstimate {
         if least <= 0.0 || !least.is_finite() {
             return usize::MAX;
         }
-        let chars = (f64::from(tokens) / (least * (1.0 + self.snapshot.least_raise()))).floor() + 1.0;
+        let chars = (f64::from(tokens) / (least * self.snapshot.least_factor())).floor() + 1.0;
         // `as` saturates; the bound is finite and positive.
         (chars * 4.0).min(usize::MAX as f64) as usize
     }
@@ -410,7 +410,14 @@ impl Tokenizer {
         }
         if let Some(c) = &self.content {
             // A text's count follows the coefficients and the error.
-            for v in c.snapshot.coefficients.0.iter().chain(&c.snapshot.raise) {
+            for v in c
+                .snapshot
+                .coefficients
+                .0
+                .iter()
+                .chain(&c.snapshot.raise)
+                .chain(&c.snapshot.scale)
+            {
                 h.update(&v.to_bits().to_le_bytes());
             }
         }
@@ -570,7 +577,10 @@ impl Tokenizer {
     /// counts at least one token, so a text counts at least as many tokens
     /// as it has runs (the margin only adds). Only ASCII whitespace
     /// separates runs here: other whitespace joins two runs into one, which
-    /// keeps the bound a bound. A model folder's tokenizer need not cut at
+    /// keeps the bound a bound. And only a run that begins with an ASCII
+    /// character that is not whitespace is counted: a run of other bytes
+    /// may be all whitespace (a no-break space, an ideographic space), which
+    /// the pre-tokenizers join with the whitespace around it. A model folder's tokenizer need not cut at
     /// whitespace (Gemma's merges cross it): there, only the length proves,
     /// each token covering at most the longest token's bytes.
     pub fn surely_over(&self, text: &str, limit: u32) -> bool {
@@ -594,7 +604,7 @@ impl Tokenizer {
             // Features add up but for a run cut at an end: the sum counts
             // it twice, so the estimate is high, never low; raised by the
             // most any class is, whatever the prefix's class.
-            let most = c.snapshot.most_raise();
+            let most = c.snapshot.most_factor();
             let mut f = Features::of(extra);
             let mut start = 0;
             return ends
@@ -807,9 +817,10 @@ impl fmt::Display for Tokenizer {
 /// Whether `bytes` holds more than `limit` runs of non-whitespace (ASCII
 /// whitespace separates them), eight bytes at a time: each byte's top bit
 /// says whether it is not whitespace, computed for the eight at once
-/// without carries between them, and a run starts at a set bit whose byte
-/// before (the word before's last byte carried in) is clear. Stops in the
-/// word where the count passes the limit.
+/// without carries between them, and a run starts at a set bit of an ASCII
+/// byte whose byte before (the word before's last byte carried in) is
+/// clear (see [`Tokenizer::surely_over`] for why ASCII). Stops in the word
+/// where the count passes the limit.
 fn runs_past(bytes: &[u8], limit: u32) -> bool {
     const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
     const TOP: u64 = 0x8080_8080_8080_8080;
@@ -835,8 +846,10 @@ fn runs_past(bytes: &[u8], limit: u32) -> bool {
     for chunk in words.by_ref() {
         let mut le = [0u8; 8];
         le.copy_from_slice(chunk);
-        let flags = not_space(u64::from_le_bytes(le));
-        let starts = flags & !((flags << 8) | carry);
+        let word = u64::from_le_bytes(le);
+        let flags = not_space(word);
+        // A start: an ASCII byte that is not whitespace after whitespace.
+        let starts = flags & !word & !((flags << 8) | carry);
         runs += u64::from(starts.count_ones());
         if runs > u64::from(limit) {
             return true;
@@ -846,7 +859,7 @@ fn runs_past(bytes: &[u8], limit: u32) -> bool {
     let mut in_run = carry != 0;
     for &b in words.remainder() {
         let space = b == b' ' || b.wrapping_sub(b'\t') < 5;
-        runs += u64::from(!space && !in_run);
+        runs += u64::from(b.is_ascii() && !space && !in_run);
         in_run = !space;
     }
     runs > u64::from(limit)

@@ -141,6 +141,10 @@ fn a_text_of_more_words_than_the_limit_is_surely_over_it() {
     assert!(tok.surely_over("  one\ttwo\n\nthree", 2));
     // Non-ASCII whitespace does not separate here: one run.
     assert!(!tok.surely_over("one\u{a0}two\u{3000}three", 1));
+    // A run that may be all whitespace (no ASCII non-whitespace character
+    // begins it) is not counted: o200k counts these three as one token.
+    assert!(!tok.surely_over("\u{a0} \u{a0}", 1));
+    assert!(!tok.surely_over("\u{a0} \u{a0} \u{3000}", 1));
     assert!(tok.surely_over(&"word ".repeat(1_000_000), 10));
 }
 
@@ -202,7 +206,7 @@ proptest! {
         let mut in_run = false;
         for &b in text.as_bytes() {
             let space = matches!(b, b'\t'..=b'\r' | b' ');
-            runs += i64::from(!space && !in_run);
+            runs += i64::from(b.is_ascii() && !space && !in_run);
             in_run = !space;
         }
         let limit = u32::try_from((runs + slack).max(0)).unwrap_or(0);

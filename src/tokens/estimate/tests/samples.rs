@@ -320,7 +320,7 @@ pub fn fit(generation: Generation) -> Option<[f64; FEATURES]> {
 /// Bounded least squares of `rows · c = 1` (`FLOOR[i] <= c_i <= MOST[i]`), by
 /// cyclic coordinate descent on the normal equations (convex: it reaches
 /// the minimum).
-fn nnls(rows: &[[f64; FEATURES]]) -> [f64; FEATURES] {
+pub fn nnls(rows: &[[f64; FEATURES]]) -> [f64; FEATURES] {
     let mut g = [[0.0; FEATURES]; FEATURES];
     let mut h = [0.0; FEATURES];
     for r in rows {
