@@ -169,6 +169,20 @@ impl<'a> Counter<'a> {
         n
     }
 
+    /// Tokens the tool definitions `tools` cost, and whether that is what
+    /// the provider bills: the provider's count of the set once it has
+    /// counted it (for a model that learns), else the tokenizer's
+    /// ([`Tokenizer::tools_tokens`]).
+    pub fn tools_tokens(&self, tools: &[String]) -> (u32, bool) {
+        if let Some(scope) = self.learn {
+            if let Some(n) = scope.count_tools(tools) {
+                return (n, true);
+            }
+            self.estimated.set(self.estimated.get() + 1);
+        }
+        self.tok.tools_tokens(tools)
+    }
+
     /// A content estimate's count of `text` (whose count-cache key is
     /// `key`): one pass over it, as cheap as hashing it, once per request.
     /// Never put in the shared cache (the count follows the calibrator's

@@ -101,6 +101,14 @@ impl Learned {
         }
     }
 
+    /// The key of the tool set `text` (a JSON array of definitions)
+    /// counted for `generation`: apart from any message's key, for a tool
+    /// set costs what the provider's tool use adds, not its text.
+    pub fn tools_key(generation: &str, text: &str) -> [u8; 32] {
+        let key = blake3::derive_key("context-assembler learned tool set v1", generation.as_bytes());
+        digest::portable_text_key(&key, text.as_bytes())
+    }
+
     /// Whether the piece keyed `key` is learned.
     pub fn contains(&self, key: &[u8; 32]) -> bool {
         self.table.contains_key(key)
@@ -212,6 +220,11 @@ struct Sink {
 impl provider_count::Sink for Sink {
     fn learned(&self, piece: &Piece, content_tokens: u32) {
         self.learned.insert(piece.key, content_tokens);
+        if piece.kind == PieceKind::Tools {
+            // What tool use adds is not what the definitions' text costs:
+            // nothing for the text estimate to learn.
+            return;
+        }
         self.estimates
             .get(&piece.generation)
             .observe(&Features::of(&piece.text), content_tokens);
@@ -473,6 +486,27 @@ impl Scope<'_> {
             kind: PieceKind::Turn,
             text: Arc::from(text),
         }
+    }
+
+    /// The provider's count of the tool set `tools` (each a definition's
+    /// JSON), once learned; else the set is handed to the counter as one
+    /// piece and `None`.
+    pub fn count_tools(&self, tools: &[String]) -> Option<u32> {
+        if tools.is_empty() {
+            return Some(0);
+        }
+        let text = format!("[{}]", tools.join(","));
+        let key = Learned::tools_key(self.generation, &text);
+        if let Some(n) = self.learned.get(&key) {
+            return Some(n);
+        }
+        if let Some(counter) = self.counter {
+            counter.submit(Piece {
+                kind: PieceKind::Tools,
+                ..self.piece(key, &text)
+            });
+        }
+        None
     }
 
     /// [`Scope::count`] of `text` whose learned key ([`Learned::key`] of

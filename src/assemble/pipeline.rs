@@ -532,7 +532,7 @@ impl<'a> Pipeline<'a> {
             .enumerate()
             .map(|(i, s)| self.counter.message_count(Role::System, i == 0, &s.content, None))
             .collect::<Vec<u32>>();
-        let tools_tokens = self.counter.tok.tools_tokens(self.tools);
+        let tools_tokens = self.counter.tools_tokens(self.tools);
         if self.counter.cancel.is_cancelled() {
             return Err(AssembleError::Cancelled);
         }

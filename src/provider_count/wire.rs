@@ -64,17 +64,48 @@ pub fn model_ok(model: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'@'))
 }
 
-/// A tool set's JSON, checked to be an array, borrowed as it is.
-pub fn tools(text: &str) -> Result<&RawValue, CountError> {
-    let unsendable = CountError::Unsendable {
-        reason: "the tool set is not a JSON array",
-    };
-    let raw: &RawValue = serde_json::from_str(text).map_err(|_| unsendable)?;
-    if raw.get().starts_with('[') {
-        Ok(raw)
-    } else {
-        Err(unsendable)
-    }
+/// A tool set's JSON (an array of definitions) in `api`'s shape: each
+/// definition in OpenAI's (`{"type":"function","function":{name,
+/// description, parameters}}`), Anthropic's (`{name, description,
+/// input_schema}`) or Gemini's (`{name, description, parameters}`) shape
+/// becomes Anthropic's or Gemini's function declaration, as a gateway
+/// sends it to that provider. Anything else is not sendable.
+pub fn tools(text: &str, api: Api) -> Result<Box<RawValue>, CountError> {
+    let unsendable = |reason| CountError::Unsendable { reason };
+    let set: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_str(text).map_err(|_| unsendable("the tool set is not a JSON array of objects"))?;
+    let shaped: Vec<serde_json::Value> = set
+        .into_iter()
+        .map(|mut tool| {
+            if let Some(serde_json::Value::Object(function)) = tool.remove("function") {
+                tool = function;
+            }
+            let name = tool.remove("name").filter(serde_json::Value::is_string);
+            let name = name.ok_or(unsendable("a tool without a name"))?;
+            let schema = tool.remove("input_schema").or_else(|| tool.remove("parameters"));
+            let mut out = serde_json::Map::new();
+            out.insert("name".to_owned(), name);
+            if let Some(d) = tool.remove("description") {
+                out.insert("description".to_owned(), d);
+            }
+            let schema_key = match api {
+                Api::Anthropic => "input_schema",
+                Api::Gemini => "parameters",
+            };
+            let schema = match (schema, api) {
+                (Some(s), _) => Some(s),
+                // Anthropic requires a schema; a tool without parameters has an empty one.
+                (None, Api::Anthropic) => Some(serde_json::json!({"type": "object"})),
+                (None, Api::Gemini) => None,
+            };
+            if let Some(s) = schema {
+                out.insert(schema_key.to_owned(), s);
+            }
+            Ok(serde_json::Value::Object(out))
+        })
+        .collect::<Result<_, CountError>>()?;
+    let json = serde_json::to_string(&shaped).map_err(|_| unsendable("the tool set cannot be written"))?;
+    RawValue::from_string(json).map_err(|_| unsendable("the tool set cannot be written"))
 }
 
 #[derive(Serialize)]

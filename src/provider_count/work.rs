@@ -204,10 +204,14 @@ impl Inner {
     /// The piece's content tokens (its model name is checked with its
     /// frames, before any body is written).
     async fn count(&self, piece: &Piece) -> Result<u32, CountError> {
-        let request = match piece.kind {
-            PieceKind::Turn => None,
-            PieceKind::System => Some(Request::System(&piece.text)),
-            PieceKind::Tools => Some(Request::Tools(wire::tools(&piece.text)?)),
+        let tools = match piece.kind {
+            PieceKind::Tools => Some(wire::tools(&piece.text, self.api)?),
+            _ => None,
+        };
+        let request = match (piece.kind, &tools) {
+            (PieceKind::System, _) => Some(Request::System(&piece.text)),
+            (PieceKind::Tools, Some(t)) => Some(Request::Tools(t)),
+            _ => None,
         };
         let measured = self.measured(&piece.model, true).await?;
         let texts = [&*piece.text];

@@ -72,7 +72,11 @@ async fn a_refused_piece_goes_to_the_sink_as_refused_and_is_not_retried() {
     let (counter, sink) = start(settings(Api::Anthropic, provider.anthropic_url()));
     counter.measure_frames("m").await.unwrap();
     provider.set_mode(Mode::Refusing);
-    counter.submit(piece("m", PieceKind::Tools, r#"[{"type":"image_by_url"}]"#));
+    counter.submit(piece(
+        "m",
+        PieceKind::Tools,
+        r#"[{"name":"fetch","type":"image_by_url"}]"#,
+    ));
     until("refused", || sink.refused_texts().len() == 1).await;
     // Give a retry the time it would take, then look.
     tokio::time::sleep(Duration::from_millis(200)).await;

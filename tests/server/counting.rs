@@ -419,3 +419,55 @@ async fn wait_ms_lets_a_first_seen_prefix_be_counted_before_its_request() {
     );
     server.stop().await;
 }
+
+/// The tool set is one piece: sent once in the provider's shape (OpenAI's
+/// function definitions become Anthropic's), and once counted, what tool
+/// use adds to a prompt is the provider's figure.
+#[tokio::test]
+async fn a_tool_set_is_counted_by_the_provider_as_one_piece() {
+    let standin = StandIn::start().await;
+    let (_dir, server) = server_counting_with(&standin).await;
+    let mut client = server.client();
+    let tool = r#"{"type":"function","function":{"name":"lookup_tide","description":"Tide times for a day","parameters":{"type":"object","properties":{"day":{"type":"string"}}}}}"#;
+    let mut req = request("claude-sonnet-5");
+    req.tools = vec![tool.to_owned()];
+    let expected = standin::tools_cost(&serde_json::json!([{
+        "name": "lookup_tide",
+        "description": "Tide times for a day",
+        "input_schema": {"type": "object", "properties": {"day": {"type": "string"}}}
+    }]));
+    let first = client
+        .assemble(req.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .usage
+        .unwrap();
+    assert!(!first.tools_exact, "{first:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut usage = first.clone();
+    while !usage.tools_exact && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        usage = client
+            .assemble(req.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .usage
+            .unwrap();
+    }
+    assert!(usage.tools_exact, "{usage:?}");
+    assert_eq!(
+        usage.tools_tokens, expected,
+        "first estimated at {}",
+        first.tools_tokens
+    );
+    let sets: Vec<_> = standin
+        .requests()
+        .into_iter()
+        .filter(|r| r.text().contains("lookup_tide"))
+        .collect();
+    assert_eq!(sets.len(), 1, "the set went to the provider once");
+    assert!(sets[0].text().contains("input_schema"), "in Anthropic's shape");
+    server.stop().await;
+}

@@ -23,9 +23,13 @@ fn anthropic_bodies_put_text_messages_system_and_tools_where_the_api_reads_them(
         parsed(Api::Anthropic, Request::System("be brief")),
         json!({"model": "m-1", "system": "be brief", "messages": [{"role": "user", "content": "a"}]})
     );
-    let t = tools(r#"[{"name": "f", "input_schema": {"type": "object"}}]"#).unwrap();
+    let t = tools(
+        r#"[{"name": "f", "input_schema": {"type": "object"}}]"#,
+        Api::Anthropic,
+    )
+    .unwrap();
     assert_eq!(
-        parsed(Api::Anthropic, Request::Tools(t)),
+        parsed(Api::Anthropic, Request::Tools(&t)),
         json!({"model": "m-1", "messages": [{"role": "user", "content": "a"}],
                "tools": [{"name": "f", "input_schema": {"type": "object"}}]})
     );
@@ -45,9 +49,9 @@ fn gemini_bodies_use_contents_and_wrap_system_and_tools_in_a_generate_request() 
             "contents": [{"role": "user", "parts": [{"text": "a"}]}],
             "systemInstruction": {"parts": [{"text": "be brief"}]}}})
     );
-    let t = tools(r#"[{"name": "f"}]"#).unwrap();
+    let t = tools(r#"[{"name": "f"}]"#, Api::Gemini).unwrap();
     assert_eq!(
-        parsed(Api::Gemini, Request::Tools(t)),
+        parsed(Api::Gemini, Request::Tools(&t)),
         json!({"generateContentRequest": {"model": "models/m-1",
             "contents": [{"role": "user", "parts": [{"text": "a"}]}],
             "tools": [{"functionDeclarations": [{"name": "f"}]}]}})
@@ -55,15 +59,45 @@ fn gemini_bodies_use_contents_and_wrap_system_and_tools_in_a_generate_request() 
 }
 
 #[test]
-fn a_tool_set_must_be_a_json_array() {
-    assert!(tools("[]").is_ok());
-    assert!(tools(" [1] ").is_ok());
-    for bad in ["", "{}", "[", "\"[]\"", "[] []"] {
+fn a_tool_set_must_be_a_json_array_of_named_definitions() {
+    assert!(tools("[]", Api::Anthropic).is_ok());
+    for bad in [
+        "",
+        "{}",
+        "[",
+        "\"[]\"",
+        "[] []",
+        " [1] ",
+        r#"[{"description": "no name"}]"#,
+    ] {
         assert!(
-            matches!(tools(bad), Err(CountError::Unsendable { .. })),
+            matches!(tools(bad, Api::Anthropic), Err(CountError::Unsendable { .. })),
             "{bad:?}"
         );
     }
+}
+
+/// Each definition goes in the provider's shape, whichever of OpenAI's,
+/// Anthropic's or Gemini's it came in.
+#[test]
+fn a_tool_set_is_sent_in_the_providers_shape() {
+    let schema = json!({"type": "object", "properties": {"day": {"type": "string"}}});
+    let openai = json!([{"type": "function", "function":
+        {"name": "f", "description": "d", "parameters": schema}}]);
+    let anthropic = json!([{"name": "f", "description": "d", "input_schema": schema}]);
+    let gemini = json!([{"name": "f", "description": "d", "parameters": schema}]);
+    for given in [&openai, &anthropic, &gemini] {
+        let text = given.to_string();
+        let to = |api| serde_json::from_str::<Value>(tools(&text, api).unwrap().get()).unwrap();
+        assert_eq!(to(Api::Anthropic), anthropic, "{given}");
+        assert_eq!(to(Api::Gemini), gemini, "{given}");
+    }
+    // Anthropic needs a schema: a tool without parameters has an empty one.
+    let bare = tools(r#"[{"name": "now"}]"#, Api::Anthropic).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(bare.get()).unwrap(),
+        json!([{"name": "now", "input_schema": {"type": "object"}}])
+    );
 }
 
 #[test]
