@@ -145,18 +145,17 @@ impl<'a> Counter<'a> {
         if self.cancel.is_cancelled() {
             return None;
         }
-        if let Some(n) = self
-            .learn
-            .and_then(|_| self.learned(cache::key(self.tok, text.as_bytes()), text))
-        {
+        // Hashed once, for the learned count and the content estimate's memo.
+        let key = (self.learn.is_some() || self.tok.content_estimate().is_some())
+            .then(|| cache::key(self.tok, text.as_bytes()));
+        if let Some(n) = key.and_then(|k| self.learned(k, text)) {
             self.hits.set(self.hits.get() + 1);
             return Some(n).filter(|&n| n <= limit);
         }
         if self.surely_over(text, limit) {
             return None;
         }
-        if self.tok.content_estimate().is_some() {
-            let key = cache::key(self.tok, text.as_bytes());
+        if let Some(key) = key.filter(|_| self.tok.content_estimate().is_some()) {
             return Some(self.by_content(key, text)).filter(|&n| n <= limit);
         }
         if self.warm_only {

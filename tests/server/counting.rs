@@ -10,11 +10,7 @@ use context_assembler::grpc::pb;
 
 use super::common::TestServer;
 
-#[path = "../provider_count/standin.rs"]
-#[allow(dead_code)]
-mod standin;
-
-use standin::{KEY, StandIn};
+use crate::sources::standin::{self, StandIn};
 
 const SYSTEM: &str = "You answer questions about the harbour's tide tables, briefly and with sources.";
 const TURNS: [(&str, pb::Role); 4] = [
@@ -68,25 +64,7 @@ async fn server_counting_with(standin: &StandIn) -> (tempfile::TempDir, TestServ
 
 /// A server counting with `standin`, with `extra` lines in its counting table.
 async fn server_counting_with_extra(standin: &StandIn, extra: &str) -> (tempfile::TempDir, TestServer) {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("anthropic.key");
-    std::fs::write(&key, format!("{KEY}\n")).unwrap();
-    let config = dir.path().join("counting.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[providers.anthropic.counting]\nurl = \"{}\"\napi_key_file = \"{}\"\nrequests_per_minute = 6000\ntimeout_ms = 2000\n{extra}\n",
-            standin.anthropic_url(),
-            key.display()
-        ),
-    )
-    .unwrap();
-    let server = TestServer::start_with(context_assembler::config::ServeArgs {
-        config: Some(config),
-        ..TestServer::args()
-    })
-    .await;
-    (dir, server)
+    crate::sources::counting_server_with(standin, TestServer::args(), extra).await
 }
 
 #[tokio::test]

@@ -13,9 +13,10 @@ use context_assembler::grpc::pb;
 
 use super::common::TestServer;
 
-// The stand-in `counting.rs` includes too (its module is private there).
+// The stand-in provider, for this crate's counting tests (`counting.rs`,
+// `ext_proc.rs` use it from here).
 #[path = "../provider_count/standin.rs"]
-#[allow(dead_code, clippy::duplicate_mod)]
+#[allow(dead_code)]
 pub mod standin;
 
 use standin::{KEY, StandIn, text_tokens};
@@ -26,6 +27,15 @@ const TEXT: &str = "The harbour master posts the tide tables each Monday; spring
 /// A server with `args` whose Anthropic models are counted by `standin`
 /// (`[providers.anthropic.counting]`), and the folder of its key.
 pub async fn counting_server(standin: &StandIn, args: ServeArgs) -> (tempfile::TempDir, TestServer) {
+    counting_server_with(standin, args, "").await
+}
+
+/// [`counting_server`] with `extra` lines in its counting table.
+pub async fn counting_server_with(
+    standin: &StandIn,
+    args: ServeArgs,
+    extra: &str,
+) -> (tempfile::TempDir, TestServer) {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("anthropic.key");
     std::fs::write(&key, format!("{KEY}\n")).unwrap();
@@ -33,7 +43,7 @@ pub async fn counting_server(standin: &StandIn, args: ServeArgs) -> (tempfile::T
     std::fs::write(
         &config,
         format!(
-            "[providers.anthropic.counting]\nurl = \"{}\"\napi_key_file = \"{}\"\nrequests_per_minute = 6000\ntimeout_ms = 2000\n",
+            "[providers.anthropic.counting]\nurl = \"{}\"\napi_key_file = \"{}\"\nrequests_per_minute = 6000\ntimeout_ms = 2000\n{extra}\n",
             standin.anthropic_url(),
             key.display()
         ),
