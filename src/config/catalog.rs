@@ -17,6 +17,8 @@ use crate::tokens::models::CacheSettings;
 use crate::tokens::{Encoding, ModelSpec, ModelTable, Tokenizer};
 use crate::vocab::Role;
 
+mod folders;
+
 /// Fewest characters of `compaction.marker_key`.
 pub const MIN_MARKER_KEY_CHARS: usize = 32;
 /// Most characters of `compaction.marker_key`.
@@ -48,8 +50,9 @@ enum Counter {
     Folder(Arc<HfModel>),
 }
 
-/// Loads the model folder `dir` for the setting `key`, once per table
-/// (`loaded` holds the folders loaded so far, by path).
+/// The model folder `dir` for the setting `key`, once per table (`loaded`
+/// holds the folders of this table so far, by path), and shared with the
+/// catalogs before it while its files are unchanged ([`folders`]).
 fn load_folder(
     dir: &Path,
     key: &str,
@@ -58,9 +61,7 @@ fn load_folder(
     if let Some(m) = loaded.get(dir) {
         return Ok(m.clone());
     }
-    let model = HfModel::load(dir)
-        .map(Arc::new)
-        .map_err(|e| ConfigError::new(key, e.to_string()))?;
+    let model = folders::load(dir).map_err(|e| ConfigError::new(key, e.to_string()))?;
     loaded.insert(dir.to_owned(), model.clone());
     Ok(model)
 }

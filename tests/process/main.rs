@@ -12,3 +12,4 @@ mod cli;
 mod preview;
 mod privacy;
 mod process;
+mod reload;
