@@ -10,13 +10,18 @@
 #   FOLDER=target/hf-vocab/qwen3 RELOADS=1 bash benches/reload_rss.sh
 #   SIDECAR=/tmp/old/target/release/context-assembler bash benches/reload_rss.sh
 #       # another build (no cargo build)
+#   CHANGE=1 bash benches/reload_rss.sh
+#       # a copy of the folder whose tokenizer.json gains a newline before
+#       # each reload: the same tokenizer from other bytes, loaded again
 #
-# Prints one row per reload (MiB) and the reload's wall time.
+# Prints one row per reload (MiB), the reload's wall time, and what the
+# folder's line says (kept or loaded, in ms; none from a build without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 folder=$(realpath "${FOLDER:-target/hf-vocab/gemma3}")
 reloads=${RELOADS:-3}
+change=${CHANGE:-0}
 settle=${SETTLE:-2}
 sidecar=${SIDECAR:-target/release/context-assembler}
 [[ -f $folder/tokenizer.json ]] || { echo "no tokenizer.json in $folder (bash .ci/hf_vocab.sh)" >&2; exit 2; }
@@ -29,6 +34,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+if [[ $change == 1 ]]; then
+  cp -r "$folder" "$work/folder"
+  folder=$work/folder
+fi
 cat >"$work/sidecar.toml" <<TOML
 [[models]]
 name = "open-model"
@@ -61,9 +70,10 @@ echo "sidecar: $sidecar"
 echo "folder:  $folder ($(du -sh "$folder" | cut -f1))"
 echo "started: RSS $(status VmRSS) MiB, peak so far $(status VmHWM) MiB"
 echo
-echo "| reload | RSS before | peak during | RSS after | RSS ${settle} s later | wall |"
-echo "|---:|---:|---:|---:|---:|---:|"
+echo "| reload | RSS before | peak during | RSS after | RSS ${settle} s later | wall | folder |"
+echo "|---:|---:|---:|---:|---:|---:|---|"
 for r in $(seq 1 "$reloads"); do
+  [[ $change == 1 ]] && echo >>"$folder/tokenizer.json"
   before=$(status VmRSS)
   echo 5 >"/proc/$pid/clear_refs"
   start=$(date +%s%N)
@@ -72,7 +82,13 @@ for r in $(seq 1 "$reloads"); do
   wall=$(( ($(date +%s%N) - start) / 1000000 ))
   after=$(status VmRSS)
   sleep "$settle"
-  echo "| $r | $before | $(status VmHWM) | $after | $(status VmRSS) | ${wall} ms |"
+  line=$(grep '"model folder' "$work/log" | tail -n 1)
+  case $line in
+    *unchanged*) outcome="kept, $(grep -o '"ms":"\?[0-9]*' <<<"$line" | tr -dc 0-9) ms" ;;
+    *loaded*) outcome="loaded, $(grep -o '"ms":"\?[0-9]*' <<<"$line" | tr -dc 0-9) ms" ;;
+    *) outcome=- ;;
+  esac
+  echo "| $r | $before | $(status VmHWM) | $after | $(status VmRSS) | ${wall} ms | $outcome |"
 done
 if grep -q 'configuration reload refused\|configuration reload failed' "$work/log"; then
   grep 'configuration reload' "$work/log" >&2

@@ -47,7 +47,7 @@ pub(super) fn load(dir: &Path) -> Result<Arc<HfModel>, LoadError> {
     if let Some(model) = held.into_iter().find(|m| Some(*m.digest()) == now) {
         info!(
             folder = %key.display(),
-            ms = started.elapsed().as_millis(),
+            ms = millis_since(started),
             "model folder unchanged: its loaded tokenizer is kept"
         );
         return Ok(model);
@@ -62,10 +62,14 @@ pub(super) fn load(dir: &Path) -> Result<Arc<HfModel>, LoadError> {
     drop(live);
     info!(
         folder = %key.display(),
-        ms = started.elapsed().as_millis(),
+        ms = millis_since(started),
         "model folder loaded"
     );
     Ok(model)
+}
+
+fn millis_since(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 fn registry() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Vec<Weak<HfModel>>>> {
