@@ -82,7 +82,7 @@ for r in $(seq 1 "$reloads"); do
   wall=$(( ($(date +%s%N) - start) / 1000000 ))
   after=$(status VmRSS)
   sleep "$settle"
-  line=$(grep '"model folder' "$work/log" | tail -n 1)
+  line=$(grep '"model folder' "$work/log" | tail -n 1 || true)
   case $line in
     *unchanged*) outcome="kept, $(grep -o '"ms":"\?[0-9]*' <<<"$line" | tr -dc 0-9) ms" ;;
     *loaded*) outcome="loaded, $(grep -o '"ms":"\?[0-9]*' <<<"$line" | tr -dc 0-9) ms" ;;
