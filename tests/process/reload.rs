@@ -47,16 +47,23 @@ fn logged_folders(sidecar: &ChildServer, message: &str) -> Vec<String> {
         .collect()
 }
 
-/// Waits until `n` reloads were applied.
-async fn reloaded(sidecar: &ChildServer, n: f64) {
+/// Waits until `n` reloads were applied and logged (the folders' lines
+/// come before the reload's own, on the same stream).
+async fn reloaded(sidecar: &ChildServer, n: usize) {
     sidecar
         .wait_for(
             "assembler_config_reloads_total",
             &[("result", "applied")],
-            n,
+            n as f64,
             "the reload was not applied",
         )
         .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let applied = |l: &&String| l.contains("configuration reloaded");
+    while sidecar.logs().iter().filter(applied).count() < n {
+        assert!(std::time::Instant::now() < deadline, "the reload was not logged");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -101,7 +108,7 @@ async fn sighup_keeps_an_unchanged_folder_reloads_a_changed_one_and_drops_a_remo
         .set_modified(mtime)
         .unwrap();
     sidecar.signal("-HUP");
-    reloaded(&sidecar, 1.0).await;
+    reloaded(&sidecar, 1).await;
     assert_eq!(logged_folders(&sidecar, KEPT), [a]);
     assert_eq!(loaded_since(), [b]);
     assert_eq!(count(&mut client, "a", "hello<|im_end|>").await, 2);
@@ -110,7 +117,7 @@ async fn sighup_keeps_an_unchanged_folder_reloads_a_changed_one_and_drops_a_remo
 
     write_config(dir.path(), false);
     sidecar.signal("-HUP");
-    reloaded(&sidecar, 2.0).await;
+    reloaded(&sidecar, 2).await;
     assert_eq!(logged_folders(&sidecar, KEPT), [a, a]);
     assert_eq!(loaded_since(), [b]);
     let listed = client
