@@ -13,7 +13,11 @@
 //! - by request index in its session: the share of prompt tokens counted by
 //!   the provider (the rest estimated), and the same share over the texts
 //!   an earlier request of the session already sent (the new exchange is
-//!   estimated until it is counted);
+//!   estimated until it is counted), and the share on the same sessions
+//!   replayed from a cold start on a second assembler whose gateway
+//!   reports each answer with its usage (`ReportUsageRequest.answer`: the
+//!   provider counts it before the next request sends it). Both passes
+//!   report each request's usage, from which the estimate learns;
 //! - the content estimate's relative error |estimate − stand-in| / stand-in
 //!   on each piece as the requests estimated it, p50 and p99 by content
 //!   class: the generation's prior (the first 20 pieces, and the prior
@@ -45,6 +49,7 @@ use context_assembler::assemble::Assembler;
 use context_assembler::assemble::learned::Learned;
 use context_assembler::config::default_catalog;
 use context_assembler::prompt::{AssembleRequest, Block, BlockKind, Item, Segment, SegmentKind};
+use context_assembler::prompt_cache::feedback::UsageReport;
 use context_assembler::provider_count::{Api, Secret, Settings};
 use context_assembler::tokens::estimate::{ContentClass, Features, Generation};
 use context_assembler::vocab::Role;
@@ -258,7 +263,21 @@ struct Replay {
     request_cpu: Vec<f64>,
 }
 
-fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, learn: bool) -> Replay {
+/// How a replay runs: whether it records the estimate's errors (a cold
+/// start), and what the gateway reports after each answer.
+#[derive(Clone, Copy, PartialEq)]
+enum Pass {
+    /// Warm rounds: nothing recorded, nothing reported.
+    Timing,
+    /// The usage of each request reported (the estimate learns from it).
+    Usage,
+    /// The usage and the answer reported: the provider counts the answer
+    /// before the next request sends it.
+    UsageAndAnswer,
+}
+
+fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, pass: Pass) -> Replay {
+    let learn = pass != Pass::Timing;
     let mut r = Replay {
         by_index: vec![(0, 0, 0, 0); requests],
         ..Replay::default()
@@ -312,6 +331,19 @@ fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, learn:
                 }
             }
             sent.extend(out.messages.iter().map(|m| m.content.clone()));
+            if learn {
+                asm.report_usage(&UsageReport {
+                    request_id: out.request_id.clone(),
+                    provider: "anthropic".to_owned(),
+                    prompt_tokens: counted,
+                    answer: if pass == Pass::UsageAndAnswer {
+                        session.answers[n].clone()
+                    } else {
+                        String::new()
+                    },
+                    ..UsageReport::default()
+                });
+            }
             // The person reads and types: the counter catches up.
             if let Some(c) = counter {
                 let deadline = Instant::now() + Duration::from_secs(30);
@@ -377,27 +409,52 @@ fn main() {
         .start(vec![("anthropic", counting(&standin))])
         .unwrap();
     let counting_before = threads_cpu(COUNTER_THREADS);
-    let r = replay(&asm, &all, requests, budget, true);
+    let r = replay(&asm, &all, requests, budget, Pass::Usage);
     let counting_spent = threads_cpu(COUNTER_THREADS) - counting_before;
     let stats = asm
         .learning()
         .counter(context_assembler::tokens::provider::Provider::Anthropic)
         .unwrap()
         .stats();
+    // The same sessions from a cold start on another assembler, the gateway
+    // reporting each answer with its usage.
+    let answered = Assembler::new(default_catalog(), 256 << 20);
+    answered
+        .learning()
+        .start(vec![("anthropic", counting(&standin))])
+        .unwrap();
+    let a = replay(&answered, &all, requests, budget, Pass::UsageAndAnswer);
 
-    println!("\nrequest | provider-counted share of prompt tokens | of the texts sent before");
-    for (i, (provider, total, old_provider, old_total)) in r.by_index.iter().enumerate() {
-        let old = if *old_total > 0 {
-            format!("{:.2}%", 100.0 * *old_provider as f64 / *old_total as f64)
+    let share = |provider: u64, total: u64| {
+        if total > 0 {
+            format!("{:.2}%", 100.0 * provider as f64 / total as f64)
         } else {
             "-".to_owned()
-        };
+        }
+    };
+    println!(
+        "\nrequest | provider-counted share of prompt tokens | of the texts sent before | with each answer reported"
+    );
+    for (i, ((provider, total, old_provider, old_total), answered)) in
+        r.by_index.iter().zip(&a.by_index).enumerate()
+    {
         println!(
-            "{:>7} | {:>6.2}% | {old}",
+            "{:>7} | {:>7} | {:>7} | {:>7}",
             i + 1,
-            100.0 * *provider as f64 / (*total).max(1) as f64
+            share(*provider, *total),
+            share(*old_provider, *old_total),
+            share(answered.0, answered.1)
         );
     }
+    let from_second = |by_index: &[(u64, u64, u64, u64)]| {
+        let (p, t) = by_index[1..].iter().fold((0, 0), |(p, t), c| (p + c.0, t + c.1));
+        share(p, t)
+    };
+    println!(
+        "requests 2 on | {} | | {}",
+        from_second(&r.by_index),
+        from_second(&a.by_index)
+    );
     println!("\nestimate error |estimate - stand-in| / stand-in, p50 / p99 (pieces)");
     println!(
         "class | prior, every piece | as estimated, first 20 pieces | as estimated, after 100 observations"
@@ -448,6 +505,14 @@ fn main() {
         100.0 * final_p99
     );
     println!(
+        "with each answer reported: utilization mean {:.1}%, p10 {:.1}%, worst {:.1}%; over budget: {} of {} prompts",
+        100.0 * a.utilization.iter().sum::<f64>() / a.utilization.len() as f64,
+        100.0 * percentile(a.utilization.clone(), 0.1),
+        100.0 * a.utilization.iter().copied().fold(0.0, f64::max),
+        a.over,
+        a.request_cpu.len(),
+    );
+    println!(
         "provider calls {} (pieces learned {}, refused {}, failed {}, dropped {}); the counter's CPU {:.0} µs per request",
         stats.sent,
         stats.learned,
@@ -460,14 +525,14 @@ fn main() {
     // The request path, warm: every piece learned against no counter.
     println!("\nrequest path, thread CPU per Assemble (median of {rounds} rounds of the same requests, µs)");
     let plain = Assembler::new(default_catalog(), 256 << 20);
-    replay(&plain, &all, requests, budget, false);
+    replay(&plain, &all, requests, budget, Pass::Timing);
     let (mut on, mut off) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         on.push(process::median(
-            replay(&asm, &all, requests, budget, false).request_cpu,
+            replay(&asm, &all, requests, budget, Pass::Timing).request_cpu,
         ));
         off.push(process::median(
-            replay(&plain, &all, requests, budget, false).request_cpu,
+            replay(&plain, &all, requests, budget, Pass::Timing).request_cpu,
         ));
     }
     let (on, off) = (process::median(on), process::median(off));
@@ -475,7 +540,11 @@ fn main() {
         "counting configured {on:.1} | no counter {off:.1} | ratio {:.2}x",
         on / off
     );
-    assert_eq!(r.over, 0, "a prompt was over its budget by the provider's count");
+    assert_eq!(
+        r.over + a.over,
+        0,
+        "a prompt was over its budget by the provider's count"
+    );
 }
 
 /// The name of the counter's runtime threads.

@@ -125,6 +125,14 @@ impl Assembler {
     /// request, and records both.
     pub fn report_usage(&self, report: &UsageReport) -> Option<Comparison> {
         let c = self.feedback.report(report)?;
+        if let Some(model) = c.counted_for.as_deref().filter(|_| !report.answer.is_empty()) {
+            // Counted now, so that the session's next request finds the
+            // answer, one of its turns, counted by the provider.
+            let catalog = self.catalog();
+            if let Some(spec) = catalog.models.entries().iter().find(|e| *e.name == *c.model) {
+                self.learning.learn_answer(spec, model, &report.answer);
+            }
+        }
         if let Some(e) = &c.estimated {
             // Counted by content: the report teaches the estimate, and the
             // table's margin (which such requests do not use) stays.
@@ -423,6 +431,7 @@ impl Assembler {
         let asked = req
             .return_token_ids
             .then(|| (req.model.clone(), req.cache_salt.clone()));
+        let counted_for = self.learning.counts(&spec).then(|| Arc::from(req.model.as_str()));
         let messages = layout::materialize(out.plan, req);
         let mut usage = out.usage;
         let (sources, estimated) = self.learning.sources(
@@ -443,6 +452,7 @@ impl Assembler {
                 expected_cached,
                 prefix,
                 estimated,
+                counted_for,
             },
         );
         let s = usage.sources;

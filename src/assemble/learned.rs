@@ -317,6 +317,24 @@ impl Learning {
             .map(|(_, c, wait)| (c, *wait))
     }
 
+    /// Whether `spec`'s texts are counted by its provider: no public
+    /// tokenizer, a generation, and a counter configured for its provider.
+    pub fn counts(&self, spec: &ModelSpec) -> bool {
+        spec.generation_label().is_some()
+            && !spec.tokenizer.is_exact()
+            && self.counter(spec.cache.provider.provider).is_some()
+    }
+
+    /// Hands `answer`, the assistant's answer to a request for `model`
+    /// (resolved to `spec`), to the provider's counter unless it is learned
+    /// already, so that the session's next request, which sends it as a
+    /// turn, finds it counted.
+    pub fn learn_answer(&self, spec: &ModelSpec, model: &str, answer: &str) {
+        if let Some(scope) = self.scope(spec, model).filter(|_| !answer.is_empty()) {
+            scope.count(answer);
+        }
+    }
+
     /// What counting a request for `model` (resolved to `spec`) learns from
     /// and feeds: `None` for a model with a public tokenizer, or whose
     /// provider has no counter configured (nothing to learn: the lookups,

@@ -481,6 +481,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
                     cache_creation_tokens: r.cache_creation_tokens,
                     cache_write_tokens: r.cache_write_tokens,
                     diagnostic: r.diagnostic,
+                    answer: r.answer,
                 };
                 Ok(match self.assembler.report_usage(&report) {
                     Some(c) => pb::ReportUsageResponse {

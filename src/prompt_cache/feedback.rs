@@ -53,6 +53,9 @@ pub struct UsageReport {
     /// (Anthropic's `model_changed`, `system_changed`, `tools_changed`,
     /// `messages_changed`; OpenAI's comparison's reason).
     pub diagnostic: String,
+    /// The assistant's answer as the session's next request will send it
+    /// (empty: not sent), for the provider to count ahead of that request.
+    pub answer: String,
 }
 
 /// Provider cache diagnostics counted by name; any other counts as `other`.
@@ -109,6 +112,9 @@ pub struct Remembered {
     /// what its report can teach the estimate. Such a request's margin is
     /// not the table's to adapt.
     pub estimated: Option<Box<Estimated>>,
+    /// The model as requested, when its provider counts its texts: what an
+    /// answer reported for it is counted for.
+    pub counted_for: Option<Arc<str>>,
 }
 
 /// Consecutive reports of one prefix whose expected hits did not happen
@@ -145,6 +151,8 @@ pub struct Comparison {
     pub prefix_flagged: bool,
     /// What the request was estimated by content with, if it was.
     pub estimated: Option<Box<Estimated>>,
+    /// The model as requested, when its provider counts its texts.
+    pub counted_for: Option<Arc<str>>,
 }
 
 /// Reports an estimated model needs before its margin may change.
@@ -335,6 +343,7 @@ impl Feedback {
             missed_expected,
             prefix_flagged,
             estimated: kept.estimated,
+            counted_for: kept.counted_for,
         })
     }
 }
@@ -351,6 +360,7 @@ mod tests {
             expected_cached,
             prefix: [prefix; 8],
             estimated: None,
+            counted_for: None,
         }
     }
 
@@ -453,6 +463,7 @@ mod tests {
             missed_expected: false,
             prefix_flagged: false,
             estimated: None,
+            counted_for: None,
         };
         for _ in 1..ADAPT_AFTER_REPORTS {
             assert_eq!(f.adapt(&c, 110, (5, 30), start), None, "too few reports");
@@ -503,6 +514,7 @@ mod tests {
             missed_expected: false,
             prefix_flagged: false,
             estimated: None,
+            counted_for: None,
         };
         // Ten thousand reports at once, each claiming the provider counted
         // ten times more: one change, of at most one step.

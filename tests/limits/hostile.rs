@@ -749,6 +749,11 @@ fn report_request(rng: &mut Rng) -> pb::ReportUsageRequest {
         cache_creation_tokens: small(rng),
         cache_write_tokens: small(rng),
         diagnostic: ["", "tools_changed", "MODEL_CHANGED", "\u{0}", "made up"][rng.below(5)].to_owned(),
+        answer: if chance(rng, 30) {
+            nasty(rng, 4096)
+        } else {
+            String::new()
+        },
     }
 }
 

@@ -558,6 +558,8 @@ async fn exercise(format: &str, s: &Secrets) -> (String, Vec<String>) {
                 // A diagnostic is a bounded label: an unknown one is
                 // counted as "other", never exported as sent.
                 diagnostic: s.word("diagnostic"),
+                // The answer is counted, never logged or exported.
+                answer: s.text("answer"),
             })
             .await
             .unwrap();

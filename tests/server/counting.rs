@@ -449,3 +449,114 @@ async fn a_tool_set_is_counted_by_the_provider_as_one_piece() {
     assert!(sets[0].text().contains("input_schema"), "in Anthropic's shape");
     server.stop().await;
 }
+
+/// The answer to [`QUERY`], as the gateway reports it and as the session's
+/// next request sends it back.
+const ANSWER: &str =
+    "Saturday at 07:30 the water stands at 2.9 metres, so a boat drawing 1.2 metres has room.";
+const NEXT: &str = "And on Sunday evening?";
+
+/// The session's next request: the turns so far, the query and `answer`,
+/// then a new question.
+fn next_request(id: &str, answer: &str) -> pb::AssembleRequest {
+    let mut r = request("claude-sonnet-5");
+    r.request_id = id.to_owned();
+    let items = &mut r.blocks[0].items;
+    for (text, role) in [(QUERY, pb::Role::User), (answer, pb::Role::Assistant)] {
+        items.push(pb::Item {
+            id: format!("t{}", items.len()),
+            content: text.to_owned(),
+            role: role.into(),
+            trusted: true,
+            ..Default::default()
+        });
+    }
+    r.query = NEXT.to_owned();
+    r
+}
+
+#[tokio::test]
+async fn an_answer_reported_with_its_usage_is_counted_before_the_next_request() {
+    let standin = StandIn::start().await;
+    let (_dir, server) = server_counting_with(&standin).await;
+    let mut client = server.client();
+    let first = client
+        .assemble(request("claude-sonnet-5"))
+        .await
+        .unwrap()
+        .into_inner();
+    let reported = client
+        .report_usage(pb::ReportUsageRequest {
+            request_id: first.request_id.clone(),
+            provider: "anthropic".to_owned(),
+            prompt_tokens: first.usage.unwrap().total_tokens,
+            answer: ANSWER.to_owned(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(reported.matched);
+
+    // The provider counts the answer before any request sends it.
+    let answer_key = pb::CountTokensRequest {
+        tokenizer: Some(pb::count_tokens_request::Tokenizer::Model(
+            "claude-sonnet-5".to_owned(),
+        )),
+        text: ANSWER.to_owned().into(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !standin.requests().iter().any(|c| c.text().contains(ANSWER)) {
+        assert!(
+            Instant::now() < deadline,
+            "the reported answer was never sent to the provider"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop {
+        let c = client
+            .count_tokens(answer_key.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        if c.tokens_estimated == 0 {
+            assert_eq!(c.tokens_provider, c.tokens);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the answer's count was never learned");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Its next request estimates only the new question; the same request
+    // with an answer never reported estimates that answer too.
+    let next = client
+        .assemble(next_request("tides-2", ANSWER))
+        .await
+        .unwrap()
+        .into_inner()
+        .usage
+        .unwrap();
+    let unreported = ANSWER.replace("Saturday", "Friday");
+    let control = client
+        .assemble(next_request("tides-2b", &unreported))
+        .await
+        .unwrap()
+        .into_inner()
+        .usage
+        .unwrap();
+    assert!(
+        next.tokens_estimated > 0,
+        "the new question is not counted yet: {next:?}"
+    );
+    assert!(
+        next.tokens_estimated < control.tokens_estimated,
+        "reported answer: {next:?}; unreported: {control:?}"
+    );
+    let sent = standin
+        .requests()
+        .iter()
+        .filter(|c| c.text().contains(ANSWER))
+        .count();
+    assert_eq!(sent, 1, "the answer was counted once");
+    server.stop().await;
+}

@@ -707,7 +707,7 @@ class AssembleStreamResponse(_message.Message):
     def __init__(self, index: _Optional[int] = ..., request_id: _Optional[str] = ..., result: _Optional[_Union[AssembleResult, _Mapping]] = ...) -> None: ...
 
 class ReportUsageRequest(_message.Message):
-    __slots__ = ("request_id", "provider", "prompt_tokens", "cached_tokens", "cache_read_tokens", "cache_creation_tokens", "cache_write_tokens", "diagnostic")
+    __slots__ = ("request_id", "provider", "prompt_tokens", "cached_tokens", "cache_read_tokens", "cache_creation_tokens", "cache_write_tokens", "diagnostic", "answer")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -716,6 +716,7 @@ class ReportUsageRequest(_message.Message):
     CACHE_CREATION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHE_WRITE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTIC_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     provider: str
     prompt_tokens: int
@@ -724,7 +725,8 @@ class ReportUsageRequest(_message.Message):
     cache_creation_tokens: int
     cache_write_tokens: int
     diagnostic: str
-    def __init__(self, request_id: _Optional[str] = ..., provider: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., cache_read_tokens: _Optional[int] = ..., cache_creation_tokens: _Optional[int] = ..., cache_write_tokens: _Optional[int] = ..., diagnostic: _Optional[str] = ...) -> None: ...
+    answer: str
+    def __init__(self, request_id: _Optional[str] = ..., provider: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., cache_read_tokens: _Optional[int] = ..., cache_creation_tokens: _Optional[int] = ..., cache_write_tokens: _Optional[int] = ..., diagnostic: _Optional[str] = ..., answer: _Optional[str] = ...) -> None: ...
 
 class ReportUsageResponse(_message.Message):
     __slots__ = ("matched", "sidecar_tokens", "relative_error", "expected_cached_tokens", "cached_tokens", "missed_expected", "prefix_flagged")

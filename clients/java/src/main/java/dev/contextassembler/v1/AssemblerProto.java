@@ -517,7 +517,7 @@ public final class AssemblerProto {
       "order\"\213\001\n\026AssembleStreamResponse\022\024\n\005inde" +
       "x\030\001 \001(\004R\005index\022\035\n\nrequest_id\030\002 \001(\tR\trequ" +
       "estId\022<\n\006result\030\003 \001(\0132$.context_assemble" +
-      "r.v1.AssembleResultR\006result\"\307\002\n\022ReportUs" +
+      "r.v1.AssembleResultR\006result\"\337\002\n\022ReportUs" +
       "ageRequest\022\035\n\nrequest_id\030\001 \001(\tR\trequestI" +
       "d\022\032\n\010provider\030\002 \001(\tR\010provider\022#\n\rprompt_" +
       "tokens\030\003 \001(\rR\014promptTokens\022#\n\rcached_tok" +
@@ -525,202 +525,203 @@ public final class AssemblerProto {
       "kens\030\005 \001(\rR\017cacheReadTokens\0222\n\025cache_cre" +
       "ation_tokens\030\006 \001(\rR\023cacheCreationTokens\022" +
       ",\n\022cache_write_tokens\030\007 \001(\rR\020cacheWriteT" +
-      "okens\022\036\n\ndiagnostic\030\010 \001(\tR\ndiagnostic\"\250\002" +
-      "\n\023ReportUsageResponse\022\030\n\007matched\030\001 \001(\010R\007" +
-      "matched\022%\n\016sidecar_tokens\030\002 \001(\rR\rsidecar" +
-      "Tokens\022%\n\016relative_error\030\003 \001(\001R\rrelative" +
-      "Error\0224\n\026expected_cached_tokens\030\004 \001(\rR\024e" +
-      "xpectedCachedTokens\022#\n\rcached_tokens\030\005 \001" +
-      "(\rR\014cachedTokens\022\'\n\017missed_expected\030\006 \001(" +
-      "\010R\016missedExpected\022%\n\016prefix_flagged\030\007 \001(" +
-      "\010R\rprefixFlagged\"C\n\007ToolUse\022\016\n\002id\030\001 \001(\tR" +
-      "\002id\022\022\n\004name\030\002 \001(\tR\004name\022\024\n\005input\030\003 \001(\tR\005" +
-      "input\"_\n\nToolResult\022\036\n\013tool_use_id\030\001 \001(\t" +
-      "R\ttoolUseId\022\026\n\006output\030\002 \001(\tR\006output\022\031\n\010i" +
-      "s_error\030\003 \001(\010R\007isError\"\354\001\n\014ContentBlock\022" +
-      "\024\n\004text\030\001 \001(\tH\000R\004text\022:\n\010tool_use\030\002 \001(\0132" +
-      "\035.context_assembler.v1.ToolUseH\000R\007toolUs" +
-      "e\022C\n\013tool_result\030\003 \001(\0132 .context_assembl" +
-      "er.v1.ToolResultH\000R\ntoolResult\022<\n\010thinki" +
-      "ng\030\004 \001(\0132\036.context_assembler.v1.Thinking" +
-      "H\000R\010thinkingB\007\n\005block\"\223\001\n\023ConversationMe" +
-      "ssage\022\016\n\002id\030\001 \001(\tR\002id\022.\n\004role\030\002 \001(\0162\032.co" +
-      "ntext_assembler.v1.RoleR\004role\022<\n\007content" +
-      "\030\003 \003(\0132\".context_assembler.v1.ContentBlo" +
-      "ckR\007content\"J\n\nPinnedItem\022\016\n\002id\030\001 \001(\tR\002i" +
-      "d\022\022\n\004kind\030\002 \001(\tR\004kind\022\030\n\007content\030\003 \001(\tR\007" +
-      "content\"\371\003\n\016CompactRequest\022\035\n\nrequest_id" +
-      "\030\001 \001(\tR\trequestId\022\024\n\005model\030\002 \001(\tR\005model\022" +
-      "\035\n\nsession_id\030\003 \001(\tR\tsessionId\022E\n\010messag" +
-      "es\030\004 \003(\0132).context_assembler.v1.Conversa" +
-      "tionMessageR\010messages\022*\n\016trigger_tokens\030" +
-      "\005 \001(\rH\000R\rtriggerTokens\210\001\001\022(\n\rtarget_toke" +
-      "ns\030\006 \001(\rH\001R\014targetTokens\210\001\001\022,\n\017preserve_" +
-      "recent\030\007 \001(\rH\002R\016preserveRecent\210\001\001\0228\n\006pin" +
-      "ned\030\010 \003(\0132 .context_assembler.v1.PinnedI" +
-      "temR\006pinned\0226\n\027context_length_exceeded\030\t" +
-      " \001(\010R\025contextLengthExceeded\022\035\n\ncache_sal" +
-      "t\030\n \001(\tR\tcacheSaltB\021\n\017_trigger_tokensB\020\n" +
-      "\016_target_tokensB\022\n\020_preserve_recent\"\254\001\n\021" +
-      "CompactProvenance\022\037\n\013message_ids\030\001 \003(\tR\n" +
-      "messageIds\022\024\n\005start\030\002 \001(\rR\005start\022\020\n\003end\030" +
-      "\003 \001(\rR\003end\0225\n\024merged_summary_index\030\004 \001(\r" +
-      "H\000R\022mergedSummaryIndex\210\001\001B\027\n\025_merged_sum" +
-      "mary_index\"v\n\010TrimStep\022\037\n\013message_ids\030\001 " +
-      "\003(\tR\nmessageIds\022\024\n\005start\030\002 \001(\rR\005start\022\020\n" +
-      "\003end\030\003 \001(\rR\003end\022!\n\014tokens_after\030\004 \001(\rR\013t" +
-      "okensAfter\"t\n\014BreakerState\0221\n\024consecutiv" +
-      "e_failures\030\001 \001(\rR\023consecutiveFailures\022\022\n" +
-      "\004open\030\002 \001(\010R\004open\022\035\n\nopened_now\030\003 \001(\010R\to" +
-      "penedNow\"\261\006\n\017CompactResponse\022\035\n\nrequest_" +
-      "id\030\001 \001(\tR\trequestId\022\024\n\005model\030\002 \001(\tR\005mode" +
-      "l\022E\n\010messages\030\003 \003(\0132).context_assembler." +
-      "v1.ConversationMessageR\010messages\022\034\n\tcomp" +
-      "acted\030\004 \001(\010R\tcompacted\022>\n\007outcome\030\005 \001(\0162" +
-      "$.context_assembler.v1.CompactOutcomeR\007o" +
-      "utcome\022\026\n\006reason\030\006 \001(\tR\006reason\022#\n\rtokens" +
-      "_before\030\007 \001(\rR\014tokensBefore\022!\n\014tokens_af" +
-      "ter\030\010 \001(\rR\013tokensAfter\022%\n\016trigger_tokens" +
-      "\030\t \001(\rR\rtriggerTokens\022#\n\rtarget_tokens\030\n" +
-      " \001(\rR\014targetTokens\022\'\n\017preserve_recent\030\013 " +
-      "\001(\rR\016preserveRecent\022\034\n\ttokenizer\030\014 \001(\tR\t" +
-      "tokenizer\022\024\n\005exact\030\r \001(\010R\005exact\022G\n\nprove" +
-      "nance\030\016 \001(\0132\'.context_assembler.v1.Compa" +
-      "ctProvenanceR\nprovenance\022(\n\rsummary_inde" +
-      "x\030\017 \001(\rH\000R\014summaryIndex\210\001\001\022=\n\ntrim_steps" +
-      "\030\020 \003(\0132\036.context_assembler.v1.TrimStepR\t" +
-      "trimSteps\022<\n\007breaker\030\021 \001(\0132\".context_ass" +
-      "embler.v1.BreakerStateR\007breaker\0229\n\010warni" +
-      "ngs\030\022 \003(\0132\035.context_assembler.v1.Warning" +
-      "R\010warningsB\020\n\016_summary_index\"\247\001\n\013Observa" +
-      "tion\022\022\n\004type\030\001 \001(\tR\004type\022\024\n\005title\030\002 \001(\tR" +
-      "\005title\022\022\n\004text\030\003 \001(\tR\004text\022\024\n\005facts\030\004 \003(" +
-      "\tR\005facts\022\035\n\nfiles_read\030\005 \003(\tR\tfilesRead\022" +
-      "%\n\016files_modified\030\006 \003(\tR\rfilesModified\"\375" +
-      "\001\n\016SessionSummary\022\030\n\007request\030\001 \001(\tR\007requ" +
-      "est\022\"\n\014investigated\030\002 \001(\tR\014investigated\022" +
-      "\030\n\007learned\030\003 \001(\tR\007learned\022\034\n\tcompleted\030\004" +
-      " \001(\tR\tcompleted\022\035\n\nnext_steps\030\005 \001(\tR\tnex" +
-      "tSteps\022\035\n\nfiles_read\030\006 \003(\tR\tfilesRead\022!\n" +
-      "\014files_edited\030\007 \003(\tR\013filesEdited\022\024\n\005note" +
-      "s\030\010 \001(\tR\005notes\"\334\002\n\rRetainRequest\022\'\n\017idem" +
-      "potency_key\030\001 \001(\tR\016idempotencyKey\022\030\n\007sub" +
-      "ject\030\002 \001(\tR\007subject\022\'\n\017required_scopes\030\003" +
-      " \003(\tR\016requiredScopes\022\035\n\nrequest_id\030\004 \001(\t" +
-      "R\trequestId\022\022\n\004turn\030\005 \001(\rR\004turn\022!\n\014model" +
-      "_output\030\006 \001(\tR\013modelOutput\022E\n\014observatio" +
-      "ns\030\007 \003(\0132!.context_assembler.v1.Observat" +
-      "ionR\014observations\022B\n\tsummaries\030\010 \003(\0132$.c" +
-      "ontext_assembler.v1.SessionSummaryR\tsumm" +
-      "aries\"o\n\rRetainProblem\022\030\n\007element\030\001 \001(\tR" +
-      "\007element\022\024\n\005index\030\002 \001(\rR\005index\022\026\n\006offset" +
-      "\030\003 \001(\004R\006offset\022\026\n\006reason\030\004 \001(\tR\006reason\"\332" +
-      "\001\n\016RetainResponse\022\035\n\nmemory_ids\030\001 \003(\tR\tm" +
-      "emoryIds\022\032\n\010replayed\030\002 \001(\010R\010replayed\022?\n\010" +
-      "problems\030\003 \003(\0132#.context_assembler.v1.Re" +
-      "tainProblemR\010problems\0222\n\025private_spans_r" +
-      "emoved\030\004 \001(\rR\023privateSpansRemoved\022\030\n\007evi" +
-      "cted\030\005 \001(\004R\007evicted\"O\n\rForgetRequest\022\020\n\003" +
-      "ids\030\001 \003(\tR\003ids\022\030\n\007subject\030\002 \001(\tR\007subject" +
-      "\022\022\n\004type\030\003 \001(\tR\004type\"G\n\016ForgetResponse\022\030" +
-      "\n\007deleted\030\001 \001(\004R\007deleted\022\033\n\tnot_found\030\002 " +
-      "\001(\004R\010notFound\"\377\002\n\014StoredMemory\022\016\n\002id\030\001 \001" +
-      "(\tR\002id\022\030\n\007subject\030\002 \001(\tR\007subject\022\022\n\004type" +
-      "\030\003 \001(\tR\004type\022\024\n\005title\030\004 \001(\tR\005title\022E\n\013ob" +
-      "servation\030\005 \001(\0132!.context_assembler.v1.O" +
-      "bservationH\000R\013observation\022@\n\007summary\030\006 \001" +
-      "(\0132$.context_assembler.v1.SessionSummary" +
-      "H\000R\007summary\022\'\n\017required_scopes\030\007 \003(\tR\016re" +
-      "quiredScopes\022\035\n\nrequest_id\030\010 \001(\tR\treques" +
-      "tId\022\022\n\004turn\030\t \001(\rR\004turn\022+\n\022created_at_un" +
-      "ix_ms\030\n \001(\003R\017createdAtUnixMsB\t\n\007content\"" +
-      "\252\001\n\023ListMemoriesRequest\022\030\n\007subject\030\001 \001(\t" +
-      "R\007subject\022\033\n\tpage_size\030\002 \001(\rR\010pageSize\022\035" +
-      "\n\npage_token\030\003 \001(\tR\tpageToken\022=\n\tprincip" +
-      "al\030\004 \001(\0132\037.context_assembler.v1.Principa" +
-      "lR\tprincipal\"\226\001\n\024ListMemoriesResponse\022>\n" +
-      "\010memories\030\001 \003(\0132\".context_assembler.v1.S" +
-      "toredMemoryR\010memories\022&\n\017next_page_token" +
-      "\030\002 \001(\tR\rnextPageToken\022\026\n\006hidden\030\003 \001(\rR\006h" +
-      "idden*_\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013R" +
-      "OLE_SYSTEM\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSI" +
-      "STANT\020\003\022\r\n\tROLE_TOOL\020\004*\230\001\n\013SegmentKind\022\034" +
-      "\n\030SEGMENT_KIND_UNSPECIFIED\020\000\022\027\n\023SEGMENT_" +
-      "KIND_SYSTEM\020\001\022\027\n\023SEGMENT_KIND_POLICY\020\002\022\036" +
-      "\n\032SEGMENT_KIND_OUTPUT_SCHEMA\020\003\022\031\n\025SEGMEN" +
-      "T_KIND_EXAMPLES\020\004*\272\001\n\tBlockKind\022\032\n\026BLOCK" +
-      "_KIND_UNSPECIFIED\020\000\022\024\n\020BLOCK_KIND_STATE\020" +
-      "\001\022\027\n\023BLOCK_KIND_EVIDENCE\020\002\022\025\n\021BLOCK_KIND" +
-      "_MEMORY\020\003\022\026\n\022BLOCK_KIND_SUMMARY\020\004\022\033\n\027BLO" +
-      "CK_KIND_RECENT_TURNS\020\005\022\026\n\022BLOCK_KIND_HIS" +
-      "TORY\020\006*\215\001\n\007Outcome\022\027\n\023OUTCOME_UNSPECIFIE" +
-      "D\020\000\022\020\n\014OUTCOME_KEPT\020\001\022\025\n\021OUTCOME_COMPACT" +
-      "ED\020\002\022\025\n\021OUTCOME_TRUNCATED\020\003\022\023\n\017OUTCOME_D" +
-      "ROPPED\020\004\022\024\n\020OUTCOME_FILTERED\020\005*\304\001\n\016Break" +
-      "pointKind\022\037\n\033BREAKPOINT_KIND_UNSPECIFIED" +
-      "\020\000\022 \n\034BREAKPOINT_KIND_END_OF_TOOLS\020\001\022!\n\035" +
-      "BREAKPOINT_KIND_END_OF_SYSTEM\020\002\022#\n\037BREAK" +
-      "POINT_KIND_END_OF_EXAMPLES\020\003\022\'\n#BREAKPOI" +
-      "NT_KIND_LAST_STABLE_MESSAGE\020\004*\377\001\n\021Marker" +
-      "Ineffective\022\"\n\036MARKER_INEFFECTIVE_UNSPEC" +
-      "IFIED\020\000\022$\n MARKER_INEFFECTIVE_BELOW_MINI" +
-      "MUM\020\001\022,\n(MARKER_INEFFECTIVE_OVER_BREAKPO" +
-      "INT_LIMIT\020\002\022 \n\034MARKER_INEFFECTIVE_TTL_OR" +
-      "DER\020\003\022&\n\"MARKER_INEFFECTIVE_VOLATILE_BEF" +
-      "ORE\020\004\022(\n$MARKER_INEFFECTIVE_LOOKBACK_EXC" +
-      "EEDED\020\005*\273\003\n\013CacheChange\022\034\n\030CACHE_CHANGE_" +
-      "UNSPECIFIED\020\000\022\025\n\021CACHE_CHANGE_NONE\020\001\022\031\n\025" +
-      "CACHE_CHANGE_APPENDED\020\002\022\036\n\032CACHE_CHANGE_" +
-      "MODEL_CHANGED\020\003\022\036\n\032CACHE_CHANGE_TOOLS_CH" +
-      "ANGED\020\004\022\037\n\033CACHE_CHANGE_SYSTEM_CHANGED\020\005" +
-      "\022\037\n\033CACHE_CHANGE_VOLATILE_VALUE\020\006\022\034\n\030CAC" +
-      "HE_CHANGE_WINDOW_STEP\020\007\022 \n\034CACHE_CHANGE_" +
-      "SUMMARY_CHANGED\020\010\022\035\n\031CACHE_CHANGE_TURN_C" +
-      "HANGED\020\t\022\037\n\033CACHE_CHANGE_ITEM_REORDERED\020" +
-      "\n\022\035\n\031CACHE_CHANGE_ITEM_REMOVED\020\013\022\033\n\027CACH" +
-      "E_CHANGE_ITEM_ADDED\020\014\022\036\n\032CACHE_CHANGE_QU" +
-      "ERY_CHANGED\020\r*\201\002\n\nPromptPart\022\033\n\027PROMPT_P" +
-      "ART_UNSPECIFIED\020\000\022\025\n\021PROMPT_PART_TOOLS\020\001" +
-      "\022\026\n\022PROMPT_PART_SYSTEM\020\002\022\030\n\024PROMPT_PART_" +
-      "EXAMPLES\020\003\022\027\n\023PROMPT_PART_SUMMARY\020\004\022\024\n\020P" +
-      "ROMPT_PART_TURN\020\005\022\030\n\024PROMPT_PART_EVIDENC" +
-      "E\020\006\022\026\n\022PROMPT_PART_MEMORY\020\007\022\025\n\021PROMPT_PA" +
-      "RT_STATE\020\010\022\025\n\021PROMPT_PART_QUERY\020\t*\222\002\n\016Co" +
-      "mpactOutcome\022\037\n\033COMPACT_OUTCOME_UNSPECIF" +
-      "IED\020\000\022\035\n\031COMPACT_OUTCOME_COMPACTED\020\001\022)\n%" +
-      "COMPACT_OUTCOME_COMPACTED_OVER_TARGET\020\002\022" +
-      "!\n\035COMPACT_OUTCOME_BELOW_TRIGGER\020\003\022&\n\"CO" +
-      "MPACT_OUTCOME_NOTHING_TO_COMPACT\020\004\022#\n\037CO" +
-      "MPACT_OUTCOME_BREAKER_TRIMMED\020\005\022%\n!COMPA" +
-      "CT_OUTCOME_EMERGENCY_TRIMMED\020\0062\315\007\n\tAssem" +
-      "bler\022Y\n\010Assemble\022%.context_assembler.v1." +
-      "AssembleRequest\032&.context_assembler.v1.A" +
-      "ssembleResponse\022b\n\013CountTokens\022(.context" +
-      "_assembler.v1.CountTokensRequest\032).conte" +
-      "xt_assembler.v1.CountTokensResponse\022_\n\nL" +
-      "istModels\022\'.context_assembler.v1.ListMod" +
-      "elsRequest\032(.context_assembler.v1.ListMo" +
-      "delsResponse\022h\n\rAssembleBatch\022*.context_" +
-      "assembler.v1.AssembleBatchRequest\032+.cont" +
-      "ext_assembler.v1.AssembleBatchResponse\022i" +
-      "\n\016AssembleStream\022%.context_assembler.v1." +
-      "AssembleRequest\032,.context_assembler.v1.A" +
-      "ssembleStreamResponse(\0010\001\022b\n\013ReportUsage" +
-      "\022(.context_assembler.v1.ReportUsageReque" +
-      "st\032).context_assembler.v1.ReportUsageRes",
-      "ponse\022V\n\007Compact\022$.context_assembler.v1." +
-      "CompactRequest\032%.context_assembler.v1.Co" +
-      "mpactResponse\022S\n\006Retain\022#.context_assemb" +
-      "ler.v1.RetainRequest\032$.context_assembler" +
-      ".v1.RetainResponse\022S\n\006Forget\022#.context_a" +
-      "ssembler.v1.ForgetRequest\032$.context_asse" +
-      "mbler.v1.ForgetResponse\022e\n\014ListMemories\022" +
-      ").context_assembler.v1.ListMemoriesReque" +
-      "st\032*.context_assembler.v1.ListMemoriesRe" +
-      "sponseB~\n\027dev.contextassembler.v1B\016Assem" +
-      "blerProtoP\001ZQgithub.com/context-assemble" +
-      "r/context-assembler/clients/go/assembler" +
-      "v1;assemblerv1b\006proto3"
+      "okens\022\036\n\ndiagnostic\030\010 \001(\tR\ndiagnostic\022\026\n" +
+      "\006answer\030\t \001(\tR\006answer\"\250\002\n\023ReportUsageRes" +
+      "ponse\022\030\n\007matched\030\001 \001(\010R\007matched\022%\n\016sidec" +
+      "ar_tokens\030\002 \001(\rR\rsidecarTokens\022%\n\016relati" +
+      "ve_error\030\003 \001(\001R\rrelativeError\0224\n\026expecte" +
+      "d_cached_tokens\030\004 \001(\rR\024expectedCachedTok" +
+      "ens\022#\n\rcached_tokens\030\005 \001(\rR\014cachedTokens" +
+      "\022\'\n\017missed_expected\030\006 \001(\010R\016missedExpecte" +
+      "d\022%\n\016prefix_flagged\030\007 \001(\010R\rprefixFlagged" +
+      "\"C\n\007ToolUse\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(" +
+      "\tR\004name\022\024\n\005input\030\003 \001(\tR\005input\"_\n\nToolRes" +
+      "ult\022\036\n\013tool_use_id\030\001 \001(\tR\ttoolUseId\022\026\n\006o" +
+      "utput\030\002 \001(\tR\006output\022\031\n\010is_error\030\003 \001(\010R\007i" +
+      "sError\"\354\001\n\014ContentBlock\022\024\n\004text\030\001 \001(\tH\000R" +
+      "\004text\022:\n\010tool_use\030\002 \001(\0132\035.context_assemb" +
+      "ler.v1.ToolUseH\000R\007toolUse\022C\n\013tool_result" +
+      "\030\003 \001(\0132 .context_assembler.v1.ToolResult" +
+      "H\000R\ntoolResult\022<\n\010thinking\030\004 \001(\0132\036.conte" +
+      "xt_assembler.v1.ThinkingH\000R\010thinkingB\007\n\005" +
+      "block\"\223\001\n\023ConversationMessage\022\016\n\002id\030\001 \001(" +
+      "\tR\002id\022.\n\004role\030\002 \001(\0162\032.context_assembler." +
+      "v1.RoleR\004role\022<\n\007content\030\003 \003(\0132\".context" +
+      "_assembler.v1.ContentBlockR\007content\"J\n\nP" +
+      "innedItem\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004kind\030\002 \001(\tR" +
+      "\004kind\022\030\n\007content\030\003 \001(\tR\007content\"\371\003\n\016Comp" +
+      "actRequest\022\035\n\nrequest_id\030\001 \001(\tR\trequestI" +
+      "d\022\024\n\005model\030\002 \001(\tR\005model\022\035\n\nsession_id\030\003 " +
+      "\001(\tR\tsessionId\022E\n\010messages\030\004 \003(\0132).conte" +
+      "xt_assembler.v1.ConversationMessageR\010mes" +
+      "sages\022*\n\016trigger_tokens\030\005 \001(\rH\000R\rtrigger" +
+      "Tokens\210\001\001\022(\n\rtarget_tokens\030\006 \001(\rH\001R\014targ" +
+      "etTokens\210\001\001\022,\n\017preserve_recent\030\007 \001(\rH\002R\016" +
+      "preserveRecent\210\001\001\0228\n\006pinned\030\010 \003(\0132 .cont" +
+      "ext_assembler.v1.PinnedItemR\006pinned\0226\n\027c" +
+      "ontext_length_exceeded\030\t \001(\010R\025contextLen" +
+      "gthExceeded\022\035\n\ncache_salt\030\n \001(\tR\tcacheSa" +
+      "ltB\021\n\017_trigger_tokensB\020\n\016_target_tokensB" +
+      "\022\n\020_preserve_recent\"\254\001\n\021CompactProvenanc" +
+      "e\022\037\n\013message_ids\030\001 \003(\tR\nmessageIds\022\024\n\005st" +
+      "art\030\002 \001(\rR\005start\022\020\n\003end\030\003 \001(\rR\003end\0225\n\024me" +
+      "rged_summary_index\030\004 \001(\rH\000R\022mergedSummar" +
+      "yIndex\210\001\001B\027\n\025_merged_summary_index\"v\n\010Tr" +
+      "imStep\022\037\n\013message_ids\030\001 \003(\tR\nmessageIds\022" +
+      "\024\n\005start\030\002 \001(\rR\005start\022\020\n\003end\030\003 \001(\rR\003end\022" +
+      "!\n\014tokens_after\030\004 \001(\rR\013tokensAfter\"t\n\014Br" +
+      "eakerState\0221\n\024consecutive_failures\030\001 \001(\r" +
+      "R\023consecutiveFailures\022\022\n\004open\030\002 \001(\010R\004ope" +
+      "n\022\035\n\nopened_now\030\003 \001(\010R\topenedNow\"\261\006\n\017Com" +
+      "pactResponse\022\035\n\nrequest_id\030\001 \001(\tR\treques" +
+      "tId\022\024\n\005model\030\002 \001(\tR\005model\022E\n\010messages\030\003 " +
+      "\003(\0132).context_assembler.v1.ConversationM" +
+      "essageR\010messages\022\034\n\tcompacted\030\004 \001(\010R\tcom" +
+      "pacted\022>\n\007outcome\030\005 \001(\0162$.context_assemb" +
+      "ler.v1.CompactOutcomeR\007outcome\022\026\n\006reason" +
+      "\030\006 \001(\tR\006reason\022#\n\rtokens_before\030\007 \001(\rR\014t" +
+      "okensBefore\022!\n\014tokens_after\030\010 \001(\rR\013token" +
+      "sAfter\022%\n\016trigger_tokens\030\t \001(\rR\rtriggerT" +
+      "okens\022#\n\rtarget_tokens\030\n \001(\rR\014targetToke" +
+      "ns\022\'\n\017preserve_recent\030\013 \001(\rR\016preserveRec" +
+      "ent\022\034\n\ttokenizer\030\014 \001(\tR\ttokenizer\022\024\n\005exa" +
+      "ct\030\r \001(\010R\005exact\022G\n\nprovenance\030\016 \001(\0132\'.co" +
+      "ntext_assembler.v1.CompactProvenanceR\npr" +
+      "ovenance\022(\n\rsummary_index\030\017 \001(\rH\000R\014summa" +
+      "ryIndex\210\001\001\022=\n\ntrim_steps\030\020 \003(\0132\036.context" +
+      "_assembler.v1.TrimStepR\ttrimSteps\022<\n\007bre" +
+      "aker\030\021 \001(\0132\".context_assembler.v1.Breake" +
+      "rStateR\007breaker\0229\n\010warnings\030\022 \003(\0132\035.cont" +
+      "ext_assembler.v1.WarningR\010warningsB\020\n\016_s" +
+      "ummary_index\"\247\001\n\013Observation\022\022\n\004type\030\001 \001" +
+      "(\tR\004type\022\024\n\005title\030\002 \001(\tR\005title\022\022\n\004text\030\003" +
+      " \001(\tR\004text\022\024\n\005facts\030\004 \003(\tR\005facts\022\035\n\nfile" +
+      "s_read\030\005 \003(\tR\tfilesRead\022%\n\016files_modifie" +
+      "d\030\006 \003(\tR\rfilesModified\"\375\001\n\016SessionSummar" +
+      "y\022\030\n\007request\030\001 \001(\tR\007request\022\"\n\014investiga" +
+      "ted\030\002 \001(\tR\014investigated\022\030\n\007learned\030\003 \001(\t" +
+      "R\007learned\022\034\n\tcompleted\030\004 \001(\tR\tcompleted\022" +
+      "\035\n\nnext_steps\030\005 \001(\tR\tnextSteps\022\035\n\nfiles_" +
+      "read\030\006 \003(\tR\tfilesRead\022!\n\014files_edited\030\007 " +
+      "\003(\tR\013filesEdited\022\024\n\005notes\030\010 \001(\tR\005notes\"\334" +
+      "\002\n\rRetainRequest\022\'\n\017idempotency_key\030\001 \001(" +
+      "\tR\016idempotencyKey\022\030\n\007subject\030\002 \001(\tR\007subj" +
+      "ect\022\'\n\017required_scopes\030\003 \003(\tR\016requiredSc" +
+      "opes\022\035\n\nrequest_id\030\004 \001(\tR\trequestId\022\022\n\004t" +
+      "urn\030\005 \001(\rR\004turn\022!\n\014model_output\030\006 \001(\tR\013m" +
+      "odelOutput\022E\n\014observations\030\007 \003(\0132!.conte" +
+      "xt_assembler.v1.ObservationR\014observation" +
+      "s\022B\n\tsummaries\030\010 \003(\0132$.context_assembler" +
+      ".v1.SessionSummaryR\tsummaries\"o\n\rRetainP" +
+      "roblem\022\030\n\007element\030\001 \001(\tR\007element\022\024\n\005inde" +
+      "x\030\002 \001(\rR\005index\022\026\n\006offset\030\003 \001(\004R\006offset\022\026" +
+      "\n\006reason\030\004 \001(\tR\006reason\"\332\001\n\016RetainRespons" +
+      "e\022\035\n\nmemory_ids\030\001 \003(\tR\tmemoryIds\022\032\n\010repl" +
+      "ayed\030\002 \001(\010R\010replayed\022?\n\010problems\030\003 \003(\0132#" +
+      ".context_assembler.v1.RetainProblemR\010pro" +
+      "blems\0222\n\025private_spans_removed\030\004 \001(\rR\023pr" +
+      "ivateSpansRemoved\022\030\n\007evicted\030\005 \001(\004R\007evic" +
+      "ted\"O\n\rForgetRequest\022\020\n\003ids\030\001 \003(\tR\003ids\022\030" +
+      "\n\007subject\030\002 \001(\tR\007subject\022\022\n\004type\030\003 \001(\tR\004" +
+      "type\"G\n\016ForgetResponse\022\030\n\007deleted\030\001 \001(\004R" +
+      "\007deleted\022\033\n\tnot_found\030\002 \001(\004R\010notFound\"\377\002" +
+      "\n\014StoredMemory\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007subjec" +
+      "t\030\002 \001(\tR\007subject\022\022\n\004type\030\003 \001(\tR\004type\022\024\n\005" +
+      "title\030\004 \001(\tR\005title\022E\n\013observation\030\005 \001(\0132" +
+      "!.context_assembler.v1.ObservationH\000R\013ob" +
+      "servation\022@\n\007summary\030\006 \001(\0132$.context_ass" +
+      "embler.v1.SessionSummaryH\000R\007summary\022\'\n\017r" +
+      "equired_scopes\030\007 \003(\tR\016requiredScopes\022\035\n\n" +
+      "request_id\030\010 \001(\tR\trequestId\022\022\n\004turn\030\t \001(" +
+      "\rR\004turn\022+\n\022created_at_unix_ms\030\n \001(\003R\017cre" +
+      "atedAtUnixMsB\t\n\007content\"\252\001\n\023ListMemories" +
+      "Request\022\030\n\007subject\030\001 \001(\tR\007subject\022\033\n\tpag" +
+      "e_size\030\002 \001(\rR\010pageSize\022\035\n\npage_token\030\003 \001" +
+      "(\tR\tpageToken\022=\n\tprincipal\030\004 \001(\0132\037.conte" +
+      "xt_assembler.v1.PrincipalR\tprincipal\"\226\001\n" +
+      "\024ListMemoriesResponse\022>\n\010memories\030\001 \003(\0132" +
+      "\".context_assembler.v1.StoredMemoryR\010mem" +
+      "ories\022&\n\017next_page_token\030\002 \001(\tR\rnextPage" +
+      "Token\022\026\n\006hidden\030\003 \001(\rR\006hidden*_\n\004Role\022\024\n" +
+      "\020ROLE_UNSPECIFIED\020\000\022\017\n\013ROLE_SYSTEM\020\001\022\r\n\t" +
+      "ROLE_USER\020\002\022\022\n\016ROLE_ASSISTANT\020\003\022\r\n\tROLE_" +
+      "TOOL\020\004*\230\001\n\013SegmentKind\022\034\n\030SEGMENT_KIND_U" +
+      "NSPECIFIED\020\000\022\027\n\023SEGMENT_KIND_SYSTEM\020\001\022\027\n" +
+      "\023SEGMENT_KIND_POLICY\020\002\022\036\n\032SEGMENT_KIND_O" +
+      "UTPUT_SCHEMA\020\003\022\031\n\025SEGMENT_KIND_EXAMPLES\020" +
+      "\004*\272\001\n\tBlockKind\022\032\n\026BLOCK_KIND_UNSPECIFIE" +
+      "D\020\000\022\024\n\020BLOCK_KIND_STATE\020\001\022\027\n\023BLOCK_KIND_" +
+      "EVIDENCE\020\002\022\025\n\021BLOCK_KIND_MEMORY\020\003\022\026\n\022BLO" +
+      "CK_KIND_SUMMARY\020\004\022\033\n\027BLOCK_KIND_RECENT_T" +
+      "URNS\020\005\022\026\n\022BLOCK_KIND_HISTORY\020\006*\215\001\n\007Outco" +
+      "me\022\027\n\023OUTCOME_UNSPECIFIED\020\000\022\020\n\014OUTCOME_K" +
+      "EPT\020\001\022\025\n\021OUTCOME_COMPACTED\020\002\022\025\n\021OUTCOME_" +
+      "TRUNCATED\020\003\022\023\n\017OUTCOME_DROPPED\020\004\022\024\n\020OUTC" +
+      "OME_FILTERED\020\005*\304\001\n\016BreakpointKind\022\037\n\033BRE" +
+      "AKPOINT_KIND_UNSPECIFIED\020\000\022 \n\034BREAKPOINT" +
+      "_KIND_END_OF_TOOLS\020\001\022!\n\035BREAKPOINT_KIND_" +
+      "END_OF_SYSTEM\020\002\022#\n\037BREAKPOINT_KIND_END_O" +
+      "F_EXAMPLES\020\003\022\'\n#BREAKPOINT_KIND_LAST_STA" +
+      "BLE_MESSAGE\020\004*\377\001\n\021MarkerIneffective\022\"\n\036M" +
+      "ARKER_INEFFECTIVE_UNSPECIFIED\020\000\022$\n MARKE" +
+      "R_INEFFECTIVE_BELOW_MINIMUM\020\001\022,\n(MARKER_" +
+      "INEFFECTIVE_OVER_BREAKPOINT_LIMIT\020\002\022 \n\034M" +
+      "ARKER_INEFFECTIVE_TTL_ORDER\020\003\022&\n\"MARKER_" +
+      "INEFFECTIVE_VOLATILE_BEFORE\020\004\022(\n$MARKER_" +
+      "INEFFECTIVE_LOOKBACK_EXCEEDED\020\005*\273\003\n\013Cach" +
+      "eChange\022\034\n\030CACHE_CHANGE_UNSPECIFIED\020\000\022\025\n" +
+      "\021CACHE_CHANGE_NONE\020\001\022\031\n\025CACHE_CHANGE_APP" +
+      "ENDED\020\002\022\036\n\032CACHE_CHANGE_MODEL_CHANGED\020\003\022" +
+      "\036\n\032CACHE_CHANGE_TOOLS_CHANGED\020\004\022\037\n\033CACHE" +
+      "_CHANGE_SYSTEM_CHANGED\020\005\022\037\n\033CACHE_CHANGE" +
+      "_VOLATILE_VALUE\020\006\022\034\n\030CACHE_CHANGE_WINDOW" +
+      "_STEP\020\007\022 \n\034CACHE_CHANGE_SUMMARY_CHANGED\020" +
+      "\010\022\035\n\031CACHE_CHANGE_TURN_CHANGED\020\t\022\037\n\033CACH" +
+      "E_CHANGE_ITEM_REORDERED\020\n\022\035\n\031CACHE_CHANG" +
+      "E_ITEM_REMOVED\020\013\022\033\n\027CACHE_CHANGE_ITEM_AD" +
+      "DED\020\014\022\036\n\032CACHE_CHANGE_QUERY_CHANGED\020\r*\201\002" +
+      "\n\nPromptPart\022\033\n\027PROMPT_PART_UNSPECIFIED\020" +
+      "\000\022\025\n\021PROMPT_PART_TOOLS\020\001\022\026\n\022PROMPT_PART_" +
+      "SYSTEM\020\002\022\030\n\024PROMPT_PART_EXAMPLES\020\003\022\027\n\023PR" +
+      "OMPT_PART_SUMMARY\020\004\022\024\n\020PROMPT_PART_TURN\020" +
+      "\005\022\030\n\024PROMPT_PART_EVIDENCE\020\006\022\026\n\022PROMPT_PA" +
+      "RT_MEMORY\020\007\022\025\n\021PROMPT_PART_STATE\020\010\022\025\n\021PR" +
+      "OMPT_PART_QUERY\020\t*\222\002\n\016CompactOutcome\022\037\n\033" +
+      "COMPACT_OUTCOME_UNSPECIFIED\020\000\022\035\n\031COMPACT" +
+      "_OUTCOME_COMPACTED\020\001\022)\n%COMPACT_OUTCOME_" +
+      "COMPACTED_OVER_TARGET\020\002\022!\n\035COMPACT_OUTCO" +
+      "ME_BELOW_TRIGGER\020\003\022&\n\"COMPACT_OUTCOME_NO" +
+      "THING_TO_COMPACT\020\004\022#\n\037COMPACT_OUTCOME_BR" +
+      "EAKER_TRIMMED\020\005\022%\n!COMPACT_OUTCOME_EMERG" +
+      "ENCY_TRIMMED\020\0062\315\007\n\tAssembler\022Y\n\010Assemble" +
+      "\022%.context_assembler.v1.AssembleRequest\032" +
+      "&.context_assembler.v1.AssembleResponse\022" +
+      "b\n\013CountTokens\022(.context_assembler.v1.Co" +
+      "untTokensRequest\032).context_assembler.v1." +
+      "CountTokensResponse\022_\n\nListModels\022\'.cont" +
+      "ext_assembler.v1.ListModelsRequest\032(.con" +
+      "text_assembler.v1.ListModelsResponse\022h\n\r" +
+      "AssembleBatch\022*.context_assembler.v1.Ass" +
+      "embleBatchRequest\032+.context_assembler.v1" +
+      ".AssembleBatchResponse\022i\n\016AssembleStream" +
+      "\022%.context_assembler.v1.AssembleRequest\032" +
+      ",.context_assembler.v1.AssembleStreamRes" +
+      "ponse(\0010\001\022b\n\013ReportUsage\022(.context_assem" +
+      "bler.v1.ReportUsageRequest\032).context_ass",
+      "embler.v1.ReportUsageResponse\022V\n\007Compact" +
+      "\022$.context_assembler.v1.CompactRequest\032%" +
+      ".context_assembler.v1.CompactResponse\022S\n" +
+      "\006Retain\022#.context_assembler.v1.RetainReq" +
+      "uest\032$.context_assembler.v1.RetainRespon" +
+      "se\022S\n\006Forget\022#.context_assembler.v1.Forg" +
+      "etRequest\032$.context_assembler.v1.ForgetR" +
+      "esponse\022e\n\014ListMemories\022).context_assemb" +
+      "ler.v1.ListMemoriesRequest\032*.context_ass" +
+      "embler.v1.ListMemoriesResponseB~\n\027dev.co" +
+      "ntextassembler.v1B\016AssemblerProtoP\001ZQgit" +
+      "hub.com/context-assembler/context-assemb" +
+      "ler/clients/go/assemblerv1;assemblerv1b\006" +
+      "proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -941,7 +942,7 @@ public final class AssemblerProto {
     internal_static_context_assembler_v1_ReportUsageRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_context_assembler_v1_ReportUsageRequest_descriptor,
-        new java.lang.String[] { "RequestId", "Provider", "PromptTokens", "CachedTokens", "CacheReadTokens", "CacheCreationTokens", "CacheWriteTokens", "Diagnostic", });
+        new java.lang.String[] { "RequestId", "Provider", "PromptTokens", "CachedTokens", "CacheReadTokens", "CacheCreationTokens", "CacheWriteTokens", "Diagnostic", "Answer", });
     internal_static_context_assembler_v1_ReportUsageResponse_descriptor =
       getDescriptor().getMessageTypes().get(36);
     internal_static_context_assembler_v1_ReportUsageResponse_fieldAccessorTable = new

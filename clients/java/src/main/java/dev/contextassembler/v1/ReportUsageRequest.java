@@ -23,6 +23,7 @@ private static final long serialVersionUID = 0L;
     requestId_ = "";
     provider_ = "";
     diagnostic_ = "";
+    answer_ = "";
   }
 
   @java.lang.Override
@@ -276,6 +277,65 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int ANSWER_FIELD_NUMBER = 9;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object answer_ = "";
+  /**
+   * <pre>
+   * The assistant's answer, exactly as the session's next request will send
+   * it as an assistant turn's text. For a model whose provider counts the
+   * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+   * counter in the background, so that the next request finds it counted
+   * by the provider instead of estimated. Ignored otherwise, and when the
+   * request is no longer known. Never logged or stored; only its count is
+   * kept, under its content key.
+   * </pre>
+   *
+   * <code>string answer = 9 [json_name = "answer"];</code>
+   * @return The answer.
+   */
+  @java.lang.Override
+  public java.lang.String getAnswer() {
+    java.lang.Object ref = answer_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      answer_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The assistant's answer, exactly as the session's next request will send
+   * it as an assistant turn's text. For a model whose provider counts the
+   * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+   * counter in the background, so that the next request finds it counted
+   * by the provider instead of estimated. Ignored otherwise, and when the
+   * request is no longer known. Never logged or stored; only its count is
+   * kept, under its content key.
+   * </pre>
+   *
+   * <code>string answer = 9 [json_name = "answer"];</code>
+   * @return The bytes for answer.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getAnswerBytes() {
+    java.lang.Object ref = answer_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      answer_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -313,6 +373,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(diagnostic_)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 8, diagnostic_);
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(answer_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 9, answer_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -352,6 +415,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(diagnostic_)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(8, diagnostic_);
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(answer_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(9, answer_);
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -383,6 +449,8 @@ private static final long serialVersionUID = 0L;
         != other.getCacheWriteTokens()) return false;
     if (!getDiagnostic()
         .equals(other.getDiagnostic())) return false;
+    if (!getAnswer()
+        .equals(other.getAnswer())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -410,6 +478,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getCacheWriteTokens();
     hash = (37 * hash) + DIAGNOSTIC_FIELD_NUMBER;
     hash = (53 * hash) + getDiagnostic().hashCode();
+    hash = (37 * hash) + ANSWER_FIELD_NUMBER;
+    hash = (53 * hash) + getAnswer().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -551,6 +621,7 @@ private static final long serialVersionUID = 0L;
       cacheCreationTokens_ = 0;
       cacheWriteTokens_ = 0;
       diagnostic_ = "";
+      answer_ = "";
       return this;
     }
 
@@ -607,6 +678,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000080) != 0)) {
         result.diagnostic_ = diagnostic_;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.answer_ = answer_;
       }
     }
 
@@ -684,6 +758,11 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000080;
         onChanged();
       }
+      if (!other.getAnswer().isEmpty()) {
+        answer_ = other.answer_;
+        bitField0_ |= 0x00000100;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -750,6 +829,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 66
+            case 74: {
+              answer_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 74
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1285,6 +1369,128 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       diagnostic_ = value;
       bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object answer_ = "";
+    /**
+     * <pre>
+     * The assistant's answer, exactly as the session's next request will send
+     * it as an assistant turn's text. For a model whose provider counts the
+     * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+     * counter in the background, so that the next request finds it counted
+     * by the provider instead of estimated. Ignored otherwise, and when the
+     * request is no longer known. Never logged or stored; only its count is
+     * kept, under its content key.
+     * </pre>
+     *
+     * <code>string answer = 9 [json_name = "answer"];</code>
+     * @return The answer.
+     */
+    public java.lang.String getAnswer() {
+      java.lang.Object ref = answer_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        answer_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The assistant's answer, exactly as the session's next request will send
+     * it as an assistant turn's text. For a model whose provider counts the
+     * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+     * counter in the background, so that the next request finds it counted
+     * by the provider instead of estimated. Ignored otherwise, and when the
+     * request is no longer known. Never logged or stored; only its count is
+     * kept, under its content key.
+     * </pre>
+     *
+     * <code>string answer = 9 [json_name = "answer"];</code>
+     * @return The bytes for answer.
+     */
+    public com.google.protobuf.ByteString
+        getAnswerBytes() {
+      java.lang.Object ref = answer_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        answer_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The assistant's answer, exactly as the session's next request will send
+     * it as an assistant turn's text. For a model whose provider counts the
+     * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+     * counter in the background, so that the next request finds it counted
+     * by the provider instead of estimated. Ignored otherwise, and when the
+     * request is no longer known. Never logged or stored; only its count is
+     * kept, under its content key.
+     * </pre>
+     *
+     * <code>string answer = 9 [json_name = "answer"];</code>
+     * @param value The answer to set.
+     * @return This builder for chaining.
+     */
+    public Builder setAnswer(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      answer_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The assistant's answer, exactly as the session's next request will send
+     * it as an assistant turn's text. For a model whose provider counts the
+     * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+     * counter in the background, so that the next request finds it counted
+     * by the provider instead of estimated. Ignored otherwise, and when the
+     * request is no longer known. Never logged or stored; only its count is
+     * kept, under its content key.
+     * </pre>
+     *
+     * <code>string answer = 9 [json_name = "answer"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearAnswer() {
+      answer_ = getDefaultInstance().getAnswer();
+      bitField0_ = (bitField0_ & ~0x00000100);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The assistant's answer, exactly as the session's next request will send
+     * it as an assistant turn's text. For a model whose provider counts the
+     * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+     * counter in the background, so that the next request finds it counted
+     * by the provider instead of estimated. Ignored otherwise, and when the
+     * request is no longer known. Never logged or stored; only its count is
+     * kept, under its content key.
+     * </pre>
+     *
+     * <code>string answer = 9 [json_name = "answer"];</code>
+     * @param value The bytes for answer to set.
+     * @return This builder for chaining.
+     */
+    public Builder setAnswerBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      answer_ = value;
+      bitField0_ |= 0x00000100;
       onChanged();
       return this;
     }

@@ -126,4 +126,36 @@ public interface ReportUsageRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getDiagnosticBytes();
+
+  /**
+   * <pre>
+   * The assistant's answer, exactly as the session's next request will send
+   * it as an assistant turn's text. For a model whose provider counts the
+   * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+   * counter in the background, so that the next request finds it counted
+   * by the provider instead of estimated. Ignored otherwise, and when the
+   * request is no longer known. Never logged or stored; only its count is
+   * kept, under its content key.
+   * </pre>
+   *
+   * <code>string answer = 9 [json_name = "answer"];</code>
+   * @return The answer.
+   */
+  java.lang.String getAnswer();
+  /**
+   * <pre>
+   * The assistant's answer, exactly as the session's next request will send
+   * it as an assistant turn's text. For a model whose provider counts the
+   * sidecar's pieces (providers.*.counting), the sidecar hands it to that
+   * counter in the background, so that the next request finds it counted
+   * by the provider instead of estimated. Ignored otherwise, and when the
+   * request is no longer known. Never logged or stored; only its count is
+   * kept, under its content key.
+   * </pre>
+   *
+   * <code>string answer = 9 [json_name = "answer"];</code>
+   * @return The bytes for answer.
+   */
+  com.google.protobuf.ByteString
+      getAnswerBytes();
 }
