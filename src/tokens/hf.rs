@@ -9,7 +9,12 @@
 //! reference by construction: text that spells a special token
 //! (`<|im_end|>`) is that token, as the engine will tokenize it. The
 //! reference cross-check (`tests/reference/hf_check.py`) compares both
-//! against Python `transformers` on real vocabularies.
+//! against Python `transformers` on real vocabularies. Where the folder's
+//! tokenizer is one `fast` or `pieces` reproduces (Llama 3, Qwen 2 and
+//! 3, DeepSeek V3, Gemma 3), a hand-written count and ids stand in for it,
+//! once they agree with it on awkward samples at load; any other folder is
+//! counted by the reference and named in a warning at load (how one joins
+//! the fast path: `fast`'s module doc).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -163,8 +168,10 @@ impl HfModel {
             .map_err(|e| malformed(&tok_path, format!("not a tokenizer: {e}")))?;
         // The fast count and ids, once they agree with the reference on
         // awkward texts (or leave them to it).
-        let fast = Fast::of(&tok_json).filter(|f| {
-            fast::SAMPLES.iter().all(|t| {
+        let recognised = Fast::of(&tok_json);
+        let recognised_at_all = recognised.is_some();
+        let fast = recognised.filter(|f| {
+            pattern::SAMPLES.iter().all(|t| {
                 let reference = tokenizer.encode_fast(*t, false).ok();
                 let reference = reference.as_ref().map(tokenizers::Encoding::get_ids);
                 let mut ids = Vec::new();
@@ -246,6 +253,16 @@ impl HfModel {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".to_owned());
+        if fast.is_none() {
+            // Counting here costs 10 to 40 times the fast path's CPU: an
+            // operator should know which folder, and why.
+            let why = if recognised_at_all {
+                "its fast count disagreed with the reference on a load-time sample"
+            } else {
+                "its normalizer, pre-tokenizer or model is not one the fast count reproduces"
+            };
+            tracing::warn!(folder = %name, reason = why, "model folder counted by the slow reference tokenizer");
+        }
         Ok(HfModel {
             name,
             tokenizer,
@@ -471,7 +488,7 @@ fn special_affixes(tokenizer: &tokenizers::Tokenizer) -> Option<Affixes> {
 /// A fast count of one of the kinds recognised.
 #[derive(Debug)]
 enum Fast {
-    /// Byte-level BPE with cl100k's split (Llama 3) or Qwen's.
+    /// Byte-level BPE with cl100k's split (Llama 3), Qwen's or DeepSeek V3's.
     ByteLevel(FastCount),
     /// SentencePiece-style BPE (Gemma 3).
     Pieces(PieceCount),
@@ -510,6 +527,7 @@ pub type SharedModel = Arc<HfModel>;
 mod fast;
 #[cfg(test)]
 pub(crate) mod fixture;
+mod pattern;
 mod pieces;
 mod split;
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The cl100k_base and o200k_base pre-tokenizers, written out by hand: the
 //! same pieces as the reference regexes (tiktoken's, as bpe-openai runs
 //! them), found by one scan over the text with a byte-table fast path for
-//! ASCII instead of a regex engine.
+//! ASCII instead of a regex engine. DeepSeek V3's three splits, with class
+//! tables built the same way, are in [`deepseek`].
 //!
 //! The regexes are alternations tried in order at each position (the first
 //! alternative that matches wins, its quantifiers greedy with backtracking);
@@ -82,12 +83,14 @@ impl Classes {
     /// builds them).
     pub(crate) fn get() -> Option<&'static Classes> {
         static TABLES: OnceLock<Option<Classes>> = OnceLock::new();
-        TABLES.get_or_init(Classes::build).as_ref()
+        TABLES.get_or_init(|| Classes::build(&CLASSES)).as_ref()
     }
 
-    fn build() -> Option<Classes> {
+    /// The tables of `classes`, each a bit and the regex class it stands
+    /// for (another pre-tokenizer's classes: [`deepseek`]).
+    pub(crate) fn build(classes: &[(u8, &str)]) -> Option<Classes> {
         let mut flat = vec![0u8; char::MAX as usize + 1];
-        for (bit, pattern) in CLASSES {
+        for &(bit, pattern) in classes {
             for (lo, hi) in class_ranges(pattern)? {
                 flat.get_mut(lo as usize..=hi as usize)?
                     .iter_mut()
@@ -108,6 +111,12 @@ impl Classes {
             index.push(id);
         }
         Some(Classes { ascii, index, blocks })
+    }
+
+    /// The class bits of an ASCII byte (0 for any other byte).
+    #[inline(always)]
+    pub(crate) fn ascii(&self, b: u8) -> u8 {
+        self.ascii.get(usize::from(b)).copied().unwrap_or(0)
     }
 
     /// The class bits of a code point.
@@ -683,5 +692,6 @@ fn fold(cp: u32) -> Option<u8> {
     }
 }
 
+pub mod deepseek;
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,12 @@
 //! The fast count and ids of a model folder whose tokenizer is, piece for
 //! piece, one this crate already splits fast: a byte-level BPE whose
-//! pre-tokenizer is exactly cl100k's split pattern (Llama 3) or that
-//! pattern with numbers taken one at a time (Qwen 2 and 3), with no
-//! normalizer or NFC. Such a text is cut at its added tokens (each one
-//! token, as Hugging Face's added vocabulary cuts them first), the rest by
-//! [`pretok`]'s hand-written split; under `ignore_merges` a piece that is
-//! itself a token is that token ([`Singles`] answers the count in one
+//! pre-tokenizer is exactly cl100k's split pattern (Llama 3), that pattern
+//! with numbers taken one at a time (Qwen 2 and 3), or DeepSeek V3's three
+//! splits ([`super::pattern`] reads which), with no normalizer or NFC.
+//! Such a text is cut at its added tokens (each one token, as Hugging
+//! Face's added vocabulary cuts them first), the rest by the hand-written
+//! split (`pretok`, `pretok::deepseek`); under `ignore_merges` a piece that
+//! is itself a token is that token ([`Singles`] answers the count in one
 //! probe), any other is merged by the folder's merge list, lowest rank
 //! first and leftmost on a tie, which is Hugging Face's BPE without
 //! dropout. Within one text each distinct piece is merged once. (Llama 3's
@@ -16,10 +17,37 @@
 //!
 //! Recognised only when the file says so (see [`FastCount::of`]), and then
 //! trusted only after it agrees with Hugging Face's tokenizer on a sample of
-//! awkward texts at load; otherwise the reference counts. The reference
-//! cross-checks against `transformers` (`tests/reference/hf_check.py`,
-//! `render_check.py`) run Llama 3.1's and Qwen 3's real folders through
-//! this path.
+//! awkward texts at load ([`super::pattern::SAMPLES`]); otherwise the
+//! reference counts, and the load says so in a warning naming the folder.
+//! The reference cross-checks against `transformers`
+//! (`tests/reference/hf_check.py`, `render_check.py`) run Llama 3.1's, Qwen
+//! 3's and DeepSeek V3's real folders through this path.
+//!
+//! # A new folder on the fast path
+//!
+//! A folder the load warns is counted by the reference (Mistral's, Phi's,
+//! GLM's) comes here in four steps, none of which trusts the file further
+//! than it is read:
+//!
+//! 1. Read its `normalizer`, `pre_tokenizer` and `model` exactly. A
+//!    byte-level BPE with a `Sequence` of `Split`s then a plain `ByteLevel`
+//!    needs only its split; a SentencePiece-style BPE belongs to
+//!    [`super::pieces`]; another normalizer than none or NFC, a `Split`
+//!    that is not `Isolated`, or dropout and byte fallback in a byte-level
+//!    model are not reproduced: leave it to the reference.
+//! 2. Write its split by hand beside `pretok` (as `pretok::deepseek`): each
+//!    `Split` runs alone on the pieces of the one before, so cut segments
+//!    first and run the last regex within one; character classes from
+//!    `regex-syntax`, checked on every code point; a test that counts the
+//!    characters read (linear on degenerate runs).
+//! 3. Recognise its regexes character for character in
+//!    [`super::pattern::PreSplit::of`], and add samples for its seams to
+//!    `SAMPLES` (the load-time check).
+//! 4. Prove it: a property test and a fuzz target comparing the pieces with
+//!    `tokenizers`' own pre-tokenizer built from the same JSON, a property
+//!    test of counts and ids on a small folder of its shape (`hf::tests`),
+//!    the real folder in `tests/reference/hf_check.py` and
+//!    `render_check.py`, and the `count_1mb_hf` bench.
 
 use std::collections::HashMap;
 
@@ -27,38 +55,9 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
-use crate::tokens::Encoding;
-use crate::tokens::pretok;
+use super::pattern::{Pieces, PreSplit, one_pass_cuts_alike};
 use crate::tokens::singles::Singles;
 use crate::vocab::saturating_u32;
-
-/// The split pattern of cl100k_base (and of Llama 3), as `tokenizer.json`
-/// writes it.
-const CL100K_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// Qwen 2's and 3's: cl100k's with each number alone.
-const QWEN_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-
-/// Texts the fast count must count as the reference does before it is
-/// used: whitespace runs, digits, contractions, CJK, emoji, code, special
-/// token text, combining marks.
-pub(super) const SAMPLES: [&str; 16] = [
-    "",
-    "Hello, world! It's a test: don't panic.",
-    "    indented\n\n\n\tcode();  \r\n  ",
-    "1234567890 3.14159 1,000,000",
-    "日本語のテキストと中文。한국어",
-    "emoji 😀🎉👍🏽 and é (e\u{301}) and ﬁ",
-    "fn main() {\n    let x = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n",
-    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
-    "          many spaces           ",
-    "\n\n\n\n\n\n\n\n",
-    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-    "THE QUICK BROWN FOX'S JUMP'LL'VE'D",
-    "<document id=\"x\">\ntext\n</document>\n",
-    "\u{a0}\u{3000}\u{2028}mixed\u{85}spaces",
-    "https://example.com/path?q=1&r=2#frag",
-    "Ω≈ç√∫˜µ≤≥÷ ∑œ∑´®†¥¨ˆøπ“‘",
-];
 
 /// The fast count of one recognised folder.
 pub(super) struct FastCount {
@@ -71,8 +70,8 @@ pub(super) struct FastCount {
     /// (left id, right id) to (merge rank, merged id).
     merges: FxHashMap<(u32, u32), (u32, u32)>,
     added: Option<Added>,
-    /// The longest run of numbers one piece takes (3, or Qwen's 1).
-    max_digits: usize,
+    /// The pre-tokenizer's hand-written split.
+    split: PreSplit,
     /// Whether the text is NFC-normalized first (Qwen).
     nfc: bool,
     /// Whether a piece that is a token is that token, unmerged.
@@ -177,11 +176,12 @@ impl Added {
 }
 
 /// The added tokens of `json` (`None` inside when there are none). `None`
-/// when one strips text around it, or (unless `normalized_ok`) is matched
-/// on normalized text.
+/// when one strips text around it, is matched on normalized text unless
+/// `normalized_ok`, or overlaps one matched on the other kind of text (one
+/// leftmost-longest pass here would cut it otherwise than `tokenizers`'
+/// two).
 pub(super) fn added_finder(json: &Value, normalized_ok: bool) -> Option<Option<Added>> {
-    let mut texts = Vec::new();
-    let mut ids = Vec::new();
+    let (mut texts, mut ids, mut normalized) = (Vec::new(), Vec::new(), Vec::new());
     for t in json.get("added_tokens")?.as_array()? {
         let flag = |k: &str| t.get(k).and_then(Value::as_bool).unwrap_or(false);
         if flag("lstrip")
@@ -193,6 +193,18 @@ pub(super) fn added_finder(json: &Value, normalized_ok: bool) -> Option<Option<A
         }
         texts.push(t.get("content")?.as_str()?.to_owned());
         ids.push(u32::try_from(t.get("id")?.as_u64()?).ok()?);
+        normalized.push(flag("normalized"));
+    }
+    let of = |n: bool| {
+        texts
+            .iter()
+            .zip(&normalized)
+            .filter(|t| *t.1 == n)
+            .map(|t| t.0.as_str())
+            .collect::<Vec<_>>()
+    };
+    if normalized.contains(&true) && !one_pass_cuts_alike(&of(false), &of(true)) {
+        return None;
     }
     if texts.is_empty() {
         return Some(None);
@@ -321,31 +333,7 @@ impl FastCount {
                 _ => return None,
             },
         };
-        let pre = json.get("pre_tokenizer")?;
-        let steps = match pre.get("type")?.as_str()? {
-            "Sequence" => pre.get("pretokenizers")?.as_array()?.as_slice(),
-            _ => return None,
-        };
-        let [split, byte_level] = steps else {
-            return None;
-        };
-        let max_digits = match split.pointer("/pattern/Regex")?.as_str()? {
-            CL100K_PATTERN => 3,
-            QWEN_PATTERN => 1,
-            _ => return None,
-        };
-        let split_ok = split.get("type")?.as_str()? == "Split"
-            && split.get("behavior")?.as_str()? == "Isolated"
-            && !split.get("invert")?.as_bool()?;
-        let byte_level_ok = byte_level.get("type")?.as_str()? == "ByteLevel"
-            && !byte_level.get("use_regex")?.as_bool()?
-            && !byte_level
-                .get("add_prefix_space")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-        if !split_ok || !byte_level_ok {
-            return None;
-        }
+        let split = PreSplit::of(json.get("pre_tokenizer")?)?;
         let model = json.get("model")?;
         let unset = |k: &str| match model.get(k) {
             None | Some(Value::Null) => true,
@@ -376,10 +364,15 @@ impl FastCount {
         let mut byte_ids = [u32::MAX; 256];
         for (text, id) in vocab {
             let id = u32::try_from(id.as_u64()?).ok()?;
-            let bytes: Vec<u8> = text
+            // A token that is not byte-level symbols (DeepSeek's special
+            // tokens sit in its vocabulary) is never what bytes merge into.
+            let Some(bytes) = text
                 .chars()
                 .map(|c| map.get(&c).copied())
-                .collect::<Option<_>>()?;
+                .collect::<Option<Vec<u8>>>()
+            else {
+                continue;
+            };
             if let [b] = bytes.as_slice() {
                 byte_ids[usize::from(*b)] = id;
             }
@@ -391,9 +384,6 @@ impl FastCount {
         }
         let merges = merge_table(model, &ids)?;
         let added = added_finder(json, !nfc)?;
-        // The split tables must build (they always do for this crate's
-        // Unicode tables; if not, the reference counts).
-        pretok::split(Encoding::Cl100kBase, "")?;
         let (singles, whole) = if ignore_merges {
             let singles = Singles::new(tokens.iter().map(|(b, _)| b.as_slice()));
             let mut whole = ByBytes::default();
@@ -410,7 +400,7 @@ impl FastCount {
             byte_ids,
             merges,
             added,
-            max_digits,
+            split,
             nfc,
             ignore_merges,
         })
@@ -490,11 +480,11 @@ impl FastCount {
 
     /// The pre-tokenizer's pieces of a text holding no added token, or
     /// `None` when normalizing would change it.
-    fn pieces<'t>(&self, text: &'t str) -> Option<pretok::Pieces<'t>> {
+    fn pieces<'t>(&self, text: &'t str) -> Option<Pieces<'t>> {
         if self.nfc && !is_nfc(text) {
             return None;
         }
-        pretok::split_digits(Encoding::Cl100kBase, text, self.max_digits)
+        self.split.pieces(text)
     }
 
     /// The ids the merge list makes of `piece`: its bytes' symbols, merged
