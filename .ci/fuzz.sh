@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 CARGO_FUZZ_VERSION=0.13.2
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-convert assemble compact memory memory_parse pretok gateway}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-convert assemble compact memory memory_parse pretok deepseek gateway}"
 # An input slower than this is reported as a hang (a failure).
 PER_INPUT_TIMEOUT=30
 FUZZ_MIN_RUNS="${FUZZ_MIN_RUNS:-$((FUZZ_SECONDS * 100))}"

@@ -13,6 +13,7 @@ pub mod assemble_input;
 pub mod compact_check;
 pub mod compact_input;
 pub mod convert_check;
+pub mod deepseek_check;
 pub mod memory_parse;
 pub mod paths;
 pub mod pretok_check;
