@@ -35,9 +35,10 @@ fn inputs() -> Vec<(&'static str, String)> {
 /// Counting with a model folder's own vocabulary, 1 MB inputs, side by side:
 /// ours (the fast count where the folder's tokenizer is one it reproduces)
 /// against Hugging Face's `tokenizers` crate on the same folder, checked to
-/// give the same count first. The folders are the ones `.ci/hf_vocab.sh`
-/// fetches, found in `CONTEXT_ASSEMBLER_HF_VOCAB` (default target/hf-vocab);
-/// without them the group has nothing to measure and says so.
+/// give the same count and the same ids first, each measured both ways. The
+/// folders are the ones `.ci/hf_vocab.sh` fetches, found in
+/// `CONTEXT_ASSEMBLER_HF_VOCAB` (default target/hf-vocab); without them the
+/// group has nothing to measure and says so.
 fn counting_model_folders(c: &mut Criterion) {
     let root = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB")
         .map(std::path::PathBuf::from)
@@ -46,7 +47,7 @@ fn counting_model_folders(c: &mut Criterion) {
     g.sample_size(10)
         .measurement_time(Duration::from_secs(4))
         .warm_up_time(Duration::from_secs(1));
-    for family in ["llama3_1", "qwen3", "gemma3"] {
+    for family in ["llama3_1", "qwen3", "gemma3", "deepseek_v3"] {
         let dir = root.join(family);
         if !dir.join("tokenizer.json").exists() {
             eprintln!("count_1mb_hf: no {} (run .ci/hf_vocab.sh)", dir.display());
@@ -62,6 +63,11 @@ fn counting_model_folders(c: &mut Criterion) {
                 model.reference_count(&text),
                 "{family} {name}"
             );
+            assert_eq!(
+                model.encode(&text, false),
+                model.reference_encode(&text, false),
+                "{family} {name}: ids"
+            );
             g.throughput(Throughput::Bytes(text.len() as u64));
             g.bench_with_input(BenchmarkId::new(format!("ours/{family}"), name), &text, |b, t| {
                 b.iter(|| model.count(black_box(t)))
@@ -70,6 +76,17 @@ fn counting_model_folders(c: &mut Criterion) {
                 BenchmarkId::new(format!("hf_tokenizers/{family}"), name),
                 &text,
                 |b, t| b.iter(|| model.reference_count(black_box(t))),
+            );
+            // The ids, as a render node asks for them.
+            g.bench_with_input(
+                BenchmarkId::new(format!("ours_ids/{family}"), name),
+                &text,
+                |b, t| b.iter(|| model.encode(black_box(t), false)),
+            );
+            g.bench_with_input(
+                BenchmarkId::new(format!("hf_tokenizers_ids/{family}"), name),
+                &text,
+                |b, t| b.iter(|| model.reference_encode(black_box(t), false)),
             );
         }
     }
