@@ -92,6 +92,9 @@ pub struct HfModel {
     affixes: Option<Affixes>,
     /// Where the added vocabulary cuts a text ([`split`]).
     splitter: Option<Splitter>,
+    /// Why the reference counts, when it does, and whether the log has
+    /// said so ([`HfModel::say_slow`]).
+    slow: Option<(&'static str, std::sync::Once)>,
 }
 
 impl std::fmt::Debug for HfModel {
@@ -166,20 +169,7 @@ impl HfModel {
         }
         let tokenizer = tokenizers::Tokenizer::from_bytes(&tok_bytes)
             .map_err(|e| malformed(&tok_path, format!("not a tokenizer: {e}")))?;
-        // The fast count and ids, once they agree with the reference on
-        // awkward texts (or leave them to it).
-        let recognised = Fast::of(&tok_json);
-        let recognised_at_all = recognised.is_some();
-        let fast = recognised.filter(|f| {
-            pattern::SAMPLES.iter().all(|t| {
-                let reference = tokenizer.encode_fast(*t, false).ok();
-                let reference = reference.as_ref().map(tokenizers::Encoding::get_ids);
-                let mut ids = Vec::new();
-                let count_ok = f.count(t).is_none_or(|n| Some(n) == reference.map(<[u32]>::len));
-                let ids_ok = f.ids(t, &mut ids).is_none() || Some(ids.as_slice()) == reference;
-                count_ok && ids_ok
-            })
-        });
+        let (fast, slow) = Fast::checked(&tok_json, &tokenizer);
         let affixes = fast.as_ref().and_then(|_| special_affixes(&tokenizer));
         let splitter = Splitter::of(&tok_json);
         drop(tok_json);
@@ -253,17 +243,7 @@ impl HfModel {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".to_owned());
-        if fast.is_none() {
-            // Counting here costs 10 to 40 times the fast path's CPU: an
-            // operator should know which folder, and why.
-            let why = if recognised_at_all {
-                "its fast count disagreed with the reference on a load-time sample"
-            } else {
-                "its normalizer, pre-tokenizer or model is not one the fast count reproduces"
-            };
-            tracing::warn!(folder = %name, reason = why, "model folder counted by the slow reference tokenizer");
-        }
-        Ok(HfModel {
+        let model = HfModel {
             name,
             tokenizer,
             template,
@@ -274,7 +254,26 @@ impl HfModel {
             fast,
             affixes,
             splitter,
-        })
+            slow: slow.map(|why| (why, std::sync::Once::new())),
+        };
+        // A reload logs here; the first load of a process runs before its
+        // log is set up, and says it at the first count instead.
+        if tracing::dispatcher::get_default(|d| !d.is::<tracing::subscriber::NoSubscriber>()) {
+            model.say_slow();
+        }
+        Ok(model)
+    }
+
+    /// Logs once, as a warning naming the folder, that the reference
+    /// tokenizer counts it (10 to 40 times the fast path's CPU: an operator
+    /// should know which folder, and why; `fast`'s module doc says how a
+    /// folder joins the fast path).
+    fn say_slow(&self) {
+        if let Some((why, once)) = &self.slow {
+            once.call_once(|| {
+                tracing::warn!(folder = %self.name, reason = why, "model folder counted by the slow reference tokenizer");
+            });
+        }
     }
 
     /// Whether counts take the fast path ([`fast`]).
@@ -309,6 +308,7 @@ impl HfModel {
         if let Some(n) = self.fast.as_ref().and_then(|f| f.count(text)) {
             return saturating_u32(n);
         }
+        self.say_slow();
         self.reference_count(text)
     }
 
@@ -342,6 +342,7 @@ impl HfModel {
                 }
             }
         }
+        self.say_slow();
         self.reference_encode(text, add_special_tokens)
     }
 
@@ -499,6 +500,39 @@ impl Fast {
         FastCount::of(json)
             .map(Fast::ByteLevel)
             .or_else(|| PieceCount::of(json).map(Fast::Pieces))
+    }
+
+    /// The fast count of the tokenizer `json` describes, once it counts and
+    /// encodes the awkward samples as `reference` does; else `None`, and
+    /// why the reference counts.
+    fn checked(
+        json: &serde_json::Value,
+        reference: &tokenizers::Tokenizer,
+    ) -> (Option<Fast>, Option<&'static str>) {
+        let Some(fast) = Fast::of(json) else {
+            return (
+                None,
+                Some("its normalizer, pre-tokenizer or model is not one the fast count reproduces"),
+            );
+        };
+        let agrees = pattern::SAMPLES.iter().all(|t| {
+            let expected = reference.encode_fast(*t, false).ok();
+            let expected = expected.as_ref().map(tokenizers::Encoding::get_ids);
+            let mut ids = Vec::new();
+            let count_ok = fast
+                .count(t)
+                .is_none_or(|n| Some(n) == expected.map(<[u32]>::len));
+            let ids_ok = fast.ids(t, &mut ids).is_none() || Some(ids.as_slice()) == expected;
+            count_ok && ids_ok
+        });
+        if agrees {
+            (Some(fast), None)
+        } else {
+            (
+                None,
+                Some("its fast count disagreed with the reference on a load-time sample"),
+            )
+        }
     }
 
     fn count(&self, text: &str) -> Option<usize> {

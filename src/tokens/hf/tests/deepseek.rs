@@ -213,3 +213,69 @@ proptest! {
         counted_fast_as_the_reference(REAL.as_ref(), &format!("{text}{special}{text}"))?;
     }
 }
+
+/// What a test's subscriber wrote.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The log lines written while `f` runs, under a subscriber of its own.
+fn logged(f: impl FnOnce()) -> String {
+    let out = Captured::default();
+    let writer = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    String::from_utf8(out.0.lock().unwrap().clone()).unwrap()
+}
+
+/// A folder left to the reference is named in a warning, once, whether the
+/// log is set up before it loads (a reload) or only after (a process's
+/// first load: at its first count); a folder counted fast is not.
+#[test]
+fn a_folder_left_to_the_reference_is_named_in_one_warning() {
+    let off_by_one = deepseek_json([r"\p{N}{1,2}", CJK, WORDS]);
+    let line = "model folder counted by the slow reference tokenizer";
+    let mut held = None;
+    let at_load = logged(|| {
+        let (d, m) = load(&off_by_one);
+        m.count("a 1234");
+        held = Some((d, m));
+    });
+    assert_eq!(at_load.matches(line).count(), 1, "{at_load}");
+    assert!(at_load.contains("pre-tokenizer or model is not one"), "{at_load}");
+    let (dir, m) = held.unwrap();
+    let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+    assert!(at_load.contains(&name), "{at_load}");
+    assert!(logged(|| drop(m.encode("a", false))).is_empty());
+
+    // Loaded where no log is set up (as before the subscriber of a
+    // process): said at the first count, and only then.
+    let (_d, later) = std::thread::spawn(move || load(&off_by_one)).join().unwrap();
+    let first = logged(|| {
+        later.count("x");
+    });
+    assert_eq!(first.matches(line).count(), 1, "{first}");
+    assert!(
+        logged(|| {
+            later.count("x");
+        })
+        .is_empty()
+    );
+
+    let fast = logged(|| {
+        load(&deepseek_json([DIGITS, CJK, WORDS])).1.count("x");
+    });
+    assert!(!fast.contains(line), "{fast}");
+}
