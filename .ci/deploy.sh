@@ -169,7 +169,7 @@ step "container image (deploy/docker/Dockerfile, not built here)"
 checks dockerfile deploy/docker/Dockerfile
 
 step "metrics exported by $bin"
-DEPLOY_CI_SERVER_LOG=$out/server.log checks server "$bin" deploy/kubernetes/base/context-assembler.toml \
+DEPLOY_CI_PROMTOOL=$promtool DEPLOY_CI_SERVER_LOG=$out/server.log checks server "$bin" deploy/kubernetes/base/context-assembler.toml \
   "$out/rendered.yaml"
 
 printf '\ndeploy: all checks passed in %ss\n' "$((SECONDS - start))"

@@ -100,7 +100,7 @@ EXPECTED_METRICS = {
     "assembler_trace_spans_dropped_total": "counter",
     "assembler_trace_spans_exported_total": "counter",
     "process_resident_memory_bytes": "gauge",
-    "process_cpu_seconds_total": "gauge",
+    "process_cpu_seconds_total": "counter",
     "process_open_fds": "gauge",
     "process_threads": "gauge",
 }
@@ -962,6 +962,15 @@ def cmd_server(binary, pod_toml, rendered):
 
         url = f"http://{metrics_addr}/metrics"
         families = scrape(url)
+        promtool = os.environ.get("DEPLOY_CI_PROMTOOL")
+        if promtool:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                page = r.read()
+            lint = subprocess.run([promtool, "check", "metrics"], input=page, capture_output=True)
+            findings = (lint.stdout + lint.stderr).decode().strip()
+            if lint.returncode != 0 or findings:
+                fail(f"promtool check metrics on {url}: {findings or lint.returncode}")
+            ok(f"promtool check metrics: no findings on {url}")
         types = exported(families)
         missing = sorted(n for n in EXPECTED_METRICS if n not in types)
         wrong = sorted(f"{n} is {types[n]}, expected {t}" for n, t in EXPECTED_METRICS.items()

@@ -63,10 +63,9 @@ pub(super) async fn serve_metrics(listener: TcpListener, handle: PrometheusHandl
 /// The answer to one request.
 fn scrape(handle: &PrometheusHandle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let resp = if req.uri().path() == "/metrics" {
-        metrics::refresh_process();
         Response::builder()
             .header("content-type", "text/plain; version=0.0.4")
-            .body(Full::new(Bytes::from(handle.render())))
+            .body(Full::new(Bytes::from(metrics::render_page(handle))))
     } else {
         Response::builder()
             .status(StatusCode::NOT_FOUND)

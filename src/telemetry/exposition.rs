@@ -128,7 +128,7 @@ mod tests {
     use super::*;
 
     const PAGE: &str = r#"# HELP process_cpu_seconds_total user and system CPU time
-# TYPE process_cpu_seconds_total gauge
+# TYPE process_cpu_seconds_total counter
 process_cpu_seconds_total 12.5
 # a plain comment 99
 assembler_segment_cache_lookups_total{result="hit"} 90

@@ -84,11 +84,6 @@ pub fn describe() {
         Unit::Bytes,
         "resident memory of the sidecar process"
     );
-    describe_gauge!(
-        PROCESS_CPU_SECONDS_TOTAL,
-        Unit::Seconds,
-        "user and system CPU time of the sidecar process"
-    );
     describe_gauge!(PROCESS_OPEN_FDS, Unit::Count, "open file descriptors");
     describe_gauge!(PROCESS_THREADS, Unit::Count, "threads of the process");
     describe_gauge!(
@@ -100,6 +95,11 @@ pub fn describe() {
         REQUESTS_TOTAL,
         Unit::Count,
         "gRPC requests by rpc and status code"
+    );
+    describe_counter!(
+        CLAIMS_DENIED_TOTAL,
+        Unit::Count,
+        "requests [auth] refused for a claim their identity may not make, by identity and claim"
     );
     describe_histogram!(
         REQUEST_DURATION_SECONDS,
@@ -575,18 +575,35 @@ fn phase_histogram(phase: &'static str, took: Duration) {
 }
 
 /// Sets the process gauges from `/proc/self` (Linux; elsewhere only the
-/// runtime's task count) and the runtime's alive tasks. Called per scrape.
-pub fn refresh_process() {
+/// runtime's task count) and the runtime's alive tasks, and returns the
+/// process's CPU seconds. Called per scrape.
+pub fn refresh_process() -> Option<f64> {
     if let Ok(tasks) = tokio::runtime::Handle::try_current().map(|h| h.metrics().num_alive_tasks()) {
         gauge!(RUNTIME_ALIVE_TASKS).set(tasks as f64);
     }
-    let Some(process) = super::process::read() else {
-        return;
-    };
+    let process = super::process::read()?;
     gauge!(PROCESS_RESIDENT_MEMORY_BYTES).set(process.resident_bytes as f64);
-    gauge!(PROCESS_CPU_SECONDS_TOTAL).set(process.cpu_seconds);
     gauge!(PROCESS_OPEN_FDS).set(process.open_fds as f64);
     gauge!(PROCESS_THREADS).set(process.threads as f64);
+    Some(process.cpu_seconds)
+}
+
+/// One scrape's page: the recorder's metrics, then the process's CPU time as
+/// the counter Prometheus's process collector exports (the recorder's
+/// counters are whole numbers; CPU seconds are not).
+pub fn render_page(handle: &PrometheusHandle) -> String {
+    let cpu = refresh_process();
+    let mut page = handle.render();
+    if let Some(seconds) = cpu {
+        use std::fmt::Write as _;
+        let _ = write!(
+            page,
+            "# HELP {PROCESS_CPU_SECONDS_TOTAL} Total user and system CPU time spent in seconds.\n\
+             # TYPE {PROCESS_CPU_SECONDS_TOTAL} counter\n\
+             {PROCESS_CPU_SECONDS_TOTAL} {seconds}\n"
+        );
+    }
+    page
 }
 
 /// Moves the held-upload-budget gauge by `delta` bytes.

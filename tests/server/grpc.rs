@@ -583,6 +583,11 @@ async fn every_phase_is_timed_and_the_process_is_described() {
         let value = common::metric(&after, gauge, &[]).unwrap_or(-1.0);
         assert!(value > 0.0, "{gauge} = {value}");
     }
+    // Typed as Prometheus's process collector types it.
+    assert!(
+        after.contains("# TYPE process_cpu_seconds_total counter\n"),
+        "process_cpu_seconds_total is not a counter"
+    );
     server.stop().await;
 }
 
