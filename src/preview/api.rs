@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hyper::StatusCode;
-use pbjson::private::BytesDeserialize;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -200,7 +199,28 @@ struct AssembleCall {
     /// Overrides `previous_fingerprint`: the `fingerprint` of an earlier
     /// answer, base64 as bytes are in proto3 JSON (decoded by the decoder
     /// the request's own field uses).
-    previous_fingerprint: Option<BytesDeserialize<Vec<u8>>>,
+    #[serde(default, deserialize_with = "proto3_bytes")]
+    previous_fingerprint: Option<Vec<u8>>,
+}
+
+/// Bytes as proto3 JSON writes them: base64, standard or URL-safe, with or
+/// without padding.
+fn proto3_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const EITHER_PADDING: GeneralPurposeConfig =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, EITHER_PADDING);
+    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, EITHER_PADDING);
+    let Some(text) = <Option<String> as serde::Deserialize>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let engine = if text.contains(['-', '_']) {
+        &URL_SAFE
+    } else {
+        &STANDARD
+    };
+    engine.decode(text).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// `POST /api/assemble`, under `permit` (taken before the body was read):
@@ -246,7 +266,7 @@ pub(super) async fn assemble(state: Arc<Preview>, permit: Permit, body: &[u8]) -
     if let Some(p) = call.policy {
         request.policy = p;
     }
-    if let Some(BytesDeserialize(f)) = call.previous_fingerprint {
+    if let Some(f) = call.previous_fingerprint {
         request.previous_fingerprint = f;
     }
     let items: usize = request.blocks.iter().map(|b| b.items.len()).sum();
@@ -365,5 +385,27 @@ mod tests {
             ApiError::too_large(Some(12), 10).details,
             json!({ "limit": 10, "value": 12 })
         );
+    }
+
+    /// `previous_fingerprint` reads bytes as proto3 JSON writes them, and
+    /// as it accepts them: standard or URL-safe base64, padded or not.
+    #[test]
+    fn a_previous_fingerprint_is_proto3_base64() {
+        let read = |v: &str| {
+            serde_json::from_str::<AssembleCall>(&format!(
+                "{{\"source\":\"x\",\"previousFingerprint\":{v}}}"
+            ))
+            .map(|c| c.previous_fingerprint)
+        };
+        assert_eq!(read("\"AQID\"").ok(), Some(Some(vec![1, 2, 3])));
+        assert_eq!(read("\"AQI=\"").ok(), Some(Some(vec![1, 2])));
+        assert_eq!(read("\"AQI\"").ok(), Some(Some(vec![1, 2])));
+        assert_eq!(read("\"-_8\"").ok(), Some(Some(vec![0xfb, 0xff])));
+        assert_eq!(read("\"+/8=\"").ok(), Some(Some(vec![0xfb, 0xff])));
+        assert_eq!(read("null").ok(), Some(None));
+        assert!(read("\"!!\"").is_err(), "not base64");
+        let absent =
+            serde_json::from_str::<AssembleCall>("{\"source\":\"x\"}").map(|c| c.previous_fingerprint);
+        assert_eq!(absent.ok(), Some(None));
     }
 }

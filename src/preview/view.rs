@@ -20,8 +20,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use pbjson::private::base64::Engine as _;
-use pbjson::private::base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use crate::assemble::{Assembler, CountTarget};
