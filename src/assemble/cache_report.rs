@@ -69,14 +69,7 @@ pub(super) fn fingerprint(
     } else {
         let d = fingerprint::diverge(&req.previous_fingerprint, header, &parts)
             .map_err(|e| AssembleError::invalid("previous_fingerprint", e.to_string()))?;
-        Some(Divergence {
-            change: d.change,
-            kind: d.kind,
-            id: d.id,
-            message_index: d.message_index,
-            token_offset: d.token_offset,
-            servable_tokens: 0,
-        })
+        Some(d)
     };
     Ok((fingerprint::fingerprint(header, &parts), divergence))
 }

@@ -415,6 +415,7 @@ mod tests {
             kind: Some(PartKind::System),
             id: "policy".to_owned(),
             message_index: 1,
+            part_index: 3,
             token_offset: 20,
             servable_tokens: 0,
         };

@@ -236,9 +236,14 @@ pub struct Divergence {
     pub kind: Option<PartKind>,
     /// That part's id in the new prompt ("" for tools, summary, query).
     pub id: String,
-    /// The index of the message holding it.
+    /// The index of the message holding it (0 when identical).
     pub message_index: u32,
-    /// Tokens both prompts share before the first difference.
+    /// Its index among the new prompt's parts; the number of parts when the
+    /// prompts are identical or the new prompt ends there.
+    pub part_index: u32,
+    /// Tokens both prompts share before the first difference: never more
+    /// than the true offset, and exact unless the difference is inside a
+    /// group.
     pub token_offset: u32,
     /// Of those, what the provider's cache can still serve (set by the
     /// caller of the comparison, from the plan's rules).

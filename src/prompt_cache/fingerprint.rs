@@ -153,27 +153,7 @@ pub struct Part<'a> {
     pub volatile: bool,
 }
 
-pub use crate::prompt::Change;
-
-/// Where the new prompt first differs from the previous one, and how.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Divergence {
-    /// What kind of change it is.
-    pub change: Change,
-    /// The kind of the new prompt's part where it first differs; `None` when
-    /// the prompts are identical or the new prompt ends there.
-    pub kind: Option<PartKind>,
-    /// That part's id; "" when `kind` is `None` or the part has no id.
-    pub id: String,
-    /// That part's message index; 0 when `kind` is `None`.
-    pub message_index: u32,
-    /// That part's index in the new parts; the number of parts when `kind` is
-    /// `None`.
-    pub part_index: u32,
-    /// The tokens both prompts share before the first difference: never more
-    /// than the true offset, and exact unless the difference is inside a group.
-    pub token_offset: u32,
-}
+pub use crate::prompt::{Change, Divergence};
 
 /// Why a previous fingerprint cannot be read; the caller answers
 /// INVALID_ARGUMENT.
@@ -264,6 +244,7 @@ fn report(change: Change, parts: &[Part<'_>], at: Option<usize>, offset: u64) ->
             message_index: part.message_index,
             part_index: clamp(a as u64),
             token_offset: clamp(offset),
+            servable_tokens: 0,
         },
         None => Divergence {
             change,
@@ -272,6 +253,7 @@ fn report(change: Change, parts: &[Part<'_>], at: Option<usize>, offset: u64) ->
             message_index: 0,
             part_index: clamp(parts.len() as u64),
             token_offset: clamp(offset),
+            servable_tokens: 0,
         },
     }
 }
