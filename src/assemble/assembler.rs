@@ -436,6 +436,7 @@ impl Assembler {
         let mut usage = out.usage;
         let (sources, estimated) = self.learning.sources(
             &spec,
+            counted_for.as_deref().unwrap_or_default(),
             &tokenizer,
             &messages,
             usage.total_tokens,

@@ -360,9 +360,15 @@ impl Learning {
     /// With it, for a prompt counted by content whose usage report can
     /// teach the estimate (its frames measured, no tools, no thinking and
     /// no tool calls: only message texts estimated), what it can teach.
+    ///
+    /// A message whose text is not learned is handed to the counter as a
+    /// piece of its own (a message joined from several pieces, such as the
+    /// context or a summary, is not one yet), so that a request repeating
+    /// it finds it counted.
     pub fn sources(
         &self,
         spec: &ModelSpec,
+        model: &str,
         tokenizer: &Tokenizer,
         messages: &[Message],
         total: u32,
@@ -384,10 +390,17 @@ impl Learning {
             }
         }
         let mut unlearned = Vec::new();
+        let scope = self.scope(spec, model);
         for m in messages {
-            match self.learned.get(&Learned::key(generation, &m.content)) {
+            let key = Learned::key(generation, &m.content);
+            match self.learned.get(&key) {
                 Some(n) => provider += u64::from(n),
-                None => unlearned.push(m.content.as_str()),
+                None => {
+                    unlearned.push(m.content.as_str());
+                    if let Some(scope) = scope.filter(|_| !m.content.is_empty()) {
+                        scope.count_keyed(key, &m.content);
+                    }
+                }
             }
         }
         let provider = u32::try_from(provider).unwrap_or(u32::MAX).min(total);

@@ -560,3 +560,64 @@ async fn an_answer_reported_with_its_usage_is_counted_before_the_next_request() 
     assert_eq!(sent, 1, "the answer was counted once");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_message_joined_from_several_pieces_is_counted_once_it_repeats() {
+    let standin = StandIn::start().await;
+    let (_dir, server) = server_counting_with(&standin).await;
+    let mut client = server.client();
+    // Two passages: one context message holding both.
+    let mut with_evidence = request("claude-sonnet-5");
+    with_evidence.blocks.push(pb::Block {
+        name: "evidence".to_owned(),
+        kind: pb::BlockKind::Evidence.into(),
+        items: ["Table 3: Saturday 07:30, 2.9 m.", "Table 4: Sunday 19:10, 3.1 m."]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| pb::Item {
+                id: format!("doc{i}"),
+                content: (*text).to_owned(),
+                score: 1.0 - i as f64 / 10.0,
+                trusted: true,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    });
+    let first = client.assemble(with_evidence.clone()).await.unwrap().into_inner();
+    let joined = first
+        .messages
+        .iter()
+        .find(|m| m.content.contains("Table 3") && m.content.contains("Table 4"))
+        .map(|m| m.content.clone())
+        .expect("one message holds both passages");
+    // Repeated, the prompt comes to be counted by the provider whole.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let usage = client
+            .assemble(with_evidence.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .usage
+            .unwrap();
+        if usage.exact {
+            assert_eq!(usage.tokens_provider, usage.total_tokens);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still estimated: {usage:?}; sent to the provider: {:?}",
+            standin.requests().iter().map(|c| c.text()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let whole = serde_json::to_string(&joined).unwrap();
+    let sent = standin
+        .requests()
+        .iter()
+        .filter(|c| c.text().contains(&whole))
+        .count();
+    assert_eq!(sent, 1, "the joined message went to the provider once");
+    server.stop().await;
+}

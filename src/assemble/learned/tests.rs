@@ -172,7 +172,7 @@ async fn a_usage_report_teaches_the_estimate_what_its_unlearned_texts_cost() {
         message(Role::System, known),
         message(Role::User, "How long do refunds take?"),
     ];
-    let (sources, estimated) = learning.sources(claude, &tokenizer, &messages, 40, 0);
+    let (sources, estimated) = learning.sources(claude, "claude-sonnet-5", &tokenizer, &messages, 40, 0);
     assert_eq!(sources.provider, 3 + 5 + 4 + 4, "frames and the learned text");
     assert_eq!(sources.estimated, 40 - 16);
     let e = estimated.expect("only a message text is estimated");
@@ -193,17 +193,27 @@ async fn a_usage_report_teaches_the_estimate_what_its_unlearned_texts_cost() {
     // is not estimated by content, and teaches nothing.
     assert!(
         learning
-            .sources(claude, &tokenizer, &messages, 40, 12)
+            .sources(claude, "claude-sonnet-5", &tokenizer, &messages, 40, 12)
             .1
             .is_none()
     );
     let plain = claude
         .tokenizer
         .with_content(learning.estimates().get("claude-2026").current());
-    assert!(learning.sources(claude, &plain, &messages, 40, 0).1.is_none());
+    assert!(
+        learning
+            .sources(claude, "claude-sonnet-5", &plain, &messages, 40, 0)
+            .1
+            .is_none()
+    );
     let mut thinking = messages.clone();
     thinking[1].thinking = vec![Default::default()];
-    assert!(learning.sources(claude, &tokenizer, &thinking, 40, 0).1.is_none());
+    assert!(
+        learning
+            .sources(claude, "claude-sonnet-5", &tokenizer, &thinking, 40, 0)
+            .1
+            .is_none()
+    );
 }
 
 /// Under a content estimate a text's count key is its learned key, for
