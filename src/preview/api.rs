@@ -392,10 +392,8 @@ mod tests {
     #[test]
     fn a_previous_fingerprint_is_proto3_base64() {
         let read = |v: &str| {
-            serde_json::from_str::<AssembleCall>(&format!(
-                "{{\"source\":\"x\",\"previousFingerprint\":{v}}}"
-            ))
-            .map(|c| c.previous_fingerprint)
+            serde_json::from_str::<AssembleCall>(&format!("{{\"source\":\"x\",\"previousFingerprint\":{v}}}"))
+                .map(|c| c.previous_fingerprint)
         };
         assert_eq!(read("\"AQID\"").ok(), Some(Some(vec![1, 2, 3])));
         assert_eq!(read("\"AQI=\"").ok(), Some(Some(vec![1, 2])));
