@@ -13,8 +13,8 @@
 //! tokenizer is one `fast` or `pieces` reproduces (Llama 3, Qwen 2 and
 //! 3, DeepSeek V3, Gemma 3), a hand-written count and ids stand in for it,
 //! once they agree with it on awkward samples at load; any other folder is
-//! counted by the reference and named in a warning at load (how one joins
-//! the fast path: `fast`'s module doc).
+//! counted by the reference and named in one warning, at load or at its
+//! first count (how one joins the fast path: `fast`'s module doc).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -265,7 +265,7 @@ impl HfModel {
     }
 
     /// Logs once, as a warning naming the folder, that the reference
-    /// tokenizer counts it (10 to 40 times the fast path's CPU: an operator
+    /// tokenizer counts it (tens of times the fast path's CPU: an operator
     /// should know which folder, and why; `fast`'s module doc says how a
     /// folder joins the fast path).
     fn say_slow(&self) {

@@ -18,7 +18,7 @@
 //! Recognised only when the file says so (see [`FastCount::of`]), and then
 //! trusted only after it agrees with Hugging Face's tokenizer on a sample of
 //! awkward texts at load ([`super::pattern::SAMPLES`]); otherwise the
-//! reference counts, and the load says so in a warning naming the folder.
+//! reference counts, and one warning in the log names the folder.
 //! The reference cross-checks against `transformers`
 //! (`tests/reference/hf_check.py`, `render_check.py`) run Llama 3.1's, Qwen
 //! 3's and DeepSeek V3's real folders through this path.
