@@ -237,16 +237,21 @@ impl<'a> Iterator for Pieces<'a> {
             None if self.o200k => self.o200k_end(start),
             None => self.cl100k_end(start),
         };
-        // Every alternative takes at least one character; the guard keeps a
-        // broken invariant from looping (the rest becomes one piece).
-        let end = if end > start { end } else { self.text.len() };
-        self.pos = end;
-        match self.text.get(start..end) {
-            Some(piece) => Some(piece),
-            None => {
-                self.pos = self.text.len();
-                self.text.get(start..)
-            }
+        take(self.text, &mut self.pos, start, end)
+    }
+}
+
+/// The piece of `text` from `start` to `end`, `pos` moved past it. Every
+/// piece holds a character; the guard keeps a broken invariant from
+/// looping (an empty or misplaced piece makes the rest one piece).
+pub(super) fn take<'a>(text: &'a str, pos: &mut usize, start: usize, end: usize) -> Option<&'a str> {
+    let end = if end > start { end } else { text.len() };
+    *pos = end;
+    match text.get(start..end) {
+        Some(piece) => Some(piece),
+        None => {
+            *pos = text.len();
+            text.get(start..)
         }
     }
 }

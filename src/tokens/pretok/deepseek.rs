@@ -136,17 +136,7 @@ impl<'a> Iterator for Pieces<'a> {
             Some(end) => end,
             None => self.piece_end(start),
         };
-        // Every piece holds a character; the guard keeps a broken invariant
-        // from looping (the rest becomes one piece).
-        let end = if end > start { end } else { self.text.len() };
-        self.pos = end;
-        match self.text.get(start..end) {
-            Some(piece) => Some(piece),
-            None => {
-                self.pos = self.text.len();
-                self.text.get(start..)
-            }
-        }
+        super::take(self.text, &mut self.pos, start, end)
     }
 }
 
