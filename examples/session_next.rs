@@ -21,40 +21,8 @@ mod process;
 
 use context_assembler::assemble::{Assembler, DEFAULT_CACHE_BYTES};
 use context_assembler::config::default_catalog;
-use context_assembler::prompt::{AssembleRequest, Block, BlockKind, Item};
-use context_assembler::workload::sessions::{Sessions, Turns};
-use context_assembler::workload::{Rng, prose};
-
-/// Passages in the evidence corpus.
-const CORPUS: usize = 200;
-
-/// Adds 4 to 10 passages of `corpus` to each request, popular ones (low
-/// indexes) more often.
-fn with_evidence(sessions: &mut [Vec<AssembleRequest>], corpus: &[String]) {
-    let mut rng = Rng::new(530);
-    for req in sessions.iter_mut().flatten() {
-        let n = 4 + rng.below(7);
-        let mut items: Vec<Item> = Vec::new();
-        while items.len() < n {
-            // u^3 over the corpus: about a Zipf's head and tail.
-            let u = rng.below(10_000) as f64 / 10_000.0;
-            let i = ((u * u * u) * corpus.len() as f64) as usize;
-            let id = format!("doc-{i}");
-            if items.iter().all(|it| it.id != id) {
-                items.push(Item {
-                    id,
-                    content: corpus[i].clone(),
-                    score: 1.0 - u,
-                    source: "corpus".to_owned(),
-                    trusted: true,
-                    ..Item::default()
-                });
-            }
-        }
-        req.blocks
-            .push(Block::new("evidence", BlockKind::Evidence, items));
-    }
-}
+use context_assembler::prompt::AssembleRequest;
+use context_assembler::workload::sessions::{Sessions, Turns, with_evidence};
 
 fn arg(i: usize, default: usize) -> usize {
     std::env::args()
@@ -101,14 +69,7 @@ fn main() {
     let rounds = arg(3, 5);
     let only_next = std::env::var("PASSES").is_ok_and(|p| p == "next");
     let mut sessions = shape.requests();
-    let mut rng = Rng::new(531);
-    let corpus: Vec<String> = (0..CORPUS)
-        .map(|_| {
-            let len = 600 + rng.below(600);
-            prose(&mut rng, len)
-        })
-        .collect();
-    with_evidence(&mut sessions, &corpus);
+    with_evidence(&mut sessions, 531);
     // Another session's first request, to warm the code and the vocabulary.
     let warm = Sessions {
         sessions: 1,

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::cache_report;
 use super::caches::Caches;
-use super::counting::Counter;
+use super::counting::{Allowance, Counter};
 use super::error::AssembleError;
 use super::layout;
 use super::learned::Learning;
@@ -75,8 +75,8 @@ pub struct TokenCount {
 
 impl Assembler {
     /// An assembler over `catalog` whose caches hold about `cache_bytes`
-    /// (19/32 for segments and items, 1/8 for prefixes, 1/4 for the turn
-    /// summaries kept, 1/32 for the counts of those tried). A summary hit
+    /// (19/32 for segments and items, 1/8 for prefixes, 9/32 for the turn
+    /// summaries tried, each eviction step's). A summary hit
     /// saves summarizing every turn it covers and counting the result; at
     /// 1/16 the replay's summaries missed at the default 64 MiB while the
     /// segment cache held everything with room to spare (warm 4k: allocate
@@ -246,13 +246,15 @@ impl Assembler {
         let Options {
             cancel,
             prefix,
-            warm_only,
+            inline,
         } = options;
+        let allowance = inline.map_or(Allowance::unbounded(), Allowance::bytes);
+        let warm_only = inline.is_some();
         // A batch cancelled midway hands every later request over at once.
         if cancel.is_cancelled() {
             return Attempt::Done(Err(AssembleError::Cancelled), None);
         }
-        // Token ids tokenize the whole prompt: never on a warm try.
+        // Token ids tokenize the whole prompt: never on an inline try.
         if warm_only && req.return_token_ids {
             return Attempt::Cold(req, None);
         }
@@ -307,7 +309,7 @@ impl Assembler {
         let mut least_over = u64::MAX;
         let tokenizer = self.learning.tokenizer(&spec, &req.model);
         let (result, pipeline) = loop {
-            let counter = Counter::new(&self.caches, &tokenizer, cancel, warm_only)
+            let counter = Counter::new(&self.caches, &tokenizer, cancel, &allowance)
                 .learning(self.learning.scope(&spec, &req.model));
             let mut pipeline = Pipeline::new(counter, &spec, &policy, &req, &tools, allowed, started);
             let result = pipeline.run(key.clone());
@@ -556,14 +558,15 @@ pub struct Options<'a> {
     /// The prefix key already made for identical static parts: a batch
     /// hashes each prefix once, a warm try hands its key to the full run.
     pub prefix: Option<&'a PrefixKey>,
-    /// A warm try: the assembly when everything it needs is already cached
-    /// (counts, the static prefix's facts, the turn summary), or the request
-    /// handed back ([`Attempt::Cold`]) at the first thing that would be
-    /// counted or summarized. The work is hashing and lookups, so a server
+    /// An inline try (`Some(bytes)`): the assembly when what it needs is
+    /// cached (counts, the static prefix's facts, the turn summary) but for
+    /// at most `bytes` of new text to count or summarize, or the request
+    /// handed back ([`Attempt::Cold`]) at the first thing that would go past
+    /// that. The work is hashing, lookups and a bounded count, so a server
     /// may run it where it received the request instead of handing it to a
-    /// pool of threads that may block. Nothing is recorded for a try that
-    /// misses.
-    pub warm_only: bool,
+    /// pool of threads that may block. Nothing is recorded for a try handed
+    /// back; what it counted stays cached for the full run.
+    pub inline: Option<usize>,
 }
 
 impl<'a> Options<'a> {
@@ -572,7 +575,7 @@ impl<'a> Options<'a> {
         Options {
             cancel,
             prefix: None,
-            warm_only: false,
+            inline: None,
         }
     }
 }

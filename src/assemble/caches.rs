@@ -1,7 +1,7 @@
 //! The caches every request shares, by what they remember: counts of texts
 //! (segments, items, tools, the query), what is known of each static prefix,
-//! the turn summaries kept and the counts of those tried. All bounded in
-//! bytes, all keyed by the tokenizer, so a catalog reload leaves them valid.
+//! and the turn summaries tried. All bounded in bytes, all keyed by the
+//! tokenizer, so a catalog reload leaves them valid.
 
 use super::shrink::TurnMemo;
 use crate::prompt_cache::prefix::PrefixFacts;
@@ -14,12 +14,9 @@ pub(super) struct Caches {
     pub segments: CountCache,
     /// What is known of each static prefix, by tokenizer, hash and salt.
     pub prefixes: CountCache<PrefixFacts>,
-    /// Turn summaries kept (their counts and running summaries), by the
-    /// turns they summarize.
+    /// Every turn summary tried (each eviction step's: its count and
+    /// running summary), by the turns it summarizes.
     pub summaries: MemoCache<TurnMemo>,
-    /// The count of every turn summary tried (each eviction step's), by
-    /// the same keys.
-    pub summary_costs: CountCache,
 }
 
 impl Caches {
@@ -29,8 +26,7 @@ impl Caches {
         Caches {
             segments: CountCache::new(cache_bytes / 32 * 19),
             prefixes: CountCache::new(cache_bytes / 8),
-            summaries: MemoCache::new(cache_bytes / 4),
-            summary_costs: CountCache::new(cache_bytes / 32),
+            summaries: MemoCache::new(cache_bytes / 32 * 9),
         }
     }
 }

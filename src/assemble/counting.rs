@@ -1,7 +1,8 @@
 //! Counting for one request: every text through the shared count cache,
-//! tallying hits and misses, and the warm-only rule (a warm try counts
-//! nothing: the first miss cancels it, to be run again in full). Once the
-//! request is cancelled nothing more is counted.
+//! tallying hits and misses, and the inline rule (a try where the request
+//! was received counts at most its [`Allowance`] of new text: past it the
+//! try is cancelled, to be run again in full). Once the request is
+//! cancelled nothing more is counted.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -13,15 +14,56 @@ use crate::tokens::hf::{HfModel, Piece};
 use crate::tokens::{Tokenizer, cache};
 use crate::vocab::{Cancel, Role};
 
+/// What a run may count or summarize anew, in bytes of text: unbounded for
+/// a full run; for a try where the request was received (on the async
+/// reactor, which must not be held long), a few kilobytes, so that a
+/// session's next request (a new exchange, a summary extended by the turns
+/// that left the window) is assembled there, while one with much new text
+/// goes to the blocking pool.
+#[derive(Debug)]
+pub struct Allowance(Option<Cell<usize>>);
+
+impl Allowance {
+    /// No bound: a full run.
+    pub const fn unbounded() -> Self {
+        Allowance(None)
+    }
+
+    /// At most `bytes` of new text counted or summarized.
+    pub const fn bytes(bytes: usize) -> Self {
+        Allowance(Some(Cell::new(bytes)))
+    }
+
+    /// Whether it bounds the run (a try where the request was received).
+    pub fn is_bounded(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Takes `bytes` from what is left: `false`, taking nothing, when that
+    /// is not enough.
+    pub fn take(&self, bytes: usize) -> bool {
+        match &self.0 {
+            None => true,
+            Some(left) => match left.get().checked_sub(bytes) {
+                Some(rest) => {
+                    left.set(rest);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+}
+
 /// One request's counter.
 pub(super) struct Counter<'a> {
     pub caches: &'a Caches,
     pub tok: &'a Tokenizer,
     pub cancel: &'a Cancel,
-    /// A warm try: everything must come from the caches; the first thing
-    /// that would be counted or summarized sets `cancel` instead, and the
-    /// run is abandoned (to be run again in full elsewhere).
-    pub warm_only: bool,
+    /// What the run may still count or summarize anew: unbounded, or a try
+    /// where the request was received, which is abandoned (`cancel` set, to
+    /// be run again in full elsewhere) once it would go past it.
+    pub allowance: &'a Allowance,
     /// For a model without a public tokenizer: the counts its provider
     /// gave, which a text's count is taken from once there.
     learn: Option<Scope<'a>>,
@@ -41,12 +83,12 @@ pub(super) struct Counter<'a> {
 
 impl<'a> Counter<'a> {
     /// A counter with `tok` through `caches`, stopping once `cancel` is set.
-    pub fn new(caches: &'a Caches, tok: &'a Tokenizer, cancel: &'a Cancel, warm_only: bool) -> Self {
+    pub fn new(caches: &'a Caches, tok: &'a Tokenizer, cancel: &'a Cancel, allowance: &'a Allowance) -> Self {
         Counter {
             caches,
             tok,
             cancel,
-            warm_only,
+            allowance,
             learn: None,
             learned_seen: RefCell::new(HashMap::new()),
             by_content: RefCell::new(HashMap::new()),
@@ -94,7 +136,10 @@ impl<'a> Counter<'a> {
             Some(g) if !g.is_identity() => {
                 let key = g.piece_key(self.tok, text);
                 match self.caches.segments.cached_keyed(&key) {
-                    Some(n) => self.hit_or_missed(Some(n)).unwrap_or_default(),
+                    Some(n) => {
+                        self.hits.set(self.hits.get() + 1);
+                        n
+                    }
                     None => self.count_keyed(key, &g.piece(text)),
                 }
             }
@@ -128,9 +173,14 @@ impl<'a> Counter<'a> {
         if self.tok.content_estimate().is_some() {
             return self.by_content(key, text);
         }
-        if self.warm_only {
-            let n = self.caches.segments.cached_keyed(&key);
-            return self.hit_or_missed(n).unwrap_or_default();
+        if self.allowance.is_bounded() {
+            if let Some(n) = self.caches.segments.cached_keyed(&key) {
+                self.hits.set(self.hits.get() + 1);
+                return n;
+            }
+            if !self.afford(text.len()) {
+                return 0;
+            }
         }
         let (n, hit) = self.caches.segments.count_keyed(self.tok, key, text);
         let tally = if hit { &self.hits } else { &self.misses };
@@ -158,9 +208,15 @@ impl<'a> Counter<'a> {
         if let Some(key) = key.filter(|_| self.tok.content_estimate().is_some()) {
             return Some(self.by_content(key, text)).filter(|&n| n <= limit);
         }
-        if self.warm_only {
-            let n = self.caches.segments.cached_at_most(self.tok, text, limit);
-            return self.hit_or_missed(n).flatten();
+        if self.allowance.is_bounded() {
+            if let Some(n) = self.caches.segments.cached_at_most(self.tok, text, limit) {
+                self.hits.set(self.hits.get() + 1);
+                return n;
+            }
+            // At most what `limit` tokens can span is counted.
+            if !self.afford(text.len().min(self.tok.most_bytes_within(limit))) {
+                return None;
+            }
         }
         let (n, hit) = self.caches.segments.count_at_most(self.tok, text, limit);
         let tally = if hit { &self.hits } else { &self.misses };
@@ -223,14 +279,15 @@ impl<'a> Counter<'a> {
         long && self.tok.surely_over(text, limit)
     }
 
-    /// A warm try's lookup: a hit is tallied; a miss abandons the try.
-    pub fn hit_or_missed<T>(&self, found: Option<T>) -> Option<T> {
-        if found.is_some() {
-            self.hits.set(self.hits.get() + 1);
-        } else {
+    /// Whether the run may count or summarize `bytes` of new text: always
+    /// for a full run; for an inline try, while its allowance lasts (taken
+    /// from it), else the try is abandoned (`cancel` set).
+    pub fn afford(&self, bytes: usize) -> bool {
+        let fits = self.allowance.take(bytes);
+        if !fits {
             self.cancel.cancel();
         }
-        found
+        fits
     }
 
     /// Tokens of the rendering `text` of a prompt: piece by piece where

@@ -98,12 +98,19 @@ struct RecallDone {
 /// What the store answered a recall, and how long it took.
 type Fetched = (Result<Recalled, MemoryError>, Duration);
 
-/// Requests of at most this many encoded bytes are first tried warm where
-/// they were decoded ([`Options::warm_only`]: hashing and cache
-/// lookups, no hand-off to the blocking pool, whose wake-ups cost a warm
-/// request more than its assembly). Hashing this much takes tens of
-/// microseconds, so the reactor is never held longer.
+/// Requests of at most this many encoded bytes are first tried where they
+/// were decoded ([`Options::inline`]: hashing, cache lookups and at most
+/// [`INLINE_COUNT_BYTES`] of new text counted, no hand-off to the blocking
+/// pool, whose wake-ups cost a warm request more than its assembly).
+/// Hashing this much takes tens of microseconds, so the reactor is never
+/// held longer.
 pub const WARM_TRY_BYTES: usize = 64 * 1024;
+
+/// New text an inline try may count or summarize: a session's next
+/// exchange and the turns its window gives up (counting runs at about 0.5
+/// GB/s, so tens of microseconds at most). Past it, the request goes to
+/// the blocking pool.
+pub const INLINE_COUNT_BYTES: usize = 16 * 1024;
 
 /// The flow over a shared assembler and memory store.
 #[derive(Debug, Clone)]
@@ -392,11 +399,11 @@ pub async fn in_place<P: Send + 'static, T: Send + 'static, R>(
     }
 }
 
-/// A warm try on this thread ([`inline`]).
+/// A try on this thread ([`inline`]) under [`INLINE_COUNT_BYTES`].
 fn warm<R>(assembler: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Result<Attempt, FlowError<R>> {
     inline((), |cancel| {
         let options = Options {
-            warm_only: true,
+            inline: Some(INLINE_COUNT_BYTES),
             ..Options::new(cancel)
         };
         assembler.run(catalog, req, options)

@@ -486,11 +486,14 @@ impl<'a> Pipeline<'a> {
     /// one caller what system prompt another used.
     fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, (u32, bool), bool) {
         let key = prefix.cache_key(self.counter.tok, &self.req.cache_salt);
-        let counted = if self.counter.warm_only {
-            let found = self.counter.caches.prefixes.get(&key);
-            if found.is_none() {
-                self.counter.cancel.cancel();
-            }
+        let cached = self
+            .counter
+            .allowance
+            .is_bounded()
+            .then(|| self.counter.caches.prefixes.get(&key));
+        let counted = if let Some(found) = cached
+            && (found.is_some() || !self.counter.afford(self.prefix_bytes()))
+        {
             Ok(found.map(|f| (f, true)).unwrap_or_default())
         } else if self.counter.tok.content_estimate().is_some() {
             // Learned piece by piece: facts counted while a segment or the
@@ -520,6 +523,13 @@ impl<'a> Pipeline<'a> {
         self.prefix_lookup = Some((facts, hit));
         self.warnings.extend(facts.warning(&self.req.static_segments));
         (facts.tokens, (facts.tools_tokens, facts.tools_exact), hit)
+    }
+
+    /// Bytes of the static segments and tool definitions: what counting the
+    /// static prefix counts.
+    fn prefix_bytes(&self) -> usize {
+        let segments: usize = self.req.static_segments.iter().map(|s| s.content.len()).sum();
+        segments + self.tools.iter().map(String::len).sum::<usize>()
     }
 
     /// Counts the static prefix: each segment as a system message, and the

@@ -35,13 +35,12 @@ pub(super) struct Shrinker<'p, 'a> {
     last: Option<Last>,
 }
 
-/// A summary made or found whole during this request.
+/// A summary made or found whole during this request (in the memo cache
+/// either way).
 struct Last {
     /// How many of the units it covers.
     covered: usize,
     memo: Arc<TurnMemo>,
-    /// Whether it is in the memo cache already.
-    remembered: bool,
     /// Its unit, when rendered (made here, not found).
     unit: Option<String>,
 }
@@ -60,32 +59,22 @@ impl<'p, 'a> Shrinker<'p, 'a> {
     }
 
     /// The unit of the turn summary the allocator kept (call it only when
-    /// it kept one: the last asked for). Only the kept summary is remembered
-    /// whole (a session's next request extends it, a replay finds it); the
-    /// eviction steps before it are remembered by their cost alone. A kept
-    /// summary known only by its cost is made now, the same bytes as ever.
-    /// `None` only once the request is cancelled (it is, if anything else
-    /// fails).
+    /// it kept one: the last asked for). Every summary tried is remembered
+    /// whole (a replay finds it; a session's next request, or a longer
+    /// eviction step, extends the longest it finds), so the one kept is
+    /// this request's last. `None` only once the request is cancelled (it
+    /// is, if anything else fails).
     pub(super) fn kept_summary(&mut self, kept: &TurnSummary) -> Option<String> {
         // The allocator keeps the last summary it asked for, at the cost it
         // was told: the prompt's total is exact only while that holds.
         debug_assert_eq!(self.asked, Some(kept.units.len()));
         let unit = self.asked.and_then(|n| {
-            #[cfg(test)]
-            if self.last.as_ref().is_none_or(|l| l.covered != n) {
-                MADE_WHEN_KEPT.with(|m| m.set(m.get() + 1));
-            }
             self.make(n)?;
-            let key = *self.keys.get(n.checked_sub(1)?)?;
             let last = self.last.as_mut()?;
             debug_assert_eq!(
                 last.memo.cost, kept.cost,
                 "a summary's count and its bytes differ"
             );
-            if !last.remembered {
-                self.c.caches.summaries.insert(key, last.memo.clone());
-                last.remembered = true;
-            }
             Some(last.unit.take().unwrap_or_else(|| last.memo.unit()))
         });
         if unit.is_none() {
@@ -94,25 +83,21 @@ impl<'p, 'a> Shrinker<'p, 'a> {
         unit
     }
 
-    /// Makes the summary of the first `n` units into [`Self::last`], unless
-    /// it is there: extending the longest run summarized before (a memo
-    /// found in the cache, or this request's last), so the cost follows the
-    /// new turns. A warm try makes nothing: it is abandoned here.
+    /// Makes the summary of the first `n` units into [`Self::last`], and
+    /// remembers it, unless it is there: extending the longest run
+    /// summarized before (a memo found in the cache, or this request's
+    /// last), so the cost follows the new turns. An inline try makes it
+    /// while its allowance lasts.
     fn make(&mut self, n: usize) -> Option<()> {
         if self.last.as_ref().is_some_and(|l| l.covered == n) {
             return Some(());
         }
         let (c, m) = (self.c, self.m);
-        if c.warm_only {
-            c.cancel.cancel();
-            return None;
-        }
         let floor = self.last.as_ref().map_or(0, |l| l.covered);
         let found = (floor + 1..n).rev().find_map(|i| {
             c.caches.summaries.get(&self.keys[i - 1]).map(|memo| Last {
                 covered: i,
                 memo,
-                remembered: true,
                 unit: None,
             })
         });
@@ -125,6 +110,11 @@ impl<'p, 'a> Shrinker<'p, 'a> {
             None => (0, &fresh, true),
         };
         let new = members(m, &self.units[from..n]);
+        // An inline try summarizes the new turns, and counts the summary's
+        // unit whole, while its allowance lasts.
+        if !c.afford(new.iter().map(|item| item.content.len()).sum()) {
+            return None;
+        }
         let msgs: Vec<Msg> = new.iter().map(|item| turn_message(item)).collect();
         #[cfg(test)]
         SUMMARIZED.with(|n| n.set(n.get() + msgs.len()));
@@ -138,13 +128,18 @@ impl<'p, 'a> Shrinker<'p, 'a> {
             cost: 0,
         };
         let unit = memo.unit();
+        if !c.afford(unit.len()) {
+            return None;
+        }
         // Counted apart from the segment cache: the count table (and the
         // memo, once kept) remember it under the turns' key.
         memo.cost = c.tok.count(&unit);
+        let memo = Arc::new(memo);
+        let key = *self.keys.get(n.checked_sub(1)?)?;
+        c.caches.summaries.insert(key, memo.clone());
         self.last = Some(Last {
             covered: n,
-            memo: Arc::new(memo),
-            remembered: false,
+            memo,
             unit: Some(unit),
         });
         Some(())
@@ -199,8 +194,6 @@ impl Weigh for TurnMemo {
 thread_local! {
     /// Turn messages summarized on this thread (a test reads it).
     pub(super) static SUMMARIZED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Kept summaries made when kept, known until then by their count alone.
-    pub(super) static MADE_WHEN_KEPT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The id of the summary unit of compacted turns.
@@ -229,9 +222,10 @@ impl Shrink for Shrinker<'_, '_> {
     /// at their end (the eviction steps here; a session's next request), so
     /// the longest run of them already summarized is extended by the rest:
     /// the cost follows the new turns, with the bytes of a summary made from
-    /// scratch. Each step's cost is remembered (a replay takes the same
-    /// steps for a lookup each); the summary kept, whole, by
-    /// [`Shrinker::kept_summary`].
+    /// scratch. Each step's summary is remembered whole: a replay takes
+    /// the same steps for a lookup each, and a session's next request
+    /// extends the longest run its own covers, whether or not a summary
+    /// was kept before.
     fn summarize(&mut self, units: &[(usize, usize)]) -> Option<u32> {
         if !self.policy.compact_turns || self.c.cancel.is_cancelled() {
             return None;
@@ -257,18 +251,12 @@ impl Shrink for Shrinker<'_, '_> {
             self.last = Some(Last {
                 covered: n,
                 memo,
-                remembered: true,
                 unit: None,
             });
             return Some(cost);
         }
-        if let Some(cost) = c.caches.summary_costs.get(&key) {
-            return Some(cost);
-        }
         self.make(n)?;
-        let cost = self.last.as_ref()?.memo.cost;
-        c.caches.summary_costs.insert(key, cost);
-        Some(cost)
+        Some(self.last.as_ref()?.memo.cost)
     }
 
     /// Each member's lightened form: a cleared result's message counted
@@ -322,12 +310,13 @@ impl Shrink for Shrinker<'_, '_> {
     /// what is kept, not to the whole text (finding the ends is one cheap
     /// pass, cancellable); every answer is a verified count.
     fn truncate(&mut self, block: usize, unit: usize, limit: u32) -> Option<(usize, u32)> {
-        if self.c.warm_only {
-            // Truncation always counts: a warm try is abandoned here.
-            self.c.cancel.cancel();
+        let item = self.m.item(block, unit);
+        // Truncation always counts, at most what `limit` tokens span, about
+        // twice (the estimate's pass and the probes).
+        let spans = item.content.len().min(self.c.tok.most_bytes_within(limit));
+        if !self.c.afford(spans.saturating_mul(2)) {
             return None;
         }
-        let item = self.m.item(block, unit);
         let kind = self.m.req.blocks[block].kind;
         // Cancelled: nothing fits, and the run is abandoned at its next check.
         let mut ends = render::sentence_ends(&item.content, &mut Meter::new(self.c.cancel)).ok()?;

@@ -194,6 +194,49 @@ impl Sessions {
     }
 }
 
+/// Passages in the evidence corpus of [`with_evidence`].
+pub const EVIDENCE_CORPUS: usize = 200;
+
+/// Adds an evidence block to every request of `sessions`: 4 to 10 passages
+/// (600 to 1,200 characters of prose) of a corpus of [`EVIDENCE_CORPUS`],
+/// drawn by a Zipf-like popularity (popular passages, low indexes, more
+/// often), scored by it, fixed per request by `seed`. With a 9,000-character
+/// system prompt and chat turns under a 4k budget: the shape of issue 53's
+/// overflowing sessions (`examples/session_next.rs`, loadgen's
+/// `rag-sessions`).
+pub fn with_evidence(sessions: &mut [Vec<AssembleRequest>], seed: u64) {
+    let mut rng = Rng::new(seed);
+    let corpus: Vec<String> = (0..EVIDENCE_CORPUS)
+        .map(|_| {
+            let len = 600 + rng.below(600);
+            prose(&mut rng, len)
+        })
+        .collect();
+    let mut rng = Rng::new(seed ^ 1);
+    for req in sessions.iter_mut().flatten() {
+        let n = 4 + rng.below(7);
+        let mut items: Vec<Item> = Vec::new();
+        while items.len() < n {
+            // u^3 over the corpus: about a Zipf's head and tail.
+            let u = rng.below(10_000) as f64 / 10_000.0;
+            let i = ((u * u * u) * corpus.len() as f64) as usize;
+            let id = format!("doc-{i}");
+            if items.iter().all(|it| it.id != id) {
+                items.push(Item {
+                    id,
+                    content: corpus[i].clone(),
+                    score: 1.0 - u,
+                    source: "corpus".to_owned(),
+                    trusted: true,
+                    ..Item::default()
+                });
+            }
+        }
+        req.blocks
+            .push(Block::new("evidence", BlockKind::Evidence, items));
+    }
+}
+
 /// A tool's output: `least` to `least + spread` characters, code or prose
 /// with even odds.
 fn tool_output(rng: &mut Rng, least: usize, spread: usize) -> String {

@@ -35,7 +35,7 @@ use clap::Parser;
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
 use context_assembler::workload::fresh::Fresh;
 use context_assembler::workload::replay::Replay;
-use context_assembler::workload::sessions::{Sessions, Turns};
+use context_assembler::workload::sessions::{Sessions, Turns, with_evidence};
 use tokio::sync::watch;
 use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -63,6 +63,11 @@ enum Workload {
     Replay,
     /// Conversations of chat-like turns, one exchange added per request.
     ChatSessions,
+    /// Chat conversations that overflow their budget, each request also
+    /// carrying 4 to 10 evidence passages drawn by Zipf popularity from a
+    /// corpus of 200, under a 9,000-character system prompt: issue 53's
+    /// shape (12 sessions of 20 requests by default).
+    RagSessions,
     /// Conversations whose exchanges carry a tool call and a long tool
     /// result (code or logs).
     ToolSessions,
@@ -86,6 +91,11 @@ const SESSIONS: (usize, usize, usize, usize) = (100, 20, 4000, 4000);
 /// session, about 100 KB on average); its budgets start at 8k, and an
 /// agent's system prompt is 5,000 characters.
 const AGENT_SESSIONS: (usize, usize, usize, usize) = (25, 40, 8000, 5000);
+
+/// The evidence sessions' defaults (issue 53's shape).
+const RAG_SESSIONS: (usize, usize, usize, usize) = (12, 20, 4000, 9000);
+/// The seed of the evidence sessions' corpus and draws.
+const EVIDENCE_SEED: u64 = 531;
 
 /// A workload ready to send.
 struct Loaded {
@@ -161,12 +171,14 @@ fn workload(args: &Args) -> anyhow::Result<Loaded> {
                 offers: Some(offers),
             });
         }
-        Workload::ChatSessions => Turns::Chat,
+        Workload::ChatSessions | Workload::RagSessions => Turns::Chat,
         Workload::ToolSessions => Turns::ToolHeavy,
         Workload::AgentSessions => Turns::Agent,
     };
+    let evidence = args.workload == Workload::RagSessions;
     let (sessions, per_session, budget, system_chars) = match turns {
         Turns::Agent => AGENT_SESSIONS,
+        Turns::Chat if evidence => RAG_SESSIONS,
         Turns::Chat | Turns::ToolHeavy => SESSIONS,
     };
     let shape = Sessions {
@@ -176,7 +188,8 @@ fn workload(args: &Args) -> anyhow::Result<Loaded> {
         system_chars,
         turns,
         policy: "",
-        seed: args.seed.unwrap_or(7),
+        // The evidence sessions are examples/session_next.rs's.
+        seed: args.seed.unwrap_or(if evidence { 53 } else { 7 }),
     };
     ensure!(
         shape.sessions > 0 && shape.requests > 0,
@@ -185,7 +198,11 @@ fn workload(args: &Args) -> anyhow::Result<Loaded> {
     // Request r of session s at r * sessions + s; each converted once, in
     // place of its domain form, not beside it (the default agent workload
     // holds about 100 MB of text).
-    let mut by_session: Vec<_> = shape.requests().into_iter().map(Vec::into_iter).collect();
+    let mut by_session = shape.requests();
+    if evidence {
+        with_evidence(&mut by_session, EVIDENCE_SEED);
+    }
+    let mut by_session: Vec<_> = by_session.into_iter().map(Vec::into_iter).collect();
     let mut requests = Vec::with_capacity(shape.sessions * shape.requests);
     for _ in 0..shape.requests {
         requests.extend(
@@ -196,11 +213,16 @@ fn workload(args: &Args) -> anyhow::Result<Loaded> {
         );
     }
     let describe = format!(
-        "{} sessions x {} requests of {} turns, a {}-token budget, a {}-character system prompt; each request \
+        "{} sessions x {} requests of {} turns{}, a {}-token budget, a {}-character system prompt; each request \
          repeats its session's conversation and adds one exchange (an agent: one step); sessions interleaved",
         shape.sessions,
         shape.requests,
         turns.name(),
+        if evidence {
+            " and 4-10 evidence passages (Zipf)"
+        } else {
+            ""
+        },
         shape.budget,
         system_chars
     );
@@ -277,7 +299,8 @@ struct Args {
     #[arg(long)]
     families: Option<usize>,
     /// Users per family [default: the workload's, 100], or sessions [100;
-    /// agent sessions 25], or the fresh workload's requests [200].
+    /// evidence sessions 12; agent sessions 25], or the fresh workload's
+    /// requests [200].
     #[arg(long)]
     users: Option<usize>,
     /// Turns per user [default: the workload's, 6], or requests per
