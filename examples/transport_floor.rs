@@ -22,10 +22,15 @@
 //! tonic pays for a cold request before it hashes, allocates or renders
 //! anything.
 //!
+//! `warm` runs a warm 4k `Assemble` at concurrency 1, 4 and 16 against
+//! the bare server carrying the same request and the same answer bytes
+//! (see `support/warm.rs`).
+//!
 //! ```sh
 //! cargo build --release --bin context-assembler --example transport_floor
 //! target/release/examples/transport_floor measure target/release/context-assembler --calls 3000 --rounds 5
 //! target/release/examples/transport_floor fresh target/release/context-assembler --budget 4000 --calls 3000 --rounds 3
+//! target/release/examples/transport_floor warm target/release/context-assembler --calls 3000 --rounds 5
 //! target/release/examples/transport_floor floor unix:/tmp/floor.sock     # the floor server alone
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -34,6 +39,8 @@
 mod bare;
 #[path = "support/process.rs"]
 mod support;
+#[path = "support/warm.rs"]
+mod warm;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -54,6 +61,7 @@ use tonic::transport::{Channel, Endpoint};
 const USAGE: &str = "usage: transport_floor floor ADDR [ANSWER_FILE] \
                      | measure SIDECAR_BINARY [--config FILE] [--calls N] [--rounds R] \
                      | fresh SIDECAR_BINARY [--budget B] [--concurrency C] [--calls N] [--rounds R] \
+                     | warm SIDECAR_BINARY... [--concurrency 1,4,16] [--calls N] [--rounds R] \
                      | drive ADDR list-models|count-tokens|assemble4k CALLS";
 
 fn main() {
@@ -93,6 +101,29 @@ fn main() {
                 flag("--concurrency", 4),
                 flag("--calls", 4000),
                 flag("--rounds", 3),
+            ));
+        }
+        Some("warm") => {
+            // Every argument before the first flag is a sidecar binary.
+            let binaries: Vec<PathBuf> = args[1..]
+                .iter()
+                .take_while(|a| !a.starts_with("--"))
+                .map(PathBuf::from)
+                .collect();
+            assert!(!binaries.is_empty(), "{USAGE}");
+            let concurrencies: Vec<usize> = args
+                .iter()
+                .position(|a| a == "--concurrency")
+                .and_then(|i| args.get(i + 1))
+                .map_or("1,4,16", String::as_str)
+                .split(',')
+                .map(|c| c.parse().expect(USAGE))
+                .collect();
+            runtime.block_on(warm::run(
+                &binaries,
+                &concurrencies,
+                flag("--calls", 3000),
+                flag("--rounds", 5),
             ));
         }
         Some("drive") => {

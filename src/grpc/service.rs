@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tonic::{Request, Response, Status};
-use tracing::{instrument, warn};
+use tracing::{Instrument as _, instrument, warn};
 
 use super::admission::{Admission, Permit, Refusal};
 use super::auth::ClientIdentity;
@@ -17,18 +17,21 @@ use super::convert;
 use super::gate::Slot;
 use super::pb;
 use super::status::{
-    code_label, compact_status, denied_status, flow_status, internal_status, invalid_status, memory_status,
-    refusal_status, to_status,
+    code_label, compact_status, denied_status, internal_status, invalid_status, memory_status, to_status,
 };
 use crate::assemble::Assembler;
-use crate::assemble::flow::{self, Answered, Flow, FlowError, Prepared, WARM_TRY_BYTES, now_ms};
+use crate::assemble::flow::{Flow, Prepared, WARM_TRY_BYTES, now_ms};
 use crate::compact::{self, Compactor};
 use crate::memory::{Memories, MemorySettings, RetainInput};
 use crate::prompt;
 use crate::prompt_cache;
 use crate::telemetry::metrics;
 use crate::telemetry::trace;
-use crate::vocab::{self, Cancel, FieldViolation};
+use crate::vocab::{self, FieldViolation};
+
+mod outcome;
+
+use outcome::{blocking, failed, finish, refuse, response, traced};
 
 /// The service over a shared [`Assembler`].
 #[derive(Debug, Clone)]
@@ -123,10 +126,6 @@ impl AssemblerService {
         permit: Result<Permit, Refusal>,
         wire: pb::AssembleRequest,
     ) -> Result<pb::AssembleResponse, Status> {
-        let span = tracing::Span::current();
-        span.record("request_id", logged(&wire.request_id));
-        span.record("model", logged(&wire.model));
-        span.record("blocks", wire.blocks.len());
         if trace::armed() {
             trace::attribute("context_assembler.request_id", logged(&wire.request_id));
             trace::attribute("context_assembler.model", logged(&wire.model));
@@ -155,55 +154,28 @@ impl AssemblerService {
     }
 }
 
-/// Sets the trace attributes of an answered Assemble (when traced): sizes,
-/// counts and the prefix hash, never content.
-fn traced(a: &pb::AssembleResponse) {
-    if !trace::armed() {
-        return;
-    }
-    if let Some(u) = &a.usage {
-        trace::attribute("context_assembler.budget", u.budget);
-        trace::attribute("context_assembler.tokens.total", u.total_tokens);
-        trace::attribute("context_assembler.tokens.static", u.static_tokens);
-        trace::attribute("context_assembler.tokens.dynamic", u.dynamic_tokens);
-        trace::attribute("context_assembler.tokenizer", u.tokenizer.as_str());
-    }
-    if let Some(c) = &a.cache {
-        trace::attribute("context_assembler.prefix_hash", c.prefix_hash.as_str());
-        trace::attribute("context_assembler.prefix_cache_hit", c.prefix_cache_hit);
-    }
-    let kept: usize = a.decisions.iter().map(|d| d.kept_item_ids.len()).sum();
-    let dropped: usize = a.decisions.iter().map(|d| d.dropped_item_ids.len()).sum();
-    trace::attribute("context_assembler.items.kept", kept);
-    trace::attribute("context_assembler.items.dropped", dropped);
-    trace::attribute("context_assembler.messages", a.messages.len());
-    trace::attribute("context_assembler.warnings", a.warnings.len());
-    if let Some(r) = &a.recall {
-        trace::attribute("context_assembler.memories.recalled", r.recalled_ids.len());
-    }
-}
-
-/// The wire response of an answered Assemble, with its recall report.
-fn response(answered: Answered) -> pb::AssembleResponse {
-    let mut wire = pb::AssembleResponse::from(answered.assembly);
-    wire.recall = answered.recall.map(Into::into);
-    wire
-}
-
-/// The status of a failed flow; a refusal is counted as the RPC's.
-fn failed(rpc: &'static str, err: FlowError<Refusal>) -> Status {
-    match err {
-        FlowError::Refused(r) => refuse(rpc, r),
-        e => flow_status(&e),
-    }
-}
-
 /// An identifier as logged: at most [`LOGGED_ID_CHARS`] characters, so a
 /// caller's oversized id cannot flood the logs.
 fn logged(id: &str) -> &str {
     id.char_indices()
         .nth(LOGGED_ID_CHARS)
         .map_or(id, |(at, _)| &id[..at])
+}
+
+/// The span of one unary Assemble (as `#[instrument]` names it), its
+/// request's fields given as it opens: the request is decoded before the
+/// handler runs. Each field recorded later costs the JSON log format a parse
+/// and a rewrite of every field already there (tracing-subscriber's
+/// `JsonFields`); only `code` is left for the end.
+fn assemble_span(wire: &pb::AssembleRequest) -> tracing::Span {
+    tracing::info_span!(
+        "assemble",
+        rpc = "Assemble",
+        request_id = logged(&wire.request_id),
+        model = logged(&wire.model),
+        blocks = wire.blocks.len(),
+        code = tracing::field::Empty,
+    )
 }
 
 /// Characters of a request id or model name kept in log fields.
@@ -219,12 +191,6 @@ fn check_shape(admission: &Admission, r: &pb::AssembleRequest) -> Result<(), Ref
 
 /// Answers buffered per AssembleStream.
 const STREAM_BUFFER: usize = 16;
-
-/// Counts a refusal and turns it into its status.
-fn refuse(rpc: &'static str, refusal: Refusal) -> Status {
-    metrics::refused(rpc, refusal.reason());
-    refusal_status(&refusal)
-}
 
 /// The slot the gate admitted `request` with; without a gate (or one that
 /// did not admit it), one is taken here.
@@ -245,39 +211,19 @@ fn no_claims<T>(_: &Grant, _: &T) -> Result<(), Denied> {
     Ok(())
 }
 
-/// [`flow::blocking`] for an RPC's own domain work: a panic is INTERNAL.
-async fn blocking<T: Send + 'static>(
-    permit: Permit,
-    f: impl FnOnce(&Cancel) -> T + Send + 'static,
-) -> Result<T, Status> {
-    flow::blocking::<_, _, ()>(permit, f)
-        .await
-        .map_err(|_| internal_status("assembling"))
-}
-
-/// Records the RPC's metrics and its span's `code` field.
-fn finish<T>(rpc: &'static str, started: Instant, result: Result<T, Status>) -> Result<Response<T>, Status> {
-    let code = match &result {
-        Ok(_) => tonic::Code::Ok,
-        Err(s) => s.code(),
-    };
-    tracing::Span::current().record("code", code_label(code));
-    metrics::request(rpc, code_label(code), started.elapsed());
-    result.map(Response::new)
-}
-
 #[tonic::async_trait]
 impl pb::assembler_server::Assembler for AssemblerService {
-    #[instrument(skip_all, fields(rpc = "Assemble", request_id, model, blocks, code))]
     async fn assemble(
         &self,
         request: Request<pb::AssembleRequest>,
     ) -> Result<Response<pb::AssembleResponse>, Status> {
         const RPC: &str = "Assemble";
+        let span = assemble_span(request.get_ref());
         let check = |g: &Grant, r: &pb::AssembleRequest| g.assemble(r, "");
         self.unary(RPC, request, slot, check, |wire, permit| {
             self.assemble_one(RPC, permit, wire)
         })
+        .instrument(span)
         .await
     }
 

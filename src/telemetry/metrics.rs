@@ -6,17 +6,22 @@
 //! the crate. Series whose label values the domain owns (block kinds,
 //! providers, models, ...) are started at zero by `server::series`.
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use metrics::{
-    Counter, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
-};
+use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
+mod describe;
+mod handles;
 mod names;
 
+pub use describe::describe;
+use handles::{INSTALLED, phase_histogram};
+pub use handles::{
+    block_decision, cache_lookups, in_flight, prompt_tokens, prompt_tokens_by_source, request,
+    upload_budget_held,
+};
 pub use names::*;
 
 /// Builds the Prometheus recorder with explicit buckets and describes every
@@ -64,247 +69,12 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
 
 /// Installs `recorder` as the process's recorder and describes every
 /// metric; from then on the per-call series keep their handles (see
-/// [`Handles`]). Fails if a recorder was already installed.
+/// `handles`). Fails if a recorder was already installed.
 pub fn install(recorder: PrometheusRecorder) -> Result<(), String> {
     ::metrics::set_global_recorder(recorder).map_err(|e| e.to_string())?;
     describe();
     INSTALLED.store(true, Ordering::Release);
     Ok(())
-}
-
-/// Describes every metric once (call after installing the recorder).
-pub fn describe() {
-    describe_histogram!(
-        PHASE_DURATION_SECONDS,
-        Unit::Seconds,
-        "server-side time per request phase: decode, convert, tokenize, allocate, render, encode"
-    );
-    describe_gauge!(
-        PROCESS_RESIDENT_MEMORY_BYTES,
-        Unit::Bytes,
-        "resident memory of the sidecar process"
-    );
-    describe_gauge!(PROCESS_OPEN_FDS, Unit::Count, "open file descriptors");
-    describe_gauge!(PROCESS_THREADS, Unit::Count, "threads of the process");
-    describe_gauge!(
-        RUNTIME_ALIVE_TASKS,
-        Unit::Count,
-        "tasks alive on the async runtime"
-    );
-    describe_counter!(
-        REQUESTS_TOTAL,
-        Unit::Count,
-        "gRPC requests by rpc and status code"
-    );
-    describe_counter!(
-        CLAIMS_DENIED_TOTAL,
-        Unit::Count,
-        "requests [auth] refused for a claim their identity may not make, by identity and claim"
-    );
-    describe_histogram!(
-        REQUEST_DURATION_SECONDS,
-        Unit::Seconds,
-        "server-side request duration by rpc"
-    );
-    describe_counter!(
-        PREFIX_CACHE_LOOKUPS_TOTAL,
-        Unit::Count,
-        "static-prefix token-count cache lookups by result"
-    );
-    describe_counter!(
-        SEGMENT_CACHE_LOOKUPS_TOTAL,
-        Unit::Count,
-        "segment and item token-count cache lookups by result"
-    );
-    describe_counter!(BLOCKS_TOTAL, Unit::Count, "block decisions by kind and outcome");
-    describe_counter!(
-        ITEMS_DROPPED_TOTAL,
-        Unit::Count,
-        "items dropped to fit the budget, by block kind"
-    );
-    describe_counter!(ITEMS_FILTERED_TOTAL, Unit::Count, "items filtered by permission");
-    describe_counter!(
-        BUDGET_OVERFLOW_TOTAL,
-        Unit::Count,
-        "requests whose non-cuttable content exceeded the budget, by model"
-    );
-    describe_histogram!(
-        PROMPT_TOKENS,
-        Unit::Count,
-        "tokens per assembled prompt, by region"
-    );
-    describe_counter!(
-        REQUESTS_REFUSED_TOTAL,
-        Unit::Count,
-        "requests refused by a limit, shed, or cut off by their deadline, by rpc and reason"
-    );
-    describe_gauge!(IN_FLIGHT_REQUESTS, Unit::Count, "requests holding a work slot");
-    describe_gauge!(
-        UPLOAD_BUDGET_HELD_BYTES,
-        Unit::Bytes,
-        "bytes of the upload budget held by messages being received, decoded or worked on"
-    );
-    describe_gauge!(OPEN_CONNECTIONS, Unit::Count, "client connections open");
-    describe_counter!(
-        PROMPT_TOKENS_BY_SOURCE_TOTAL,
-        Unit::Count,
-        "tokens of assembled prompts by model and where their count came from (exact, provider, estimated)"
-    );
-    describe_gauge!(
-        ESTIMATE_MARGIN_PERCENT,
-        Unit::Percent,
-        "the safety margin of an estimating model's token counts, by model"
-    );
-    describe_counter!(
-        PROVIDER_PROMPT_TOKENS_TOTAL,
-        Unit::Count,
-        "prompt tokens providers counted (ReportUsage), by provider"
-    );
-    describe_counter!(
-        PROVIDER_CACHED_TOKENS_TOTAL,
-        Unit::Count,
-        "prompt tokens providers served from cache (ReportUsage), by provider"
-    );
-    describe_histogram!(
-        TOKEN_COUNT_RELATIVE_ERROR,
-        Unit::Count,
-        "(sidecar count - provider count) / provider count per reported request, by model"
-    );
-    describe_histogram!(
-        PIECE_ESTIMATE_RELATIVE_ERROR,
-        Unit::Count,
-        "(content estimate - provider count) / provider count of each piece a provider counted, before learning from it, by tokenizer generation and content class"
-    );
-    describe_counter!(
-        PREFIX_HASH_CHANGES_TOTAL,
-        Unit::Count,
-        "static-prefix hashes a prefix family had not used in the last 10 minutes, by family"
-    );
-    describe_counter!(
-        PROVIDER_CACHE_WRITE_TOKENS_TOTAL,
-        Unit::Count,
-        "prompt tokens providers wrote to their caches (ReportUsage), by provider"
-    );
-    describe_counter!(
-        PROVIDER_CACHE_DIAGNOSTICS_TOTAL,
-        Unit::Count,
-        "provider cache diagnostics gateways passed on (ReportUsage), by provider and diagnostic"
-    );
-    describe_counter!(
-        PROMPT_CACHE_EXPECTED_TOKENS_TOTAL,
-        Unit::Count,
-        "tokens the cache plans of reported requests expected the provider to serve from cache, by provider"
-    );
-    describe_counter!(
-        PROMPT_CACHE_EXPECTED_MISSES_TOTAL,
-        Unit::Count,
-        "reported requests whose provider served less than half of the cache hit their plan expected, by provider"
-    );
-    describe_counter!(
-        PROMPT_CACHE_PREFIXES_FLAGGED_TOTAL,
-        Unit::Count,
-        "prefixes that missed their expected cache hits in several reports in a row, by provider"
-    );
-    describe_counter!(
-        PROMPT_CACHE_DIVERGENCES_TOTAL,
-        Unit::Count,
-        "where a prompt first differs from its session's previous one (requests that sent its fingerprint), by change and prefix family"
-    );
-    describe_counter!(
-        PREFIX_VOLATILE_TOTAL,
-        Unit::Count,
-        "assembled prompts whose static prefix holds a volatile value (timestamp, date, uuid, hex_id)"
-    );
-    describe_counter!(
-        CONNECTIONS_REFUSED_TOTAL,
-        Unit::Count,
-        "connections closed at once because the connection limit was reached"
-    );
-    describe_counter!(
-        COMPACTIONS_TOTAL,
-        Unit::Count,
-        "conversation compactions by source (compact, assemble) and outcome"
-    );
-    describe_histogram!(
-        COMPACTION_TOKENS_SAVED,
-        Unit::Count,
-        "tokens a compaction or trim removed from a conversation, by source"
-    );
-    describe_counter!(
-        COMPACTION_BREAKER_OPEN_TOTAL,
-        Unit::Count,
-        "session circuit breakers opened after consecutive compactions over target"
-    );
-    describe_counter!(
-        MEMORIES_STORED_TOTAL,
-        Unit::Count,
-        "memories stored by Retain (replayed calls excluded), by type"
-    );
-    describe_histogram!(
-        MEMORY_RECALL_DURATION_SECONDS,
-        Unit::Seconds,
-        "time to fetch and rank the memories of one recall"
-    );
-    describe_gauge!(
-        MEMORY_RECALLS_IN_FLIGHT,
-        Unit::Count,
-        "recalls waiting on the memory store"
-    );
-    describe_counter!(
-        MEMORIES_RECALLED_TOTAL,
-        Unit::Count,
-        "memories recalled into prompts, before the budget"
-    );
-    describe_counter!(
-        MEMORIES_DELETED_TOTAL,
-        Unit::Count,
-        "memories deleted, by cause (retention, forget, store_full)"
-    );
-    describe_gauge!(
-        MEMORY_STORE_UP,
-        Unit::Count,
-        "1 while the memory store is connected and answers, 0 while it is unreachable (Assemble still serves, without recall)"
-    );
-    describe_counter!(
-        MEMORY_RECALL_UNAVAILABLE_TOTAL,
-        Unit::Count,
-        "recalls the memory store did not answer in time or failed (prompt assembled without memories, or request failed)"
-    );
-    describe_counter!(
-        TRACE_SPANS_DROPPED_TOTAL,
-        Unit::Count,
-        "trace spans dropped instead of exported, by reason (queue_full, export_failed, too_many_phases)"
-    );
-    describe_counter!(
-        TRACE_SPANS_EXPORTED_TOTAL,
-        Unit::Count,
-        "trace spans the OTLP collector accepted"
-    );
-    describe_counter!(
-        CONFIG_RELOADS_TOTAL,
-        Unit::Count,
-        "configuration reloads on SIGHUP, by result (applied or refused)"
-    );
-    describe_counter!(
-        GATEWAY_REQUESTS_TOTAL,
-        Unit::Count,
-        "provider requests the gateway edge (Envoy's processor, the HTTP fit) saw, by api, outcome (fitted, unchanged, passed, refused) and reason"
-    );
-    describe_counter!(
-        GATEWAY_TOKENS_CUT_TOTAL,
-        Unit::Count,
-        "conversation tokens the gateway edge took out of requests to fit them (turns cut, results cleared, thinking dropped, less the summary added)"
-    );
-    describe_counter!(
-        PROVIDER_COUNT_CALLS_TOTAL,
-        Unit::Count,
-        "calls to a provider's counting endpoint learning prompt pieces' counts in the background, by provider and outcome (learned, refused, failed, throttled; dropped: a piece dropped from the full queue; breaker_open: a call not made)"
-    );
-    describe_gauge!(
-        PROVIDER_COUNT_QUEUE_DEPTH,
-        Unit::Count,
-        "prompt pieces waiting for a provider count, by provider"
-    );
 }
 
 /// Records one provider count call (or dropped piece): `provider` a bounded
@@ -563,17 +333,6 @@ pub fn phase_ended(phase: &'static str, end: std::time::Instant, took: Duration)
     super::trace::phase_ended(phase, end, took);
 }
 
-/// Records `took` in the histogram of `phase`.
-fn phase_histogram(phase: &'static str, took: Duration) {
-    let seconds = took.as_secs_f64();
-    match Handles::get().zip(PHASES.iter().position(|&p| p == phase)) {
-        Some((h, i)) => h.phases[i]
-            .get_or_init(|| histogram!(PHASE_DURATION_SECONDS, "phase" => phase))
-            .record(seconds),
-        None => histogram!(PHASE_DURATION_SECONDS, "phase" => phase).record(seconds),
-    }
-}
-
 /// Sets the process gauges from `/proc/self` (Linux; elsewhere only the
 /// runtime's task count) and the runtime's alive tasks, and returns the
 /// process's CPU seconds. Called per scrape.
@@ -604,31 +363,6 @@ pub fn render_page(handle: &PrometheusHandle) -> String {
         );
     }
     page
-}
-
-/// Moves the held-upload-budget gauge by `delta` bytes.
-pub fn upload_budget_held(delta: f64) {
-    gauge!(UPLOAD_BUDGET_HELD_BYTES).increment(delta);
-}
-
-/// Moves the in-flight gauge by `delta`.
-pub fn in_flight(delta: f64) {
-    gauge!(IN_FLIGHT_REQUESTS).increment(delta);
-}
-
-/// Records an assembled prompt's tokens by source (`model`: a table entry's
-/// name, so the label is bounded by the table).
-pub fn prompt_tokens_by_source(model: &str, exact: u32, provider: u32, estimated: u32) {
-    for (source, n) in [
-        (SOURCE_EXACT, exact),
-        (SOURCE_PROVIDER, provider),
-        (SOURCE_ESTIMATED, estimated),
-    ] {
-        if n > 0 {
-            counter!(PROMPT_TOKENS_BY_SOURCE_TOTAL, "model" => model.to_owned(), "source" => source)
-                .increment(u64::from(n));
-        }
-    }
 }
 
 /// Records an estimating model's margin.
@@ -743,92 +477,8 @@ pub fn config_reload(result: &'static str) {
     counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(1);
 }
 
-/// Records a request's cache lookups under `metric` (one of the cache
-/// constants), once per request rather than once per lookup.
-pub fn cache_lookups(metric: &'static str, hits: u64, misses: u64) {
-    if hits > 0 {
-        counter!(metric, "result" => "hit").increment(hits);
-    }
-    if misses > 0 {
-        counter!(metric, "result" => "miss").increment(misses);
-    }
-}
-
-/// Records one finished RPC (or render endpoint: `rpc` names one of
-/// [`RPCS`] or an endpoint, `code` one of [`GRPC_CODES`] or an HTTP
-/// status).
-pub fn request(rpc: &'static str, code: &'static str, elapsed: Duration) {
-    let seconds = elapsed.as_secs_f64();
-    let Some((h, r)) = Handles::get().zip(RPCS.iter().position(|&r| r == rpc)) else {
-        counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code).increment(1);
-        histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc).record(seconds);
-        return;
-    };
-    match GRPC_CODES.iter().position(|&c| c == code) {
-        Some(c) => h.requests[r][c]
-            .get_or_init(|| counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code))
-            .increment(1),
-        None => counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code).increment(1),
-    }
-    h.durations[r]
-        .get_or_init(|| histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc))
-        .record(seconds);
-}
-
-/// Whether [`install`] has installed the recorder.
-static INSTALLED: AtomicBool = AtomicBool::new(false);
-
-/// The handles of the series every call records, each registered with the
-/// installed recorder on its first use: the `counter!` and `histogram!`
-/// macros hash the name and labels and look the series up in the
-/// recorder's registry on every call (about 3k instructions per call of
-/// [`request`] or [`phase`]); a kept handle goes straight to its atomics.
-/// Only series a call has recorded are registered, so the scrape holds the
-/// same series as without handles. Before [`install`] (or for a label value
-/// outside the table) the macros are used, so a handle never outlives the
-/// recorder it came from. Sound because the recorder is built without an
-/// idle timeout: a series, once registered, is never removed.
-struct Handles {
-    /// `requests_total` by rpc ([`RPCS`]) and code ([`GRPC_CODES`]).
-    requests: [[OnceLock<Counter>; GRPC_CODES.len()]; RPCS.len()],
-    /// `request_duration_seconds` by rpc.
-    durations: [OnceLock<Histogram>; RPCS.len()],
-    /// `phase_duration_seconds` by phase ([`PHASES`]).
-    phases: [OnceLock<Histogram>; PHASES.len()],
-}
-
-impl Handles {
-    /// The table, once [`install`] has installed the recorder.
-    fn get() -> Option<&'static Handles> {
-        static HANDLES: Handles = Handles {
-            requests: [const { [const { OnceLock::new() }; GRPC_CODES.len()] }; RPCS.len()],
-            durations: [const { OnceLock::new() }; RPCS.len()],
-            phases: [const { OnceLock::new() }; PHASES.len()],
-        };
-        INSTALLED.load(Ordering::Acquire).then_some(&HANDLES)
-    }
-}
-
 /// Records a budget overflow. `model` is the name of the model-table entry the
 /// request resolved to (a bounded set), never the request's own string.
 pub fn budget_overflow(model: String) {
     counter!(BUDGET_OVERFLOW_TOTAL, "model" => model).increment(1);
-}
-
-/// Records one block's decision: its kind and outcome, and how many of its
-/// items were dropped and filtered.
-pub fn block_decision(kind: &'static str, outcome: &'static str, dropped: usize, filtered: usize) {
-    counter!(BLOCKS_TOTAL, "kind" => kind, "outcome" => outcome).increment(1);
-    if dropped > 0 {
-        counter!(ITEMS_DROPPED_TOTAL, "kind" => kind).increment(dropped as u64);
-    }
-    if filtered > 0 {
-        counter!(ITEMS_FILTERED_TOTAL).increment(filtered as u64);
-    }
-}
-
-/// Records the sizes of one assembled prompt.
-pub fn prompt_tokens(static_tokens: u32, dynamic_tokens: u32) {
-    histogram!(PROMPT_TOKENS, "region" => "static").record(f64::from(static_tokens));
-    histogram!(PROMPT_TOKENS, "region" => "dynamic").record(f64::from(dynamic_tokens));
 }
