@@ -116,8 +116,16 @@ impl Assembler {
 
     /// Loads every vocabulary the table uses (readiness waits for this).
     pub fn warm(&self) {
-        for e in self.catalog().models.encodings() {
+        let catalog = self.catalog();
+        for e in catalog.models.encodings() {
             e.warm();
+        }
+        // Said once the log is set up: at first startup the folders load
+        // before it is.
+        for spec in catalog.models.entries() {
+            if let Some(model) = spec.tokenizer.hf_model() {
+                model.say_slow();
+            }
         }
     }
 

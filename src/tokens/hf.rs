@@ -267,8 +267,9 @@ impl HfModel {
     /// Logs once, as a warning naming the folder, that the reference
     /// tokenizer counts it (tens of times the fast path's CPU: an operator
     /// should know which folder, and why; `fast`'s module doc says how a
-    /// folder joins the fast path).
-    fn say_slow(&self) {
+    /// folder joins the fast path). The server calls it when it warms up
+    /// (a folder loaded before the log was set up says it then).
+    pub fn say_slow(&self) {
         if let Some((why, once)) = &self.slow {
             once.call_once(|| {
                 tracing::warn!(folder = %self.name, reason = why, "model folder counted by the slow reference tokenizer");

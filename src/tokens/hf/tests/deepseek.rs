@@ -242,7 +242,8 @@ fn logged(f: impl FnOnce()) -> String {
 
 /// A folder left to the reference is named in a warning, once, whether the
 /// log is set up before it loads (a reload) or only after (a process's
-/// first load: at its first count); a folder counted fast is not.
+/// first load: at the server's warm-up, or at its first count); a folder
+/// counted fast is not.
 #[test]
 fn a_folder_left_to_the_reference_is_named_in_one_warning() {
     let off_by_one = deepseek_json([r"\p{N}{1,2}", CJK, WORDS]);
@@ -262,7 +263,8 @@ fn a_folder_left_to_the_reference_is_named_in_one_warning() {
 
     // Loaded where no log is set up (as before the subscriber of a
     // process): said at the first count, and only then.
-    let (_d, later) = std::thread::spawn(move || load(&off_by_one)).join().unwrap();
+    let json = off_by_one.clone();
+    let (_d, later) = std::thread::spawn(move || load(&json)).join().unwrap();
     let first = logged(|| {
         later.count("x");
     });
@@ -274,8 +276,22 @@ fn a_folder_left_to_the_reference_is_named_in_one_warning() {
         .is_empty()
     );
 
+    // Loaded where no log is set up, then warmed up under one (as the
+    // server does once its log is set up): said at the warm-up, not again.
+    let (_d, warmed) = std::thread::spawn(move || load(&off_by_one)).join().unwrap();
+    let at_warm_up = logged(|| warmed.say_slow());
+    assert_eq!(at_warm_up.matches(line).count(), 1, "{at_warm_up}");
+    assert!(
+        logged(|| {
+            warmed.count("x");
+        })
+        .is_empty()
+    );
+
     let fast = logged(|| {
-        load(&deepseek_json([DIGITS, CJK, WORDS])).1.count("x");
+        let (_d, m) = load(&deepseek_json([DIGITS, CJK, WORDS]));
+        m.say_slow();
+        m.count("x");
     });
     assert!(!fast.contains(line), "{fast}");
 }
