@@ -57,6 +57,13 @@ run cold --rpc assemble --cold --duration 4s
 # offered, and the reference recount checks the totals stay exact.
 run cold-offer8 --rpc assemble --cold --offer 8 --duration 4s
 run sessions --rpc assemble --workload tool-sessions --cold --duration 4s
+# Issue 53's overflowing sessions with evidence, each request its session's next on the first pass (assembled where
+# it was received while its new text fits the inline allowance), the same requests again after it.
+# Its own shape (12 sessions of 20 requests), not the small replay's.
+shared=("${workload[@]}")
+workload=(--concurrency 16 --progress-secs 4)
+run rag-sessions --rpc assemble --workload rag-sessions --duration 3s
+workload=("${shared[@]}")
 # New text in every request, most of it kept (issue 39): the report measures the share kept (10 requests of 4k).
 run fresh --rpc assemble --workload fresh --cold --duration 3s
 if ! awk '/^kept of offered:/ { found = 1; if ($4 + 0 < 70) low = 1 } END { exit !(found && !low) }' "$out/fresh.txt"; then
