@@ -1,7 +1,7 @@
 //! context-assembler: a gRPC sidecar that turns the parts of an LLM prompt
 //! into one assembled, budgeted, cache-friendly prompt.
 //!
-//! The rooms, in layers; a room uses only rooms below it (`tests/layers.rs`):
+//! The rooms, in layers; a room uses only rooms below it (`tests/layers/`):
 //!
 //! ```text
 //! 7  server (bind, serve, drain, series)
