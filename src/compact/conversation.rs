@@ -2,8 +2,8 @@
 //! messages made of content blocks (text, tool use, tool result), as chat
 //! APIs with tools model them.
 
+use super::marker::SEAL;
 use super::marker::{MarkerKey, TAG_CHARS};
-use super::summary::SEAL;
 use crate::prompt::Thinking;
 use crate::vocab::Role;
 use crate::vocab::escape::{escape_attr, escape_tags};

@@ -18,6 +18,8 @@ use std::sync::OnceLock;
 const TAG_BYTES: usize = 16;
 /// Characters of a tag in the text.
 pub const TAG_CHARS: usize = 2 * TAG_BYTES;
+/// Opens the first line of a sealed marker's text: the tag follows.
+pub const SEAL: &str = "Seal: ";
 /// The blake3 key-derivation context of configured keys.
 const CONTEXT: &str = "context-assembler 2026-11 compaction marker key v1";
 

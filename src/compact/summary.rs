@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use aho_corasick::AhoCorasick;
 
 use super::conversation::{Content, Msg};
-use super::marker::{MarkerKey, TAG_CHARS};
+use super::marker::{MarkerKey, SEAL, TAG_CHARS};
 use crate::vocab::{Cancel, Cancelled, Role};
 
 /// First line of every continuation message. An earlier summary is
@@ -22,10 +22,6 @@ use crate::vocab::{Cancel, Cancelled, Role};
 /// that merely starts with it is ordinary text.
 pub const PREAMBLE: &str = "This session continues from earlier turns that were compacted to save context. \
 The summary below covers them; the messages after it are the most recent turns, verbatim.";
-
-/// Opens the first line of a sealed marker's text: the tag follows (see
-/// [`super::marker`]).
-pub const SEAL: &str = "Seal: ";
 
 /// Closing instructions of the continuation message.
 pub const CLOSING: &str = "Continue the work from the most recent message. Do not acknowledge or recap this \

@@ -31,7 +31,7 @@ pub struct AuthClientEntry {
     pub report_usage: bool,
 }
 
-super::file::section! {
+super::section::section! {
     /// `[auth]` as written.
     pub struct AuthSection {
         /// `[[auth.clients]]`: when present (even empty), the whole list.

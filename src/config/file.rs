@@ -1,6 +1,7 @@
-//! The TOML configuration file: its schema (every table rejects unknown keys),
-//! how one layer of it lies over another ([`Layer`]), and the file layer itself:
-//! the embedded default under the file. Flags lie over that in [`super::layers`].
+//! The TOML configuration file: its schema (every table rejects unknown keys,
+//! each lies over the layer below: [`super::section`]), and the file layer
+//! itself: the embedded default under the file. Flags lie over that in
+//! [`super::layers`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,38 +15,8 @@ use super::{ConfigError, LogFormat};
 /// The embedded default configuration, printed by `config --print-default`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/default.toml");
 
-/// One layer of settings over another.
-pub trait Layer {
-    /// `self` over `base`: every value `self` sets wins.
-    fn over(self, base: Self) -> Self;
-}
-
-/// A value wins whole: a list or a table given replaces the one below.
-impl<T> Layer for Option<T> {
-    fn over(self, base: Self) -> Self {
-        self.or(base)
-    }
-}
-
-/// Declares a table of the file: the struct, rejecting unknown keys, and its
-/// [`Layer`], which lays each field over the base's.
-macro_rules! section {
-    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)* }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Default, serde::Deserialize)]
-        #[serde(deny_unknown_fields)]
-        pub struct $name {
-            $($(#[$fmeta])* pub $field: $ty,)*
-        }
-
-        impl $crate::config::file::Layer for $name {
-            fn over(self, base: Self) -> Self {
-                $name { $($field: self.$field.over(base.$field),)* }
-            }
-        }
-    };
-}
-pub(super) use section;
+pub use super::section::Layer;
+use super::section::section;
 
 section! {
     /// One configuration file, every value optional (absent = the layer below).

@@ -23,6 +23,7 @@ mod file;
 mod layers;
 mod listen;
 mod providers;
+mod section;
 mod tls;
 mod validate;
 

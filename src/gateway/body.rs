@@ -12,7 +12,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::media::Image;
+use super::media::{Image, Media, MediaTokens};
 use crate::prompt::Thinking;
 use crate::vocab::Role;
 
@@ -157,6 +157,15 @@ pub struct Parsed {
     pub system_images: Vec<Image>,
     /// Where cache markers can go (Anthropic's Messages).
     pub marks: Marks,
+}
+
+impl Parsed {
+    /// Its images counted by `rule` (`published`: the model's own rule,
+    /// else an estimate).
+    pub fn media(&self, rule: Media, published: bool) -> MediaTokens {
+        let turns = self.turns.iter().map(|t| t.images.as_slice());
+        Media::counted(&self.system_images, turns, rule, published)
+    }
 }
 
 /// `text`, when it is a JSON object's (serde's derived structs take an

@@ -169,7 +169,7 @@ impl Fitter {
         };
         let room = window - reserve;
         let budget = asks.budget.map_or(room, |b| b.min(room));
-        let media = Media::counted(&parsed, rule, published);
+        let media = parsed.media(rule, published);
         let Some(input) = budget.checked_sub(media.all).filter(|&i| i > 0) else {
             let message = format!(
                 "the request's images need {} input tokens, over its budget of {budget} for model {}",

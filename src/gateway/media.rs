@@ -16,7 +16,6 @@
 
 use base64::Engine as _;
 
-use super::body::Parsed;
 use crate::tokens::provider::Provider;
 
 /// Whose rule counts an image (the model's provider).
@@ -244,9 +243,15 @@ pub struct MediaTokens {
 }
 
 impl Media {
-    /// The images of `parsed`, counted by this rule (`published`: the
-    /// model's own rule, else an estimate).
-    pub fn counted(parsed: &Parsed, rule: Media, published: bool) -> MediaTokens {
+    /// The images of a parsed body, those of its system prompt and of each
+    /// turn, counted by this rule (`published`: the model's own rule, else
+    /// an estimate).
+    pub fn counted<'i>(
+        system: &[Image],
+        turns: impl IntoIterator<Item = &'i [Image]>,
+        rule: Media,
+        published: bool,
+    ) -> MediaTokens {
         let mut exact = published;
         let mut sum = |images: &[Image]| {
             images.iter().fold(0u32, |acc, i| {
@@ -255,8 +260,8 @@ impl Media {
                 acc.saturating_add(c.tokens)
             })
         };
-        let system = sum(&parsed.system_images);
-        let per_turn: Vec<u32> = parsed.turns.iter().map(|t| sum(&t.images)).collect();
+        let system = sum(system);
+        let per_turn: Vec<u32> = turns.into_iter().map(&mut sum).collect();
         let all = per_turn.iter().fold(system, |a, &b| a.saturating_add(b));
         MediaTokens {
             all,

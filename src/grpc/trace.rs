@@ -30,7 +30,7 @@ use http_body::{Body, Frame, SizeHint};
 use tower_service::Service;
 
 use crate::telemetry::metrics;
-use crate::telemetry::trace::{Exporter, FinishedSpan, Kind, Recorder, Value};
+use crate::telemetry::trace::{Exporter, FinishedSpan, Kind, Recorder, Value, spans_dropped};
 
 /// The traced service's package and name (`rpc.service`).
 pub const RPC_SERVICE: &str = "context_assembler.v1.Assembler";
@@ -244,7 +244,7 @@ impl Call {
         let ended = Instant::now();
         let recording = self.recorder.take();
         if recording.phases_dropped > 0 {
-            metrics::trace_spans_dropped(metrics::TRACE_DROPPED_TOO_MANY_PHASES, recording.phases_dropped);
+            spans_dropped(metrics::TRACE_DROPPED_TOO_MANY_PHASES, recording.phases_dropped);
         }
         // With the collector down the queue stays full: count, never build.
         if !self.exporter.has_room(recording.phases.len() + 1) {

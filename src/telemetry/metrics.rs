@@ -14,15 +14,14 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, 
 
 mod describe;
 mod handles;
-mod names;
 
+pub use super::names::*;
 pub use describe::describe;
 use handles::{INSTALLED, phase_histogram};
 pub use handles::{
     block_decision, cache_lookups, in_flight, prompt_tokens, prompt_tokens_by_source, request,
     upload_budget_held,
 };
-pub use names::*;
 
 /// Builds the Prometheus recorder with explicit buckets and describes every
 /// metric. Returns the handle that renders the scrape text.
@@ -217,16 +216,6 @@ pub fn initialize(labels: &Labels) {
         counter!(TRACE_SPANS_DROPPED_TOTAL, "reason" => reason).increment(0);
     }
     counter!(TRACE_SPANS_EXPORTED_TOTAL).increment(0);
-}
-
-/// Counts spans dropped for `reason` (one of [`TRACE_DROP_REASONS`]).
-pub fn trace_spans_dropped(reason: &'static str, spans: usize) {
-    counter!(TRACE_SPANS_DROPPED_TOTAL, "reason" => reason).increment(spans as u64);
-}
-
-/// Counts spans the collector accepted.
-pub fn trace_spans_exported(spans: usize) {
-    counter!(TRACE_SPANS_EXPORTED_TOTAL).increment(spans as u64);
 }
 
 /// The label values of [`initialize`]'s series that the domain owns.

@@ -3,6 +3,7 @@
 
 pub mod exposition;
 pub mod metrics;
+mod names;
 pub mod process;
 pub mod trace;
 

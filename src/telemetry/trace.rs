@@ -10,7 +10,7 @@
 //! Export is our own batch loop over the generated OTLP client rather than
 //! the OpenTelemetry SDK: spans are built after the fact with explicit
 //! times, and the queue must be bounded with every drop counted
-//! ([`super::metrics::TRACE_SPANS_DROPPED_TOTAL`]). [`Exporter::submit`]
+//! ([`TRACE_SPANS_DROPPED_TOTAL`]). [`Exporter::submit`]
 //! never waits: past [`TraceSettings::max_queue_spans`] spans are dropped,
 //! so a collector that is down or slow costs the request path nothing.
 //! (This is the one place outside `grpc/` that holds a tonic client: the
@@ -29,7 +29,21 @@ use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Sta
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
-use super::metrics;
+use super::names::{
+    TRACE_DROPPED_EXPORT_FAILED, TRACE_DROPPED_QUEUE_FULL, TRACE_SPANS_DROPPED_TOTAL,
+    TRACE_SPANS_EXPORTED_TOTAL,
+};
+
+/// Counts spans dropped for `reason` (one of
+/// [`super::metrics::TRACE_DROP_REASONS`]).
+pub fn spans_dropped(reason: &'static str, spans: usize) {
+    ::metrics::counter!(TRACE_SPANS_DROPPED_TOTAL, "reason" => reason).increment(spans as u64);
+}
+
+/// Counts spans the collector accepted.
+fn spans_exported(spans: usize) {
+    ::metrics::counter!(TRACE_SPANS_EXPORTED_TOTAL).increment(spans as u64);
+}
 
 /// Whether any [`Exporter`] was started in this process: until then no
 /// recorder can be entered and [`phase`] returns at once.
@@ -350,7 +364,7 @@ impl Exporter {
 
     /// Counts `spans` dropped because the queue was full.
     pub fn dropped(&self, spans: usize) {
-        metrics::trace_spans_dropped(metrics::TRACE_DROPPED_QUEUE_FULL, spans);
+        spans_dropped(TRACE_DROPPED_QUEUE_FULL, spans);
     }
 
     /// Queues one request's spans, or drops them all (counted) when the
@@ -360,12 +374,12 @@ impl Exporter {
         let before = self.queue.queued.fetch_add(n, Ordering::Relaxed);
         if before + n > self.queue.max {
             self.queue.queued.fetch_sub(n, Ordering::Relaxed);
-            metrics::trace_spans_dropped(metrics::TRACE_DROPPED_QUEUE_FULL, n);
+            spans_dropped(TRACE_DROPPED_QUEUE_FULL, n);
             return;
         }
         if self.queue.tx.send(Message::Spans(spans)).is_err() {
             self.queue.queued.fetch_sub(n, Ordering::Relaxed);
-            metrics::trace_spans_dropped(metrics::TRACE_DROPPED_EXPORT_FAILED, n);
+            spans_dropped(TRACE_DROPPED_EXPORT_FAILED, n);
         }
     }
 
@@ -471,17 +485,17 @@ async fn export(
         };
         let sent = tokio::time::timeout(settings.export_timeout, client.export(request)).await;
         match sent {
-            Ok(Ok(_)) => metrics::trace_spans_exported(take),
+            Ok(Ok(_)) => spans_exported(take),
             Ok(Err(status)) => {
                 debug!(code = ?status.code(), "span export failed");
-                metrics::trace_spans_dropped(metrics::TRACE_DROPPED_EXPORT_FAILED, take);
+                spans_dropped(TRACE_DROPPED_EXPORT_FAILED, take);
             }
             Err(_) => {
                 warn!(
                     timeout_ms = settings.export_timeout.as_millis(),
                     "span export timed out"
                 );
-                metrics::trace_spans_dropped(metrics::TRACE_DROPPED_EXPORT_FAILED, take);
+                spans_dropped(TRACE_DROPPED_EXPORT_FAILED, take);
             }
         }
         queue.queued.fetch_sub(take, Ordering::Relaxed);

@@ -13,10 +13,6 @@ use super::{ident_at, product_lines, rust_files, source};
 const CIRCLES: &[&str] = &[
     "assemble: caches, counting, shrink",
     "assemble: lighten, measure",
-    "compact: conversation, summary",
-    "config: auth, file",
-    "gateway: body, media",
-    "telemetry: metrics, trace",
     "tokens: cache, chat, hf, pretok, tokenizer",
 ];
 

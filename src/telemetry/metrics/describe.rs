@@ -3,7 +3,7 @@
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 
-use super::names::*;
+use crate::telemetry::names::*;
 
 /// Describes every metric once (call after installing the recorder).
 pub fn describe() {

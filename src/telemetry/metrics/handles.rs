@@ -21,7 +21,7 @@ use std::time::Duration;
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 
 use super::RPCS;
-use super::names::*;
+use crate::telemetry::names::*;
 
 /// Whether [`super::install`] has installed the recorder.
 pub(super) static INSTALLED: AtomicBool = AtomicBool::new(false);
