@@ -20,6 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind};
 
+mod context;
 mod json;
 
 /// The name the template is stored under in its environment.
@@ -55,6 +56,9 @@ impl<'a> ChatMessage<'a> {
     }
 }
 
+/// The map `transformers` hands a template for a message. Rendering reads
+/// the same fields from objects made without serializing
+/// (`context::messages_value`); the tests hold both to the same bytes.
 impl serde::Serialize for ChatMessage<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -92,12 +96,14 @@ impl From<Error> for TemplateError {
     }
 }
 
-/// A compiled chat template, with the special-token names it may read.
+/// A compiled chat template, with the special-token names it may read:
+/// both made once, when the model folder loads, for every rendering.
 #[derive(Debug)]
 pub struct ChatTemplate {
     env: Environment<'static>,
-    /// `bos_token`, `eos_token`, ... as the folder's config names them.
-    specials: Vec<(String, String)>,
+    /// `bos_token`, `eos_token`, ... as the folder's config names them,
+    /// as template values.
+    specials: Vec<(Value, Value)>,
 }
 
 impl ChatTemplate {
@@ -115,12 +121,34 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_template_owned(NAME, source.to_owned())?;
+        let specials = specials
+            .into_iter()
+            .map(|(k, v)| (Value::from(k), Value::from(v)))
+            .collect();
         Ok(ChatTemplate { env, specials })
     }
 
     /// Renders `messages` (and `tools`, each a tool definition's JSON value,
     /// when given), with the generation prompt when `add_generation_prompt`.
     pub fn render(
+        &self,
+        messages: &[ChatMessage<'_>],
+        tools: Option<&[serde_json::Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TemplateError> {
+        self.render_context(
+            context::messages_value(messages),
+            tools.map(Value::from_serialize),
+            None,
+            add_generation_prompt,
+            None,
+        )
+    }
+
+    /// [`ChatTemplate::render`] as it was before message objects: the
+    /// messages serialized into maps. The tests hold `render` to its bytes.
+    #[cfg(test)]
+    pub(crate) fn render_serialized(
         &self,
         messages: &[ChatMessage<'_>],
         tools: Option<&[serde_json::Value]>,
@@ -197,11 +225,7 @@ impl ChatTemplate {
         kwargs: Option<&Value>,
     ) -> Result<String, TemplateError> {
         let template = self.env.get_template(NAME)?;
-        let mut ctx: Vec<(Value, Value)> = self
-            .specials
-            .iter()
-            .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str())))
-            .collect();
+        let mut ctx: Vec<(Value, Value)> = self.specials.clone();
         for (k, v) in kwargs.map(entries).unwrap_or_default() {
             if !k.as_str().is_some_and(|k| RESERVED.contains(&k)) {
                 ctx.retain(|(name, _)| *name != k);
@@ -377,9 +401,27 @@ pub fn py_strip(s: &str) -> &str {
     python_strip(s, None, true, true)
 }
 
-/// Jinja2's `trim` filter: Python's `str.strip(chars)`.
-fn trim(value: String, chars: Option<String>) -> String {
-    python_strip(&value, chars.as_deref(), true, true).to_owned()
+/// Jinja2's `trim` filter: Python's `str.strip(chars)` of the value's
+/// text.
+fn trim(value: Value, chars: Option<String>) -> Value {
+    let chars = chars.as_deref();
+    match value.as_str() {
+        Some(s) => stripped(&value, s, python_strip(s, chars, true, true)),
+        None => Value::from(python_strip(&value.to_string(), chars, true, true)),
+    }
+}
+
+/// `value`, whose text is `s`, stripped to `kept`: `value` itself where
+/// nothing was stripped (a content is usually trimmed already, and is
+/// long: not copied), else a plain string of `kept`. A string marked safe
+/// is always copied, so that a stripped string is never marked safe, as
+/// before.
+fn stripped(value: &Value, s: &str, kept: &str) -> Value {
+    if kept.len() == s.len() && !value.is_safe() {
+        value.clone()
+    } else {
+        Value::from(kept)
+    }
 }
 
 /// Python's methods on values: `strip`, `lstrip` and `rstrip` of a string
@@ -407,7 +449,7 @@ fn python_method(
                 })?),
                 _ => return Err(Error::from(ErrorKind::TooManyArguments)),
             };
-        return Ok(Value::from(python_strip(s, chars, left, right)));
+        return Ok(stripped(value, s, python_strip(s, chars, left, right)));
     }
     minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
 }
