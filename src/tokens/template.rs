@@ -12,13 +12,16 @@
 //! writes what Python's `json.dumps(x, ensure_ascii=False)` writes (`", "`
 //! and `": "` separators, non-ASCII kept): minijinja's own escapes `<` and
 //! `'` for HTML and writes compact JSON, which would render tool definitions
-//! with other bytes, and so other tokens, than the engine.
+//! with other bytes, and so other tokens, than the engine (`json`).
 
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind};
+
+mod context;
+mod json;
 
 /// The name the template is stored under in its environment.
 const NAME: &str = "chat";
@@ -53,6 +56,9 @@ impl<'a> ChatMessage<'a> {
     }
 }
 
+/// The map `transformers` hands a template for a message. Rendering reads
+/// the same fields from objects made without serializing
+/// (`context::messages_value`); the tests hold both to the same bytes.
 impl serde::Serialize for ChatMessage<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -90,12 +96,14 @@ impl From<Error> for TemplateError {
     }
 }
 
-/// A compiled chat template, with the special-token names it may read.
+/// A compiled chat template, with the special-token names it may read:
+/// both made once, when the model folder loads, for every rendering.
 #[derive(Debug)]
 pub struct ChatTemplate {
     env: Environment<'static>,
-    /// `bos_token`, `eos_token`, ... as the folder's config names them.
-    specials: Vec<(String, String)>,
+    /// `bos_token`, `eos_token`, ... as the folder's config names them,
+    /// as template values.
+    specials: Vec<(Value, Value)>,
 }
 
 impl ChatTemplate {
@@ -108,17 +116,39 @@ impl ChatTemplate {
         env.set_keep_trailing_newline(false);
         env.set_fuel(Some(FUEL));
         env.set_unknown_method_callback(python_method);
-        env.add_filter("tojson", tojson);
+        env.add_filter("tojson", json::tojson);
         env.add_filter("trim", trim);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_template_owned(NAME, source.to_owned())?;
+        let specials = specials
+            .into_iter()
+            .map(|(k, v)| (Value::from(k), Value::from(v)))
+            .collect();
         Ok(ChatTemplate { env, specials })
     }
 
     /// Renders `messages` (and `tools`, each a tool definition's JSON value,
     /// when given), with the generation prompt when `add_generation_prompt`.
     pub fn render(
+        &self,
+        messages: &[ChatMessage<'_>],
+        tools: Option<&[serde_json::Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TemplateError> {
+        self.render_context(
+            context::messages_value(messages),
+            tools.map(Value::from_serialize),
+            None,
+            add_generation_prompt,
+            None,
+        )
+    }
+
+    /// [`ChatTemplate::render`] as it was before message objects: the
+    /// messages serialized into maps. The tests hold `render` to its bytes.
+    #[cfg(test)]
+    pub(crate) fn render_serialized(
         &self,
         messages: &[ChatMessage<'_>],
         tools: Option<&[serde_json::Value]>,
@@ -195,11 +225,7 @@ impl ChatTemplate {
         kwargs: Option<&Value>,
     ) -> Result<String, TemplateError> {
         let template = self.env.get_template(NAME)?;
-        let mut ctx: Vec<(Value, Value)> = self
-            .specials
-            .iter()
-            .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str())))
-            .collect();
+        let mut ctx: Vec<(Value, Value)> = self.specials.clone();
         for (k, v) in kwargs.map(entries).unwrap_or_default() {
             if !k.as_str().is_some_and(|k| RESERVED.contains(&k)) {
                 ctx.retain(|(name, _)| *name != k);
@@ -375,9 +401,27 @@ pub fn py_strip(s: &str) -> &str {
     python_strip(s, None, true, true)
 }
 
-/// Jinja2's `trim` filter: Python's `str.strip(chars)`.
-fn trim(value: String, chars: Option<String>) -> String {
-    python_strip(&value, chars.as_deref(), true, true).to_owned()
+/// Jinja2's `trim` filter: Python's `str.strip(chars)` of the value's
+/// text.
+fn trim(value: Value, chars: Option<String>) -> Value {
+    let chars = chars.as_deref();
+    match value.as_str() {
+        Some(s) => stripped(&value, s, python_strip(s, chars, true, true)),
+        None => Value::from(python_strip(&value.to_string(), chars, true, true)),
+    }
+}
+
+/// `value`, whose text is `s`, stripped to `kept`: `value` itself where
+/// nothing was stripped (a content is usually trimmed already, and is
+/// long: not copied), else a plain string of `kept`. A string marked safe
+/// is always copied, so that a stripped string is never marked safe, as
+/// before.
+fn stripped(value: &Value, s: &str, kept: &str) -> Value {
+    if kept.len() == s.len() && !value.is_safe() {
+        value.clone()
+    } else {
+        Value::from(kept)
+    }
 }
 
 /// Python's methods on values: `strip`, `lstrip` and `rstrip` of a string
@@ -405,7 +449,7 @@ fn python_method(
                 })?),
                 _ => return Err(Error::from(ErrorKind::TooManyArguments)),
             };
-        return Ok(Value::from(python_strip(s, chars, left, right)));
+        return Ok(stripped(value, s, python_strip(s, chars, left, right)));
     }
     minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
 }
@@ -501,204 +545,6 @@ fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
     let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     (era * 146_097 + doe).saturating_sub(719_468)
-}
-
-/// `tojson`, as `transformers` defines it: Python's
-/// `json.dumps(value, ensure_ascii=False, indent=indent,
-/// separators=separators, sort_keys=sort_keys)`.
-fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let indent: Option<Value> = kwargs.get("indent")?;
-    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
-    let separators: Option<Value> = kwargs.get("separators")?;
-    let _: Option<bool> = kwargs.get("ensure_ascii")?;
-    kwargs.assert_all_used()?;
-    let indent = match indent {
-        None => None,
-        Some(v) if v.is_none() => None,
-        Some(v) => Some(match v.as_str() {
-            Some(s) => s.to_owned(),
-            None => " ".repeat(usize::try_from(i64::try_from(v)?.max(0)).unwrap_or(0)),
-        }),
-    };
-    let (item_sep, key_sep) = match separators {
-        Some(v) if !v.is_none() => {
-            let mut it = v.try_iter()?;
-            let item = it.next().and_then(|s| s.as_str().map(str::to_owned));
-            let key = it.next().and_then(|s| s.as_str().map(str::to_owned));
-            match (item, key) {
-                (Some(i), Some(k)) => (i, k),
-                _ => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        "tojson: separators must be two strings",
-                    ));
-                }
-            }
-        }
-        // Python's defaults: ", " without an indent, "," with one.
-        _ if indent.is_some() => (",".to_owned(), ": ".to_owned()),
-        _ => (", ".to_owned(), ": ".to_owned()),
-    };
-    let style = JsonStyle {
-        indent: indent.as_deref(),
-        item_sep: &item_sep,
-        key_sep: &key_sep,
-        sort_keys: sort_keys.unwrap_or(false),
-    };
-    let mut out = String::new();
-    style.write(&mut out, value, 0)?;
-    Ok(Value::from_safe_string(out))
-}
-
-/// How Python's `json.dumps` lays out a value.
-struct JsonStyle<'a> {
-    indent: Option<&'a str>,
-    item_sep: &'a str,
-    key_sep: &'a str,
-    sort_keys: bool,
-}
-
-/// Containers nested deeper than this are refused (Python's own limit is
-/// its recursion limit, about 1,000).
-const MAX_JSON_DEPTH: usize = 512;
-
-impl JsonStyle<'_> {
-    fn newline(&self, out: &mut String, depth: usize) {
-        if let Some(ind) = self.indent {
-            out.push('\n');
-            for _ in 0..depth {
-                out.push_str(ind);
-            }
-        }
-    }
-
-    /// Writes `v`, keeping a map's keys in their order unless sorting.
-    fn write(&self, out: &mut String, v: &Value, depth: usize) -> Result<(), Error> {
-        use minijinja::value::ValueKind as K;
-        if depth > MAX_JSON_DEPTH {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                "tojson: nested too deeply",
-            ));
-        }
-        match v.kind() {
-            K::Undefined | K::None => out.push_str("null"),
-            K::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
-            K::Number => write_number(out, v),
-            K::String => write_string(out, v.as_str().unwrap_or_default()),
-            K::Seq | K::Iterable => {
-                let items: Vec<Value> = v.try_iter()?.collect();
-                self.write_list(out, &items, depth)?;
-            }
-            K::Map => {
-                let mut entries: Vec<(Value, Value)> = Vec::new();
-                for k in v.try_iter()? {
-                    let item = v.get_item(&k)?;
-                    entries.push((k, item));
-                }
-                if self.sort_keys {
-                    entries.sort_by_key(|e| e.0.to_string());
-                }
-                if entries.is_empty() {
-                    out.push_str("{}");
-                    return Ok(());
-                }
-                out.push('{');
-                for (i, (k, item)) in entries.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(self.item_sep);
-                    }
-                    self.newline(out, depth + 1);
-                    match k.as_str() {
-                        Some(key) => write_string(out, key),
-                        // Python writes a number or bool key as its text.
-                        None => write_string(out, &k.to_string()),
-                    }
-                    out.push_str(self.key_sep);
-                    self.write(out, item, depth + 1)?;
-                }
-                self.newline(out, depth);
-                out.push('}');
-            }
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::InvalidOperation,
-                    format!("tojson: a {} is not JSON", v.kind()),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn write_list(&self, out: &mut String, items: &[Value], depth: usize) -> Result<(), Error> {
-        if items.is_empty() {
-            out.push_str("[]");
-            return Ok(());
-        }
-        out.push('[');
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                out.push_str(self.item_sep);
-            }
-            self.newline(out, depth + 1);
-            self.write(out, item, depth + 1)?;
-        }
-        self.newline(out, depth);
-        out.push(']');
-        Ok(())
-    }
-}
-
-/// A number as Python writes it: integers as they are, floats by their
-/// shortest representation with a `.0` when integral.
-fn write_number(out: &mut String, v: &Value) {
-    if let Ok(i) = i64::try_from(v.clone()) {
-        if !v.is_integer() {
-            // A float with an integral value.
-            if (i as f64).abs() < 1e16 {
-                let _ = write!(out, "{i}.0");
-                return;
-            }
-        } else {
-            let _ = write!(out, "{i}");
-            return;
-        }
-    }
-    if v.is_integer() {
-        let _ = write!(out, "{v}");
-        return;
-    }
-    match f64::try_from(v.clone()) {
-        Ok(f) if f.is_nan() => out.push_str("NaN"),
-        Ok(f) if f.is_infinite() => out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" }),
-        Ok(f) => {
-            let _ = write!(out, "{f}");
-        }
-        Err(_) => {
-            let _ = write!(out, "{v}");
-        }
-    }
-}
-
-/// A string as Python's `json.dumps(..., ensure_ascii=False)` writes it.
-fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

@@ -148,3 +148,142 @@ fn a_conversation_renders_as_apply_chat_template() {
         assert_eq!(t.render_conversation(&c).unwrap(), kept, "{template}");
     }
 }
+
+/// A template that reads a message in every way a map is read: fields by
+/// name and by key, missing fields, iteration forwards and backwards,
+/// length, truth, printing, `tojson`, Python's dict methods, equality,
+/// filters over the list, and the strings' Python methods.
+const MAP_READER: &str = "{% for m in messages %}[{{ m }}|{{ m | tojson }}|{{ m | length }}|{{ m.items() | list }}|{{ m.keys() | list }}|{{ m.values() | list }}|{{ m | list }}|{{ m | reverse | list }}|{{ m | dictsort }}|{{ 'thinking' in m }}|{{ 'name' in m }}|{{ m is mapping }}|{{ m.get('reasoning_content') }}|{{ m.get('name', 'none') }}|{{ m['role'] }}|{{ m[0] }}|{{ m.thinking is defined }}|{{ m.tool_calls is defined }}|{{ m.content is string }}|{{ m == messages[0] }}|{{ m != messages[-1] }}|{{ m | string }}|{% if m %}T{% endif %}|{{ m | first }}|{{ m.content | trim }}|{{ m.content.strip() }}|{{ m.content.lstrip('\\n') }}|{{ m.content.split('</think>')[-1] }}|{{ m.role + ': ' + m.content }}]\n{% endfor %}{{ messages | length }}|{{ messages | tojson }}|{{ messages | map(attribute='role') | join(',') }}|{{ messages | selectattr('reasoning_content') | list | length }}|{{ messages | rejectattr('thinking') | map(attribute='content') | list }}|{{ messages | groupby('role') | list | length }}|{{ messages[::-1] | map(attribute='role') | list }}|{{ messages[1:] | length }}";
+
+/// Messages of every shape: with and without reasoning, empty, spaced,
+/// Unicode, and a reasoning written into the content.
+fn shapes() -> Vec<Vec<ChatMessage<'static>>> {
+    let thought = |role, content, r| ChatMessage {
+        role,
+        content,
+        reasoning: Some(r),
+    };
+    vec![
+        vec![m("user", "hi")],
+        vec![m("system", " Be brief.\n"), m("user", "")],
+        vec![
+            m("system", "S"),
+            m("user", "Wetter in Köln? 🌧"),
+            thought("assistant", "\n\nSonnig.", "Sie fragt nach dem Wetter.\n"),
+            m("user", "\u{1f}und morgen?\u{a0}"),
+        ],
+        vec![
+            m("user", "q"),
+            m("assistant", "<think>\nr\n</think>\n\nanswer"),
+            m("user", "<tool_response>x</tool_response>"),
+            thought("assistant", "", ""),
+        ],
+        vec![
+            m("user", "a"),
+            m("assistant", "b"),
+            m("tool", "{\"t\": 1}"),
+            m("user", "c"),
+        ],
+    ]
+}
+
+/// A tool definition, for the templates that render tools.
+fn tools() -> Vec<serde_json::Value> {
+    vec![
+        serde_json::json!({"type": "function", "function": {"name": "get_weather", "description": "Wetter für \"Köln\"", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}),
+    ]
+}
+
+/// A message object answers every map operation as the serialized map it
+/// replaced did: the same bytes, for every shape.
+#[test]
+fn a_message_object_renders_as_its_serialized_map() {
+    let t = ChatTemplate::new(MAP_READER, vec![("bos_token".to_owned(), "<s>".to_owned())]).unwrap();
+    for messages in shapes() {
+        let before = t.render_serialized(&messages, None, true).unwrap();
+        assert!(before.contains("True"), "{before}");
+        assert_eq!(t.render(&messages, None, true).unwrap(), before);
+    }
+}
+
+proptest::proptest! {
+    /// Any conversation renders through message objects as through the
+    /// serialized maps, and `trim` and `.strip()` leave what Python's
+    /// `str.strip()` leaves, whether or not there is anything to strip.
+    #[test]
+    fn any_conversation_renders_as_its_serialized_maps(
+        turns in proptest::collection::vec(
+            (
+                proptest::sample::select(vec!["system", "user", "assistant", "tool"]),
+                "[ \\t\\n\\u{1c}\\u{1f}\\u{a0}a-z<>/{}\"é]{0,24}",
+                proptest::option::of("[ \\na-z]{0,8}"),
+            ),
+            1..6,
+        ),
+    ) {
+        let messages: Vec<ChatMessage<'_>> = turns
+            .iter()
+            .map(|(role, content, r)| ChatMessage { role, content, reasoning: r.as_deref() })
+            .collect();
+        let t = ChatTemplate::new(MAP_READER, Vec::new()).unwrap();
+        proptest::prop_assert_eq!(
+            t.render(&messages, None, false).map_err(|e| e.0),
+            t.render_serialized(&messages, None, false).map_err(|e| e.0)
+        );
+        for (_, content, _) in &turns {
+            let stripped = py_strip(content);
+            proptest::prop_assert_eq!(
+                render_with("{{ messages[0].content | trim }}|{{ messages[0].content.strip() }}", &[m("user", content)]).unwrap(),
+                format!("{stripped}|{stripped}")
+            );
+        }
+    }
+}
+
+/// A string marked safe comes out of `trim` and `.strip()` as a plain
+/// string, as it did when they copied every string.
+#[test]
+fn a_safe_string_is_stripped_to_a_plain_one() {
+    let safe = Value::from_safe_string("kept".to_owned());
+    assert!(safe.is_safe());
+    assert!(!stripped(&safe, "kept", "kept").is_safe());
+    let plain = Value::from("kept");
+    assert_eq!(stripped(&plain, "kept", "kept"), plain);
+    assert_eq!(trim(Value::from(" x "), None).as_str(), Some("x"));
+    assert_eq!(trim(Value::from(12), None).as_str(), Some("12"));
+}
+
+/// The real folders' templates (`CONTEXT_ASSEMBLER_HF_VOCAB`, when set)
+/// render every shape through message objects as through the serialized
+/// maps, with and without tools and the generation prompt; where a
+/// template refuses a shape, both refuse it alike.
+#[test]
+fn real_templates_render_the_message_objects_as_the_serialized_maps() {
+    let Some(root) = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs without CONTEXT_ASSEMBLER_HF_VOCAB"
+        );
+        eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
+        return;
+    };
+    let tools = tools();
+    for family in ["llama3_1", "qwen3", "gemma3", "deepseek_v3"] {
+        let dir = std::path::Path::new(&root).join(family);
+        let model = crate::tokens::hf::HfModel::load(&dir).unwrap_or_else(|e| panic!("{family}: {e}"));
+        let t = model.template().unwrap();
+        let mut rendered = 0;
+        for messages in shapes() {
+            for (tools, generate) in [(None, true), (Some(&tools[..]), false)] {
+                let before = t.render_serialized(&messages, tools, generate).map_err(|e| e.0);
+                rendered += usize::from(before.is_ok());
+                assert_eq!(
+                    t.render(&messages, tools, generate).map_err(|e| e.0),
+                    before,
+                    "{family}"
+                );
+            }
+        }
+        assert!(rendered >= 4, "{family}: {rendered} shapes rendered");
+    }
+}
