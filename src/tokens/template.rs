@@ -244,9 +244,17 @@ impl ChatTemplate {
             ctx.push((Value::from("documents"), documents));
         }
         let ctx: Value = ctx.into_iter().collect();
-        Ok(template.render(ctx)?)
+        // The engine panics on some values a request can bring (minijinja
+        // 2.24 slicing an empty list backwards): the template failed on
+        // this input, which is the caller's to fix, not an internal error.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| template.render(ctx)))
+            .map_err(|_| TemplateError(ENGINE_FAILED.to_owned()))?
+            .map_err(TemplateError::from)
     }
 }
+
+/// What a template that made the engine panic refuses with.
+const ENGINE_FAILED: &str = "the template engine failed on this input";
 
 /// What the template's own arguments are called: a keyword argument of the
 /// caller's may not replace them.

@@ -91,6 +91,18 @@ fn strftime_formats_as_python() {
 }
 
 /// A template that does not compile is an error at construction.
+/// A value that makes the engine panic (minijinja 2.24 slicing an empty
+/// list backwards) refuses the request as a template error.
+#[test]
+fn an_engine_panic_is_a_template_error() {
+    let err = render_with("{{ messages[::-1] }}", &[]).unwrap_err();
+    assert_eq!(err.0, super::ENGINE_FAILED);
+    assert_eq!(
+        render_with("{{ messages[::-1] | length }}", &[m("user", "hi")]).unwrap(),
+        "1"
+    );
+}
+
 #[test]
 fn a_broken_template_does_not_compile() {
     assert!(ChatTemplate::new("{% for m in messages %}", Vec::new()).is_err());
