@@ -347,7 +347,7 @@ fn mark_content(content: &mut Value, marker: &Value) -> Option<()> {
 /// fit counts them.
 fn count_images(parsed: &Parsed) {
     for rule in [Media::OpenAi, Media::Anthropic, Media::Gemini] {
-        let counted = Media::counted(parsed, rule, true);
+        let counted = parsed.media(rule, true);
         assert_eq!(counted.per_turn.len(), parsed.turns.len(), "a count per turn");
     }
 }
