@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use super::{ident_at, product_lines, rust_files, source};
+use super::{names_after, product_lines, rust_files, source};
 
 /// Circles of files inside a room when the check came (issue 54), as
 /// "room: a, b, c" (the room's modules that reach one another, sorted): the
@@ -24,30 +24,6 @@ fn product_text(text: &str) -> String {
         .map(|(_, l)| *l)
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// The top-level names a path names after `at` (a name, or a `{...}`
-/// group's first segments, across lines).
-fn names_after(at: &str) -> Vec<String> {
-    let Some(group) = at.strip_prefix('{') else {
-        return vec![ident_at(at).to_owned()];
-    };
-    let mut out = Vec::new();
-    let (mut level, mut start) = (0, true);
-    for (i, c) in group.char_indices() {
-        match c {
-            '{' => level += 1,
-            '}' if level == 0 => break,
-            '}' => level -= 1,
-            ',' if level == 0 => start = true,
-            c if start && !c.is_whitespace() => {
-                start = false;
-                out.push(ident_at(&group[i..]).to_owned());
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// The room's top-level modules a product file of module path `module`

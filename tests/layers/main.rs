@@ -116,6 +116,30 @@ fn ident_at(s: &str) -> &str {
     &s[..end]
 }
 
+/// The top-level names a path names after `at` (a name, or a `{...}`
+/// group's first segments, across lines).
+fn names_after(at: &str) -> Vec<String> {
+    let Some(group) = at.strip_prefix('{') else {
+        return vec![ident_at(at).to_owned()];
+    };
+    let mut out = Vec::new();
+    let (mut level, mut start) = (0, true);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => level += 1,
+            '}' if level == 0 => break,
+            '}' => level -= 1,
+            ',' if level == 0 => start = true,
+            c if start && !c.is_whitespace() => {
+                start = false;
+                out.push(ident_at(&group[i..]).to_owned());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The rooms a line names through `crate::` (a path, or a `crate::{a, b}`
 /// group's first segments), and through `super::` chains that leave the
 /// file's room (`depth` is the file's module depth inside its room).
@@ -130,26 +154,8 @@ fn rooms_named(line: &str, depth: usize) -> Vec<String> {
         if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
             continue;
         }
-        if let Some(group) = after.strip_prefix('{') {
-            // Depth-1 names of the group.
-            let mut level = 0;
-            let mut start = true;
-            for (i, c) in group.char_indices() {
-                match c {
-                    '{' => level += 1,
-                    '}' if level == 0 => break,
-                    '}' => level -= 1,
-                    ',' if level == 0 => start = true,
-                    c if start && !c.is_whitespace() => {
-                        start = false;
-                        out.push(ident_at(&group[i..]).to_owned());
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            out.push(ident_at(after).to_owned());
-        }
+        // A name, or a group's depth-1 names.
+        out.extend(names_after(after));
     }
     // `super::super::x` from a file `depth` modules deep: `depth` supers
     // reach the crate root when the file is the room's own module.
