@@ -208,8 +208,10 @@ impl<'a> Counter<'a> {
         if let Some(key) = key.filter(|_| self.tok.content_estimate().is_some()) {
             return Some(self.by_content(key, text)).filter(|&n| n <= limit);
         }
+        // Hashed once, for the lookup of an inline try and the count.
+        let key = key.unwrap_or_else(|| cache::key(self.tok, text.as_bytes()));
         if self.allowance.is_bounded() {
-            if let Some(n) = self.caches.segments.cached_at_most(self.tok, text, limit) {
+            if let Some(n) = self.caches.segments.cached_at_most_keyed(&key, limit) {
                 self.hits.set(self.hits.get() + 1);
                 return n;
             }
@@ -218,7 +220,10 @@ impl<'a> Counter<'a> {
                 return None;
             }
         }
-        let (n, hit) = self.caches.segments.count_at_most(self.tok, text, limit);
+        let (n, hit) = self
+            .caches
+            .segments
+            .count_at_most_keyed(self.tok, key, text, limit);
         let tally = if hit { &self.hits } else { &self.misses };
         tally.set(tally.get() + 1);
         n
@@ -309,3 +314,6 @@ impl<'a> Counter<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

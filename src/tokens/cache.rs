@@ -150,7 +150,13 @@ impl CountCache<u32> {
             // Never cached, and as cheap to count as to look up.
             return Some(tokenizer.count_at_most(text, limit));
         }
-        answer(self.get(&key(tokenizer, text.as_bytes()))?, limit)
+        self.cached_at_most_keyed(&key(tokenizer, text.as_bytes()), limit)
+    }
+
+    /// [`CountCache::cached_at_most`] of the text whose key (under a
+    /// tokenizer that is not a content estimate) is `key`.
+    pub(crate) fn cached_at_most_keyed(&self, key: &Key, limit: u32) -> Option<Option<u32>> {
+        answer(self.get(key)?, limit)
     }
 
     /// The count of `text` when it is at most `limit`, else `None`, through
@@ -164,7 +170,19 @@ impl CountCache<u32> {
             // Never cached, as in `count_keyed`.
             return (tokenizer.count_at_most(text, limit), false);
         }
-        let key = key(tokenizer, text.as_bytes());
+        self.count_at_most_keyed(tokenizer, key(tokenizer, text.as_bytes()), text, limit)
+    }
+
+    /// [`CountCache::count_at_most`] of `text` whose key ([`key`] of
+    /// `tokenizer`, not a content estimate, and `text`) the caller has: a
+    /// caller that looked the key up first hashes the text once.
+    pub(crate) fn count_at_most_keyed(
+        &self,
+        tokenizer: &Tokenizer,
+        key: Key,
+        text: &str,
+        limit: u32,
+    ) -> (Option<u32>, bool) {
         let answer = |v: u32| answer(v, limit);
         let count = || match tokenizer.count_at_most(text, limit) {
             Some(n) => n.min(AT_LEAST - 1),
