@@ -1,42 +1,30 @@
 //! The facade: an [`Assembler`] holds what every request shares (the
 //! catalog, swapped on reload and adapted from usage reports; the count,
 //! prefix and turn-summary caches; the prefix family and usage trackers) and
-//! runs one [`Pipeline`] per request.
+//! runs the [`stages`](super::stages) of one request.
 
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Instant;
 
-use super::cache_report;
 use super::caches::Caches;
-use super::counting::{Allowance, Counter};
 use super::error::AssembleError;
-use super::layout;
 use super::learned::Learning;
-use super::lighten;
-use super::pipeline::{Pipeline, RunOutput};
 use super::policy::Catalog;
-use super::validate::{self, Resolved};
+use super::stages::account::account;
+use super::stages::admit::admit;
+use super::stages::answer::answer;
+use super::stages::fit::{Fitted, fit};
+use super::stages::{Attempt, Options, Shared};
 use crate::compact::{CompactionSettings, Counting};
-use crate::prompt::{AssembleRequest, Assembly, Change, Message, Sources, TokenIds};
-use crate::prompt_cache::block_keys::block_keys;
+use crate::prompt::{AssembleRequest, Assembly, Sources};
 use crate::prompt_cache::families::FamilyTracker;
-use crate::prompt_cache::feedback::{Comparison, Feedback, Remembered, UsageReport};
-use crate::prompt_cache::plan;
-use crate::prompt_cache::prefix::PrefixKey;
+use crate::prompt_cache::feedback::{Comparison, Feedback, UsageReport};
 use crate::telemetry::metrics;
-use crate::tokens::hf::HfModel;
 use crate::tokens::models::UNKNOWN_MODEL;
-use crate::tokens::{ChatMessage, Encoding, ModelSpec, ModelTable, Tokenizer};
-use crate::vocab::{Cancel, Warning, codes, saturating_u32};
+use crate::tokens::{Encoding, ModelSpec, ModelTable, Tokenizer};
+use crate::vocab::Cancel;
 
 /// Default weight of the token-count caches.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// Allocations of one request under a chat template before it is refused
-/// as over its budget: the first, one lowered by the overshoot (the
-/// per-message estimate is off by a few tokens, so it nearly always fits),
-/// then a search between budgets that refused and budgets that went over.
-const MAX_RENDER_TRIES: u32 = 8;
 
 /// Assembles prompts. Cheap to share: clone the `Arc`.
 #[derive(Debug)]
@@ -246,366 +234,36 @@ impl Assembler {
     /// The one entry point: assembles `req` under `catalog` (the one in force
     /// when the request was admitted: a request that waited across a reload
     /// is assembled as it would have been at once), as `options` say.
+    /// The stages, in order ([`stages`](super::stages) tells each).
     pub fn run(&self, catalog: &Catalog, req: AssembleRequest, options: Options<'_>) -> Attempt {
-        self.assemble_inner(catalog, req, options)
-    }
-
-    fn assemble_inner(&self, catalog: &Catalog, mut req: AssembleRequest, options: Options<'_>) -> Attempt {
-        let Options {
-            cancel,
-            prefix,
-            inline,
-        } = options;
-        let allowance = inline.map_or(Allowance::unbounded(), Allowance::bytes);
-        let warm_only = inline.is_some();
-        // A batch cancelled midway hands every later request over at once.
-        if cancel.is_cancelled() {
-            return Attempt::Done(Err(AssembleError::Cancelled), None);
-        }
-        // Token ids tokenize the whole prompt: never on an inline try.
-        if warm_only && req.return_token_ids {
-            return Attempt::Cold(req, None);
-        }
-        let started = Instant::now();
-        let Resolved {
-            spec,
-            policy,
-            budget,
-            tools,
-        } = match validate::validate(&req, catalog) {
-            Ok(r) => r,
-            Err(e) => return Attempt::Done(Err(AssembleError::InvalidArgument(e)), None),
+        let shared = self.shared();
+        let admitted = match admit(shared, catalog, req, &options) {
+            Ok(admitted) => admitted,
+            Err(answered) => return *answered,
         };
-        if let Some(model) = spec.tokenizer.hf_model()
-            && policy.neutralize_special_tokens
-        {
-            neutralize(&mut req, model);
-        }
-        let key = prefix
-            .cloned()
-            .unwrap_or_else(|| PrefixKey::of(&tools, &req.static_segments));
-        // A request may wait, as configured, for its provider to count its
-        // static prefix at first sight; a warm try (on the reactor, where
-        // nothing may block) hands such a request over instead.
-        let waiting = self.learning.scope(&spec, &req.model).and_then(|scope| {
-            let texts: Vec<&str> = req.static_segments.iter().map(|s| s.content.as_str()).collect();
-            scope.should_wait(&texts)
-        });
-        if let Some(keys) = waiting {
-            if warm_only {
-                return Attempt::Cold(req, Some(key));
-            }
-            if let Some(scope) = self.learning.scope(&spec, &req.model) {
-                scope.wait_for(&keys);
-            }
-        }
-        // A template's frames are estimated per message; the rendered count
-        // is exact. A prompt the estimate let past the budget is allocated
-        // again under a lower budget: first lowered by the overshoot, then,
-        // once a lowered budget leaves no room for what cannot be cut (the
-        // overshoot may have been in messages that a cut drops), halfway
-        // between the highest budget that refused and the lowest that went
-        // over. The answer always names the request's budget, and the first
-        // try's prefix lookup (later tries find the prefix it cached).
-        let mut allowed = budget;
-        let mut tries = 0;
-        let mut first_hit = None;
-        // Budgets at or above `over_at` render over; at or below `refused_at`
-        // leave no room.
-        let mut over_at = u32::MAX;
-        let mut refused_at: Option<u32> = None;
-        let mut least_over = u64::MAX;
-        let tokenizer = self.learning.tokenizer(&spec, &req.model);
-        let (result, pipeline) = loop {
-            let counter = Counter::new(&self.caches, &tokenizer, cancel, &allowance)
-                .learning(self.learning.scope(&spec, &req.model));
-            let mut pipeline = Pipeline::new(counter, &spec, &policy, &req, &tools, allowed, started);
-            let result = pipeline.run(key.clone());
-            tries += 1;
-            if warm_only && cancel.is_cancelled() {
-                break (result, pipeline);
-            }
-            let rendered = match &result {
-                Ok(RunOutput { usage, cache, .. }) => {
-                    first_hit.get_or_insert(cache.prefix_cache_hit);
-                    Some(u64::from(usage.total_tokens) + u64::from(usage.tools_tokens))
-                }
-                Err(_) => None,
-            };
-            let next = match (rendered, &result) {
-                (Some(n), _) if n <= u64::from(budget.input) => {
-                    let result = result.map(|mut r| {
-                        r.usage.budget = budget.input;
-                        r.cache.prefix_cache_hit = first_hit.unwrap_or(r.cache.prefix_cache_hit);
-                        r
-                    });
-                    break (result, pipeline);
-                }
-                (Some(n), _) => {
-                    over_at = allowed.input;
-                    least_over = least_over.min(n);
-                    match refused_at {
-                        None => allowed
-                            .input
-                            .saturating_sub(saturating_u32(n - u64::from(budget.input))),
-                        Some(r) => r + (over_at - r) / 2,
-                    }
-                }
-                // A lowered budget that leaves no room: search above it.
-                (None, Err(AssembleError::BudgetOverflow { .. })) if tries > 1 => {
-                    refused_at = Some(allowed.input);
-                    allowed.input + (over_at - allowed.input) / 2
-                }
-                (None, _) => break (result, pipeline),
-            };
-            let exhausted = refused_at.is_some_and(|r| next <= r) || next >= over_at;
-            if tries >= MAX_RENDER_TRIES || exhausted {
-                // The parts as the allocator counted them; what the closest
-                // render added beyond them is the template's (so they add up
-                // to at least that render).
-                let mut needs = pipeline.needs().cloned().unwrap_or_default();
-                needs.template = least_over.saturating_sub(needs.total());
-                let overflow = AssembleError::BudgetOverflow {
-                    non_cuttable_tokens: needs.total(),
-                    budget: budget.input,
-                    model: spec.name.clone(),
-                    needs: Box::new(needs),
-                };
-                break (Err(overflow), pipeline);
-            }
-            allowed.input = next;
+        let Some(Fitted { out, render_started }) = fit(shared, catalog, &admitted, &options) else {
+            return Attempt::Cold(admitted.req, Some(admitted.key));
         };
-        if warm_only && cancel.is_cancelled() {
-            drop(pipeline);
-            return Attempt::Cold(req, Some(key));
-        }
-        // Observed once per request: after a warm try that missed, by the
-        // full run.
-        if let Some(family) = catalog.family_label(&req.prefix_family) {
-            self.families
-                .observe(family, &key.digest, std::time::Instant::now());
-        }
-        pipeline.record_lookups();
-        let render_started = pipeline.lap;
-        let out: RunOutput = match result {
-            Ok(r) => r,
+        let out = match out {
+            Ok(out) => out,
             Err(e) => return Attempt::Done(Err(e), None),
         };
-        let rules = &spec.cache.provider;
-        let roles = out.plan.iter().map(|(role, _)| *role);
-        let mut plan = match cache_report::cache_plan(rules, roles, &out.parts, tools.len(), &req.cache_ttl) {
-            Ok(p) => p,
+        let accounted = match account(shared, catalog, &admitted, &out) {
+            Ok(accounted) => accounted,
             Err(e) => return Attempt::Done(Err(e), None),
         };
-        let header = cache_report::header(&spec.name, &out.usage.tokenizer, &req.cache_salt);
-        let (fingerprint, divergence) = match cache_report::fingerprint(&req, header, &out.parts) {
-            Ok(f) => f,
-            Err(e) => return Attempt::Done(Err(e), None),
-        };
-        if let Some(d) = &divergence {
-            let family = catalog
-                .family_label(&req.prefix_family)
-                .unwrap_or(metrics::FAMILY_NONE);
-            metrics::prompt_cache_divergence(d.change.as_str(), family);
-        }
-        let mut divergence = divergence;
-        if let Some(d) = &mut divergence {
-            d.servable_tokens = if d.change == Change::Appended {
-                plan::after_append(rules, &mut plan, d.message_index, d.token_offset)
-            } else {
-                plan::servable(rules, d.token_offset, &plan)
-            };
-        }
-        let mut prefix = [0u8; 8];
-        prefix.copy_from_slice(&key.digest[..8]);
-        // What the provider should serve: what the previous prompt left it,
-        // or, without one, the part of a prefix seen before that it can read;
-        // nothing when this prefix was last assembled longer ago than the
-        // entries it wrote live.
-        let lifetime = cache_report::lifetime(rules, &plan);
-        let fresh = self
-            .feedback
-            .seen(prefix, std::time::Instant::now())
-            .is_some_and(|gap| gap <= lifetime);
-        let expected_cached = match &divergence {
-            _ if !fresh => 0,
-            Some(d) => d.servable_tokens,
-            None if out.cache.prefix_cache_hit => plan::servable(
-                rules,
-                out.usage.tools_tokens.saturating_add(out.usage.static_tokens),
-                &plan,
-            ),
-            None => 0,
-        };
-        let request_id = req.request_id.clone();
-        let asked = req
-            .return_token_ids
-            .then(|| (req.model.clone(), req.cache_salt.clone()));
-        let counted_for = self.learning.counts(&spec).then(|| Arc::from(req.model.as_str()));
-        let messages = layout::materialize(out.plan, req);
-        let mut usage = out.usage;
-        let (sources, estimated) = self.learning.sources(
-            &spec,
-            counted_for.as_deref().unwrap_or_default(),
-            &tokenizer,
-            &messages,
-            usage.total_tokens,
-            usage.tools_tokens,
-        );
-        usage.sources = sources;
-        usage.exact = usage.sources.estimated == 0;
-        self.feedback.remember(
-            &request_id,
-            Remembered {
-                model: Arc::from(spec.name.as_str()),
-                margin_percent: spec.tokenizer.margin_percent(),
-                tokens: usage.total_tokens.saturating_add(usage.tools_tokens),
-                expected_cached,
-                prefix,
-                estimated,
-                counted_for,
-            },
-        );
-        let s = usage.sources;
-        metrics::prompt_tokens_by_source(&spec.name, s.exact, s.provider, s.estimated);
-        let mut warnings = out.warnings;
-        let token_ids = asked.and_then(|(model, salt)| {
-            let ids = token_ids(&spec, &messages, &tools, &model, &salt);
-            if ids.is_none() {
-                warnings.push(Warning::new(
-                    codes::TOKEN_IDS_UNAVAILABLE,
-                    format!(
-                        "token ids need a model folder with a chat template; {} counts with {}",
-                        spec.name, spec.tokenizer
-                    ),
-                ));
-            }
-            ids
-        });
-        let assembly = Assembly {
-            request_id,
-            model: spec.name.clone(),
-            messages,
-            usage,
-            cache: out.cache,
-            decisions: out.decisions,
-            warnings,
-            tools,
-            hints: out.hints,
-            token_ids,
-            cache_plan: Box::new(cache_report::answer_plan(plan)),
-            fingerprint,
-            divergence: divergence.map(Box::new),
-        };
-        metrics::phase(metrics::PHASE_RENDER, render_started.elapsed());
+        let key = admitted.key.clone();
+        let assembly = answer(shared, admitted, out, accounted, render_started);
         Attempt::Done(Ok(assembly), Some(key))
     }
-}
 
-/// The prompt's ids as the engine computes them from `spec`'s folder (the
-/// messages and tools rendered with its chat template, tokenized without
-/// adding special tokens), with the engine's block keys for `model` (the
-/// name as asked for, as a router knows it) and `salt`. `None` for a model
-/// without a folder or a template, or a template that refuses.
-fn token_ids(
-    spec: &ModelSpec,
-    messages: &[Message],
-    tools: &[String],
-    model: &str,
-    salt: &str,
-) -> Option<TokenIds> {
-    let folder = spec.tokenizer.hf_model()?;
-    let reasoning = reasonings(messages);
-    let chat = chat_messages(messages, &reasoning);
-    let tools: Vec<serde_json::Value> = tools
-        .iter()
-        .filter_map(|t| serde_json::from_str(t).ok())
-        .collect();
-    let tools = (!tools.is_empty()).then_some(tools.as_slice());
-    let text = spec.tokenizer.rendered_text(&chat, tools)?.ok()?;
-    let ids = folder.encode(&text, false).ok()?;
-    let block_tokens = spec.cache.engine_block_tokens;
-    Some(TokenIds {
-        block_keys: block_keys(model, &ids, block_tokens as usize, salt),
-        ids,
-        block_tokens,
-    })
-}
-
-/// Each assembled message's thinking as a chat template reads it.
-pub(super) fn reasonings(messages: &[Message]) -> Vec<Option<String>> {
-    messages
-        .iter()
-        .map(|m| lighten::readable_thinking(&m.thinking))
-        .collect()
-}
-
-/// Assembled messages as a chat template reads them, with their thinking
-/// (`reasoning`: [`reasonings`] of them).
-pub(super) fn chat_messages<'m>(
-    messages: &'m [Message],
-    reasoning: &'m [Option<String>],
-) -> Vec<ChatMessage<'m>> {
-    messages
-        .iter()
-        .zip(reasoning)
-        .map(|(m, r)| ChatMessage {
-            role: m.role.as_str(),
-            content: &m.content,
-            reasoning: r.as_deref(),
-        })
-        .collect()
-}
-
-/// How [`Assembler::run`] assembles a request.
-#[derive(Debug, Clone, Copy)]
-pub struct Options<'a> {
-    /// Stops the run once set (a deadline passed, the caller went away): no
-    /// further text is tokenized and nothing half-counted is cached.
-    pub cancel: &'a Cancel,
-    /// The prefix key already made for identical static parts: a batch
-    /// hashes each prefix once, a warm try hands its key to the full run.
-    pub prefix: Option<&'a PrefixKey>,
-    /// An inline try (`Some(bytes)`): the assembly when what it needs is
-    /// cached (counts, the static prefix's facts, the turn summary) but for
-    /// at most `bytes` of new text to count or summarize, or the request
-    /// handed back ([`Attempt::Cold`]) at the first thing that would go past
-    /// that. The work is hashing, lookups and a bounded count, so a server
-    /// may run it where it received the request instead of handing it to a
-    /// pool of threads that may block. Nothing is recorded for a try handed
-    /// back; what it counted stays cached for the full run.
-    pub inline: Option<usize>,
-}
-
-impl<'a> Options<'a> {
-    /// A full run that stops once `cancel` is set.
-    pub fn new(cancel: &'a Cancel) -> Self {
-        Options {
-            cancel,
-            prefix: None,
-            inline: None,
-        }
-    }
-}
-
-/// What a run came to.
-#[derive(Debug)]
-pub enum Attempt {
-    /// Assembled, or refused (an invalid request, a budget overflow, a
-    /// cancellation); with the prefix key it used, when it got that far.
-    Done(Result<Assembly, AssembleError>, Option<PrefixKey>),
-    /// A warm try met something not cached: the request, back, with its
-    /// prefix key, for a full run.
-    Cold(AssembleRequest, Option<PrefixKey>),
-}
-
-impl Attempt {
-    /// The assembly or the error; a warm try that missed is
-    /// [`AssembleError::Cancelled`] (only a warm try misses).
-    pub fn done(self) -> Result<Assembly, AssembleError> {
-        match self {
-            Attempt::Done(done, _) => done,
-            Attempt::Cold(..) => Err(AssembleError::Cancelled),
+    /// What the stages of every request share.
+    fn shared(&self) -> Shared<'_> {
+        Shared {
+            caches: &self.caches,
+            learning: &self.learning,
+            families: &self.families,
+            feedback: &self.feedback,
         }
     }
 }
@@ -627,23 +285,5 @@ impl Counting for Assembler {
 
 #[cfg(test)]
 mod templates;
-/// Breaks the spellings of `model`'s special tokens in the items and the
-/// query of `req` (never its static prefix); a text that spells none is
-/// not copied.
-fn neutralize(req: &mut AssembleRequest, model: &HfModel) {
-    let fix = |text: &mut String| {
-        if let Some(t) = model.neutralize(text) {
-            *text = t;
-        }
-    };
-    fix(&mut req.query);
-    for item in req.blocks.iter_mut().flat_map(|b| b.items.iter_mut()) {
-        fix(&mut item.content);
-        if let Some(c) = item.compact_form.as_mut() {
-            fix(c);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests;

@@ -14,9 +14,10 @@
 
 use std::collections::HashMap;
 
-use super::assembler::{Assembler, Attempt, Options};
+use super::assembler::Assembler;
 use super::error::AssembleError;
 use super::policy::Catalog;
+use super::stages::{Attempt, Options};
 use crate::prompt::{AssembleRequest, Assembly};
 use crate::prompt_cache::batch::{Group, Member, group};
 use crate::prompt_cache::prefix::PrefixKey;

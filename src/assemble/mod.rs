@@ -21,7 +21,6 @@
 pub mod allocate;
 pub mod assembler;
 pub mod batch;
-mod cache_report;
 mod caches;
 mod counting;
 pub mod error;
@@ -35,10 +34,12 @@ pub mod policy;
 pub mod render;
 mod report;
 mod shrink;
+mod stages;
 pub mod turns;
 pub mod validate;
 
-pub use assembler::{Assembler, Attempt, CountTarget, DEFAULT_CACHE_BYTES, Options, TokenCount};
+pub use assembler::{Assembler, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
 pub use error::AssembleError;
 pub use policy::{Catalog, DEFAULT_POLICY, Policy};
 pub use shrink::TURN_SUMMARY_ID;
+pub use stages::{Attempt, Options};

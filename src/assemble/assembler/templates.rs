@@ -9,6 +9,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::assemble::policy::Policy;
+use crate::assemble::stages::answer::{chat_messages, reasonings};
 use crate::prompt::{AssembleRequest, Block, BlockKind, Item, Message, Segment, SegmentKind};
 use crate::tokens::ModelSpec;
 use crate::tokens::hf::HfModel;

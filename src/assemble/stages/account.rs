@@ -1,22 +1,97 @@
-//! What an assembled prompt tells about provider caches beyond the hints,
-//! computed once per request from the run's parts: the prompt's
-//! fingerprint, where it first differs from the session's previous one
-//! (when the request sent that one's fingerprint), and the cache plan in
-//! the provider's own terms.
+//! Stage 3, account: what an assembled prompt tells about provider caches
+//! beyond the hints, computed once per request from the run's parts: the
+//! prompt's fingerprint, where it first differs from the session's previous
+//! one (when the request sent that one's fingerprint), the cache plan in
+//! the provider's own terms, and what the provider should serve from its
+//! cache.
 
-use super::error::AssembleError;
-use super::layout::PartAt;
-use super::pipeline::PartFacts;
-use crate::prompt::{self, AssembleRequest, Divergence, PartKind};
+use super::super::error::AssembleError;
+use super::super::layout::PartAt;
+use super::super::pipeline::{PartFacts, RunOutput};
+use super::super::policy::Catalog;
+use super::Shared;
+use super::admit::Admitted;
+use crate::prompt::{self, AssembleRequest, Change, Divergence, PartKind};
 use crate::prompt_cache::fingerprint::{self, Part};
 use crate::prompt_cache::plan::{self, PlanMessage, PlanPart, PlanPrompt};
+use crate::telemetry::metrics;
 use crate::tokens::provider::ProviderRules;
 use crate::vocab::{Role, saturating_u32};
+
+/// A fitted prompt's account of provider caches.
+pub(in crate::assemble) struct Accounted {
+    /// The cache plan, as the answer carries it.
+    pub plan: prompt::CachePlan,
+    /// The prompt's fingerprint.
+    pub fingerprint: Vec<u8>,
+    /// Where it first differs from the previous prompt's, when the request
+    /// sent that one's fingerprint.
+    pub divergence: Option<Divergence>,
+    /// The first bytes of the static prefix's key.
+    pub prefix: [u8; 8],
+    /// Tokens the provider should serve from its cache.
+    pub expected_cached: u32,
+}
+
+/// Accounts for `out`, the prompt fitted for `admitted`; an invalid cache
+/// lifetime or previous fingerprint is the caller's error.
+pub(in crate::assemble) fn account(
+    shared: Shared<'_>,
+    catalog: &Catalog,
+    admitted: &Admitted,
+    out: &RunOutput,
+) -> Result<Accounted, AssembleError> {
+    let Admitted { req, spec, tools, .. } = admitted;
+    let rules = &spec.cache.provider;
+    let roles = out.plan.iter().map(|(role, _)| *role);
+    let mut plan = cache_plan(rules, roles, &out.parts, tools.len(), &req.cache_ttl)?;
+    let header = header(&spec.name, &out.usage.tokenizer, &req.cache_salt);
+    let (fingerprint, mut divergence) = fingerprint(req, header, &out.parts)?;
+    if let Some(d) = &mut divergence {
+        let family = catalog
+            .family_label(&req.prefix_family)
+            .unwrap_or(metrics::FAMILY_NONE);
+        metrics::prompt_cache_divergence(d.change.as_str(), family);
+        d.servable_tokens = if d.change == Change::Appended {
+            plan::after_append(rules, &mut plan, d.message_index, d.token_offset)
+        } else {
+            plan::servable(rules, d.token_offset, &plan)
+        };
+    }
+    let mut prefix = [0u8; 8];
+    prefix.copy_from_slice(&admitted.key.digest[..8]);
+    // What the provider should serve: what the previous prompt left it,
+    // or, without one, the part of a prefix seen before that it can read;
+    // nothing when this prefix was last assembled longer ago than the
+    // entries it wrote live.
+    let lifetime = lifetime(rules, &plan);
+    let fresh = shared
+        .feedback
+        .seen(prefix, std::time::Instant::now())
+        .is_some_and(|gap| gap <= lifetime);
+    let expected_cached = match &divergence {
+        _ if !fresh => 0,
+        Some(d) => d.servable_tokens,
+        None if out.cache.prefix_cache_hit => plan::servable(
+            rules,
+            out.usage.tools_tokens.saturating_add(out.usage.static_tokens),
+            &plan,
+        ),
+        None => 0,
+    };
+    Ok(Accounted {
+        plan: answer_plan(plan),
+        fingerprint,
+        divergence,
+        prefix,
+        expected_cached,
+    })
+}
 
 /// The fingerprint header: the model-table entry, the tokenizer and the
 /// cache salt, length-framed. Another of any of them is another prompt for
 /// every cache.
-pub(super) fn header(model: &str, tokenizer: &str, salt: &str) -> u64 {
+fn header(model: &str, tokenizer: &str, salt: &str) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for field in [model, tokenizer, salt] {
         h.update(&(field.len() as u64).to_le_bytes());
@@ -58,7 +133,7 @@ fn parts<'r>(req: &'r AssembleRequest, facts: &[PartFacts]) -> Vec<Part<'r>> {
 /// this prompt first differs from it (its `servable_tokens` left for the
 /// plan to fill). A previous fingerprint that cannot be read is the
 /// caller's error.
-pub(super) fn fingerprint(
+fn fingerprint(
     req: &AssembleRequest,
     header: u64,
     facts: &[PartFacts],
@@ -115,7 +190,7 @@ fn plan_messages(roles: impl IntoIterator<Item = Role>, facts: &[PartFacts]) -> 
 /// are `facts`, under `rules`, with the lifetime `ttl` (empty: the
 /// provider's default). A lifetime the provider does not offer is the
 /// caller's error.
-pub(super) fn cache_plan(
+fn cache_plan(
     rules: &ProviderRules,
     roles: impl IntoIterator<Item = Role>,
     facts: &[PartFacts],
@@ -142,7 +217,7 @@ pub(super) fn cache_plan(
 /// How long the entries `plan` writes live: its longest effective
 /// marker's lifetime, else the provider's default, else five minutes (the
 /// shortest any provider keeps an idle entry).
-pub(super) fn lifetime(rules: &ProviderRules, plan: &plan::CachePlan) -> std::time::Duration {
+fn lifetime(rules: &ProviderRules, plan: &plan::CachePlan) -> std::time::Duration {
     let secs = plan
         .markers
         .iter()
@@ -155,7 +230,7 @@ pub(super) fn lifetime(rules: &ProviderRules, plan: &plan::CachePlan) -> std::ti
 }
 
 /// The plan as the answer carries it.
-pub(super) fn answer_plan(p: plan::CachePlan) -> prompt::CachePlan {
+fn answer_plan(p: plan::CachePlan) -> prompt::CachePlan {
     prompt::CachePlan {
         provider: p.provider.as_str(),
         markers: p
