@@ -284,6 +284,4 @@ impl Counting for Assembler {
 }
 
 #[cfg(test)]
-mod templates;
-#[cfg(test)]
 mod tests;

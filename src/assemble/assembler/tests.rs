@@ -1,3 +1,5 @@
+mod templates;
+
 use std::collections::HashSet;
 
 use proptest::prelude::*;

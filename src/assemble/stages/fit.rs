@@ -71,6 +71,21 @@ impl Search {
         Some(next)
     }
 
+    /// The overflow of a search that found no budget to fit, the last try
+    /// being `pipeline` for model `model`: the parts as the allocator
+    /// counted them, and what the closest render added beyond them as the
+    /// template's (so they add up to at least that render).
+    fn overflow(&self, pipeline: &Pipeline<'_>, model: &str) -> AssembleError {
+        let mut needs = pipeline.needs().cloned().unwrap_or_default();
+        needs.template = self.least_over.saturating_sub(needs.total());
+        AssembleError::BudgetOverflow {
+            non_cuttable_tokens: needs.total(),
+            budget: self.budget,
+            model: model.to_owned(),
+            needs: Box::new(needs),
+        }
+    }
+
     /// Whether no budget is left to try after `next`.
     fn exhausted(&self, next: u32) -> bool {
         let searched = self.refused_at.is_some_and(|r| next <= r) || next >= self.over_at;
@@ -145,17 +160,7 @@ pub(in crate::assemble) fn fit(
             break (result, pipeline);
         };
         if search.exhausted(next) {
-            // The parts as the allocator counted them; what the closest
-            // render added beyond them is the template's (so they add up
-            // to at least that render).
-            let mut needs = pipeline.needs().cloned().unwrap_or_default();
-            needs.template = search.least_over.saturating_sub(needs.total());
-            let overflow = AssembleError::BudgetOverflow {
-                non_cuttable_tokens: needs.total(),
-                budget: budget.input,
-                model: spec.name.clone(),
-                needs: Box::new(needs),
-            };
+            let overflow = search.overflow(&pipeline, &spec.name);
             break (Err(overflow), pipeline);
         }
         search.allowed = next;

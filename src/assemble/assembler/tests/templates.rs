@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::*;
+use super::super::*;
 use crate::assemble::policy::Policy;
 use crate::assemble::stages::answer::{chat_messages, reasonings};
 use crate::prompt::{AssembleRequest, Block, BlockKind, Item, Message, Segment, SegmentKind};
