@@ -334,9 +334,10 @@ fn ineffective_reasons(
     reasons
 }
 
-/// The markers of `candidates`, given why each is ineffective (`reasons`), with their
-/// lifetimes: per marker (Anthropic, Bedrock: the last turn's takes the
-/// default, and none outlives one before it) or per request (OpenAI).
+/// The markers of `candidates`, given why each is ineffective (`reasons`),
+/// with their lifetimes: per marker (Anthropic, Bedrock: the last turn's
+/// takes the default, and none outlives one before it) or per request
+/// (OpenAI).
 fn markers(
     rules: &ProviderRules,
     candidates: &[Candidate],

@@ -241,7 +241,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         elapsed,
         rss_max,
         end,
-    } = measure(&args, &driver, &clients, scraper.as_ref(), &start).await?;
+    } = measure(&args, &driver, &clients, scraper.as_ref(), start.as_ref()).await?;
 
     let stats = driver.stats();
     let report = Report::new(Inputs {
@@ -389,7 +389,7 @@ async fn measure(
     driver: &Arc<Driver>,
     clients: &[AssemblerClient<Channel>],
     scraper: Option<&Arc<Scraper>>,
-    start: &Option<Snapshot>,
+    start: Option<&Snapshot>,
 ) -> anyhow::Result<Measured> {
     let samples = args.samples.as_deref().map(Samples::create).transpose()?;
     let (done_tx, done) = watch::channel(false);
@@ -398,7 +398,7 @@ async fn measure(
             driver.clone(),
             Duration::from_secs(args.progress_secs),
             scraper.cloned(),
-            start.clone(),
+            start.cloned(),
             samples,
             done,
         ))
