@@ -271,29 +271,14 @@ impl Compactor {
         let Layout { head, earlier, body } = layout;
         let (earlier_index, earlier_summary) = earlier.unzip();
         let summary = Summary::of_until(&req.messages[body..cut], earlier_summary, cancel)?;
-        let mut lookups = Lookups::default();
         let continuation = Msg {
             id: String::new(),
             role: Role::User,
             content: vec![Content::Text(summary.continuation(&r.settings.marker_key))],
         };
-        // New pinned items replace the ones restored last time; without new
-        // ones, those are carried forward.
-        let pinned: Vec<Msg> = if req.pinned.is_empty() {
-            let start = earlier_index.map_or(body, |i| i + 1);
-            req.messages[start..body].to_vec()
-        } else {
-            req.pinned
-                .iter()
-                .map(|p| pinned_message(p, &r.settings.marker_key))
-                .collect()
-        };
-        let mut meter = Meter::new(cancel);
-        let mut added = 0u32;
-        for (i, m) in std::iter::once(&continuation).chain(&pinned).enumerate() {
-            let first = head + i == 0;
-            added = added.saturating_add(self.cost(r, m, first, &mut lookups, &mut meter)?);
-        }
+        let restored_from = earlier_index.map_or(body, |i| i + 1);
+        let pinned = pinned_after_summary(&req, restored_from..body, &r.settings.marker_key);
+        let added = self.inserted_tokens(r, head, &continuation, &pinned, cancel)?;
         let after = r
             .tokenizer
             .priming_tokens()
@@ -314,30 +299,7 @@ impl Compactor {
         if out.breaker.opened_now {
             metrics::compaction_breaker_opened();
         }
-        if success {
-            out.outcome = CompactOutcome::Compacted;
-            out.reason = format!(
-                "{} messages summarized: {} tokens to {after}",
-                cut - body,
-                out.tokens_before
-            );
-        } else {
-            out.outcome = CompactOutcome::CompactedOverTarget;
-            out.reason = format!(
-                "{} messages summarized, but {after} tokens are still over the target of {}",
-                cut - body,
-                r.target
-            );
-            out.warnings.push(Warning {
-                code: OVER_TARGET,
-                message: format!(
-                    "{after} tokens after compaction, over the target of {}: the {} preserved messages \
-                     or the pinned items are too large ({} consecutive failures for this session)",
-                    r.target, r.preserve, out.breaker.consecutive_failures
-                ),
-                about: Vec::new(),
-            });
-        }
+        explain_summary(out, r, cut - body, success);
         let mut messages = req.messages;
         let recent = messages.split_off(cut);
         messages.truncate(head);
@@ -346,6 +308,26 @@ impl Compactor {
         messages.extend(recent);
         out.messages = messages;
         Ok(())
+    }
+
+    /// Tokens of the messages a summary inserts after the `head` system
+    /// messages: the `continuation`, then the `pinned` items.
+    fn inserted_tokens(
+        &self,
+        r: &Resolved,
+        head: usize,
+        continuation: &Msg,
+        pinned: &[Msg],
+        cancel: &Cancel,
+    ) -> Result<u32, CompactError> {
+        let mut lookups = Lookups::default();
+        let mut meter = Meter::new(cancel);
+        let mut added = 0u32;
+        for (i, m) in std::iter::once(continuation).chain(pinned).enumerate() {
+            let first = head + i == 0;
+            added = added.saturating_add(self.cost(r, m, first, &mut lookups, &mut meter)?);
+        }
+        Ok(added)
     }
 
     /// Drops the oldest turns of the body, [`TURNS_PER_TRIM_STEP`] at a time
@@ -448,6 +430,46 @@ impl Layout {
 /// The breaker's key of a request: its session within its tenant.
 fn session(req: &CompactRequest) -> SessionKey<'_> {
     SessionKey::new(&req.cache_salt, &req.session_id)
+}
+
+/// The pinned items to follow a new summary: the request's new ones replace
+/// those restored last time (`restored`, after the earlier summary); without
+/// new ones, those are carried forward.
+fn pinned_after_summary(req: &CompactRequest, restored: std::ops::Range<usize>, key: &MarkerKey) -> Vec<Msg> {
+    if req.pinned.is_empty() {
+        req.messages[restored].to_vec()
+    } else {
+        req.pinned.iter().map(|p| pinned_message(p, key)).collect()
+    }
+}
+
+/// Sets the outcome and reason of a compaction that summarized `summarized`
+/// messages, with a warning when it ended over the target (the tokens after
+/// it and the breaker already recorded in `out`).
+fn explain_summary(out: &mut Compaction, r: &Resolved, summarized: usize, success: bool) {
+    let after = out.tokens_after;
+    if success {
+        out.outcome = CompactOutcome::Compacted;
+        out.reason = format!(
+            "{summarized} messages summarized: {} tokens to {after}",
+            out.tokens_before
+        );
+    } else {
+        out.outcome = CompactOutcome::CompactedOverTarget;
+        out.reason = format!(
+            "{summarized} messages summarized, but {after} tokens are still over the target of {}",
+            r.target
+        );
+        out.warnings.push(Warning {
+            code: OVER_TARGET,
+            message: format!(
+                "{after} tokens after compaction, over the target of {}: the {} preserved messages \
+                 or the pinned items are too large ({} consecutive failures for this session)",
+                r.target, r.preserve, out.breaker.consecutive_failures
+            ),
+            about: Vec::new(),
+        });
+    }
 }
 
 /// Count-cache lookups made, and how many hit.

@@ -9,13 +9,14 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::sync::LazyLock;
-
-use aho_corasick::AhoCorasick;
 
 use super::conversation::{Content, Msg};
 use super::marker::{MarkerKey, SEAL, TAG_CHARS};
 use crate::vocab::{Cancel, Cancelled, Role};
+
+mod scan;
+
+use scan::{files_in, pending_sentences};
 
 /// First line of every continuation message. An earlier summary is
 /// recognised by it *and* a valid tag (see [`super::marker`]): a message
@@ -50,15 +51,6 @@ const MAX_NAME_CHARS: usize = 160;
 /// Longest line parsed back from an earlier summary, in characters: more
 /// than any line this module writes, so only forged summaries are clipped.
 const MAX_PARSED_CHARS: usize = 2 * CLIP_CHARS + MAX_NAME_CHARS + 64;
-
-/// Extensions that make a slash-separated token a key file.
-const FILE_EXTENSIONS: [&str; 30] = [
-    "rs", "toml", "md", "json", "yaml", "yml", "py", "ts", "tsx", "js", "jsx", "go", "java", "kt", "c", "h",
-    "cc", "cpp", "hpp", "cs", "rb", "swift", "proto", "sql", "sh", "html", "css", "txt", "lock", "xml",
-];
-
-/// Words that mark a sentence as pending work.
-const PENDING_WORDS: [&str; 6] = ["todo", "next", "pending", "follow up", "follow-up", "remaining"];
 
 /// How many messages of each role a summary covers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -140,90 +132,71 @@ impl Summary {
         listed: &mut HashSet<String>,
         cancel: &Cancel,
     ) -> Result<(), Cancelled> {
-        let s = self;
+        self.count_and_list_tools(msgs, listed, cancel)?;
+        // The capped sections keep the latest distinct items: scanning newest
+        // first and stopping once a section is full gives the same items as
+        // a full scan, at a cost proportional to what is kept. A cancelled
+        // scan ends early, and its partial result is thrown away below.
+        let files = latest_files(msgs, cancel);
+        let pending = latest_pending(msgs, cancel);
+        let requests = latest_requests(msgs, cancel);
+        if let Some(t) = texts_newest_first(msgs, cancel).find(|t| !t.trim().is_empty()) {
+            self.current = clip(t, CURRENT_CHARS);
+        }
+        // The latest distinct items of the earlier messages and of these,
+        // in order of their latest occurrence: the latest of all of them
+        // (an item of both is placed by its occurrence here).
+        for (list, items) in [
+            (&mut self.files, files),
+            (&mut self.pending, pending),
+            (&mut self.requests, requests),
+        ] {
+            for item in items {
+                push_distinct(list, item);
+            }
+        }
+        self.timeline
+            .extend(msgs[msgs.len().saturating_sub(MAX_TIMELINE)..].iter().map(entry));
+        self.keep_caps();
+        if cancel.is_cancelled() {
+            return Err(Cancelled);
+        }
+        Ok(())
+    }
+
+    /// Counts `msgs` in the scope, and lists the tools they call that
+    /// `listed` does not hold yet (adding them to it), first use first.
+    fn count_and_list_tools(
+        &mut self,
+        msgs: &[Msg],
+        listed: &mut HashSet<String>,
+        cancel: &Cancel,
+    ) -> Result<(), Cancelled> {
         for m in msgs {
             if cancel.is_cancelled() {
                 return Err(Cancelled);
             }
-            s.scope.add(m.role);
+            self.scope.add(m.role);
             for name in m.content.iter().filter_map(|c| match c {
                 Content::ToolUse { name, .. } => Some(tool_name(name)),
                 _ => None,
             }) {
                 if !name.is_empty() && !listed.contains(&name) {
                     listed.insert(name.clone());
-                    s.tools.push(name);
+                    self.tools.push(name);
                 }
             }
-        }
-        // The capped sections keep the latest distinct items: scanning newest
-        // first and stopping once a section is full gives the same items as
-        // a full scan, at a cost proportional to what is kept. A cancelled
-        // scan ends early, and its partial result is thrown away below.
-        let newest_first = || msgs.iter().rev().take_while(|_| !cancel.is_cancelled());
-        let texts_newest_first = || {
-            newest_first().flat_map(|m| {
-                m.content.iter().rev().filter_map(|c| match c {
-                    Content::Text(t) => Some(t.as_str()),
-                    _ => None,
-                })
-            })
-        };
-        let files = latest_distinct(
-            newest_first().flat_map(|m| {
-                let mut found: Vec<&str> = Vec::new();
-                for c in &m.content {
-                    match c {
-                        Content::Text(t) => found.extend(files_in(t)),
-                        Content::ToolUse { input, .. } => found.extend(files_in(input)),
-                        Content::ToolResult { .. } | Content::Thinking(_) => {}
-                    }
-                }
-                found.into_iter().rev().map(str::to_owned)
-            }),
-            MAX_FILES,
-        );
-        let pending = latest_distinct(
-            texts_newest_first().flat_map(|t| {
-                let found: Vec<&str> = pending_sentences(t).collect();
-                found.into_iter().rev().map(|p| clip(p, CLIP_CHARS))
-            }),
-            MAX_PENDING,
-        );
-        let requests = latest_distinct(
-            newest_first()
-                .filter(|m| m.role == Role::User)
-                .map(|m| m.texts().collect::<Vec<_>>().join(" "))
-                .filter(|t| !t.trim().is_empty())
-                .map(|t| clip(&t, CLIP_CHARS)),
-            MAX_REQUESTS,
-        );
-        if let Some(t) = texts_newest_first().find(|t| !t.trim().is_empty()) {
-            s.current = clip(t, CURRENT_CHARS);
-        }
-        // The latest distinct items of the earlier messages and of these,
-        // in order of their latest occurrence: the latest of all of them
-        // (an item of both is placed by its occurrence here).
-        for (list, items) in [
-            (&mut s.files, files),
-            (&mut s.pending, pending),
-            (&mut s.requests, requests),
-        ] {
-            for item in items {
-                push_distinct(list, item);
-            }
-        }
-        s.timeline
-            .extend(msgs[msgs.len().saturating_sub(MAX_TIMELINE)..].iter().map(entry));
-        keep_last(&mut s.tools, MAX_TOOLS);
-        keep_last(&mut s.requests, MAX_REQUESTS);
-        keep_last(&mut s.pending, MAX_PENDING);
-        keep_last(&mut s.files, MAX_FILES);
-        keep_last(&mut s.timeline, MAX_TIMELINE);
-        if cancel.is_cancelled() {
-            return Err(Cancelled);
         }
         Ok(())
+    }
+
+    /// Drops the oldest items of every capped section past its cap.
+    fn keep_caps(&mut self) {
+        keep_last(&mut self.tools, MAX_TOOLS);
+        keep_last(&mut self.requests, MAX_REQUESTS);
+        keep_last(&mut self.pending, MAX_PENDING);
+        keep_last(&mut self.files, MAX_FILES);
+        keep_last(&mut self.timeline, MAX_TIMELINE);
     }
 
     /// The summary as the `<summary>` body.
@@ -506,125 +479,63 @@ fn entry(m: &Msg) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Sentences of `text` naming pending work (case-insensitive whole words).
-/// An ASCII text in which no word occurs at all (most text) has none: one
-/// pass of the automaton over it says so before it is cut into sentences.
-fn pending_sentences(text: &str) -> impl Iterator<Item = &str> {
-    let none = text.is_ascii() && pending_words().is_some_and(|words| !words.is_match(text));
-    sentences(if none { "" } else { text })
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && names_pending_work(s))
+/// `msgs` from the newest, until `cancel` is set.
+fn newest_first<'a>(msgs: &'a [Msg], cancel: &'a Cancel) -> impl Iterator<Item = &'a Msg> {
+    msgs.iter().rev().take_while(|_| !cancel.is_cancelled())
 }
 
-/// [`PENDING_WORDS`] as an ASCII-case-blind automaton. Building from a
-/// handful of short literals cannot fail; were it to, callers take their
-/// copying path.
-fn pending_words() -> Option<&'static AhoCorasick> {
-    static WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-        AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(PENDING_WORDS)
-            .ok()
-    });
-    WORDS.as_ref()
-}
-
-/// Whether `sentence` holds one of [`PENDING_WORDS`] as a whole word, in any
-/// case. ASCII (nearly every sentence): one pass of an ASCII-case-blind
-/// automaton over the bytes, no copy. Otherwise the sentence is lower-cased
-/// first, since Unicode lower-casing can turn other letters into ASCII ones
-/// (the Kelvin sign into `k`) and change byte offsets.
-fn names_pending_work(sentence: &str) -> bool {
-    let automaton = pending_words().filter(|_| sentence.is_ascii());
-    let Some(words) = automaton else {
-        let lower = sentence.to_lowercase();
-        return PENDING_WORDS.iter().any(|w| has_word(&lower, w));
-    };
-    let bytes = sentence.as_bytes();
-    // Overlapping: a match that fails the word test must not hide one that
-    // starts inside it.
-    words.find_overlapping_iter(sentence).any(|m| {
-        let before = m.start().checked_sub(1).and_then(|i| bytes.get(i)).copied();
-        let after = bytes.get(m.end()).copied();
-        !before.is_some_and(|b| b.is_ascii_alphanumeric())
-            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
-    })
-}
-
-/// The sentences of `text`: each ends after `.`, `!` or `?` followed by
-/// whitespace (or the end), or at a line break, so `src/main.rs` or `3.5`
-/// never end one.
-fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    std::iter::from_fn(move || {
-        while let Some((i, c)) = chars.next() {
-            let next = chars.peek().map(|&(_, n)| n);
-            let stop = matches!(c, '.' | '!' | '?') && next.is_none_or(char::is_whitespace);
-            if c == '\n' || stop {
-                let end = i + c.len_utf8();
-                let sentence = &text[start..end];
-                start = end;
-                return Some(sentence);
-            }
-        }
-        (start < text.len()).then(|| {
-            let rest = &text[start..];
-            start = text.len();
-            rest
+/// The text blocks of `msgs` from the newest, until `cancel` is set.
+fn texts_newest_first<'a>(msgs: &'a [Msg], cancel: &'a Cancel) -> impl Iterator<Item = &'a str> {
+    newest_first(msgs, cancel).flat_map(|m| {
+        m.content.iter().rev().filter_map(|c| match c {
+            Content::Text(t) => Some(t.as_str()),
+            _ => None,
         })
     })
 }
 
-/// Whether the lower-case `word` occurs in the lower-cased `lower` between
-/// non-alphanumeric characters.
-fn has_word(lower: &str, word: &str) -> bool {
-    lower.match_indices(word).any(|(at, _)| {
-        let before = lower[..at].chars().next_back();
-        let after = lower[at + word.len()..].chars().next();
-        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
-    })
+/// The latest [`MAX_FILES`] distinct key files of `msgs` (in their texts and
+/// tool inputs), oldest first.
+fn latest_files(msgs: &[Msg], cancel: &Cancel) -> Vec<String> {
+    latest_distinct(
+        newest_first(msgs, cancel).flat_map(|m| {
+            let mut found: Vec<&str> = Vec::new();
+            for c in &m.content {
+                match c {
+                    Content::Text(t) => found.extend(files_in(t)),
+                    Content::ToolUse { input, .. } => found.extend(files_in(input)),
+                    Content::ToolResult { .. } | Content::Thinking(_) => {}
+                }
+            }
+            found.into_iter().rev().map(str::to_owned)
+        }),
+        MAX_FILES,
+    )
 }
 
-/// The path-like tokens of `text`, in order: a `/` and a known extension;
-/// surrounding punctuation and a `:line` suffix trimmed; no URLs.
-fn files_in(text: &str) -> impl Iterator<Item = &str> {
-    // Every path has a `/`: a text without one (most prose) has none, and
-    // neither has a token without one (trimming never removes it).
-    let any = text.contains('/');
-    text.split(is_separator)
-        .take_while(move |_| any)
-        .filter(|token| token.contains('/'))
-        .filter_map(as_file)
+/// The latest [`MAX_PENDING`] distinct sentences of `msgs` naming pending
+/// work, clipped, oldest first.
+fn latest_pending(msgs: &[Msg], cancel: &Cancel) -> Vec<String> {
+    latest_distinct(
+        texts_newest_first(msgs, cancel).flat_map(|t| {
+            let found: Vec<&str> = pending_sentences(t).collect();
+            found.into_iter().rev().map(|p| clip(p, CLIP_CHARS))
+        }),
+        MAX_PENDING,
+    )
 }
 
-/// Whether `c` separates the tokens [`files_in`] reads.
-fn is_separator(c: char) -> bool {
-    matches!(
-        c,
-        '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '|' | '='
-    ) || c.is_whitespace()
-}
-
-/// The path `token` names, trimmed of punctuation and a `:line` or
-/// `:line:column` suffix, if it is one.
-fn as_file(token: &str) -> Option<&str> {
-    let mut token = token.trim_end_matches(['.', ':', '!', '?', '*']);
-    for _ in 0..2 {
-        if let Some((path, n)) = token.rsplit_once(':')
-            && !n.is_empty()
-            && n.bytes().all(|b| b.is_ascii_digit())
-        {
-            token = path;
-        }
-    }
-    let is_file = token.contains('/')
-        && !token.contains("://")
-        && token.chars().count() <= MAX_NAME_CHARS
-        && token
-            .rsplit_once('.')
-            .is_some_and(|(stem, ext)| !stem.ends_with('/') && FILE_EXTENSIONS.contains(&ext));
-    is_file.then_some(token)
+/// The latest [`MAX_REQUESTS`] distinct user messages of `msgs` (their
+/// texts joined), clipped, oldest first.
+fn latest_requests(msgs: &[Msg], cancel: &Cancel) -> Vec<String> {
+    latest_distinct(
+        newest_first(msgs, cancel)
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.texts().collect::<Vec<_>>().join(" "))
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| clip(&t, CLIP_CHARS)),
+        MAX_REQUESTS,
+    )
 }
 
 /// The first `n` distinct items of `newest_first`, oldest first: the `n`

@@ -282,7 +282,31 @@ pub fn plan(rules: &ProviderRules, p: &PlanPrompt<'_>) -> Result<CachePlan, Plan
     if limit == 0 {
         return Ok(implicit(rules, p, &candidates, ttl, prompt_tokens));
     }
+    let reasons = ineffective_reasons(rules, &candidates, limit);
+    let markers = markers(rules, &candidates, reasons, ttl);
+    let cacheable_tokens = markers
+        .iter()
+        .filter(|m| m.effective)
+        .map(|m| m.prefix_tokens)
+        .max()
+        .unwrap_or(0);
+    Ok(CachePlan {
+        provider: rules.provider,
+        markers,
+        request_fields: explicit_request_fields(rules, ttl),
+        cacheable_tokens,
+        prompt_tokens,
+    })
+}
 
+/// Why each of `candidates` would not take effect, before lifetimes are
+/// ordered: a volatile message before it, a prefix below the minimum, or
+/// (of those left) more than the `limit` of markers.
+fn ineffective_reasons(
+    rules: &ProviderRules,
+    candidates: &[Candidate],
+    limit: u32,
+) -> Vec<Option<Ineffective>> {
     let min = u64::from(rules.min_tokens);
     let mut reasons: Vec<Option<Ineffective>> = candidates
         .iter()
@@ -297,7 +321,7 @@ pub fn plan(rules: &ProviderRules, p: &PlanPrompt<'_>) -> Result<CachePlan, Plan
         })
         .collect();
     let eligible: Vec<bool> = reasons.iter().map(Option::is_none).collect();
-    let kept = within_limit(&candidates, &eligible, limit);
+    let kept = within_limit(candidates, &eligible, limit);
     // Two markers of one prompt are two entries, each read where it is
     // written: how far apart they are does not matter. The lookback limits
     // how far a marker searches for an entry an *earlier request* wrote,
@@ -307,8 +331,19 @@ pub fn plan(rules: &ProviderRules, p: &PlanPrompt<'_>) -> Result<CachePlan, Plan
             *reason = Some(Ineffective::OverBreakpointLimit);
         }
     }
+    reasons
+}
 
-    // Lifetimes: per marker (Anthropic, Bedrock) or per request (OpenAI).
+/// The markers of `candidates`, given why each is ineffective (`reasons`),
+/// with their lifetimes: per marker (Anthropic, Bedrock: the last turn's
+/// takes the default, and none outlives one before it) or per request
+/// (OpenAI).
+fn markers(
+    rules: &ProviderRules,
+    candidates: &[Candidate],
+    reasons: Vec<Option<Ineffective>>,
+    ttl: Option<Ttl>,
+) -> Vec<Marker> {
     let per_marker = rules.provider != Provider::OpenAi;
     let mut shortest: Option<Ttl> = None;
     let mut markers = Vec::with_capacity(candidates.len());
@@ -339,12 +374,12 @@ pub fn plan(rules: &ProviderRules, p: &PlanPrompt<'_>) -> Result<CachePlan, Plan
             reason,
         });
     }
-    let cacheable_tokens = markers
-        .iter()
-        .filter(|m| m.effective)
-        .map(|m| m.prefix_tokens)
-        .max()
-        .unwrap_or(0);
+    markers
+}
+
+/// The request fields of a plan with markers: OpenAI's explicit mode and
+/// lifetime (per request); none for the others.
+fn explicit_request_fields(rules: &ProviderRules, ttl: Option<Ttl>) -> Vec<ProviderField> {
     let mut request_fields = Vec::new();
     if rules.provider == Provider::OpenAi {
         let ttl_member = ttl.map(|t| format!(",\"ttl\":\"{t}\"")).unwrap_or_default();
@@ -353,13 +388,7 @@ pub fn plan(rules: &ProviderRules, p: &PlanPrompt<'_>) -> Result<CachePlan, Plan
             format!("{{\"mode\":\"explicit\"{ttl_member}}}"),
         ));
     }
-    Ok(CachePlan {
-        provider: rules.provider,
-        markers,
-        request_fields,
-        cacheable_tokens,
-        prompt_tokens,
-    })
+    request_fields
 }
 
 /// The plan of an implicit cache: no markers; the stable prefix (through

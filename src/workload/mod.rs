@@ -190,32 +190,8 @@ pub fn request(shape: Shape, seed: u64) -> AssembleRequest {
     let static_bytes = bytes / 10;
     let evidence_bytes = bytes * 6 / 10 / shape.evidence.max(1);
     let turn_bytes = bytes * 2 / 10 / shape.turns.max(1);
-    let static_segments = vec![
-        Segment {
-            id: "system".to_owned(),
-            kind: SegmentKind::System,
-            content: prose(&mut Rng::new(1), static_bytes * 6 / 10),
-        },
-        Segment {
-            id: "schema".to_owned(),
-            kind: SegmentKind::OutputSchema,
-            content: code(&mut Rng::new(2), static_bytes * 4 / 10),
-        },
-    ];
-    let evidence = (0..shape.evidence)
-        .map(|i| Item {
-            id: format!("doc-{i}"),
-            content: if i % 4 == 3 {
-                code(&mut rng, evidence_bytes)
-            } else {
-                prose(&mut rng, evidence_bytes)
-            },
-            score: 1.0 - i as f64 / shape.evidence.max(1) as f64,
-            source: "kb".to_owned(),
-            compact_form: (i % 2 == 0).then(|| prose(&mut rng, evidence_bytes / 5)),
-            ..Item::default()
-        })
-        .collect();
+    let static_segments = static_segments(static_bytes);
+    let evidence = evidence(&mut rng, shape.evidence, evidence_bytes);
     let memory = (0..4)
         .map(|i| Item {
             id: format!("mem-{i}"),
@@ -235,17 +211,7 @@ pub fn request(shape: Shape, seed: u64) -> AssembleRequest {
         content: prose(&mut rng, bytes / 20),
         ..Item::default()
     }];
-    let mut turns: Vec<Item> = Vec::new();
-    for t in 0..shape.turns {
-        let role = if t % 2 == 0 { Role::User } else { Role::Assistant };
-        turns.push(Item {
-            id: format!("turn-{t}"),
-            content: prose(&mut rng, turn_bytes),
-            role: Some(role),
-            ..Item::default()
-        });
-    }
-    let recent = turns.split_off(turns.len() / 2);
+    let (history, recent) = conversation(&mut rng, shape.turns, turn_bytes);
     let block = Block::new;
     AssembleRequest {
         request_id: format!("synthetic-{seed}"),
@@ -256,7 +222,7 @@ pub fn request(shape: Shape, seed: u64) -> AssembleRequest {
             block("evidence", BlockKind::Evidence, evidence),
             block("memory", BlockKind::Memory, memory),
             block("summary", BlockKind::Summary, summary),
-            block("history", BlockKind::History, turns),
+            block("history", BlockKind::History, history),
             block("recent", BlockKind::RecentTurns, recent),
         ],
         query: "What does the refund policy say about annual plans bought in Europe?".to_owned(),
@@ -267,4 +233,57 @@ pub fn request(shape: Shape, seed: u64) -> AssembleRequest {
         session_id: format!("session-{seed}"),
         ..AssembleRequest::default()
     }
+}
+
+/// The static prefix of a synthetic request, about `bytes` long: a system
+/// prompt and an output schema, the same in every request of that size.
+fn static_segments(bytes: usize) -> Vec<Segment> {
+    vec![
+        Segment {
+            id: "system".to_owned(),
+            kind: SegmentKind::System,
+            content: prose(&mut Rng::new(1), bytes * 6 / 10),
+        },
+        Segment {
+            id: "schema".to_owned(),
+            kind: SegmentKind::OutputSchema,
+            content: code(&mut Rng::new(2), bytes * 4 / 10),
+        },
+    ]
+}
+
+/// `n` evidence items of about `bytes` each, best scored first: every fourth
+/// one code, every other one with a compact form.
+fn evidence(rng: &mut Rng, n: usize, bytes: usize) -> Vec<Item> {
+    (0..n)
+        .map(|i| Item {
+            id: format!("doc-{i}"),
+            content: if i % 4 == 3 {
+                code(rng, bytes)
+            } else {
+                prose(rng, bytes)
+            },
+            score: 1.0 - i as f64 / n.max(1) as f64,
+            source: "kb".to_owned(),
+            compact_form: (i % 2 == 0).then(|| prose(rng, bytes / 5)),
+            ..Item::default()
+        })
+        .collect()
+}
+
+/// A conversation of `turns` turns of about `bytes` each, the user's first,
+/// as its history (the older half) and its recent turns.
+fn conversation(rng: &mut Rng, turns: usize, bytes: usize) -> (Vec<Item>, Vec<Item>) {
+    let mut history: Vec<Item> = Vec::new();
+    for t in 0..turns {
+        let role = if t % 2 == 0 { Role::User } else { Role::Assistant };
+        history.push(Item {
+            id: format!("turn-{t}"),
+            content: prose(rng, bytes),
+            role: Some(role),
+            ..Item::default()
+        });
+    }
+    let recent = history.split_off(history.len() / 2);
+    (history, recent)
 }

@@ -114,14 +114,8 @@ impl Replay {
         let bytes = self.prompt_tokens.max(200) * BYTES_PER_TOKEN;
         // A static prefix of about 35% + 10%, evidence about 45%, history
         // growing by about 4% a turn: over the budget from the third turn.
-        let corpus: Vec<String> = (0..self.corpus.max(1))
-            .map(|_| prose(&mut rng, bytes * 45 / 100 / self.evidence_per_request.max(1)))
-            .collect();
-        let compact: Vec<String> = corpus
-            .iter()
-            .map(|doc| doc.chars().take(doc.len() / 5).collect())
-            .collect();
-        let cdf = zipf_cdf(corpus.len(), self.zipf_s);
+        let doc_bytes = bytes * 45 / 100 / self.evidence_per_request.max(1);
+        let corpus = Corpus::new(&mut rng, self.corpus.max(1), doc_bytes, self.zipf_s);
         let evidence_items = self.evidence_items();
         let prefixes: Vec<(String, String)> = (0..self.families)
             .map(|_| (prose(&mut rng, bytes * 35 / 100), prose(&mut rng, bytes / 10)))
@@ -137,52 +131,15 @@ impl Replay {
                     if self.volatile_every > 0 && f % self.volatile_every == self.volatile_every - 1 {
                         system.push_str(&format!(" Current time: {clock}."));
                     }
-                    let evidence = (0..evidence_items)
-                        .map(|e| {
-                            let x = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
-                            let doc = cdf.partition_point(|&c| c < x).min(corpus.len() - 1);
-                            Item {
-                                id: format!("doc-{doc}-{e}"),
-                                content: corpus[doc].clone(),
-                                score: 1.0 / (1.0 + e as f64),
-                                source: format!("kb/{doc}.md"),
-                                compact_form: (e % 2 == 1).then(|| compact[doc].clone()),
-                                ..Item::default()
-                            }
-                        })
-                        .collect();
+                    let evidence = corpus.draw(&mut rng, evidence_items);
                     let query = format!("user {u} turn {t}: {}", prose(&mut rng, 120));
+                    let blocks = vec![
+                        Block::new("evidence", BlockKind::Evidence, evidence),
+                        Block::new("history", BlockKind::RecentTurns, history.clone()),
+                    ];
                     out.push(Replayed {
                         family: f,
-                        request: AssembleRequest {
-                            request_id: format!("f{f}-u{u}-t{t}"),
-                            model: "gpt-4o".to_owned(),
-                            max_input_tokens: Some(self.prompt_tokens as u32),
-                            static_segments: vec![
-                                Segment {
-                                    id: "system".to_owned(),
-                                    kind: SegmentKind::System,
-                                    content: system,
-                                },
-                                Segment {
-                                    id: "policy".to_owned(),
-                                    kind: SegmentKind::Policy,
-                                    content: policy.clone(),
-                                },
-                            ],
-                            blocks: vec![
-                                Block::new("evidence", BlockKind::Evidence, evidence),
-                                Block::new("history", BlockKind::RecentTurns, history.clone()),
-                            ],
-                            query: query.clone(),
-                            principal: Principal {
-                                id: format!("user-{u}"),
-                                scopes: Vec::new(),
-                            },
-                            session_id: format!("f{f}-u{u}"),
-                            prefix_family: format!("family-{f}"),
-                            ..AssembleRequest::default()
-                        },
+                        request: self.request((f, u, t), prefix(system, policy), blocks, query.clone()),
                     });
                     history.push(Item {
                         id: format!("t{t}-q"),
@@ -200,6 +157,87 @@ impl Replay {
             }
         }
         out
+    }
+
+    /// The request of family `f`'s user `u` at turn `t`.
+    fn request(
+        &self,
+        (f, u, t): (usize, usize, usize),
+        static_segments: Vec<Segment>,
+        blocks: Vec<Block>,
+        query: String,
+    ) -> AssembleRequest {
+        AssembleRequest {
+            request_id: format!("f{f}-u{u}-t{t}"),
+            model: "gpt-4o".to_owned(),
+            max_input_tokens: Some(self.prompt_tokens as u32),
+            static_segments,
+            blocks,
+            query,
+            principal: Principal {
+                id: format!("user-{u}"),
+                scopes: Vec::new(),
+            },
+            session_id: format!("f{f}-u{u}"),
+            prefix_family: format!("family-{f}"),
+            ..AssembleRequest::default()
+        }
+    }
+}
+
+/// A family's static prefix: its system prompt, then its policy.
+fn prefix(system: String, policy: &str) -> Vec<Segment> {
+    vec![
+        Segment {
+            id: "system".to_owned(),
+            kind: SegmentKind::System,
+            content: system,
+        },
+        Segment {
+            id: "policy".to_owned(),
+            kind: SegmentKind::Policy,
+            content: policy.to_owned(),
+        },
+    ]
+}
+
+/// The shared evidence corpus: its documents, their compact forms (the
+/// first fifth) and the cumulative Zipf popularity of their ranks.
+struct Corpus {
+    docs: Vec<String>,
+    compact: Vec<String>,
+    cdf: Vec<f64>,
+}
+
+impl Corpus {
+    /// `n` documents of about `doc_bytes`, popular by Zipf exponent `s`.
+    fn new(rng: &mut Rng, n: usize, doc_bytes: usize, s: f64) -> Self {
+        let docs: Vec<String> = (0..n).map(|_| prose(rng, doc_bytes)).collect();
+        let compact: Vec<String> = docs
+            .iter()
+            .map(|doc| doc.chars().take(doc.len() / 5).collect())
+            .collect();
+        let cdf = zipf_cdf(docs.len(), s);
+        Corpus { docs, compact, cdf }
+    }
+
+    /// `n` evidence items of documents drawn by popularity, scored by rank
+    /// in the request; every other one has its compact form.
+    fn draw(&self, rng: &mut Rng, n: usize) -> Vec<Item> {
+        (0..n)
+            .map(|e| {
+                let x = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
+                let doc = self.cdf.partition_point(|&c| c < x).min(self.docs.len() - 1);
+                Item {
+                    id: format!("doc-{doc}-{e}"),
+                    content: self.docs[doc].clone(),
+                    score: 1.0 / (1.0 + e as f64),
+                    source: format!("kb/{doc}.md"),
+                    compact_form: (e % 2 == 1).then(|| self.compact[doc].clone()),
+                    ..Item::default()
+                }
+            })
+            .collect()
     }
 }
 

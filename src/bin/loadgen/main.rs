@@ -16,6 +16,7 @@
 //! cargo run --release --bin loadgen -- --spawn target/release/context-assembler --rate 2000 --cold
 //! ```
 
+mod connect;
 mod drive;
 mod hist;
 mod kept;
@@ -24,221 +25,32 @@ mod report;
 mod sessions;
 mod sidecar;
 mod uds;
+mod workload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use clap::Parser;
 use context_assembler::grpc::pb::{self, assembler_client::AssemblerClient};
-use context_assembler::workload::fresh::Fresh;
-use context_assembler::workload::replay::Replay;
-use context_assembler::workload::sessions::{Sessions, Turns, with_evidence};
 use tokio::sync::watch;
-use tonic::transport::{Channel, Endpoint};
-use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+use tonic::transport::Channel;
 
+use connect::connect;
 use drive::{Driver, Plan, Rpc};
-use kept::Offers;
 use prom::{Scraper, Snapshot};
 use report::{Inputs, Report, Samples, Warmup};
 use sidecar::Sidecar;
+use workload::{Flags, Loaded};
 
 /// Exit code when a request did not succeed.
 const EXIT_NOT_OK: u8 = 1;
 /// Exit code when the run could not be made (bad flags, no server).
 const EXIT_SETUP: u8 = 2;
-/// How long to wait for the server to accept connections and be SERVING.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Run length when neither `--duration` nor `--requests` is given.
 const DEFAULT_DURATION: Duration = Duration::from_secs(30);
-
-/// Which requests to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Workload {
-    /// Prefix families x users x turns, evidence by Zipf popularity.
-    Replay,
-    /// Conversations of chat-like turns, one exchange added per request.
-    ChatSessions,
-    /// Chat conversations that overflow their budget, each request also
-    /// carrying 4 to 10 evidence passages drawn by Zipf popularity from a
-    /// corpus of 200, under a 9,000-character system prompt: issue 53's
-    /// shape (12 sessions of 20 requests by default).
-    RagSessions,
-    /// Conversations whose exchanges carry a tool call and a long tool
-    /// result (code or logs).
-    ToolSessions,
-    /// Agent loops: each request adds one step, an assistant turn with its
-    /// signed thinking and a tool call, and the call's result (code or
-    /// prose); the query is a short nudge to take the next step.
-    AgentSessions,
-    /// New text in every request: a stable system prompt, then new
-    /// documents (capped at 60% of the budget), a new conversation and the
-    /// query, about 1.15x the budget offered and most of it kept (the
-    /// report measures how much).
-    Fresh,
-}
-
-/// The session workload's defaults: sessions, requests per session,
-/// budget, and the system prompt's characters.
-const SESSIONS: (usize, usize, usize, usize) = (100, 20, 4000, 4000);
-/// The agent workload's defaults (issue 37): its sessions run longer (40
-/// steps of about 1,200 tokens outgrow a 32k budget), so fewer of them keep
-/// the workload's memory near the others' (each request repeats its
-/// session, about 100 KB on average); its budgets start at 8k, and an
-/// agent's system prompt is 5,000 characters.
-const AGENT_SESSIONS: (usize, usize, usize, usize) = (25, 40, 8000, 5000);
-
-/// The evidence sessions' defaults (issue 53's shape).
-const RAG_SESSIONS: (usize, usize, usize, usize) = (12, 20, 4000, 9000);
-/// The seed of the evidence sessions' corpus and draws.
-const EVIDENCE_SEED: u64 = 531;
-
-/// A workload ready to send.
-struct Loaded {
-    /// The requests in the order tickets take them.
-    requests: Arc<[pb::AssembleRequest]>,
-    /// A line for the report.
-    described: String,
-    /// Its number of sessions (0 but for the session workloads).
-    sessions: usize,
-    /// The fresh workload: each request's offer, to measure what is kept.
-    offers: Option<Offers>,
-}
-
-/// The fresh workload's budget when `--prompt-tokens` is not given.
-const FRESH_BUDGET: usize = 4_000;
-
-/// The workload of the flags.
-fn workload(args: &Args) -> anyhow::Result<Loaded> {
-    let turns = match args.workload {
-        Workload::Replay => {
-            let defaults = Replay::default();
-            let shape = Replay {
-                families: args.families.unwrap_or(defaults.families),
-                users: args.users.unwrap_or(defaults.users),
-                turns: args.turns.unwrap_or(defaults.turns),
-                prompt_tokens: args.prompt_tokens.unwrap_or(defaults.prompt_tokens),
-                seed: args.seed.unwrap_or(defaults.seed),
-                offer: usize::from(args.offer),
-                ..defaults
-            };
-            ensure!(
-                !shape.is_empty(),
-                "the workload is empty: families, users and turns must be positive"
-            );
-            let requests = shape
-                .requests()
-                .into_iter()
-                .map(|r| pb::AssembleRequest::from(r.request))
-                .collect();
-            return Ok(Loaded {
-                requests,
-                described: shape.describe(),
-                sessions: 0,
-                offers: None,
-            });
-        }
-        _ if args.offer > 1 => anyhow::bail!("--offer applies to the replay workload only"),
-        Workload::Fresh => {
-            let shape = Fresh {
-                requests: args.users.unwrap_or(Fresh::REQUESTS),
-                budget: u32::try_from(args.prompt_tokens.unwrap_or(FRESH_BUDGET))
-                    .context("--prompt-tokens")?,
-                seed: args.seed.unwrap_or(7),
-            };
-            ensure!(
-                shape.requests > 0,
-                "the workload is empty: --users must be positive"
-            );
-            let requests = shape.requests();
-            let wire: Arc<[pb::AssembleRequest]> =
-                requests.iter().cloned().map(pb::AssembleRequest::from).collect();
-            let started = Instant::now();
-            let offers = Offers::count(&requests, sessions::encoding(&wire));
-            eprintln!(
-                "loadgen: counted what the {} requests offer in {:.2} s",
-                requests.len(),
-                started.elapsed().as_secs_f64()
-            );
-            return Ok(Loaded {
-                requests: wire,
-                described: shape.describe(),
-                sessions: 0,
-                offers: Some(offers),
-            });
-        }
-        Workload::ChatSessions | Workload::RagSessions => Turns::Chat,
-        Workload::ToolSessions => Turns::ToolHeavy,
-        Workload::AgentSessions => Turns::Agent,
-    };
-    let evidence = args.workload == Workload::RagSessions;
-    let (sessions, per_session, budget, system_chars) = match turns {
-        Turns::Agent => AGENT_SESSIONS,
-        Turns::Chat if evidence => RAG_SESSIONS,
-        Turns::Chat | Turns::ToolHeavy => SESSIONS,
-    };
-    let shape = Sessions {
-        sessions: args.users.unwrap_or(sessions),
-        requests: args.turns.unwrap_or(per_session),
-        budget: u32::try_from(args.prompt_tokens.unwrap_or(budget)).context("--prompt-tokens")?,
-        system_chars,
-        turns,
-        policy: "",
-        // The evidence sessions are examples/session_next.rs's.
-        seed: args.seed.unwrap_or(if evidence { 53 } else { 7 }),
-    };
-    ensure!(
-        shape.sessions > 0 && shape.requests > 0,
-        "the workload is empty: sessions (--users) and requests (--turns) must be positive"
-    );
-    // Request r of session s at r * sessions + s; each converted once, in
-    // place of its domain form, not beside it (the default agent workload
-    // holds about 100 MB of text).
-    let mut by_session = shape.requests();
-    if evidence {
-        with_evidence(&mut by_session, EVIDENCE_SEED);
-    }
-    let mut by_session: Vec<_> = by_session.into_iter().map(Vec::into_iter).collect();
-    let mut requests = Vec::with_capacity(shape.sessions * shape.requests);
-    for _ in 0..shape.requests {
-        requests.extend(
-            by_session
-                .iter_mut()
-                .filter_map(Iterator::next)
-                .map(pb::AssembleRequest::from),
-        );
-    }
-    let describe = format!(
-        "{} sessions x {} requests of {} turns{}, a {}-token budget, a {}-character system prompt; each request \
-         repeats its session's conversation and adds one exchange (an agent: one step); sessions interleaved",
-        shape.sessions,
-        shape.requests,
-        turns.name(),
-        if evidence {
-            " and 4-10 evidence passages (Zipf)"
-        } else {
-            ""
-        },
-        shape.budget,
-        system_chars
-    );
-    Ok(Loaded {
-        requests: requests.into(),
-        described: describe,
-        sessions: shape.sessions,
-        offers: None,
-    })
-}
-/// HTTP/2 windows: answers carry whole prompts, so let one in one round trip.
-const STREAM_WINDOW_BYTES: u32 = 8 << 20;
-/// See [`STREAM_WINDOW_BYTES`].
-const CONNECTION_WINDOW_BYTES: u32 = 16 << 20;
-/// The largest message sent or received; the server's own limit applies.
-const MAX_MESSAGE_BYTES: usize = 256 << 20;
 
 /// Load generator for the context-assembler sidecar: replays a workload of
 /// prefix families x users x turns over gRPC and reports throughput, latency
@@ -288,38 +100,8 @@ struct Args {
     /// Consecutive requests per AssembleBatch call (--rpc batch).
     #[arg(long, default_value_t = 16)]
     batch_size: usize,
-    /// The workload: the replay (families x users x turns), or sessions
-    /// of chat-like, tool-output-heavy or agent turns (--users sessions of
-    /// --turns requests, each adding one exchange, or an agent's step, to
-    /// the conversation it repeats; with --cold, each pass over them brings
-    /// new sessions).
-    #[arg(long, value_enum, default_value_t = Workload::Replay)]
-    workload: Workload,
-    /// Prefix families of the replay workload [default: the workload's, 8].
-    #[arg(long)]
-    families: Option<usize>,
-    /// Users per family [default: the workload's, 100], or sessions [100;
-    /// evidence sessions 12; agent sessions 25], or the fresh workload's
-    /// requests [200].
-    #[arg(long)]
-    users: Option<usize>,
-    /// Turns per user [default: the workload's, 6], or requests per
-    /// session [20; agent sessions 40].
-    #[arg(long)]
-    turns: Option<usize>,
-    /// The request budget and the prompt's target size in tokens [default:
-    /// the workload's, 8000; sessions 4000; agent sessions 8000; fresh
-    /// 4000 (measured at 4000 and 32000)].
-    #[arg(long)]
-    prompt_tokens: Option<usize>,
-    /// Replay only: how many budgets of content each request offers (1: a
-    /// little over the budget; 8: about 8x, as many more evidence items of
-    /// the same size). With --cold, the cold-content workload.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    offer: u16,
-    /// The workload generator's seed [default: the workload's, 7].
-    #[arg(long)]
-    seed: Option<u64>,
+    #[command(flatten)]
+    shape: Flags,
     /// Send every distinct request of the workload once (unary, not
     /// measured) before measuring, so the server's caches are warm.
     #[arg(long)]
@@ -430,45 +212,19 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         described,
         sessions,
         offers,
-    } = workload(&args)?;
-
-    let sidecar = match &args.spawn {
-        Some(binary) => Some(
-            tokio::task::block_in_place(|| Sidecar::spawn(binary, &args.server_arg)).context("--spawn")?,
-        ),
-        None => None,
-    };
-    let (target, metrics_url) = match &sidecar {
-        Some(s) => (
-            format!("http://{}", s.grpc),
-            s.metrics.map(|m| format!("http://{m}/metrics")),
-        ),
-        None => (
-            args.addr.clone(),
-            (args.metrics_url != "off").then(|| args.metrics_url.clone()),
-        ),
-    };
-    if let Some(s) = &sidecar {
-        eprintln!(
-            "loadgen: spawned the sidecar (pid {}) on {target}",
-            s.pid().unwrap_or_default()
-        );
-    }
+    } = workload::load(&args.shape)?;
+    let Target {
+        sidecar,
+        grpc: target,
+        metrics_url,
+    } = target(&args)?;
     let scraper = metrics_url
         .as_deref()
         .map(Scraper::new)
         .transpose()?
         .map(Arc::new);
     let clients = connect(&target, args.connections).await?;
-
-    // Ctrl-C ends the run early; what was measured is still reported.
-    let (stop_tx, stop) = watch::channel(false);
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("loadgen: interrupted: finishing the calls in flight");
-            let _ = stop_tx.send(true);
-        }
-    });
+    let stop = stop_on_ctrl_c();
 
     let deadline = Duration::from_millis(args.deadline_ms);
     let warmup = match (args.warmup, args.cold) {
@@ -476,63 +232,16 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         (true, true) => Warmup::SkippedCold,
         (true, false) => warm_up(&args, &workload, &clients, deadline, stop.clone()).await?,
     };
-
-    let plan = Plan {
-        rpc: args.rpc,
-        concurrency: args.concurrency,
-        rate: args.rate,
-        batch_size: args.batch_size,
-        duration: match (args.duration, args.requests) {
-            (None, None) => Some(DEFAULT_DURATION),
-            (d, _) => d,
-        },
-        requests: args.requests,
-        deadline,
-        cold: args.cold,
-        sessions,
-        sample_answers: if args.answers.is_some() {
-            args.answers_max
-        } else {
-            0
-        },
-    };
-    eprintln!(
-        "loadgen: {} via {}, concurrency {}, {}",
-        described,
-        plan.rpc.method(),
-        plan.concurrency,
-        match (plan.duration, plan.requests) {
-            (Some(d), Some(n)) => format!("for {d:?} or {n} requests"),
-            (Some(d), None) => format!("for {d:?}"),
-            (None, Some(n)) => format!("{n} requests"),
-            (None, None) => String::new(),
-        }
-    );
+    let plan = plan(&args, deadline, sessions);
+    eprintln!("loadgen: {described} via {}", plan_line(&plan));
 
     let start = scrape(scraper.as_ref()).await;
     let driver = Arc::new(Driver::new(plan.clone(), workload.clone(), stop.clone()).measuring_kept(offers));
-    let samples = args.samples.as_deref().map(Samples::create).transpose()?;
-    let (done_tx, done) = watch::channel(false);
-    let ticker = (args.progress_secs > 0).then(|| {
-        tokio::spawn(progress(
-            driver.clone(),
-            Duration::from_secs(args.progress_secs),
-            scraper.clone(),
-            start.clone(),
-            samples,
-            done,
-        ))
-    });
-    let elapsed = driver.clone().run(&clients).await?;
-    let _ = done_tx.send(true);
-    let (rss_max, samples) = match ticker {
-        Some(t) => t.await??,
-        None => (None, None),
-    };
-    let end = scrape(scraper.as_ref()).await;
-    if let Some(mut samples) = samples {
-        samples.row(&driver.window(), end.as_ref())?;
-    }
+    let Measured {
+        elapsed,
+        rss_max,
+        end,
+    } = measure(&args, &driver, &clients, scraper.as_ref(), start.as_ref()).await?;
 
     let stats = driver.stats();
     let report = Report::new(Inputs {
@@ -554,6 +263,166 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             .flatten(),
         kept: driver.kept_share(),
     });
+    write_report(&args, &report, &driver)?;
+
+    let mut failures = Vec::new();
+    if let Some(s) = sidecar {
+        failures.extend(stop_sidecar(s).await?);
+    }
+    if args.expect_ok {
+        failures.extend(not_ok(&stats, &warmup));
+    }
+    for f in &failures {
+        eprintln!("loadgen: FAIL: {f}");
+    }
+    Ok(failures.is_empty())
+}
+
+/// Where the run sends its calls and reads the server's metrics.
+struct Target {
+    /// The sidecar this run started (`--spawn`), if any.
+    sidecar: Option<Sidecar>,
+    /// The gRPC target.
+    grpc: String,
+    /// The Prometheus endpoint, unless metrics are off.
+    metrics_url: Option<String>,
+}
+
+/// The sidecar `--spawn` starts, on ports the kernel chooses, or else the
+/// addresses of the flags.
+fn target(args: &Args) -> anyhow::Result<Target> {
+    let sidecar = match &args.spawn {
+        Some(binary) => Some(
+            tokio::task::block_in_place(|| Sidecar::spawn(binary, &args.server_arg)).context("--spawn")?,
+        ),
+        None => None,
+    };
+    let (grpc, metrics_url) = match &sidecar {
+        Some(s) => (
+            format!("http://{}", s.grpc),
+            s.metrics.map(|m| format!("http://{m}/metrics")),
+        ),
+        None => (
+            args.addr.clone(),
+            (args.metrics_url != "off").then(|| args.metrics_url.clone()),
+        ),
+    };
+    if let Some(s) = &sidecar {
+        eprintln!(
+            "loadgen: spawned the sidecar (pid {}) on {grpc}",
+            s.pid().unwrap_or_default()
+        );
+    }
+    Ok(Target {
+        sidecar,
+        grpc,
+        metrics_url,
+    })
+}
+
+/// A flag Ctrl-C sets: it ends the run early, and what was measured is
+/// still reported.
+fn stop_on_ctrl_c() -> watch::Receiver<bool> {
+    let (stop_tx, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("loadgen: interrupted: finishing the calls in flight");
+            let _ = stop_tx.send(true);
+        }
+    });
+    stop
+}
+
+/// The measured run's plan, of the flags.
+fn plan(args: &Args, deadline: Duration, sessions: usize) -> Plan {
+    Plan {
+        rpc: args.rpc,
+        concurrency: args.concurrency,
+        rate: args.rate,
+        batch_size: args.batch_size,
+        duration: match (args.duration, args.requests) {
+            (None, None) => Some(DEFAULT_DURATION),
+            (d, _) => d,
+        },
+        requests: args.requests,
+        deadline,
+        cold: args.cold,
+        sessions,
+        sample_answers: if args.answers.is_some() {
+            args.answers_max
+        } else {
+            0
+        },
+    }
+}
+
+/// How `plan` sends, for the line announcing the run.
+fn plan_line(plan: &Plan) -> String {
+    format!(
+        "{}, concurrency {}, {}",
+        plan.rpc.method(),
+        plan.concurrency,
+        match (plan.duration, plan.requests) {
+            (Some(d), Some(n)) => format!("for {d:?} or {n} requests"),
+            (Some(d), None) => format!("for {d:?}"),
+            (None, Some(n)) => format!("{n} requests"),
+            (None, None) => String::new(),
+        }
+    )
+}
+
+/// What the measured run saw.
+struct Measured {
+    /// From the start to the last answer.
+    elapsed: Duration,
+    /// The largest server RSS a progress tick saw.
+    rss_max: Option<f64>,
+    /// The scrape after the run.
+    end: Option<Snapshot>,
+}
+
+/// Runs `driver` to the end, with progress ticks (each a samples row, when
+/// the flags ask for them) from the scrape `start` on, then scrapes the
+/// server and writes the last samples row.
+async fn measure(
+    args: &Args,
+    driver: &Arc<Driver>,
+    clients: &[AssemblerClient<Channel>],
+    scraper: Option<&Arc<Scraper>>,
+    start: Option<&Snapshot>,
+) -> anyhow::Result<Measured> {
+    let samples = args.samples.as_deref().map(Samples::create).transpose()?;
+    let (done_tx, done) = watch::channel(false);
+    let ticker = (args.progress_secs > 0).then(|| {
+        tokio::spawn(progress(
+            driver.clone(),
+            Duration::from_secs(args.progress_secs),
+            scraper.cloned(),
+            start.cloned(),
+            samples,
+            done,
+        ))
+    });
+    let elapsed = driver.clone().run(clients).await?;
+    let _ = done_tx.send(true);
+    let (rss_max, samples) = match ticker {
+        Some(t) => t.await??,
+        None => (None, None),
+    };
+    let end = scrape(scraper).await;
+    if let Some(mut samples) = samples {
+        samples.row(&driver.window(), end.as_ref())?;
+    }
+    Ok(Measured {
+        elapsed,
+        rss_max,
+        end,
+    })
+}
+
+/// Prints the report, and writes it as JSON and the sampled answers where
+/// the flags ask.
+fn write_report(args: &Args, report: &Report<'_>, driver: &Driver) -> anyhow::Result<()> {
     print!("{}", report.text());
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report.json())?;
@@ -563,22 +432,15 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         let lines: String = driver.answers().iter().map(|a| format!("{a}\n")).collect();
         std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    Ok(())
+}
 
-    let mut failures = Vec::new();
-    if let Some(s) = sidecar {
-        let status = tokio::task::spawn_blocking(move || s.stop()).await??;
-        println!("{:<22}{status} after SIGTERM", "sidecar exit:");
-        if !status.success() {
-            failures.push(format!("the spawned sidecar exited with {status}"));
-        }
-    }
-    if args.expect_ok {
-        failures.extend(not_ok(&stats, &warmup));
-    }
-    for f in &failures {
-        eprintln!("loadgen: FAIL: {f}");
-    }
-    Ok(failures.is_empty())
+/// Stops the spawned sidecar with SIGTERM and reports how it exited: a
+/// failure unless cleanly.
+async fn stop_sidecar(sidecar: Sidecar) -> anyhow::Result<Option<String>> {
+    let status = tokio::task::spawn_blocking(move || sidecar.stop()).await??;
+    println!("{:<22}{status} after SIGTERM", "sidecar exit:");
+    Ok((!status.success()).then(|| format!("the spawned sidecar exited with {status}")))
 }
 
 /// What `--expect-ok` fails on.
@@ -639,81 +501,6 @@ async fn warm_up(
         errors: stats.errors(),
         elapsed,
     })
-}
-
-/// Opens `n` HTTP/2 connections to `target` and waits until the server is
-/// SERVING (it loads its vocabularies first).
-async fn connect(target: &str, n: usize) -> anyhow::Result<Vec<AssemblerClient<Channel>>> {
-    let socket = target.strip_prefix("unix:").map(uds::dial);
-    // On a Unix socket the URI names only the :authority; the connector dials.
-    let uri = if socket.is_some() {
-        "http://localhost"
-    } else {
-        target
-    };
-    let endpoint = Endpoint::from_shared(uri.to_owned())
-        .with_context(|| format!("bad --addr {target:?}"))?
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(5))
-        .initial_stream_window_size(STREAM_WINDOW_BYTES)
-        .initial_connection_window_size(CONNECTION_WINDOW_BYTES);
-    let ready_by = Instant::now() + READY_TIMEOUT;
-    let mut first = None;
-    let mut told = false;
-    let open = async || match &socket {
-        Some(dial) => endpoint.connect_with_connector(dial.clone()).await,
-        None => endpoint.connect().await,
-    };
-    while first.is_none() {
-        match open().await {
-            Ok(channel) => first = Some(channel),
-            Err(e) if Instant::now() < ready_by => {
-                if !told {
-                    eprintln!("loadgen: waiting for {target} ({e})");
-                    told = true;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => bail!("cannot connect to {target}: {e}"),
-        }
-    }
-    let Some(first) = first else {
-        bail!("cannot connect to {target}")
-    };
-    let mut health = HealthClient::new(first.clone());
-    loop {
-        let status = health
-            .check(HealthCheckRequest {
-                service: String::new(),
-            })
-            .await
-            .map(|r| r.into_inner().status);
-        if status.as_ref().is_ok_and(|s| *s == ServingStatus::Serving as i32) {
-            break;
-        }
-        ensure!(
-            Instant::now() < ready_by,
-            "{target} is not SERVING after {READY_TIMEOUT:?} (health: {status:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Each connect() is its own HTTP/2 connection.
-    let mut channels = vec![first];
-    for _ in 1..n {
-        channels.push(
-            open()
-                .await
-                .with_context(|| format!("cannot connect to {target}"))?,
-        );
-    }
-    Ok(channels
-        .into_iter()
-        .map(|c| {
-            AssemblerClient::new(c)
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES)
-        })
-        .collect())
 }
 
 /// Every `every`, until `done`: a progress line on stderr, a samples row,
@@ -797,7 +584,7 @@ mod tests {
         let args = Args::try_parse_from(std::iter::once("loadgen").chain(flags.iter().copied()))
             .map_err(|e| e.to_string())
             .unwrap();
-        let loaded = workload(&args).map_err(|e| e.to_string()).unwrap();
+        let loaded = workload::load(&args.shape).map_err(|e| e.to_string()).unwrap();
         (loaded.requests.to_vec(), loaded.described, loaded.sessions)
     }
 
@@ -845,7 +632,7 @@ mod tests {
             let args = Args::try_parse_from(std::iter::once("loadgen").chain(flags))
                 .map_err(|e| e.to_string())
                 .unwrap();
-            let loaded = workload(&args).map_err(|e| e.to_string()).unwrap();
+            let loaded = workload::load(&args.shape).map_err(|e| e.to_string()).unwrap();
             assert_eq!((loaded.requests.len(), loaded.sessions), (3, 0));
             assert!(
                 loaded.described.contains("fresh requests"),
@@ -857,6 +644,6 @@ mod tests {
             assert!(loaded.offers.is_some());
         }
         let offer = Args::try_parse_from(["loadgen", "--workload", "fresh", "--offer", "2"]).unwrap();
-        assert!(workload(&offer).is_err(), "--offer is the replay's");
+        assert!(workload::load(&offer.shape).is_err(), "--offer is the replay's");
     }
 }

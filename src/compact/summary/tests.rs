@@ -1,5 +1,6 @@
 use proptest::prelude::*;
 
+use super::scan::{PENDING_WORDS, as_file, has_word, is_separator, names_pending_work, sentences};
 use super::*;
 
 fn key() -> MarkerKey {

@@ -71,79 +71,14 @@ impl Memories {
     /// parses the model output (a caller may run it off its reactor).
     pub fn prepare_retain(&self, input: RetainInput, now_ms: i64) -> Result<PreparedRetain, MemoryError> {
         self.enabled()?;
-        let max_bytes = self.settings.max_memory_bytes as usize;
-        let mut violations = Vec::new();
-        check_name(&mut violations, "idempotency_key", &input.key, MAX_KEY_BYTES);
-        check_name(&mut violations, "subject", &input.subject, MAX_SUBJECT_BYTES);
-        check_scopes(&mut violations, "required_scopes", &input.required_scopes);
-        if input.model_output.is_empty() && input.observations.is_empty() && input.summaries.is_empty() {
-            violations.push(FieldViolation::new(
-                "model_output",
-                "nothing to retain: give model_output, observations or summaries",
-            ));
-        }
-        let structured = input.observations.len() + input.summaries.len();
-        if structured > MAX_MEMORIES_PER_RETAIN {
-            violations.push(FieldViolation::new(
-                "observations",
-                format!("at most {MAX_MEMORIES_PER_RETAIN} observations and summaries per call"),
-            ));
-        }
-        let mut private_spans = 0;
-        let mut contents = Vec::with_capacity(structured);
-        for (i, mut o) in input.observations.into_iter().enumerate() {
-            o.kind = o.kind.trim().to_lowercase();
-            if !self.settings.types.contains(&o.kind) {
-                violations.push(FieldViolation::new(
-                    format!("observations[{i}].type"),
-                    format!("unknown type; known: {}", self.settings.types.join(", ")),
-                ));
-            }
-            let mut content = MemoryBody::Observation(o);
-            private_spans += strip_private(&mut content);
-            if content.is_blank() {
-                violations.push(FieldViolation::new(format!("observations[{i}].text"), "required"));
-            }
-            check_size(
-                &mut violations,
-                &format!("observations[{i}]"),
-                &content,
-                max_bytes,
-            );
-            contents.push(content);
-        }
-        for (i, s) in input.summaries.into_iter().enumerate() {
-            let mut content = MemoryBody::Summary(s);
-            private_spans += strip_private(&mut content);
-            if content.is_blank() {
-                violations.push(FieldViolation::new(
-                    format!("summaries[{i}]"),
-                    "every field is empty",
-                ));
-            }
-            check_size(&mut violations, &format!("summaries[{i}]"), &content, max_bytes);
-            contents.push(content);
-        }
+        let mut violations = check_call(&input);
+        let (mut contents, mut private_spans) =
+            self.structured(input.observations, input.summaries, &mut violations);
         if !violations.is_empty() {
             return Err(MemoryError::Invalid(violations));
         }
-        let mut parsed = parse::parse_model_output(&input.model_output, &self.settings.types);
-        private_spans += parsed.private_spans;
-        for block in parsed.blocks {
-            let bytes = block.content.bytes();
-            if bytes > max_bytes {
-                // Reported as a malformed block is: the rest is stored.
-                parsed.problems.push(BlockProblem {
-                    element: block.element,
-                    index: block.index,
-                    offset: block.offset,
-                    reason: format!("{bytes} bytes; a memory holds at most {max_bytes}"),
-                });
-            } else {
-                contents.push(block.content);
-            }
-        }
-        parsed.problems.sort_by_key(|p| p.index);
+        let (problems, spans) = self.model_output_memories(&input.model_output, &mut contents);
+        private_spans += spans;
         if contents.len() > MAX_MEMORIES_PER_RETAIN {
             return Err(MemoryError::invalid(
                 "model_output",
@@ -172,9 +107,81 @@ impl Memories {
         Ok(PreparedRetain {
             batch,
             types,
-            problems: parsed.problems,
+            problems,
             private_spans,
         })
+    }
+
+    /// The structured memories of a call, in order (observations, then
+    /// summaries), with their `<private>` spans removed, and how many spans
+    /// were; each unknown type, blank memory or memory over the size bound
+    /// is a violation.
+    fn structured(
+        &self,
+        observations: Vec<Observation>,
+        summaries: Vec<SessionSummary>,
+        violations: &mut Vec<FieldViolation>,
+    ) -> (Vec<MemoryBody>, usize) {
+        let max_bytes = self.settings.max_memory_bytes as usize;
+        let mut private_spans = 0;
+        let mut contents = Vec::with_capacity(observations.len() + summaries.len());
+        for (i, mut o) in observations.into_iter().enumerate() {
+            o.kind = o.kind.trim().to_lowercase();
+            if !self.settings.types.contains(&o.kind) {
+                violations.push(FieldViolation::new(
+                    format!("observations[{i}].type"),
+                    format!("unknown type; known: {}", self.settings.types.join(", ")),
+                ));
+            }
+            let mut content = MemoryBody::Observation(o);
+            private_spans += strip_private(&mut content);
+            if content.is_blank() {
+                violations.push(FieldViolation::new(format!("observations[{i}].text"), "required"));
+            }
+            check_size(violations, &format!("observations[{i}]"), &content, max_bytes);
+            contents.push(content);
+        }
+        for (i, s) in summaries.into_iter().enumerate() {
+            let mut content = MemoryBody::Summary(s);
+            private_spans += strip_private(&mut content);
+            if content.is_blank() {
+                violations.push(FieldViolation::new(
+                    format!("summaries[{i}]"),
+                    "every field is empty",
+                ));
+            }
+            check_size(violations, &format!("summaries[{i}]"), &content, max_bytes);
+            contents.push(content);
+        }
+        (contents, private_spans)
+    }
+
+    /// Parses `model_output` and appends each block that fits the size bound
+    /// to `contents`; returns the blocks not kept (a block over the bound is
+    /// reported as a malformed one is: the rest is stored), in text order,
+    /// and how many `<private>` spans were removed.
+    fn model_output_memories(
+        &self,
+        model_output: &str,
+        contents: &mut Vec<MemoryBody>,
+    ) -> (Vec<BlockProblem>, usize) {
+        let max_bytes = self.settings.max_memory_bytes as usize;
+        let mut parsed = parse::parse_model_output(model_output, &self.settings.types);
+        for block in parsed.blocks {
+            let bytes = block.content.bytes();
+            if bytes > max_bytes {
+                parsed.problems.push(BlockProblem {
+                    element: block.element,
+                    index: block.index,
+                    offset: block.offset,
+                    reason: format!("{bytes} bytes; a memory holds at most {max_bytes}"),
+                });
+            } else {
+                contents.push(block.content);
+            }
+        }
+        parsed.problems.sort_by_key(|p| p.index);
+        (parsed.problems, parsed.private_spans)
     }
 
     /// The I/O half of a Retain: stores everything
@@ -193,6 +200,28 @@ impl Memories {
             evicted_for_space: retained.evicted_for_space,
         })
     }
+}
+
+/// The checks of a call as a whole: its key, subject and scopes, something
+/// to retain, and no more structured memories than a call takes.
+fn check_call(input: &RetainInput) -> Vec<FieldViolation> {
+    let mut violations = Vec::new();
+    check_name(&mut violations, "idempotency_key", &input.key, MAX_KEY_BYTES);
+    check_name(&mut violations, "subject", &input.subject, MAX_SUBJECT_BYTES);
+    check_scopes(&mut violations, "required_scopes", &input.required_scopes);
+    if input.model_output.is_empty() && input.observations.is_empty() && input.summaries.is_empty() {
+        violations.push(FieldViolation::new(
+            "model_output",
+            "nothing to retain: give model_output, observations or summaries",
+        ));
+    }
+    if input.observations.len() + input.summaries.len() > MAX_MEMORIES_PER_RETAIN {
+        violations.push(FieldViolation::new(
+            "observations",
+            format!("at most {MAX_MEMORIES_PER_RETAIN} observations and summaries per call"),
+        ));
+    }
+    violations
 }
 
 /// The content without NUL characters, which no database text column holds
