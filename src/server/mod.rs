@@ -324,7 +324,7 @@ impl Bound {
             config,
             reporter,
             tasks: [reloads, keeper],
-            drain: drain_tx,
+            draining: drain_tx,
             abandon: abandon_tx,
             calls,
             admission,
@@ -344,7 +344,7 @@ struct Running {
     /// SIGHUP reloads and the memory store's keeper.
     tasks: [JoinHandle<()>; 2],
     /// Set once shutdown is requested: no new calls, connections finish.
-    drain: watch::Sender<bool>,
+    draining: watch::Sender<bool>,
     /// Set once the drain deadline has run out (see `conn`).
     abandon: watch::Sender<bool>,
     calls: Calls,
@@ -368,7 +368,7 @@ impl Running {
         self.reporter
             .set_service_status(memory::HEALTH_SERVICE, ServingStatus::NotServing)
             .await;
-        let _ = self.drain.send(true);
+        let _ = self.draining.send(true);
         // Assembler calls not yet answered (streams end themselves on the
         // drain), and work in progress.
         let busy = || self.calls.open() + self.admission.in_flight();
