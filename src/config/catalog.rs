@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use super::ConfigError;
-use super::file::{CompactionSection, FileConfig, ModelEntry, PolicyEntry, Secret};
+use super::file::{CompactionSection, FileConfig, ModelEntry, PolicyEntry, PrioritiesEntry, Secret};
 use super::providers::{self, ProviderTable};
 use crate::assemble::{Catalog, Policy};
 use crate::compact::{CompactionSettings, MarkerKey};
@@ -83,149 +83,181 @@ fn model_table(entries: &[ModelEntry], providers: &ProviderTable) -> Result<Mode
                 format!("duplicate model {:?}", m.name),
             ));
         }
-        let counter = match (&m.encoding, &m.tokenizer_dir) {
-            (Some(name), None) => Counter::Encoding(Encoding::from_name(name).ok_or_else(|| {
-                ConfigError::new(
-                    key("encoding"),
-                    format!("{name:?} is not cl100k_base or o200k_base"),
-                )
-            })?),
-            (None, Some(dir)) => {
-                if m.estimate_margin_percent > 0 {
-                    return Err(ConfigError::new(
-                        key("estimate_margin_percent"),
-                        "a model counted with its own tokenizer_dir is exact: no margin",
-                    ));
-                }
-                let model = load_folder(dir, &key("tokenizer_dir"), &mut loaded)?;
-                if model.template().is_some() && m.message_overhead_tokens.is_some() {
-                    return Err(ConfigError::new(
-                        key("message_overhead_tokens"),
-                        "applies to a tokenizer_dir without a chat template (the template frames each message)",
-                    ));
-                }
-                Counter::Folder(model)
-            }
-            (Some(_), Some(_)) => {
-                return Err(ConfigError::new(
-                    key("tokenizer_dir"),
-                    "set encoding or tokenizer_dir, not both",
-                ));
-            }
-            (None, None) => {
-                return Err(ConfigError::new(
-                    key("encoding"),
-                    "set encoding (cl100k_base or o200k_base) or tokenizer_dir",
-                ));
-            }
-        };
-        if m.message_overhead_tokens.is_some() && m.tokenizer_dir.is_none() {
-            return Err(ConfigError::new(
-                key("message_overhead_tokens"),
-                "applies to a tokenizer_dir (OpenAI models use their chat formula)",
-            ));
-        }
-        if m.estimate_margin_percent > 100 {
-            return Err(ConfigError::new(
-                key("estimate_margin_percent"),
-                "must be between 0 and 100",
-            ));
-        }
-        if m.context_window == 0 {
-            return Err(ConfigError::new(key("context_window"), "must be positive"));
-        }
-        if m.output_reserve >= m.context_window {
-            return Err(ConfigError::new(
-                key("output_reserve"),
-                "must be less than context_window",
-            ));
-        }
-        let defaults = CacheSettings::default();
-        let base = providers.get(providers::provider_of(m, &key)?);
-        let min_tokens = m
-            .cache_min_tokens
-            .unwrap_or(base.min_tokens.min(m.context_window));
-        let engine_block_tokens = m.engine_block_tokens.unwrap_or(if base.provider.is_engine() {
-            base.step_tokens
-        } else {
-            defaults.engine_block_tokens
-        });
-        let cache = CacheSettings {
-            min_tokens,
-            engine_block_tokens,
-            key_shards: m.prompt_cache_key_shards.unwrap_or(defaults.key_shards),
-            provider: providers::model_rules(m, base, min_tokens, &key)?,
-        };
-        if cache.min_tokens > m.context_window {
-            return Err(ConfigError::new(
-                key("cache_min_tokens"),
-                "must not exceed context_window",
-            ));
-        }
-        if !(1..=4096).contains(&cache.engine_block_tokens) {
-            return Err(ConfigError::new(
-                key("engine_block_tokens"),
-                "must be between 1 and 4096",
-            ));
-        }
-        if !(1..=1024).contains(&cache.key_shards) {
-            return Err(ConfigError::new(
-                key("prompt_cache_key_shards"),
-                "must be between 1 and 1024",
-            ));
-        }
-        let margin = m.estimate_margin_percent;
-        let margin_bounds = match (m.estimate_margin_min_percent, m.estimate_margin_max_percent) {
-            (None, None) => None,
-            (lo, hi) => {
-                let (lo, hi) = (lo.unwrap_or(margin), hi.unwrap_or(margin));
-                if margin == 0 {
-                    return Err(ConfigError::new(
-                        key("estimate_margin_min_percent"),
-                        "margin bounds apply to estimated models (estimate_margin_percent > 0)",
-                    ));
-                }
-                if lo == 0 || lo > margin || margin > hi || hi > 100 {
-                    return Err(ConfigError::new(
-                        key("estimate_margin_max_percent"),
-                        "needs 1 <= estimate_margin_min_percent <= estimate_margin_percent <= estimate_margin_max_percent <= 100",
-                    ));
-                }
-                Some((lo, hi))
-            }
-        };
-        let generation = match &m.tokenizer_generation {
-            None => None,
-            Some(g) if !crate::tokens::models::valid_generation(g) => {
-                return Err(ConfigError::new(
-                    key("tokenizer_generation"),
-                    "must be 1 to 32 of a-z, 0-9, '.' and '-', starting with a letter",
-                ));
-            }
-            Some(_) if margin == 0 && m.tokenizer_dir.is_none() => {
-                return Err(ConfigError::new(
-                    key("tokenizer_generation"),
-                    "applies to a model without a public tokenizer (an estimate, or a folder standing in for one)",
-                ));
-            }
-            Some(g) => Some(Arc::from(g.as_str())),
-        };
-        specs.push(ModelSpec {
-            cache,
-            margin_bounds,
-            generation,
-            name: m.name.clone(),
-            prefix: m.prefix,
-            tokenizer: match counter {
-                Counter::Folder(model) => Tokenizer::hf(model, m.message_overhead_tokens.unwrap_or(0)),
-                Counter::Encoding(e) if m.estimate_margin_percent == 0 => Tokenizer::exact(e),
-                Counter::Encoding(e) => Tokenizer::estimate(e, m.estimate_margin_percent),
-            },
-            context_window: m.context_window,
-            output_reserve: m.output_reserve,
-        });
+        specs.push(model_spec(m, providers, &mut loaded, &key)?);
     }
     Ok(ModelTable::new(specs))
+}
+
+/// One model entry's spec, its settings checked in the order they are
+/// listed (the first wrong one is named); `key` names a setting of it.
+fn model_spec(
+    m: &ModelEntry,
+    providers: &ProviderTable,
+    loaded: &mut BTreeMap<PathBuf, Arc<HfModel>>,
+    key: &dyn Fn(&str) -> String,
+) -> Result<ModelSpec, ConfigError> {
+    let counter = counter(m, loaded, key)?;
+    if m.message_overhead_tokens.is_some() && m.tokenizer_dir.is_none() {
+        return Err(ConfigError::new(
+            key("message_overhead_tokens"),
+            "applies to a tokenizer_dir (OpenAI models use their chat formula)",
+        ));
+    }
+    if m.estimate_margin_percent > 100 {
+        return Err(ConfigError::new(
+            key("estimate_margin_percent"),
+            "must be between 0 and 100",
+        ));
+    }
+    if m.context_window == 0 {
+        return Err(ConfigError::new(key("context_window"), "must be positive"));
+    }
+    if m.output_reserve >= m.context_window {
+        return Err(ConfigError::new(
+            key("output_reserve"),
+            "must be less than context_window",
+        ));
+    }
+    Ok(ModelSpec {
+        cache: cache_settings(m, providers, key)?,
+        margin_bounds: margin_bounds(m, key)?,
+        generation: generation(m, key)?,
+        name: m.name.clone(),
+        prefix: m.prefix,
+        tokenizer: match counter {
+            Counter::Folder(model) => Tokenizer::hf(model, m.message_overhead_tokens.unwrap_or(0)),
+            Counter::Encoding(e) if m.estimate_margin_percent == 0 => Tokenizer::exact(e),
+            Counter::Encoding(e) => Tokenizer::estimate(e, m.estimate_margin_percent),
+        },
+        context_window: m.context_window,
+        output_reserve: m.output_reserve,
+    })
+}
+
+/// What the entry counts with: an encoding, or a tokenizer folder (loaded
+/// once per table, see [`load_folder`]).
+fn counter(
+    m: &ModelEntry,
+    loaded: &mut BTreeMap<PathBuf, Arc<HfModel>>,
+    key: &dyn Fn(&str) -> String,
+) -> Result<Counter, ConfigError> {
+    match (&m.encoding, &m.tokenizer_dir) {
+        (Some(name), None) => Ok(Counter::Encoding(Encoding::from_name(name).ok_or_else(|| {
+            ConfigError::new(
+                key("encoding"),
+                format!("{name:?} is not cl100k_base or o200k_base"),
+            )
+        })?)),
+        (None, Some(dir)) => {
+            if m.estimate_margin_percent > 0 {
+                return Err(ConfigError::new(
+                    key("estimate_margin_percent"),
+                    "a model counted with its own tokenizer_dir is exact: no margin",
+                ));
+            }
+            let model = load_folder(dir, &key("tokenizer_dir"), loaded)?;
+            if model.template().is_some() && m.message_overhead_tokens.is_some() {
+                return Err(ConfigError::new(
+                    key("message_overhead_tokens"),
+                    "applies to a tokenizer_dir without a chat template (the template frames each message)",
+                ));
+            }
+            Ok(Counter::Folder(model))
+        }
+        (Some(_), Some(_)) => Err(ConfigError::new(
+            key("tokenizer_dir"),
+            "set encoding or tokenizer_dir, not both",
+        )),
+        (None, None) => Err(ConfigError::new(
+            key("encoding"),
+            "set encoding (cl100k_base or o200k_base) or tokenizer_dir",
+        )),
+    }
+}
+
+/// The entry's prompt cache settings: its own, else its provider's, else
+/// the defaults.
+fn cache_settings(
+    m: &ModelEntry,
+    providers: &ProviderTable,
+    key: &dyn Fn(&str) -> String,
+) -> Result<CacheSettings, ConfigError> {
+    let defaults = CacheSettings::default();
+    let base = providers.get(providers::provider_of(m, key)?);
+    let min_tokens = m
+        .cache_min_tokens
+        .unwrap_or(base.min_tokens.min(m.context_window));
+    let engine_block_tokens = m.engine_block_tokens.unwrap_or(if base.provider.is_engine() {
+        base.step_tokens
+    } else {
+        defaults.engine_block_tokens
+    });
+    let cache = CacheSettings {
+        min_tokens,
+        engine_block_tokens,
+        key_shards: m.prompt_cache_key_shards.unwrap_or(defaults.key_shards),
+        provider: providers::model_rules(m, base, min_tokens, key)?,
+    };
+    if cache.min_tokens > m.context_window {
+        return Err(ConfigError::new(
+            key("cache_min_tokens"),
+            "must not exceed context_window",
+        ));
+    }
+    if !(1..=4096).contains(&cache.engine_block_tokens) {
+        return Err(ConfigError::new(
+            key("engine_block_tokens"),
+            "must be between 1 and 4096",
+        ));
+    }
+    if !(1..=1024).contains(&cache.key_shards) {
+        return Err(ConfigError::new(
+            key("prompt_cache_key_shards"),
+            "must be between 1 and 1024",
+        ));
+    }
+    Ok(cache)
+}
+
+/// The bounds an estimated entry's learned margin stays within, if set.
+fn margin_bounds(m: &ModelEntry, key: &dyn Fn(&str) -> String) -> Result<Option<(u32, u32)>, ConfigError> {
+    let margin = m.estimate_margin_percent;
+    match (m.estimate_margin_min_percent, m.estimate_margin_max_percent) {
+        (None, None) => Ok(None),
+        (lo, hi) => {
+            let (lo, hi) = (lo.unwrap_or(margin), hi.unwrap_or(margin));
+            if margin == 0 {
+                return Err(ConfigError::new(
+                    key("estimate_margin_min_percent"),
+                    "margin bounds apply to estimated models (estimate_margin_percent > 0)",
+                ));
+            }
+            if lo == 0 || lo > margin || margin > hi || hi > 100 {
+                return Err(ConfigError::new(
+                    key("estimate_margin_max_percent"),
+                    "needs 1 <= estimate_margin_min_percent <= estimate_margin_percent <= estimate_margin_max_percent <= 100",
+                ));
+            }
+            Ok(Some((lo, hi)))
+        }
+    }
+}
+
+/// The entry's tokenizer generation, for a model without a public
+/// tokenizer.
+fn generation(m: &ModelEntry, key: &dyn Fn(&str) -> String) -> Result<Option<Arc<str>>, ConfigError> {
+    match &m.tokenizer_generation {
+        None => Ok(None),
+        Some(g) if !crate::tokens::models::valid_generation(g) => Err(ConfigError::new(
+            key("tokenizer_generation"),
+            "must be 1 to 32 of a-z, 0-9, '.' and '-', starting with a letter",
+        )),
+        Some(_) if m.estimate_margin_percent == 0 && m.tokenizer_dir.is_none() => Err(ConfigError::new(
+            key("tokenizer_generation"),
+            "applies to a model without a public tokenizer (an estimate, or a folder standing in for one)",
+        )),
+        Some(g) => Ok(Some(Arc::from(g.as_str()))),
+    }
 }
 
 /// Most prefix families (each is a metric label).
@@ -346,21 +378,7 @@ fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
         .unwrap_or(policy.clear_at_least_tokens);
     policy.drop_closed_thinking = entry.drop_closed_thinking.unwrap_or(policy.drop_closed_thinking);
     if let Some(tools) = &entry.exclude_tools {
-        if tools.len() > MAX_EXCLUDE_TOOLS {
-            return Err(ConfigError::new(
-                key("exclude_tools"),
-                format!("at most {MAX_EXCLUDE_TOOLS} tool names"),
-            ));
-        }
-        if let Some(bad) = tools
-            .iter()
-            .find(|t| t.is_empty() || t.len() > MAX_TOOL_NAME_BYTES)
-        {
-            return Err(ConfigError::new(
-                key("exclude_tools"),
-                format!("{bad:?}: a tool name is 1 to {MAX_TOOL_NAME_BYTES} bytes"),
-            ));
-        }
+        check_exclude_tools(tools, &key)?;
         policy.exclude_tools = tools.clone();
     }
     policy.window_low_percent = entry.window_low_percent.unwrap_or(policy.window_low_percent);
@@ -392,7 +410,37 @@ fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
             }
         };
     }
-    let p = &entry.priorities;
+    set_priorities(&entry.priorities, &mut policy.priorities, &key)?;
+    Ok(policy)
+}
+
+/// Checks a policy's `exclude_tools`: a bounded list of tool names.
+fn check_exclude_tools(tools: &[String], key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+    if tools.len() > MAX_EXCLUDE_TOOLS {
+        return Err(ConfigError::new(
+            key("exclude_tools"),
+            format!("at most {MAX_EXCLUDE_TOOLS} tool names"),
+        ));
+    }
+    if let Some(bad) = tools
+        .iter()
+        .find(|t| t.is_empty() || t.len() > MAX_TOOL_NAME_BYTES)
+    {
+        return Err(ConfigError::new(
+            key("exclude_tools"),
+            format!("{bad:?}: a tool name is 1 to {MAX_TOOL_NAME_BYTES} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Sets the block priorities a policy gives (each 1 to 1000) over the
+/// defaults in `priorities`, indexed as [`BlockKind::ALL`].
+fn set_priorities(
+    p: &PrioritiesEntry,
+    priorities: &mut [u32; 6],
+    key: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
     let given = [
         p.state,
         p.evidence,
@@ -410,10 +458,10 @@ fn policy(name: &str, entry: &PolicyEntry) -> Result<Policy, ConfigError> {
                     "must be between 1 and 1000",
                 ));
             }
-            policy.priorities[i] = v;
+            priorities[i] = v;
         }
     }
-    Ok(policy)
+    Ok(())
 }
 
 /// The embedded default catalog (models and policies).

@@ -202,46 +202,7 @@ fn server_tls(l: &Layers, listen: &ListenAddr) -> Result<Option<TlsSettings>, Co
 /// The memory store and `[memory]`.
 fn memory(l: &Layers) -> Result<(Backend, MemorySettings), ConfigError> {
     let m = &l.merged.memory;
-    let backend = match l.required("memory.store", &m.store)?.as_str() {
-        "off" => Backend::Off,
-        "sqlite" => {
-            let path = l.required("memory.sqlite_path", &m.sqlite_path)?;
-            if path.as_os_str().is_empty() {
-                return Err(l.error("memory.sqlite_path", "must not be empty"));
-            }
-            Backend::Sqlite { path: path.clone() }
-        }
-        "postgres" => {
-            let url = l.required("memory.postgres_url", &m.postgres_url)?;
-            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-                // Never echo the value: it may hold a password.
-                return Err(l.error("memory.postgres_url", "must be a postgres:// URL"));
-            }
-            let pool = l.bounded(
-                "memory.postgres_max_connections",
-                m.postgres_max_connections,
-                1,
-                1000,
-            )?;
-            let timeout_ms = m.postgres_statement_timeout_ms;
-            Backend::Postgres {
-                url: url.clone(),
-                max_connections: saturating_u32(pool),
-                statement_timeout: Duration::from_millis(l.bounded(
-                    "memory.postgres_statement_timeout_ms",
-                    timeout_ms,
-                    10,
-                    3_600_000,
-                )?),
-            }
-        }
-        other => {
-            return Err(l.error(
-                "memory.store",
-                format!("{other:?} is not sqlite, postgres or off"),
-            ));
-        }
-    };
+    let backend = memory_backend(l)?;
     let types = memory_types(l)?;
     let retention = Retention {
         max_per_subject: saturating_u32(l.bounded(
@@ -293,6 +254,52 @@ fn memory(l: &Layers) -> Result<(Backend, MemorySettings), ConfigError> {
         max_page_bytes,
     };
     Ok((backend, settings))
+}
+
+/// The memory store: `memory.store` and the settings of the one chosen.
+fn memory_backend(l: &Layers) -> Result<Backend, ConfigError> {
+    let m = &l.merged.memory;
+    let backend = match l.required("memory.store", &m.store)?.as_str() {
+        "off" => Backend::Off,
+        "sqlite" => {
+            let path = l.required("memory.sqlite_path", &m.sqlite_path)?;
+            if path.as_os_str().is_empty() {
+                return Err(l.error("memory.sqlite_path", "must not be empty"));
+            }
+            Backend::Sqlite { path: path.clone() }
+        }
+        "postgres" => {
+            let url = l.required("memory.postgres_url", &m.postgres_url)?;
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                // Never echo the value: it may hold a password.
+                return Err(l.error("memory.postgres_url", "must be a postgres:// URL"));
+            }
+            let pool = l.bounded(
+                "memory.postgres_max_connections",
+                m.postgres_max_connections,
+                1,
+                1000,
+            )?;
+            let timeout_ms = m.postgres_statement_timeout_ms;
+            Backend::Postgres {
+                url: url.clone(),
+                max_connections: saturating_u32(pool),
+                statement_timeout: Duration::from_millis(l.bounded(
+                    "memory.postgres_statement_timeout_ms",
+                    timeout_ms,
+                    10,
+                    3_600_000,
+                )?),
+            }
+        }
+        other => {
+            return Err(l.error(
+                "memory.store",
+                format!("{other:?} is not sqlite, postgres or off"),
+            ));
+        }
+    };
+    Ok(backend)
 }
 
 /// The built-in observation types and `memory.extra_types`.

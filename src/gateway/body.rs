@@ -105,6 +105,17 @@ pub struct Part {
     pub thinking: bool,
 }
 
+impl Part {
+    /// A whole element, as a turn's part.
+    pub fn whole(element: usize) -> Part {
+        Part {
+            element,
+            block: None,
+            thinking: false,
+        }
+    }
+}
+
 /// One conversation turn as the assembler sees it: one domain item.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Turn {

@@ -105,71 +105,80 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     };
     let mut begun = false;
     for (i, raw) in raw.into_iter().enumerate() {
-        let m: Message<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
-        let system = matches!(&*m.role, "system" | "developer");
-        let fixed = system && !begun;
-        // A name costs its tokens and one more, which the turn's text does
-        // not carry.
-        p.estimated |= m.name.is_some();
-        p.elements.push(Element {
-            span: span(body, raw),
-            blocks: None,
-            fixed,
-        });
-        let role = match &*m.role {
-            _ if fixed => None,
-            "system" | "developer" => Some(Role::System),
-            "user" => Some(Role::User),
-            "assistant" => Some(Role::Assistant),
-            "tool" => Some(Role::Tool),
-            _ => return Err(Unfit::Unsupported),
-        };
-        // Where a tool result's content lies, for clearing it.
-        let clear = match (role, &m.content) {
-            (Some(Role::Tool), Some(c)) => Some(c.span(body, raw.get(), "content")?),
-            _ => None,
-        };
-        let mut images = Vec::new();
-        let text = content_text(m.content, &mut images)?;
-        let Some(role) = role else {
-            p.system.push(text);
-            p.system_images.extend(images);
-            continue;
-        };
-        begun = true;
-        let mut turn = Turn {
-            role: Some(role),
-            parts: vec![Part {
-                element: i,
-                block: None,
-                thinking: false,
-            }],
-            images,
-            ..Turn::default()
-        };
-        match role {
-            Role::Assistant => {
-                let mut pieces = vec![text];
-                for call in m.tool_calls.unwrap_or_default() {
-                    turn.tool_call_ids.push(call.id.into_owned());
-                    if let Some(f) = call.function {
-                        pieces.extend(f.name.map(Cow::into_owned));
-                        pieces.extend(f.arguments.map(Cow::into_owned));
-                    }
-                    p.estimated = true;
-                }
-                turn.text = join(pieces);
-            }
-            Role::Tool => {
-                turn.tool_call_id = m.tool_call_id.map(Cow::into_owned).unwrap_or_default();
-                turn.clear = clear;
-                turn.text = text;
-            }
-            _ => turn.text = text,
-        }
-        p.turns.push(turn);
+        begun |= message(body, &mut p, i, raw, begun)?;
     }
     Ok(p)
+}
+
+/// Reads message `i` into `p`: a system message of the prefix (until the
+/// conversation has `begun`), or a turn. Returns whether it was a turn.
+fn message(body: &str, p: &mut Parsed, i: usize, raw: &RawValue, begun: bool) -> Result<bool, Unfit> {
+    let m: Message<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+    let system = matches!(&*m.role, "system" | "developer");
+    let fixed = system && !begun;
+    // A name costs its tokens and one more, which the turn's text does
+    // not carry.
+    p.estimated |= m.name.is_some();
+    p.elements.push(Element {
+        span: span(body, raw),
+        blocks: None,
+        fixed,
+    });
+    let role = match &*m.role {
+        _ if fixed => None,
+        "system" | "developer" => Some(Role::System),
+        "user" => Some(Role::User),
+        "assistant" => Some(Role::Assistant),
+        "tool" => Some(Role::Tool),
+        _ => return Err(Unfit::Unsupported),
+    };
+    // Where a tool result's content lies, for clearing it.
+    let clear = match (role, &m.content) {
+        (Some(Role::Tool), Some(c)) => Some(c.span(body, raw.get(), "content")?),
+        _ => None,
+    };
+    let mut images = Vec::new();
+    let text = content_text(m.content, &mut images)?;
+    let Some(role) = role else {
+        p.system.push(text);
+        p.system_images.extend(images);
+        return Ok(false);
+    };
+    let mut turn = Turn {
+        role: Some(role),
+        parts: vec![Part::whole(i)],
+        images,
+        ..Turn::default()
+    };
+    match role {
+        Role::Assistant => {
+            let calls = m.tool_calls.unwrap_or_default();
+            p.estimated |= !calls.is_empty();
+            turn.text = with_calls(text, calls, &mut turn.tool_call_ids);
+        }
+        Role::Tool => {
+            turn.tool_call_id = m.tool_call_id.map(Cow::into_owned).unwrap_or_default();
+            turn.clear = clear;
+            turn.text = text;
+        }
+        _ => turn.text = text,
+    }
+    p.turns.push(turn);
+    Ok(true)
+}
+
+/// An assistant's text and its calls' names and arguments, one per line;
+/// the calls' ids go to `ids`.
+fn with_calls(text: String, calls: Vec<Call<'_>>, ids: &mut Vec<String>) -> String {
+    let mut pieces = vec![text];
+    for call in calls {
+        ids.push(call.id.into_owned());
+        if let Some(f) = call.function {
+            pieces.extend(f.name.map(Cow::into_owned));
+            pieces.extend(f.arguments.map(Cow::into_owned));
+        }
+    }
+    join(pieces)
 }
 
 /// The non-empty pieces, one per line.

@@ -19,7 +19,7 @@ use super::refusal::{clip, overflow_message};
 use super::{chat, messages, responses};
 use crate::assemble::flow::{Flow, FlowError, Prepared, WARM_TRY_BYTES};
 use crate::assemble::{AssembleError, Assembler};
-use crate::grpc::admission::Admission;
+use crate::grpc::admission::{self, Admission};
 use crate::prompt::{
     AssembleRequest, Assembly, Block, BlockKind, Item, Segment, SegmentKind, Sources, Usage,
 };
@@ -191,31 +191,42 @@ impl Fitter {
             .await;
         let assembly = match answered {
             Ok(a) => a.assembly,
-            Err(FlowError::Assemble(AssembleError::BudgetOverflow {
+            Err(e) => return self.failed(api, e, parsed.continued, budget, media.all, &spec.name),
+        };
+        self.splice(api, text, &parsed, &assembly, &media)
+    }
+
+    /// What a request the flow could not fit gets: refused when its fixed
+    /// part (and its images' `media` tokens) overflows `budget` for `model`
+    /// (passed when it is a `continued` conversation, whose start the fit
+    /// does not see), or passed on.
+    fn failed(
+        &self,
+        api: Api,
+        e: FlowError<admission::Refusal>,
+        continued: bool,
+        budget: u32,
+        media: u32,
+        model: &str,
+    ) -> Outcome {
+        match e {
+            FlowError::Assemble(AssembleError::BudgetOverflow {
                 non_cuttable_tokens,
                 needs,
                 ..
-            })) => {
-                if parsed.continued {
+            }) => {
+                if continued {
                     return Outcome::Passed(Pass::Continued);
                 }
-                let message = overflow_message(
-                    non_cuttable_tokens + u64::from(media.all),
-                    budget,
-                    &spec.name,
-                    &needs,
-                );
-                return Outcome::Refused(refusal(api, 400, "context_length_exceeded", "messages", &message));
+                let message = overflow_message(non_cuttable_tokens + u64::from(media), budget, model, &needs);
+                Outcome::Refused(refusal(api, 400, "context_length_exceeded", "messages", &message))
             }
-            Err(FlowError::Refused(_)) => return self.overloaded(api),
-            Err(FlowError::Assemble(
+            FlowError::Refused(_) => self.overloaded(api),
+            FlowError::Assemble(
                 AssembleError::InvalidArgument(_) | AssembleError::TemplateRefused { .. },
-            )) => {
-                return Outcome::Passed(Pass::Invalid);
-            }
-            Err(_) => return Outcome::Passed(Pass::Failed),
-        };
-        self.splice(api, text, &parsed, &assembly, &media)
+            ) => Outcome::Passed(Pass::Invalid),
+            _ => Outcome::Passed(Pass::Failed),
+        }
     }
 
     /// The fitted body from the assembly's decisions.
@@ -264,15 +275,7 @@ impl Fitter {
                 &quoted(&assembly.hints.prompt_cache_key),
             ));
         }
-        let kept_media: u32 = parsed
-            .turns
-            .iter()
-            .zip(&fates)
-            .zip(&media.per_turn)
-            // A cleared result's images went with its content.
-            .filter(|((_, f), _)| f.kept && f.cleared.is_none())
-            .map(|(_, &m)| m)
-            .fold(media.system, u32::saturating_add);
+        let kept_media = kept_media(parsed, &fates, media);
         let usage = &assembly.usage;
         let tools_exact = parsed.tools.is_empty() || usage.tools_exact;
         // A count by convention (tool calls, names) or of a continuation
@@ -342,6 +345,20 @@ fn sources(usage: &Usage, by_convention: bool, media: u32, media_exact: bool) ->
         *to = to.saturating_add(tokens);
     }
     s
+}
+
+/// The image tokens of what the fit kept: the system prompt's and those of
+/// the turns kept whole.
+fn kept_media(parsed: &Parsed, fates: &[Fate], media: &MediaTokens) -> u32 {
+    parsed
+        .turns
+        .iter()
+        .zip(fates)
+        .zip(&media.per_turn)
+        // A cleared result's images went with its content.
+        .filter(|((_, f), _)| f.kept && f.cleared.is_none())
+        .map(|(_, &m)| m)
+        .fold(media.system, u32::saturating_add)
 }
 
 fn count<T>(it: impl Iterator<Item = T>) -> u32 {

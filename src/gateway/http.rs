@@ -103,35 +103,42 @@ impl FitRoutes {
             }
             Err(BodyError::Broken(_)) => return error(StatusCode::BAD_REQUEST, "the body could not be read"),
         };
-        match self.fitter.fit(api, &asks, &body).await {
-            Outcome::Refused(r) => provider(r.status, r.body),
-            Outcome::Passed(why) => {
-                let mut resp = http1::json(StatusCode::OK, String::new());
-                *resp.body_mut() = Full::new(body);
-                set(&mut resp, PASSED_HEADER, why.as_str());
-                resp
+        let outcome = self.fitter.fit(api, &asks, &body).await;
+        answer(outcome, body)
+    }
+}
+
+/// The answer to a fit: the provider's refusal, or the body (as sent, or
+/// fitted) with the headers that say what the fit did.
+fn answer(outcome: Outcome, body: Bytes) -> Response<Full<Bytes>> {
+    match outcome {
+        Outcome::Refused(r) => provider(r.status, r.body),
+        Outcome::Passed(why) => {
+            let mut resp = http1::json(StatusCode::OK, String::new());
+            *resp.body_mut() = Full::new(body);
+            set(&mut resp, PASSED_HEADER, why.as_str());
+            resp
+        }
+        Outcome::Fitted(f) => {
+            let mut resp = http1::json(StatusCode::OK, String::new());
+            *resp.body_mut() = Full::new(f.body.map_or(body, Bytes::from));
+            set(&mut resp, INPUT_TOKENS_HEADER, &f.input_tokens.to_string());
+            set(&mut resp, EXACT_HEADER, if f.exact { "true" } else { "false" });
+            for (name, tokens) in source_headers(&f.sources) {
+                set(&mut resp, name, &tokens.to_string());
             }
-            Outcome::Fitted(f) => {
-                let mut resp = http1::json(StatusCode::OK, String::new());
-                *resp.body_mut() = Full::new(f.body.map_or(body, Bytes::from));
-                set(&mut resp, INPUT_TOKENS_HEADER, &f.input_tokens.to_string());
-                set(&mut resp, EXACT_HEADER, if f.exact { "true" } else { "false" });
-                for (name, tokens) in source_headers(&f.sources) {
-                    set(&mut resp, name, &tokens.to_string());
-                }
-                set(&mut resp, PREFIX_HASH_HEADER, &f.prefix_hash);
-                set(
-                    &mut resp,
-                    "x-context-assembler-turns-cut",
-                    &f.turns_cut.to_string(),
-                );
-                set(
-                    &mut resp,
-                    "x-context-assembler-results-cleared",
-                    &f.results_cleared.to_string(),
-                );
-                resp
-            }
+            set(&mut resp, PREFIX_HASH_HEADER, &f.prefix_hash);
+            set(
+                &mut resp,
+                "x-context-assembler-turns-cut",
+                &f.turns_cut.to_string(),
+            );
+            set(
+                &mut resp,
+                "x-context-assembler-results-cleared",
+                &f.results_cleared.to_string(),
+            );
+            resp
         }
     }
 }

@@ -129,60 +129,58 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
         p.tools.push(shape);
     }
     for (i, raw) in raw.into_iter().enumerate() {
-        let m: Message<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
-        let role = match &*m.role {
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            _ => return Err(Unfit::Unsupported),
-        };
-        let content = m.content.span(body, raw.get(), "content")?;
-        let items = match m.content {
-            Listed::Text(text) => {
-                p.marks.elements.push(Some(Spot {
-                    span: content,
-                    text: true,
-                    marked: false,
-                }));
-                p.elements.push(Element {
-                    span: span(body, raw),
-                    blocks: None,
-                    fixed: false,
-                });
-                p.turns.push(Turn {
-                    role: Some(role),
-                    text: text.into_owned(),
-                    parts: vec![whole(i)],
-                    ..Turn::default()
-                });
-                continue;
-            }
-            Listed::Items(items) => items,
-        };
-        p.elements.push(Element {
-            span: span(body, raw),
-            blocks: Some(Blocks {
-                span: content,
-                items: items.iter().map(|b| span(body, b)).collect(),
-            }),
-            fixed: false,
-        });
-        let last_marked = blocks(body, &mut p, i, role, &items)?;
-        p.marks.elements.push(items.last().map(|last| Spot {
-            span: span(body, last),
-            text: false,
-            marked: last_marked,
-        }));
+        message(body, &mut p, i, raw)?;
     }
     Ok(p)
 }
 
-/// A whole element, as a turn's part.
-fn whole(element: usize) -> Part {
-    Part {
-        element,
-        block: None,
-        thinking: false,
-    }
+/// Reads message `i` into `p`: its element, its turns, and where a marker
+/// for it would go.
+fn message(body: &str, p: &mut Parsed, i: usize, raw: &RawValue) -> Result<(), Unfit> {
+    let m: Message<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
+    let role = match &*m.role {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        _ => return Err(Unfit::Unsupported),
+    };
+    let content = m.content.span(body, raw.get(), "content")?;
+    let items = match m.content {
+        Listed::Text(text) => {
+            p.marks.elements.push(Some(Spot {
+                span: content,
+                text: true,
+                marked: false,
+            }));
+            p.elements.push(Element {
+                span: span(body, raw),
+                blocks: None,
+                fixed: false,
+            });
+            p.turns.push(Turn {
+                role: Some(role),
+                text: text.into_owned(),
+                parts: vec![Part::whole(i)],
+                ..Turn::default()
+            });
+            return Ok(());
+        }
+        Listed::Items(items) => items,
+    };
+    p.elements.push(Element {
+        span: span(body, raw),
+        blocks: Some(Blocks {
+            span: content,
+            items: items.iter().map(|b| span(body, b)).collect(),
+        }),
+        fixed: false,
+    });
+    let last_marked = blocks(body, p, i, role, &items)?;
+    p.marks.elements.push(items.last().map(|last| Spot {
+        span: span(body, last),
+        text: false,
+        marked: last_marked,
+    }));
+    Ok(())
 }
 
 /// The turns of message `i`'s blocks: the message's own turn (an
@@ -241,20 +239,8 @@ fn blocks(body: &str, p: &mut Parsed, i: usize, role: Role, items: &[&RawValue])
                 own.parts.push(at(b, true));
             }
             ("tool_result", Role::User) => {
-                let mut images = Vec::new();
-                let text = match block.content {
-                    Some(c) => blocks_text(c, &mut images, &mut p.marks.caller)?,
-                    None => String::new(),
-                };
-                p.turns.push(Turn {
-                    role: Some(Role::Tool),
-                    text,
-                    tool_call_id: block.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
-                    parts: vec![at(b, false)],
-                    clear: block.content.map(|c| span(body, c)),
-                    images,
-                    ..Turn::default()
-                });
+                let turn = tool_result(body, block, at(b, false), &mut p.marks.caller)?;
+                p.turns.push(turn);
             }
             _ => return Err(Unfit::Unsupported),
         }
@@ -262,13 +248,32 @@ fn blocks(body: &str, p: &mut Parsed, i: usize, role: Role, items: &[&RawValue])
     if items.is_empty() {
         // An empty content is still the caller's message: a turn with
         // nothing to say, kept or cut like any other.
-        own.parts.push(whole(i));
+        own.parts.push(Part::whole(i));
     }
     if !own.parts.is_empty() {
         own.text = join(pieces);
         p.turns.push(own);
     }
     Ok(marked)
+}
+
+/// A `tool_result` block's tool turn, at `part`; the caller's markers in
+/// its content are counted in `marked`.
+fn tool_result(body: &str, block: Block<'_>, part: Part, marked: &mut usize) -> Result<Turn, Unfit> {
+    let mut images = Vec::new();
+    let text = match block.content {
+        Some(c) => blocks_text(c, &mut images, marked)?,
+        None => String::new(),
+    };
+    Ok(Turn {
+        role: Some(Role::Tool),
+        text,
+        tool_call_id: block.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
+        parts: vec![part],
+        clear: block.content.map(|c| span(body, c)),
+        images,
+        ..Turn::default()
+    })
 }
 
 /// Where a marker for `content` (a string, or blocks) would go: its last

@@ -113,11 +113,6 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     for t in req.tools.unwrap_or_default() {
         p.tools.push(function_shape(t)?);
     }
-    let whole = |element: usize, thinking: bool| Part {
-        element,
-        block: None,
-        thinking,
-    };
     let raw = match input {
         Listed::Text(text) => {
             p.elements.push(Element {
@@ -128,7 +123,7 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
             p.turns.push(Turn {
                 role: Some(Role::User),
                 text: text.into_owned(),
-                parts: vec![whole(0, false)],
+                parts: vec![Part::whole(0)],
                 ..Turn::default()
             });
             return Ok(p);
@@ -137,16 +132,33 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
     };
     p.elements.reserve(raw.len());
     p.turns.reserve(raw.len());
-    let mut begun = false;
-    // Reasoning waiting for the turn it goes with.
-    let mut pending: Vec<(usize, Thinking)> = Vec::new();
-    // The assistant turn a run of calls is gathering into.
-    let mut calls: Option<Turn> = None;
+    let mut walk = Walk::default();
     for (i, raw) in raw.into_iter().enumerate() {
+        walk.item(body, &mut p, i, raw)?;
+    }
+    walk.finish(&mut p)?;
+    Ok(p)
+}
+
+/// The walk over `input`'s items, and what it holds between them.
+#[derive(Default)]
+struct Walk {
+    /// Whether a turn has begun: system messages after it are turns.
+    begun: bool,
+    /// Reasoning waiting for the turn it goes with.
+    pending: Vec<(usize, Thinking)>,
+    /// The assistant turn a run of calls is gathering into.
+    calls: Option<Turn>,
+}
+
+impl Walk {
+    /// Reads item `i` into `p`: a system message of the prefix, reasoning
+    /// for the turn after it, a call of the run, or a turn.
+    fn item(&mut self, body: &str, p: &mut Parsed, i: usize, raw: &RawValue) -> Result<(), Unfit> {
         let item: Item<'_> = serde_json::from_str(raw.get()).map_err(|_| Unfit::Malformed)?;
         let kind = item.kind.as_deref().unwrap_or("message");
         let system = kind == "message" && matches!(item.role.as_deref(), Some("system" | "developer"));
-        let fixed = system && !begun;
+        let fixed = system && !self.begun;
         p.elements.push(Element {
             span: span(body, raw),
             blocks: None,
@@ -156,102 +168,119 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
             let mut images = Vec::new();
             p.system.push(content_text(item.content, &mut images)?);
             p.system_images.extend(images);
-            continue;
+            return Ok(());
         }
-        begun = true;
+        self.begun = true;
         if kind != "function_call"
             && kind != "reasoning"
-            && let Some(turn) = calls.take()
+            && let Some(turn) = self.calls.take()
         {
             p.turns.push(turn);
         }
         match kind {
-            "reasoning" => {
-                let text = item
-                    .summary
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|s| s.text.map(Cow::into_owned))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let encrypted = item.encrypted_content.map(Cow::into_owned);
-                pending.push((
-                    i,
-                    Thinking {
-                        redacted: encrypted.is_some(),
-                        text: encrypted.unwrap_or(text),
-                        signature: String::new(),
-                    },
-                ));
-            }
+            "reasoning" => self.pending.push((i, reasoning(item))),
             "function_call" => {
-                let turn = calls.get_or_insert_with(|| Turn {
-                    role: Some(Role::Assistant),
-                    ..Turn::default()
-                });
-                attach(turn, &mut pending, whole);
-                turn.tool_call_ids
-                    .push(item.call_id.map(Cow::into_owned).unwrap_or_default());
-                let mut pieces = vec![std::mem::take(&mut turn.text)];
-                pieces.extend(item.name.map(Cow::into_owned));
-                pieces.extend(item.arguments.map(Cow::into_owned));
-                turn.text = join(pieces);
-                turn.parts.push(whole(i, false));
+                self.call(item, i);
                 p.estimated = true;
             }
-            "function_call_output" => {
-                let mut images = Vec::new();
-                let text = match item.output {
-                    Some(o) => content_text(Some(o), &mut images)?,
-                    None => String::new(),
-                };
-                p.turns.push(Turn {
-                    role: Some(Role::Tool),
-                    text,
-                    tool_call_id: item.call_id.map(Cow::into_owned).unwrap_or_default(),
-                    parts: vec![whole(i, false)],
-                    clear: item.output.map(|o| span(body, o)),
-                    images,
-                    ..Turn::default()
-                });
-            }
-            "message" => {
-                let role = match item.role.as_deref() {
-                    Some("user") => Role::User,
-                    Some("assistant") => Role::Assistant,
-                    Some("system" | "developer") => Role::System,
-                    _ => return Err(Unfit::Unsupported),
-                };
-                let mut turn = Turn {
-                    role: Some(role),
-                    ..Turn::default()
-                };
-                turn.text = content_text(item.content, &mut turn.images)?;
-                if role == Role::Assistant {
-                    attach(&mut turn, &mut pending, whole);
-                }
-                turn.parts.push(whole(i, false));
-                p.turns.push(turn);
-            }
+            "function_call_output" => p.turns.push(call_output(body, item, i)?),
+            "message" => p.turns.push(self.message(item, i)?),
             _ => return Err(Unfit::Unsupported),
         }
+        Ok(())
     }
-    if let Some(turn) = calls.take() {
-        p.turns.push(turn);
+
+    /// Adds a `function_call` item to the run's assistant turn.
+    fn call(&mut self, item: Item<'_>, i: usize) {
+        let turn = self.calls.get_or_insert_with(|| Turn {
+            role: Some(Role::Assistant),
+            ..Turn::default()
+        });
+        attach(turn, &mut self.pending);
+        turn.tool_call_ids
+            .push(item.call_id.map(Cow::into_owned).unwrap_or_default());
+        let mut pieces = vec![std::mem::take(&mut turn.text)];
+        pieces.extend(item.name.map(Cow::into_owned));
+        pieces.extend(item.arguments.map(Cow::into_owned));
+        turn.text = join(pieces);
+        turn.parts.push(Part::whole(i));
     }
-    // Reasoning with no turn after it stays with the turn before it.
-    if let Some(last) = p.turns.last_mut() {
-        for (i, t) in pending.drain(..) {
-            last.parts.push(whole(i, false));
-            if last.role == Some(Role::Assistant) {
-                last.thinking.push(t);
+
+    /// A `message` item's turn; an assistant's takes the waiting reasoning.
+    fn message(&mut self, item: Item<'_>, i: usize) -> Result<Turn, Unfit> {
+        let role = match item.role.as_deref() {
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("system" | "developer") => Role::System,
+            _ => return Err(Unfit::Unsupported),
+        };
+        let mut turn = Turn {
+            role: Some(role),
+            ..Turn::default()
+        };
+        turn.text = content_text(item.content, &mut turn.images)?;
+        if role == Role::Assistant {
+            attach(&mut turn, &mut self.pending);
+        }
+        turn.parts.push(Part::whole(i));
+        Ok(turn)
+    }
+
+    /// Ends the walk: the last run of calls is a turn, and reasoning with no
+    /// turn after it stays with the turn before it (there must be one).
+    fn finish(mut self, p: &mut Parsed) -> Result<(), Unfit> {
+        if let Some(turn) = self.calls.take() {
+            p.turns.push(turn);
+        }
+        if let Some(last) = p.turns.last_mut() {
+            for (i, t) in self.pending.drain(..) {
+                last.parts.push(Part::whole(i));
+                if last.role == Some(Role::Assistant) {
+                    last.thinking.push(t);
+                }
             }
         }
+        if !self.pending.is_empty() {
+            return Err(Unfit::Unsupported);
+        }
+        Ok(())
     }
-    if !pending.is_empty() {
-        return Err(Unfit::Unsupported);
+}
+
+/// A `reasoning` item's thinking: its encrypted content if any (redacted),
+/// else its summary's text, one part per line.
+fn reasoning(item: Item<'_>) -> Thinking {
+    let text = item
+        .summary
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|s| s.text.map(Cow::into_owned))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let encrypted = item.encrypted_content.map(Cow::into_owned);
+    Thinking {
+        redacted: encrypted.is_some(),
+        text: encrypted.unwrap_or(text),
+        signature: String::new(),
     }
-    Ok(p)
+}
+
+/// A `function_call_output` item's tool turn.
+fn call_output(body: &str, item: Item<'_>, i: usize) -> Result<Turn, Unfit> {
+    let mut images = Vec::new();
+    let text = match item.output {
+        Some(o) => content_text(Some(o), &mut images)?,
+        None => String::new(),
+    };
+    Ok(Turn {
+        role: Some(Role::Tool),
+        text,
+        tool_call_id: item.call_id.map(Cow::into_owned).unwrap_or_default(),
+        parts: vec![Part::whole(i)],
+        clear: item.output.map(|o| span(body, o)),
+        images,
+        ..Turn::default()
+    })
 }
 
 /// Gives the waiting reasoning to `turn`. Its items go and stay with the
@@ -259,9 +288,9 @@ pub fn parse(body: &str) -> Result<Parsed, Unfit> {
 /// `reasoning` item before it, so a kept turn keeps its reasoning even where
 /// the assembler would drop a closed cycle's thinking (OpenAI does not bill
 /// it, so nothing is counted either way).
-fn attach(turn: &mut Turn, pending: &mut Vec<(usize, Thinking)>, whole: impl Fn(usize, bool) -> Part) {
+fn attach(turn: &mut Turn, pending: &mut Vec<(usize, Thinking)>) {
     for (i, t) in pending.drain(..) {
-        turn.parts.push(whole(i, false));
+        turn.parts.push(Part::whole(i));
         turn.thinking.push(t);
     }
 }

@@ -113,61 +113,11 @@ impl TryFrom<pb::AssembleRequest> for prompt::AssembleRequest {
             .static_segments
             .into_iter()
             .enumerate()
-            .map(|(i, s)| prompt::Segment {
-                kind: segment_kind_from_wire(s.kind).unwrap_or_else(|| {
-                    v.push(FieldViolation::new(
-                        format!("static_segments[{i}].kind"),
-                        "unknown segment kind",
-                    ));
-                    SegmentKind::System
-                }),
-                id: s.id,
-                content: s.content,
-            })
+            .map(|(i, s)| segment_from_wire(i, s, &mut v))
             .collect();
         let mut blocks = Vec::with_capacity(r.blocks.len());
         for (bi, b) in r.blocks.into_iter().enumerate() {
-            let kind = kind_from_wire(b.kind).unwrap_or_else(|| {
-                v.push(FieldViolation::new(
-                    format!("blocks[{bi}].kind"),
-                    "required: a known block kind",
-                ));
-                BlockKind::Evidence
-            });
-            let items = b
-                .items
-                .into_iter()
-                .enumerate()
-                .map(|(ii, it)| prompt::Item {
-                    role: role_from_wire(it.role).unwrap_or_else(|()| {
-                        v.push(FieldViolation::new(
-                            format!("blocks[{bi}].items[{ii}].role"),
-                            "unknown role",
-                        ));
-                        None
-                    }),
-                    id: it.id,
-                    content: it.content,
-                    score: it.score,
-                    source: it.source,
-                    trusted: it.trusted,
-                    required_scopes: it.required_scopes,
-                    tool_call_ids: it.tool_call_ids,
-                    tool_call_id: it.tool_call_id,
-                    compact_form: it.compact_form,
-                    tool_name: it.tool_name,
-                    thinking: it.thinking.into_iter().map(thinking_from_wire).collect(),
-                })
-                .collect();
-            blocks.push(prompt::Block {
-                name: b.name,
-                kind,
-                priority: b.priority,
-                cuttable: b.cuttable,
-                min_tokens: b.min_tokens,
-                max_tokens: b.max_tokens,
-                items,
-            });
+            blocks.push(block_from_wire(bi, b, &mut v));
         }
         if !v.is_empty() {
             return Err(AssembleError::InvalidArgument(v));
@@ -196,6 +146,72 @@ impl TryFrom<pb::AssembleRequest> for prompt::AssembleRequest {
             // The contract's prompts always end with the query.
             no_query: false,
         })
+    }
+}
+
+/// Static segment `i` off the wire; an unknown kind is a violation in `v`.
+fn segment_from_wire(i: usize, s: pb::Segment, v: &mut Vec<FieldViolation>) -> prompt::Segment {
+    prompt::Segment {
+        kind: segment_kind_from_wire(s.kind).unwrap_or_else(|| {
+            v.push(FieldViolation::new(
+                format!("static_segments[{i}].kind"),
+                "unknown segment kind",
+            ));
+            SegmentKind::System
+        }),
+        id: s.id,
+        content: s.content,
+    }
+}
+
+/// Block `bi` off the wire; an unknown kind or role is a violation in `v`.
+fn block_from_wire(bi: usize, b: pb::Block, v: &mut Vec<FieldViolation>) -> prompt::Block {
+    let kind = kind_from_wire(b.kind).unwrap_or_else(|| {
+        v.push(FieldViolation::new(
+            format!("blocks[{bi}].kind"),
+            "required: a known block kind",
+        ));
+        BlockKind::Evidence
+    });
+    let items = b
+        .items
+        .into_iter()
+        .enumerate()
+        .map(|(ii, it)| item_from_wire(bi, ii, it, v))
+        .collect();
+    prompt::Block {
+        name: b.name,
+        kind,
+        priority: b.priority,
+        cuttable: b.cuttable,
+        min_tokens: b.min_tokens,
+        max_tokens: b.max_tokens,
+        items,
+    }
+}
+
+/// Item `ii` of block `bi` off the wire; an unknown role is a violation in
+/// `v`.
+fn item_from_wire(bi: usize, ii: usize, it: pb::Item, v: &mut Vec<FieldViolation>) -> prompt::Item {
+    prompt::Item {
+        role: role_from_wire(it.role).unwrap_or_else(|()| {
+            v.push(FieldViolation::new(
+                format!("blocks[{bi}].items[{ii}].role"),
+                "unknown role",
+            ));
+            None
+        }),
+        id: it.id,
+        content: it.content,
+        score: it.score,
+        source: it.source,
+        trusted: it.trusted,
+        required_scopes: it.required_scopes,
+        tool_call_ids: it.tool_call_ids,
+        tool_call_id: it.tool_call_id,
+        compact_form: it.compact_form,
+        tool_name: it.tool_name,
+        thinking: it.thinking.into_iter().map(thinking_from_wire).collect(),
     }
 }
 

@@ -15,12 +15,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
+use tonic::server::NamedService;
 use tonic::service::Routes;
 use tonic_health::ServingStatus;
-use tracing::{debug, info, warn};
+use tonic_health::server::HealthReporter;
+use tonic_reflection::server::{v1, v1alpha};
+use tracing::{info, warn};
 
 use crate::assemble::Assembler;
 use crate::assemble::flow::Flow;
@@ -28,18 +33,19 @@ use crate::config::{ListenAddr, ServerConfig};
 use crate::gateway::http::FitRoutes;
 use crate::gateway::{self, ExtProc, Fitter};
 use crate::grpc::admission::Admission;
-use crate::grpc::auth::{Authority, ClientIdentity};
+use crate::grpc::auth::Authority;
 use crate::grpc::gate::Gate;
 use crate::grpc::trace::Traced;
 use crate::grpc::{AssemblerService, pb};
 use crate::memory::Memories;
 use crate::memory::store::Backend;
-use crate::telemetry::metrics;
 use crate::telemetry::trace::Exporter;
 use crate::tokens::provider::Provider;
 
+mod accept;
 mod conn;
 pub mod dial;
+mod drain;
 mod listener;
 pub mod memory;
 mod metrics_http;
@@ -48,6 +54,7 @@ mod series;
 mod shared_counts;
 mod signals;
 
+use accept::Acceptor;
 use conn::{Calls, Conn};
 use listener::Listener;
 use shared_counts::SharedCounts;
@@ -81,45 +88,31 @@ const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 256;
 /// of its deadlines expired under load (the load generator saw it); one
 /// connection's worth of streams keeps the guard bounded.
 const HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS: usize = HTTP2_MAX_CONCURRENT_STREAMS as usize;
-/// After the last unary request of a drain is answered, how long responses
-/// get to reach the socket before the remaining connections are closed.
-const FLUSH_GRACE: Duration = Duration::from_millis(250);
-/// The least time the memory store is given to close on shutdown.
-const STORE_CLOSE_MIN: Duration = Duration::from_millis(500);
-/// How long, past the drain deadline, the UNAVAILABLE answers of abandoned
-/// calls have to reach their clients before the process exits.
-const ABANDON_FLUSH: Duration = Duration::from_millis(500);
 /// Bytes a response may take per byte of the request limit: it echoes the
 /// request's kept text, escaped (at most 5 bytes for 1), plus its report.
 const RESPONSE_BYTES_PER_REQUEST_BYTE: usize = 8;
 /// The least any response may take (a ListModels or ListMemories page).
 const MIN_RESPONSE_BYTES: usize = 16 << 20;
 
-/// The encoded size limit of responses.
 /// How long one processor stream may take when `default_timeout_ms` is 0
 /// (none): a stalled stream must still end.
 const EXT_PROC_DEADLINE: Duration = Duration::from_secs(60);
 
+/// The Assembler's tonic service.
+type AssemblerSvc = pb::assembler_server::AssemblerServer<AssemblerService>;
 /// The processor's tonic service, for its health status.
 type ExtProcSvc = gateway::pb::ext_proc::external_processor_server::ExternalProcessorServer<ExtProc>;
 
+/// The encoded size limit of responses.
 fn max_response_bytes(max_request_bytes: u32) -> usize {
     (max_request_bytes as usize)
         .saturating_mul(RESPONSE_BYTES_PER_REQUEST_BYTE)
         .max(MIN_RESPONSE_BYTES)
 }
 
-/// How long, past the drain deadline, the last trace spans may take to
-/// reach the collector (at least).
-const TRACE_FLUSH_MIN: Duration = Duration::from_secs(1);
-
-/// How often the drain looks at what is still open.
-const DRAIN_POLL: Duration = Duration::from_millis(20);
 /// Keep-alive pings find dead peers so their connections are freed.
 const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
-/// A TLS handshake that takes longer is abandoned.
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Errors while starting or serving.
 #[derive(Debug, thiserror::Error)]
@@ -254,6 +247,16 @@ impl Bound {
     /// Serves until `shutdown` resolves, then reports NOT_SERVING, stops
     /// accepting and waits up to the drain period for in-flight requests.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let running = self.start().await?;
+        running.acceptor.run(&running.listener, shutdown).await;
+        running.drain().await;
+        Ok(())
+    }
+
+    /// Starts everything but accepting: metrics, tracing, health (NOT_SERVING
+    /// until the tokenizers are loaded), the render node, the services and
+    /// the background tasks.
+    async fn start(self) -> Result<Running, ServeError> {
         let Bound {
             grpc: listener,
             metrics: metrics_listener,
@@ -266,82 +269,24 @@ impl Bound {
         } = self;
         let config = Arc::new(config);
         let handle = install_metrics()?;
-        let exporter = match &config.tracing {
-            Some(settings) => {
-                info!(
-                    endpoint = %settings.endpoint,
-                    service_name = %settings.service_name,
-                    "exporting trace spans over OTLP"
-                );
-                Some(Exporter::start(settings).map_err(ServeError::Tracing)?)
-            }
-            None => None,
-        };
+        let exporter = start_exporter(&config)?;
         series::start(&assembler.catalog(), &memories.settings().types);
         if let Some(l) = metrics_listener {
-            info!(
-                addr = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
-                "metrics listening"
-            );
-            tokio::spawn(metrics_http::serve_metrics(l, handle.clone()));
+            spawn_metrics(l, &handle);
         }
-
         let (reporter, health) = tonic_health::server::health_reporter();
-        type Svc = pb::assembler_server::AssemblerServer<AssemblerService>;
-        reporter.set_not_serving::<Svc>().await;
-        reporter.set_not_serving::<ExtProcSvc>().await;
-        reporter.set_service_status("", ServingStatus::NotServing).await;
-
-        let reflection_v1 = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| ServeError::Reflection(e.to_string()))?;
-        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()
-            .map_err(|e| ServeError::Reflection(e.to_string()))?;
-
+        report_health(&reporter, ServingStatus::NotServing).await;
+        let (reflection_v1, reflection_v1alpha) = reflection()?;
         let limits = config.limits;
         let admission = Admission::new(limits);
         let (drain_tx, drain_rx) = watch::channel(false);
-        let fitter = Fitter::new(
-            assembler.clone(),
-            Flow::new(assembler.clone(), memories.clone()),
-            admission.clone(),
-            gateway::Settings {
-                max_body_bytes: limits.max_request_bytes as usize,
-                refuse_malformed: config.gateway.refuse_malformed,
-                refuse_unknown_model: config.gateway.refuse_unknown_model,
-                refuse_overloaded: config.gateway.refuse_overloaded,
-                cache_markers: config.gateway.cache_markers,
-                prompt_cache_key: config.gateway.prompt_cache_key,
-                max_turns: limits.max_items as usize,
-            },
-        );
-        let render_node = render_listener.map(|l| {
-            info!(addr = %l.shown(), "render node listening");
-            tokio::spawn(render_node::serve(
-                l,
-                assembler.clone(),
-                admission.clone(),
-                Arc::new(FitRoutes::new(fitter.clone())),
-                drain_rx.clone(),
-            ))
-        });
+        let fitter = fitter(&config, &assembler, &memories, &admission);
+        let render_node =
+            render_listener.map(|l| spawn_render_node(l, &assembler, &admission, &fitter, &drain_rx));
         let authority = Authority::new(&config.auth);
-        let service = AssemblerService::new(assembler.clone(), admission.clone())
-            .with_memories(memories.clone())
-            .with_authority(authority.clone());
-        let assembler_svc = Svc::new(service)
-            // A backstop behind the gate (which answers first, with
-            // RESOURCE_EXHAUSTED). Responses echo the request, escaped (at
-            // most 5 bytes for 1), plus the report: bounded all the same.
-            .max_decoding_message_size(limits.max_request_bytes as usize)
-            .max_encoding_message_size(max_response_bytes(limits.max_request_bytes));
+        let assembler_svc = assembler_service(&config, &assembler, &memories, &admission, &authority);
         let ext_proc = ExtProc::new(
-            fitter.clone(),
+            fitter,
             drain_rx.clone(),
             limits.default_timeout.unwrap_or(EXT_PROC_DEADLINE),
         )
@@ -352,21 +297,7 @@ impl Bound {
             .add_service(assembler_svc)
             .add_service(ext_proc.service())
             .prepare();
-
-        // Readiness latch: SERVING once every vocabulary is loaded.
-        let warm_assembler = assembler.clone();
-        let warm_reporter = reporter.clone();
-        tokio::spawn(async move {
-            match tokio::task::spawn_blocking(move || warm_assembler.warm()).await {
-                Ok(()) => {
-                    warm_reporter.set_serving::<Svc>().await;
-                    warm_reporter.set_serving::<ExtProcSvc>().await;
-                    warm_reporter.set_service_status("", ServingStatus::Serving).await;
-                    info!("tokenizers loaded: serving");
-                }
-                Err(e) => warn!(err = %e, "tokenizer warm-up failed: staying NOT_SERVING"),
-            }
-        });
+        spawn_readiness_latch(assembler.clone(), reporter.clone());
         let reloads = tokio::spawn(hangups.reload_on_each(config.clone(), assembler.clone(), authority));
         let keeper = tokio::spawn(memory::keep(
             config.memory_backend.clone(),
@@ -374,181 +305,244 @@ impl Bound {
             reporter.clone(),
             shared,
         ));
-
-        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-        http2
-            .timer(TokioTimer::new())
-            .initial_stream_window_size(HTTP2_STREAM_WINDOW_BYTES)
-            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW_BYTES)
-            .max_frame_size(HTTP2_MAX_FRAME_BYTES)
-            .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS)
-            .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS)
-            .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
-            .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
         let calls = Calls::default();
         let (abandon_tx, abandon_rx) = watch::channel(false);
-        let conn = Arc::new(Conn {
-            http2,
+        let conn = Conn {
+            http2: http2(),
             service: Traced::new(
                 Gate::new(routes, admission.clone(), drain_rx.clone()),
                 exporter.clone(),
             ),
             calls: calls.clone(),
             abandon: abandon_rx,
-        });
+        };
         let tls = config.tls.as_ref().map(|t| TlsAcceptor::from(t.config.clone()));
-
-        info!(
-            addr = %listener.shown(),
-            tls = config.tls.is_some(),
-            mutual_tls = config.tls.as_ref().is_some_and(|t| t.mutual),
-            auth_clients = config.auth.clients.len(),
-            "gRPC listening"
-        );
-        let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
-        tokio::pin!(shutdown);
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                () = &mut shutdown => break,
-            };
-            let (stream, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // E.g. out of file descriptors: back off instead of spinning.
-                    warn!(err = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            // At the limit the connection is closed at once: the client fails
-            // fast instead of waiting in the backlog.
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                metrics::connection_refused();
-                debug!(%peer, limit = limits.max_connections, "connection limit reached: closed");
-                continue;
-            };
-            let conn = conn.clone();
-            let tls = tls.clone();
-            let drain = drain_rx.clone();
-            tokio::spawn(async move {
-                let _slot = slot;
-                metrics::connections(1.0);
-                match tls {
-                    None => conn.serve(stream, peer, None, drain).await,
-                    Some(acceptor) => {
-                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => {
-                                // Verified by the handshake (mutual TLS); its
-                                // names select the [auth] entry.
-                                let identity = tls
-                                    .get_ref()
-                                    .1
-                                    .peer_certificates()
-                                    .and_then(|chain| chain.first())
-                                    .map(|leaf| Arc::new(ClientIdentity::from_certificate(leaf)));
-                                conn.serve(tls, peer, identity, drain).await
-                            }
-                            Ok(Err(e)) => debug!(%peer, err = %e, "TLS handshake failed"),
-                            Err(_) => debug!(%peer, "TLS handshake timed out"),
-                        }
-                    }
-                }
-                metrics::connections(-1.0);
-            });
-        }
-
-        info!("shutdown requested: NOT_SERVING, no new connections, draining");
-        let deadline = tokio::time::Instant::now() + config.drain;
-        reporter.set_not_serving::<Svc>().await;
-        reporter.set_not_serving::<ExtProcSvc>().await;
-        reporter.set_service_status("", ServingStatus::NotServing).await;
-        // No new connection; a Unix socket's file goes with it.
-        drop(listener);
-        reloads.abort();
-        keeper.abort();
-        reporter
-            .set_service_status(memory::HEALTH_SERVICE, ServingStatus::NotServing)
-            .await;
-        let _ = drain_tx.send(true);
-        let open_connections = || (limits.max_connections as usize).saturating_sub(slots.available_permits());
-        // Assembler calls not yet answered (streams end themselves on the
-        // drain), and work in progress.
-        let busy = || calls.open() + admission.in_flight();
-        match tokio::time::timeout_at(deadline, drained(busy, open_connections)).await {
-            Ok(0) => info!("drained cleanly"),
-            Ok(streams) => info!(
-                connections = streams,
-                "drained: calls answered; connections holding only health or reflection streams closed"
-            ),
-            Err(_) => {
-                let abandoned = calls.open();
-                // Each call not yet answered is answered UNAVAILABLE; the
-                // answers get a moment to reach their clients.
-                let _ = abandon_tx.send(true);
-                let flushed = tokio::time::timeout(ABANDON_FLUSH, async {
-                    while calls.open() > 0 {
-                        tokio::time::sleep(DRAIN_POLL).await;
-                    }
-                })
-                .await
-                .is_ok();
-                warn!(
-                    grace_secs = config.drain.as_secs(),
-                    calls = abandoned,
-                    answered = flushed,
-                    "drain timed out: calls in flight abandoned and answered UNAVAILABLE"
-                );
-            }
-        }
-        // The render node stopped accepting on the drain signal; its
-        // connections close as they answer, within the same deadline.
-        if let Some(mut node) = render_node
-            && tokio::time::timeout_at(deadline, &mut node).await.is_err()
-        {
-            node.abort();
-            warn!("render node connections still open at the drain deadline: closed");
-        }
-        // The store closes within the drain deadline (at least a moment,
-        // for its last commit), never holding the exit.
-        let close_by = deadline.max(tokio::time::Instant::now() + STORE_CLOSE_MIN);
-        if !memories
-            .close_within(close_by.saturating_duration_since(tokio::time::Instant::now()))
-            .await
-        {
-            warn!("memory store did not close within the drain deadline: its connections are dropped");
-        }
-        if let Some(exporter) = exporter {
-            let flush_by = deadline.max(tokio::time::Instant::now() + TRACE_FLUSH_MIN);
-            if !exporter
-                .flush(flush_by.saturating_duration_since(tokio::time::Instant::now()))
-                .await
-            {
-                warn!("trace spans not exported within the drain deadline: dropped");
-            }
-        }
-        Ok(())
+        log_listening(&listener, &config);
+        Ok(Running {
+            acceptor: Acceptor::new(conn, tls, limits.max_connections, drain_rx),
+            listener,
+            config,
+            reporter,
+            tasks: [reloads, keeper],
+            draining: drain_tx,
+            abandon: abandon_tx,
+            calls,
+            admission,
+            render_node,
+            memories,
+            exporter,
+        })
     }
 }
 
-/// Resolves once every connection has closed (0), or once nothing has been
-/// `busy` for [`FLUSH_GRACE`] while connections with only long-lived streams
-/// remain (their number).
-async fn drained(busy: impl Fn() -> usize, open_connections: impl Fn() -> usize) -> usize {
-    let mut quiet_since: Option<std::time::Instant> = None;
-    loop {
-        let connections = open_connections();
-        if connections == 0 {
-            return 0;
+/// A server accepting connections, and what its drain takes down.
+struct Running {
+    acceptor: Acceptor,
+    listener: Listener,
+    config: Arc<ServerConfig>,
+    reporter: HealthReporter,
+    /// SIGHUP reloads and the memory store's keeper.
+    tasks: [JoinHandle<()>; 2],
+    /// Set once shutdown is requested: no new calls, connections finish.
+    draining: watch::Sender<bool>,
+    /// Set once the drain deadline has run out (see `conn`).
+    abandon: watch::Sender<bool>,
+    calls: Calls,
+    admission: Admission,
+    render_node: Option<JoinHandle<()>>,
+    memories: Arc<Memories>,
+    exporter: Option<Exporter>,
+}
+
+impl Running {
+    /// Reports NOT_SERVING, stops accepting and drains under the deadline.
+    async fn drain(self) {
+        info!("shutdown requested: NOT_SERVING, no new connections, draining");
+        let deadline = tokio::time::Instant::now() + self.config.drain;
+        report_health(&self.reporter, ServingStatus::NotServing).await;
+        // No new connection; a Unix socket's file goes with it.
+        drop(self.listener);
+        for task in &self.tasks {
+            task.abort();
         }
-        if busy() == 0 {
-            let since = *quiet_since.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() >= FLUSH_GRACE {
-                return connections;
-            }
-        } else {
-            quiet_since = None;
-        }
-        tokio::time::sleep(DRAIN_POLL).await;
+        self.reporter
+            .set_service_status(memory::HEALTH_SERVICE, ServingStatus::NotServing)
+            .await;
+        let _ = self.draining.send(true);
+        // Assembler calls not yet answered (streams end themselves on the
+        // drain), and work in progress.
+        let busy = || self.calls.open() + self.admission.in_flight();
+        let open_connections = || self.acceptor.open();
+        let grace = self.config.drain;
+        drain::calls(
+            deadline,
+            grace,
+            &self.calls,
+            busy,
+            open_connections,
+            &self.abandon,
+        )
+        .await;
+        drain::render_node(deadline, self.render_node).await;
+        drain::close_store(deadline, &self.memories).await;
+        drain::flush_traces(deadline, self.exporter.as_ref()).await;
     }
+}
+
+/// Starts the OTLP trace exporter, if configured.
+fn start_exporter(config: &ServerConfig) -> Result<Option<Exporter>, ServeError> {
+    let Some(settings) = &config.tracing else {
+        return Ok(None);
+    };
+    info!(
+        endpoint = %settings.endpoint,
+        service_name = %settings.service_name,
+        "exporting trace spans over OTLP"
+    );
+    Exporter::start(settings).map(Some).map_err(ServeError::Tracing)
+}
+
+/// Serves the Prometheus endpoint on `listener`.
+fn spawn_metrics(listener: TcpListener, handle: &PrometheusHandle) {
+    info!(
+        addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+        "metrics listening"
+    );
+    tokio::spawn(metrics_http::serve_metrics(listener, handle.clone()));
+}
+
+/// Reports `status` for the Assembler service, the processor and the
+/// server as a whole.
+async fn report_health(reporter: &HealthReporter, status: ServingStatus) {
+    reporter
+        .set_service_status(<AssemblerSvc as NamedService>::NAME, status)
+        .await;
+    reporter
+        .set_service_status(<ExtProcSvc as NamedService>::NAME, status)
+        .await;
+    reporter.set_service_status("", status).await;
+}
+
+/// Server reflection, v1 and v1alpha, over our descriptors and health's.
+fn reflection() -> Result<
+    (
+        v1::ServerReflectionServer<impl v1::ServerReflection>,
+        v1alpha::ServerReflectionServer<impl v1alpha::ServerReflection>,
+    ),
+    ServeError,
+> {
+    let v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServeError::Reflection(e.to_string()))?;
+    let v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(|e| ServeError::Reflection(e.to_string()))?;
+    Ok((v1, v1alpha))
+}
+
+/// The gateway's fitter, shared by the processor and the HTTP fit
+/// endpoints.
+fn fitter(
+    config: &ServerConfig,
+    assembler: &Arc<Assembler>,
+    memories: &Arc<Memories>,
+    admission: &Admission,
+) -> Fitter {
+    let limits = config.limits;
+    Fitter::new(
+        assembler.clone(),
+        Flow::new(assembler.clone(), memories.clone()),
+        admission.clone(),
+        gateway::Settings {
+            max_body_bytes: limits.max_request_bytes as usize,
+            refuse_malformed: config.gateway.refuse_malformed,
+            refuse_unknown_model: config.gateway.refuse_unknown_model,
+            refuse_overloaded: config.gateway.refuse_overloaded,
+            cache_markers: config.gateway.cache_markers,
+            prompt_cache_key: config.gateway.prompt_cache_key,
+            max_turns: limits.max_items as usize,
+        },
+    )
+}
+
+/// Serves the render node (and the HTTP fit endpoints) on `listener` until
+/// the drain.
+fn spawn_render_node(
+    listener: Listener,
+    assembler: &Arc<Assembler>,
+    admission: &Admission,
+    fitter: &Fitter,
+    drain: &watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    info!(addr = %listener.shown(), "render node listening");
+    tokio::spawn(render_node::serve(
+        listener,
+        assembler.clone(),
+        admission.clone(),
+        Arc::new(FitRoutes::new(fitter.clone())),
+        drain.clone(),
+    ))
+}
+
+/// The Assembler service, its messages bounded.
+fn assembler_service(
+    config: &ServerConfig,
+    assembler: &Arc<Assembler>,
+    memories: &Arc<Memories>,
+    admission: &Admission,
+    authority: &Authority,
+) -> AssemblerSvc {
+    let limits = config.limits;
+    let service = AssemblerService::new(assembler.clone(), admission.clone())
+        .with_memories(memories.clone())
+        .with_authority(authority.clone());
+    AssemblerSvc::new(service)
+        // A backstop behind the gate (which answers first, with
+        // RESOURCE_EXHAUSTED). Responses echo the request, escaped (at
+        // most 5 bytes for 1), plus the report: bounded all the same.
+        .max_decoding_message_size(limits.max_request_bytes as usize)
+        .max_encoding_message_size(max_response_bytes(limits.max_request_bytes))
+}
+
+/// The readiness latch: SERVING once every vocabulary is loaded.
+fn spawn_readiness_latch(assembler: Arc<Assembler>, reporter: HealthReporter) {
+    tokio::spawn(async move {
+        match tokio::task::spawn_blocking(move || assembler.warm()).await {
+            Ok(()) => {
+                report_health(&reporter, ServingStatus::Serving).await;
+                info!("tokenizers loaded: serving");
+            }
+            Err(e) => warn!(err = %e, "tokenizer warm-up failed: staying NOT_SERVING"),
+        }
+    });
+}
+
+/// The HTTP/2 settings of every gRPC connection.
+fn http2() -> hyper::server::conn::http2::Builder<TokioExecutor> {
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2
+        .timer(TokioTimer::new())
+        .initial_stream_window_size(HTTP2_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(HTTP2_CONNECTION_WINDOW_BYTES)
+        .max_frame_size(HTTP2_MAX_FRAME_BYTES)
+        .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS)
+        .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_ACCEPT_RESET_STREAMS)
+        .keep_alive_interval(HTTP2_KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
+    http2
+}
+
+/// Logs the gRPC listener and how it is secured.
+fn log_listening(listener: &Listener, config: &ServerConfig) {
+    info!(
+        addr = %listener.shown(),
+        tls = config.tls.is_some(),
+        mutual_tls = config.tls.as_ref().is_some_and(|t| t.mutual),
+        auth_clients = config.auth.clients.len(),
+        "gRPC listening"
+    );
 }
