@@ -18,7 +18,6 @@ const MAX_FN_LINES: usize = 80;
 /// list (the failure message prints the list as it stands).
 const FILES_OVER: &[(&str, usize)] = &[
     ("assemble/allocate.rs", 748),
-    ("gateway/ext_proc.rs", 623),
     ("tokens/tokenizer.rs", 867),
 ];
 
@@ -34,18 +33,6 @@ const FNS_OVER: &[(&str, &str, usize)] = &[
     ("assemble/layout.rs", "plan", 167),
     ("assemble/report.rs", "decisions", 117),
     ("assemble/validate.rs", "validate", 213),
-    ("config/catalog.rs", "model_table", 161),
-    ("config/catalog.rs", "policy", 96),
-    ("config/validate.rs", "memory", 94),
-    ("gateway/chat.rs", "parse", 92),
-    ("gateway/fit.rs", "fit_inner", 87),
-    ("gateway/fit.rs", "splice", 81),
-    ("gateway/http.rs", "respond", 81),
-    ("gateway/messages.rs", "parse", 81),
-    ("gateway/messages.rs", "blocks", 82),
-    ("gateway/responses.rs", "parse", 160),
-    ("grpc/convert.rs", "try_from", 90),
-    ("server/mod.rs", "serve", 276),
     ("telemetry/metrics/describe.rs", "describe", 233),
     ("tokens/hf/fast.rs", "of", 81),
     ("tokens/hf.rs", "load", 125),
