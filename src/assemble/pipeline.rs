@@ -67,19 +67,6 @@ pub(super) struct PartFacts {
     pub item: Option<(usize, usize)>,
 }
 
-/// What the parts' tokens are made of besides the units' costs.
-#[derive(Debug, Clone, Copy)]
-struct PartCosts {
-    /// Opening the context message and the summary message.
-    overheads: [u32; 2],
-    /// The summary of compacted turns, when one is kept.
-    turn_summary: u32,
-    /// The query's message.
-    query: u32,
-    /// The tools' share.
-    tools: u32,
-}
-
 /// A prompt as its chat template renders it: the messages' tokens, and what
 /// the tools add to them.
 struct Rendered {
@@ -91,12 +78,10 @@ struct Rendered {
 struct Sized {
     /// The static prefix's key.
     prefix: PrefixKey,
-    /// Tokens of the static prefix's messages.
-    static_tokens: u32,
-    /// The tools' share, and whether it is exact.
-    tools_tokens: u32,
-    tools_exact: bool,
-    /// Whether the prefix's facts were cached.
+    /// The static prefix's facts: its messages' and the tools' tokens, its
+    /// volatile values.
+    facts: PrefixFacts,
+    /// Whether they were cached.
     prefix_hit: bool,
     /// The query's message.
     query_tokens: u32,
@@ -274,10 +259,10 @@ impl<'a> Pipeline<'a> {
     /// and windowed, units compacted before they are dropped; an overflow
     /// of what may never be cut is the request's error.
     fn allot(&mut self, sized: &Sized) -> Result<Allotted, AssembleError> {
-        let base = u64::from(sized.static_tokens)
+        let base = u64::from(sized.facts.tokens)
             + u64::from(sized.query_tokens)
             + u64::from(self.counter.tok.priming_tokens())
-            + u64::from(sized.tools_tokens);
+            + u64::from(sized.facts.tools_tokens);
         let mut shrinker = Shrinker::new(&self.counter, self.measurement(), self.policy);
         let window = self.policy.window(self.budget.input);
         let lighten = Some(self.policy.clear_at_least(self.budget.input));
@@ -291,8 +276,8 @@ impl<'a> Pipeline<'a> {
             &mut shrinker,
         );
         let parts = Needs {
-            static_prefix: u64::from(sized.static_tokens),
-            tools: u64::from(sized.tools_tokens),
+            static_prefix: u64::from(sized.facts.tokens),
+            tools: u64::from(sized.facts.tools_tokens),
             query: u64::from(sized.query_tokens),
             framing: u64::from(self.counter.tok.priming_tokens()),
             blocks: Vec::new(),
@@ -336,20 +321,19 @@ impl<'a> Pipeline<'a> {
     ) -> RunOutput {
         let Sized {
             prefix,
-            static_tokens,
-            tools_tokens,
-            tools_exact,
+            facts,
             prefix_hit,
             plans,
             ..
         } = sized;
+        let static_tokens = facts.tokens;
         // The tools are reserved from the budget but are not messages.
         let (total, tools_tokens) = match rendered {
             // What the engine bills: the messages, and what the tools add.
             Some(r) => (r.messages, r.tools),
             None => (
-                saturating_u32(alloc.used.saturating_sub(u64::from(tools_tokens))),
-                tools_tokens,
+                saturating_u32(alloc.used.saturating_sub(u64::from(facts.tools_tokens))),
+                facts.tools_tokens,
             ),
         };
         let mut warnings = std::mem::take(&mut self.warnings);
@@ -365,7 +349,7 @@ impl<'a> Pipeline<'a> {
             output_reserve: self.budget.output_reserve,
             context_window: self.spec.context_window,
             tools_tokens,
-            tools_exact,
+            tools_exact: facts.tools_exact,
             sources: Sources::all(total, self.counter.tok.is_exact()),
         };
         let cache = CacheInfo {

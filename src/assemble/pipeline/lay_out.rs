@@ -1,9 +1,9 @@
 //! The lay-out step of a run: the messages ordered for attention and
 //! caches, the hints, and the prompt's parts with their tokens.
 
-use super::super::allocate::{Allocation, BlockPlan, Carrier};
+use super::super::allocate::{Allocation, Carrier};
 use super::super::layout;
-use super::{Laid, PartCosts, PartFacts, Pipeline, Sized};
+use super::{Laid, PartFacts, Pipeline, Sized};
 use crate::prompt::PartKind;
 use crate::prompt_cache::hints;
 use crate::prompt_cache::prefix::SEGMENTS_APART;
@@ -39,34 +39,28 @@ impl Pipeline<'_> {
                 tools: self.tools.len(),
                 last_turn,
                 prefix_hash: &sized.prefix.hex,
-                prefix_tokens: sized.static_tokens,
+                prefix_tokens: sized.facts.tokens,
                 stable_tokens: stable_tokens(sized, alloc, last_turn.is_some()),
-                tools_tokens: sized.tools_tokens,
+                tools_tokens: sized.facts.tools_tokens,
             },
         );
-        let parts = self.part_facts(
-            &part_refs,
-            &sized.plans,
-            alloc,
-            PartCosts {
-                overheads: sized.overheads,
-                turn_summary: alloc.summary.as_ref().map_or(0, |s| s.cost),
-                query: sized.query_tokens,
-                tools: sized.tools_tokens,
-            },
-        );
+        let parts = self.part_facts(&part_refs, sized, alloc);
         Laid { plan, parts, hints }
     }
 
-    /// The parts of the laid-out prompt with their tokens, tools first.
-    fn part_facts(
-        &self,
-        refs: &[layout::PartRef],
-        plans: &[BlockPlan],
-        alloc: &Allocation,
-        costs: PartCosts,
-    ) -> Vec<PartFacts> {
-        let facts = self.prefix_lookup.map(|(f, _)| f).unwrap_or_default();
+    /// The parts of the laid-out prompt with their tokens, tools first: a
+    /// message's under the chat formula, a context unit's share of the
+    /// context message (the first also carries the message's own overhead),
+    /// the tools' share.
+    fn part_facts(&self, refs: &[layout::PartRef], sized: &Sized, alloc: &Allocation) -> Vec<PartFacts> {
+        let Sized {
+            facts,
+            plans,
+            overheads,
+            query_tokens,
+            ..
+        } = sized;
+        let turn_summary = alloc.summary.as_ref().map_or(0, |s| s.cost);
         let unit_cost = |b: usize, u: usize| alloc.costs.get(b).and_then(|c| c.get(u)).copied().unwrap_or(0);
         let mut out = Vec::with_capacity(refs.len() + 1);
         if !self.tools.is_empty() {
@@ -79,7 +73,7 @@ impl Pipeline<'_> {
                 kind: PartKind::Tools,
                 at: None,
                 hash: h.digest(),
-                tokens: costs.tools,
+                tokens: facts.tools_tokens,
                 message_index: 0,
                 volatile: false,
                 item: None,
@@ -109,9 +103,7 @@ impl Pipeline<'_> {
                         .flat_map(|(_, c)| c)
                         .fold(0, |a, &c| a.saturating_add(c));
                     (
-                        costs.overheads[1]
-                            .saturating_add(units)
-                            .saturating_add(costs.turn_summary),
+                        overheads[1].saturating_add(units).saturating_add(turn_summary),
                         false,
                     )
                 }
@@ -119,12 +111,12 @@ impl Pipeline<'_> {
                     let opened = if std::mem::replace(&mut context_opened, true) {
                         0
                     } else {
-                        costs.overheads[0]
+                        overheads[0]
                     };
                     (unit_cost(block, unit).saturating_add(opened), false)
                 }
                 layout::PartAt::Unit { block, unit } => (unit_cost(block, unit), false),
-                layout::PartAt::Query => (costs.query, false),
+                layout::PartAt::Query => (*query_tokens, false),
             };
             out.push(PartFacts {
                 kind: r.kind,
@@ -145,7 +137,7 @@ impl Pipeline<'_> {
 /// after them (layout's order; the context message after them).
 fn stable_tokens(sized: &Sized, alloc: &Allocation, turns: bool) -> u32 {
     if !turns {
-        return sized.static_tokens;
+        return sized.facts.tokens;
     }
     let of = |slot: Carrier| -> u64 {
         sized
@@ -164,5 +156,5 @@ fn stable_tokens(sized: &Sized, alloc: &Allocation, turns: bool) -> u32 {
     } else {
         0
     };
-    saturating_u32(u64::from(sized.static_tokens) + opened + summary + of(Carrier::Own))
+    saturating_u32(u64::from(sized.facts.tokens) + opened + summary + of(Carrier::Own))
 }

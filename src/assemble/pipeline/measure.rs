@@ -19,7 +19,7 @@ impl Pipeline<'_> {
     /// The measure step: the static prefix's facts (looked up or counted),
     /// the query's tokens, and every block filtered, grouped and measured.
     pub(super) fn size(&mut self, prefix: PrefixKey) -> Result<Sized, AssembleError> {
-        let (static_tokens, (tools_tokens, tools_exact), prefix_hit) = self.static_tokens(&prefix);
+        let (facts, prefix_hit) = self.prefix_facts(&prefix);
         let query_tokens = if self.req.no_query {
             0
         } else {
@@ -31,9 +31,7 @@ impl Pipeline<'_> {
         self.end_phase(metrics::PHASE_TOKENIZE);
         Ok(Sized {
             prefix,
-            static_tokens,
-            tools_tokens,
-            tools_exact,
+            facts,
             prefix_hit,
             query_tokens,
             plans,
@@ -55,7 +53,7 @@ impl Pipeline<'_> {
     /// The cache is partitioned by `cache_salt`: a prefix another tenant
     /// (another salt) brought is a miss, so `prefix_cache_hit` never tells
     /// one caller what system prompt another used.
-    fn static_tokens(&mut self, prefix: &PrefixKey) -> (u32, (u32, bool), bool) {
+    fn prefix_facts(&mut self, prefix: &PrefixKey) -> (PrefixFacts, bool) {
         let key = prefix.cache_key(self.counter.tok, &self.req.cache_salt);
         let cached = self
             .counter
@@ -93,7 +91,7 @@ impl Pipeline<'_> {
         let (facts, hit) = counted.unwrap_or((PrefixFacts::default(), false));
         self.prefix_lookup = Some((facts, hit));
         self.warnings.extend(facts.warning(&self.req.static_segments));
-        (facts.tokens, (facts.tools_tokens, facts.tools_exact), hit)
+        (facts, hit)
     }
 
     /// Bytes of the static segments and tool definitions: what counting the
