@@ -13,8 +13,9 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use super::chat::{self, Framing};
+pub use super::encoding::Encoding;
 use super::estimate::{Features, Snapshot};
+use super::framing::{self, Framing};
 use super::hf::HfModel;
 use super::pretok;
 use super::singles::Singles;
@@ -22,32 +23,9 @@ use super::template::{ChatMessage, TemplateError};
 use super::tools::{ToolsFormula, openai_tools_tokens};
 use crate::vocab::{Role, saturating_u32};
 
-/// A public BPE encoding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Encoding {
-    /// gpt-4, gpt-3.5-turbo.
-    Cl100kBase,
-    /// gpt-4o, gpt-4.1, o-series, gpt-5.
-    O200kBase,
-}
-
+// How an encoding counts: its vocabulary, pre-tokenizer and BPE, and the
+// tables built from them once.
 impl Encoding {
-    /// Every encoding.
-    pub const ALL: [Encoding; 2] = [Encoding::Cl100kBase, Encoding::O200kBase];
-
-    /// The encoding's name as OpenAI spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Encoding::Cl100kBase => "cl100k_base",
-            Encoding::O200kBase => "o200k_base",
-        }
-    }
-
-    /// Parses an encoding name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Encoding::ALL.into_iter().find(|e| e.name() == name)
-    }
-
     fn bpe(self) -> &'static bpe_openai::Tokenizer {
         match self {
             Encoding::Cl100kBase => bpe_openai::cl100k_base(),
@@ -372,7 +350,7 @@ impl Tokenizer {
     /// The exact tokenizer of a loaded model folder; messages without a
     /// chat template cost their content plus `message_overhead` tokens.
     pub fn hf(model: Arc<HfModel>, message_overhead: u32) -> Self {
-        let framing = chat::Framing::of(&model, message_overhead);
+        let framing = Framing::of(&model, message_overhead);
         Tokenizer::new(Kind::Hf(model, Arc::new(framing)), 0)
     }
 
@@ -673,7 +651,7 @@ impl Tokenizer {
                 Role::System => f.system,
                 _ => f.message,
             },
-            Kind::Bpe(e) => chat::MESSAGE_OVERHEAD_TOKENS
+            Kind::Bpe(e) => framing::MESSAGE_OVERHEAD_TOKENS
                 .saturating_add(self.with_margin(u64::from(e.role_tokens()[role as usize]))),
             Kind::Hf(_, f) => f.frames[role as usize],
         }
@@ -683,10 +661,10 @@ impl Tokenizer {
     /// rendering that holds it (opening the prompt when `first`), for a
     /// model folder whose template sets it in a piece of its own: the
     /// message then costs [`Tokenizer::glued_message_tokens`] of the count of
-    /// [`chat::Glue::piece`], exactly (see [`chat::Glue`]). `None` for
+    /// [`framing::Glue::piece`], exactly (see [`framing::Glue`]). `None` for
     /// OpenAI's formula, a folder without a template, or a role the
     /// template frames otherwise.
-    pub fn glue(&self, role: Role, first: bool) -> Option<&chat::Glue> {
+    pub fn glue(&self, role: Role, first: bool) -> Option<&framing::Glue> {
         match &self.kind {
             Kind::Hf(_, f) => f.glue(role, first),
             Kind::Bpe(_) => None,
@@ -711,15 +689,15 @@ impl Tokenizer {
     /// default system header).
     pub fn priming_tokens(&self) -> u32 {
         match &self.kind {
-            Kind::Bpe(_) => self.frames.map_or(chat::REPLY_PRIMING_TOKENS, |f| f.priming),
+            Kind::Bpe(_) => self.frames.map_or(framing::REPLY_PRIMING_TOKENS, |f| f.priming),
             Kind::Hf(_, f) => f.priming,
         }
     }
 
     /// How messages must be laid out for this model's template.
-    pub fn layout_rules(&self) -> chat::LayoutRules {
+    pub fn layout_rules(&self) -> framing::LayoutRules {
         match &self.kind {
-            Kind::Bpe(_) => chat::LayoutRules::default(),
+            Kind::Bpe(_) => framing::LayoutRules::default(),
             Kind::Hf(_, f) => f.rules,
         }
     }
