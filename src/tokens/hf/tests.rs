@@ -2,6 +2,7 @@ use super::fixture::{self, ALTERNATING, CHATML};
 use super::*;
 use crate::tokens::Tokenizer;
 use crate::tokens::framing::{Framing, LayoutRules};
+use crate::tokens::template::ChatMessage;
 use crate::vocab::Role;
 use proptest::strategy::Strategy as _;
 
