@@ -19,9 +19,9 @@ pub struct MeasuredFrames {
     pub system: u32,
 }
 
-/// A content-aware estimate ([`super::estimate`]) as one request counts
-/// with it: a tokenizer generation's calibrated coefficients and error,
-/// frozen, so that every text of the request is estimated alike. A text
+/// A content-aware estimate ([`crate::tokens::estimate`]) as one request
+/// counts with it: a tokenizer generation's calibrated coefficients and
+/// error, frozen, so that every text of the request is estimated alike. A text
 /// costs [`Snapshot::budget_tokens`] of its [`Features`]: the estimate
 /// raised by the generation's recent 99th percentile error.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,8 +7,8 @@
 /// says whether it is not whitespace, computed for the eight at once
 /// without carries between them, and a run starts at a set bit of an ASCII
 /// byte whose byte before (the word before's last byte carried in) is
-/// clear (see [`Tokenizer::surely_over`] for why ASCII). Stops in the word
-/// where the count passes the limit.
+/// clear (see [`super::Tokenizer::surely_over`] for why ASCII). Stops in
+/// the word where the count passes the limit.
 pub(super) fn runs_past(bytes: &[u8], limit: u32) -> bool {
     const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
     const TOP: u64 = 0x8080_8080_8080_8080;
