@@ -15,37 +15,23 @@
 //! once they agree with it on awkward samples at load; any other folder is
 //! counted by the reference and named in one warning, at load or at its
 //! first count (how one joins the fast path: `fast`'s module doc).
+//!
+//! Reading and checking a folder's files is `load`'s; here, counting,
+//! encoding and cutting with the folder once loaded.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use self::fast::FastCount;
 use self::pieces::PieceCount;
 pub use self::split::Piece;
 use self::split::Splitter;
-use super::template::{ChatMessage, ChatTemplate, TemplateError};
+use super::template::ChatTemplate;
 use crate::vocab::saturating_u32;
 
-/// The tokenizer model types counted here (the LLM vocabularies: byte-level
-/// and SentencePiece BPE, SentencePiece Unigram).
-const MODEL_TYPES: [&str; 2] = ["BPE", "Unigram"];
-/// The largest `tokenizer.json` read (Gemma 3's is 33 MB).
-const MAX_TOKENIZER_BYTES: u64 = 256 * 1024 * 1024;
-/// The largest `tokenizer_config.json` or `chat_template.jinja` read.
-const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
 /// What breaks a special token's spelling: a word joiner, invisible and
 /// without meaning, which no special token of the supported families holds.
 pub const NEUTRALIZER: char = '\u{2060}';
-/// The named special tokens `transformers` hands a chat template.
-const SPECIAL_NAMES: [&str; 7] = [
-    "bos_token",
-    "eos_token",
-    "unk_token",
-    "sep_token",
-    "pad_token",
-    "cls_token",
-    "mask_token",
-];
 
 /// Why a model folder cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -107,163 +93,7 @@ impl std::fmt::Debug for HfModel {
     }
 }
 
-fn read(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
-    let err = |reason: String| LoadError::Read {
-        path: path.to_owned(),
-        reason,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(err("not a file".to_owned()));
-    }
-    if meta.len() > max {
-        return Err(err(format!("larger than {max} bytes")));
-    }
-    std::fs::read(path).map_err(|e| err(e.to_string()))
-}
-
-/// A special token as `tokenizer_config.json` writes it: a string, or an
-/// added-token object with its `content`.
-fn token_text(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Object(o) => o.get("content")?.as_str().map(str::to_owned),
-        _ => None,
-    }
-}
-
 impl HfModel {
-    /// Loads and checks the folder `dir`: `tokenizer.json` must parse as a
-    /// tokenizer of a supported model type; `tokenizer_config.json` is
-    /// optional, and so is its template (`chat_template.jinja` wins over the
-    /// config's `chat_template`, as in `transformers`); a template must
-    /// compile and render a one-message conversation.
-    pub fn load(dir: &Path) -> Result<Self, LoadError> {
-        let malformed = |path: &Path, reason: String| LoadError::Malformed {
-            path: path.to_owned(),
-            reason,
-        };
-        let meta = std::fs::metadata(dir).map_err(|e| LoadError::Read {
-            path: dir.to_owned(),
-            reason: e.to_string(),
-        })?;
-        if !meta.is_dir() {
-            return Err(LoadError::Read {
-                path: dir.to_owned(),
-                reason: "not a folder".to_owned(),
-            });
-        }
-        let tok_path = dir.join("tokenizer.json");
-        let tok_bytes = read(&tok_path, MAX_TOKENIZER_BYTES)?;
-        let tok_json = serde_json::from_slice::<serde_json::Value>(&tok_bytes)
-            .map_err(|e| malformed(&tok_path, format!("not JSON: {e}")))?;
-        let model_type = tok_json
-            .pointer("/model/type")
-            .and_then(|t| t.as_str().map(str::to_owned))
-            .ok_or_else(|| malformed(&tok_path, "no model.type".to_owned()))?;
-        if !MODEL_TYPES.contains(&model_type.as_str()) {
-            return Err(malformed(
-                &tok_path,
-                format!("tokenizer model type {model_type:?} is not supported (BPE or Unigram)"),
-            ));
-        }
-        let tokenizer = tokenizers::Tokenizer::from_bytes(&tok_bytes)
-            .map_err(|e| malformed(&tok_path, format!("not a tokenizer: {e}")))?;
-        let (fast, slow) = Fast::checked(&tok_json, &tokenizer);
-        let affixes = fast.as_ref().and_then(|_| special_affixes(&tokenizer));
-        let splitter = Splitter::of(&tok_json);
-        drop(tok_json);
-
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(b"hf-folder/v1\0");
-        hasher.update(&(tok_bytes.len() as u64).to_le_bytes());
-        hasher.update(&tok_bytes);
-        drop(tok_bytes);
-
-        let cfg_path = dir.join("tokenizer_config.json");
-        let config: serde_json::Value = if cfg_path.exists() {
-            let bytes = read(&cfg_path, MAX_CONFIG_BYTES)?;
-            hasher.update(&(bytes.len() as u64).to_le_bytes());
-            hasher.update(&bytes);
-            serde_json::from_slice(&bytes).map_err(|e| malformed(&cfg_path, format!("not JSON: {e}")))?
-        } else {
-            hasher.update(&u64::MAX.to_le_bytes());
-            serde_json::Value::Null
-        };
-        let jinja_path = dir.join("chat_template.jinja");
-        let source = if jinja_path.exists() {
-            let bytes = read(&jinja_path, MAX_CONFIG_BYTES)?;
-            hasher.update(&(bytes.len() as u64).to_le_bytes());
-            hasher.update(&bytes);
-            Some(String::from_utf8(bytes).map_err(|_| malformed(&jinja_path, "not UTF-8".to_owned()))?)
-        } else {
-            template_source(&config).map_err(|reason| malformed(&cfg_path, reason))?
-        };
-        let template_path = if jinja_path.exists() {
-            jinja_path
-        } else {
-            cfg_path.clone()
-        };
-        let specials_named: Vec<(String, String)> = SPECIAL_NAMES
-            .iter()
-            .filter_map(|&k| Some((k.to_owned(), token_text(config.get(k)?)?)))
-            .collect();
-        let template = source
-            .map(|s| {
-                let t = ChatTemplate::new(&s, specials_named)?;
-                t.render(&[ChatMessage::new("user", "Hi")], None, true)?;
-                Ok::<_, TemplateError>(t)
-            })
-            .transpose()
-            .map_err(|e| malformed(&template_path, format!("chat template: {e}")))?;
-
-        let vocab = tokenizer.get_vocab(true);
-        let longest_token = vocab.keys().map(String::len).max().unwrap_or(1).max(1);
-        // The texts that can forge a turn: the special tokens, and the
-        // added tokens the template itself writes (DeepSeek's `<｜User｜>`,
-        // Qwen's `<tool_call>` are added but not special).
-        let emitted = template.as_ref().map(emitted_text).unwrap_or_default();
-        let mut specials: Vec<String> = tokenizer
-            .get_added_tokens_decoder()
-            .into_values()
-            .filter(|t| !t.content.is_empty() && (t.special || emitted.contains(&t.content)))
-            .map(|t| t.content)
-            .collect();
-        specials.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        specials.dedup();
-        let finder = aho_corasick::AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-            .build(&specials)
-            .map_err(|e| malformed(&tok_path, format!("special tokens: {e}")))?;
-        let name = dir
-            .canonicalize()
-            .ok()
-            .as_deref()
-            .unwrap_or(dir)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".to_owned());
-        let model = HfModel {
-            name,
-            tokenizer,
-            template,
-            digest: *hasher.finalize().as_bytes(),
-            longest_token,
-            specials,
-            finder,
-            fast,
-            affixes,
-            splitter,
-            slow: slow.map(|why| (why, std::sync::Once::new())),
-        };
-        // A reload logs here; the first load of a process runs before its
-        // log is set up, and says it at the first count instead.
-        if tracing::dispatcher::get_default(|d| !d.is::<tracing::subscriber::NoSubscriber>()) {
-            model.say_slow();
-        }
-        Ok(model)
-    }
-
     /// Logs once, as a warning naming the folder, that the reference
     /// tokenizer counts it (tens of times the fast path's CPU: an operator
     /// should know which folder, and why; `fast`'s module doc says how a
@@ -420,71 +250,12 @@ impl HfModel {
     }
 }
 
-/// What `template` writes around small conversations (with and without a
-/// tool, a tool result, a system message); conversations it refuses are
-/// left out.
-fn emitted_text(template: &ChatTemplate) -> String {
-    let msg = ChatMessage::new;
-    let tool = serde_json::json!({"type": "function", "function": {"name": "f", "description": "d",
-        "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}});
-    let probes: [&[ChatMessage<'_>]; 4] = [
-        &[msg("system", "s"), msg("user", "u")],
-        &[msg("user", "u"), msg("assistant", "a"), msg("user", "u")],
-        &[msg("user", "u"), msg("assistant", "a"), msg("tool", "t")],
-        &[msg("user", "u")],
-    ];
-    let mut out = String::new();
-    for p in probes {
-        for tools in [None, Some(std::slice::from_ref(&tool))] {
-            if let Ok(text) = template.render(p, tools, true) {
-                out.push_str(&text);
-                out.push('\n');
-            }
-        }
-    }
-    out
-}
-
-/// The template source in a `tokenizer_config.json`: its `chat_template`
-/// string, or from a list of named templates the one named `default`.
-fn template_source(config: &serde_json::Value) -> Result<Option<String>, String> {
-    match config.get("chat_template") {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-        Some(serde_json::Value::Array(list)) => list
-            .iter()
-            .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
-            .and_then(|t| t.get("template").and_then(|s| s.as_str()))
-            .map(|s| Some(s.to_owned()))
-            .ok_or_else(|| "chat_template is a list without a \"default\" template".to_owned()),
-        Some(_) => Err("chat_template is neither a string nor a list of templates".to_owned()),
-    }
-}
-
 /// The special tokens a tokenizer's post-processor adds around a single
 /// text's ids.
 #[derive(Debug, Default)]
 struct Affixes {
     before: Vec<u32>,
     after: Vec<u32>,
-}
-
-/// The ids `tokenizer` adds around a text with its special tokens, read
-/// off two samples (the same for both, or `None`: the reference adds them).
-fn special_affixes(tokenizer: &tokenizers::Tokenizer) -> Option<Affixes> {
-    let mut found: Option<(Vec<u32>, Vec<u32>)> = None;
-    for sample in ["a", "Hello, world!\n\n  12345"] {
-        let with = tokenizer.encode_fast(sample, true).ok()?;
-        let without = tokenizer.encode_fast(sample, false).ok()?;
-        let (with, without) = (with.get_ids(), without.get_ids());
-        let at = (0..=with.len().checked_sub(without.len())?).find(|&i| with[i..].starts_with(without))?;
-        let pair = (with[..at].to_vec(), with[at + without.len()..].to_vec());
-        if found.as_ref().is_some_and(|f| *f != pair) {
-            return None;
-        }
-        found = Some(pair);
-    }
-    found.map(|(before, after)| Affixes { before, after })
 }
 
 /// A fast count of one of the kinds recognised.
@@ -562,6 +333,7 @@ pub type SharedModel = Arc<HfModel>;
 mod fast;
 #[cfg(test)]
 pub(crate) mod fixture;
+mod load;
 mod pattern;
 mod pieces;
 mod split;

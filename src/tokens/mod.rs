@@ -2,6 +2,7 @@
 //! below every room that counts. It knows models, encodings and counts; it
 //! knows nothing of requests, blocks or gRPC.
 //!
+//! - [`encoding`]: the public BPE encodings by name.
 //! - [`tokenizer`]: exact BPE for public encodings, a model folder's own
 //!   tokenizer, or an estimate with a safety margin.
 //! - [`estimate`]: content-aware estimates for tokenizers that are not
@@ -21,11 +22,16 @@
 //!   function-calling formula).
 //! - [`chat`]: the chat formula (what a message and a reply cost besides
 //!   their content), written once.
+//! - [`framing`]: what a model's prompt costs besides its contents (OpenAI's
+//!   formula, a chat template's frames measured at load), below the
+//!   tokenizer that holds it.
 
 pub mod cache;
 pub mod chat;
 pub mod digest;
+pub mod encoding;
 pub mod estimate;
+pub mod framing;
 pub mod hf;
 pub mod models;
 pub mod pretok;
@@ -36,6 +42,7 @@ pub mod tokenizer;
 pub mod tools;
 
 pub use cache::{CountCache, MemoCache, Weigh};
+pub use encoding::Encoding;
 pub use models::{CacheSettings, ModelSpec, ModelTable};
 pub use template::{ChatMessage, Conversation, TemplateError};
-pub use tokenizer::{Encoding, Tokenizer};
+pub use tokenizer::Tokenizer;

@@ -28,7 +28,7 @@ use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap;
 
-use super::tokenizer::Encoding;
+use super::encoding::Encoding;
 
 /// `\p{L}`.
 const LETTER: u8 = 1;

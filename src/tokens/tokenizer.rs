@@ -2,252 +2,32 @@
 //! safety margin for models whose tokenizer is not public.
 //!
 //! Counting uses `bpe-openai`'s encoder rather than `tiktoken-rs`, after
-//! [`pretok`]'s hand-written pre-tokenizer (bpe-openai's regex split, without
-//! the regex engine): the same vocabularies and pieces, identical counts
-//! (proved against tiktoken-rs in the tests), linear time on pathological
-//! input (tiktoken-rs panics on 1 MB of spaces with o200k and is
-//! super-linear on long runs), and faster on prose and code. Content is
+//! [`super::pretok`]'s hand-written pre-tokenizer (bpe-openai's regex split,
+//! without the regex engine): the same vocabularies and pieces, identical
+//! counts (proved against tiktoken-rs in the tests), linear time on
+//! pathological input (tiktoken-rs panics on 1 MB of spaces with o200k and
+//! is super-linear on long runs), and faster on prose and code. Content is
 //! always ordinary text: special-token text such as `<|endoftext|>` is
 //! counted as the characters it is.
+//!
+//! Here: [`Tokenizer`], one model's counts and frames. Counting with a
+//! public encoding is `bpe`'s; what an estimate counts with besides its
+//! encoding, `estimated`'s; the run scan that proves a text too long
+//! without counting it, `runs`'s.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use super::chat::{self, Framing};
+use self::runs::runs_past;
+pub use super::encoding::Encoding;
 use super::estimate::{Features, Snapshot};
+use super::framing::{self, Framing};
 use super::hf::HfModel;
-use super::pretok;
-use super::singles::Singles;
 use super::template::{ChatMessage, TemplateError};
 use super::tools::{ToolsFormula, openai_tools_tokens};
 use crate::vocab::{Role, saturating_u32};
 
-/// A public BPE encoding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Encoding {
-    /// gpt-4, gpt-3.5-turbo.
-    Cl100kBase,
-    /// gpt-4o, gpt-4.1, o-series, gpt-5.
-    O200kBase,
-}
-
-impl Encoding {
-    /// Every encoding.
-    pub const ALL: [Encoding; 2] = [Encoding::Cl100kBase, Encoding::O200kBase];
-
-    /// The encoding's name as OpenAI spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Encoding::Cl100kBase => "cl100k_base",
-            Encoding::O200kBase => "o200k_base",
-        }
-    }
-
-    /// Parses an encoding name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Encoding::ALL.into_iter().find(|e| e.name() == name)
-    }
-
-    fn bpe(self) -> &'static bpe_openai::Tokenizer {
-        match self {
-            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
-            Encoding::O200kBase => bpe_openai::o200k_base(),
-        }
-    }
-
-    /// The pre-tokenizer's pieces of `text`: [`pretok`]'s hand-written
-    /// scan, the same pieces as bpe-openai's regex (which stays the
-    /// fallback should the class tables not build). The OpenAI encodings do
-    /// not normalize (bpe-openai's nfc is off for both, and its `normalize`
-    /// then returns the text as it is), so the text is split as given.
-    fn pieces(self, text: &str) -> Pieces<'_, impl Iterator<Item = &str>> {
-        match pretok::split(self, text) {
-            Some(pieces) => Pieces::Scan(pieces),
-            None => Pieces::Regex(self.bpe().split(text)),
-        }
-    }
-
-    /// Loads the vocabulary now rather than on the first request.
-    pub fn warm(self) {
-        let _ = self.role_tokens();
-        let _ = self.singles();
-    }
-
-    /// The bytes of every token of the vocabulary, in id order.
-    pub(crate) fn tokens(self) -> impl Iterator<Item = &'static [u8]> {
-        let bpe = &self.bpe().bpe;
-        (0..bpe.num_tokens()).map(|id| bpe.token_bytes(saturating_u32(id)))
-    }
-
-    /// The bytes of every token of the vocabulary, for the single-token
-    /// fast path of [`Encoding::count`].
-    pub(crate) fn singles(self) -> &'static Singles {
-        static CL100K: OnceLock<Singles> = OnceLock::new();
-        static O200K: OnceLock<Singles> = OnceLock::new();
-        let cell = match self {
-            Encoding::Cl100kBase => &CL100K,
-            Encoding::O200kBase => &O200K,
-        };
-        cell.get_or_init(|| Singles::new(self.tokens()))
-    }
-
-    /// Tokens of `text` as ordinary text: the pre-tokenizer's pieces, each
-    /// BPE-encoded, except that a piece which is itself a token of the
-    /// vocabulary is that one token (as the reference encoder, tiktoken, does
-    /// before it merges anything). Most pieces of prose and code are single
-    /// tokens, so most skip the encoder and its allocations.
-    fn count(self, text: &str) -> usize {
-        // Each splitter in a loop of its own: no dispatch per piece.
-        match pretok::split(self, text) {
-            Some(pieces) => self.count_pieces(text, pieces),
-            None => self.count_pieces(text, self.bpe().split(text)),
-        }
-    }
-
-    /// [`Encoding::count`] of `text` split into `pieces` (slices of it).
-    #[inline(always)]
-    fn count_pieces<'t>(self, text: &'t str, pieces: impl Iterator<Item = &'t str>) -> usize {
-        let tok = self.bpe();
-        let singles = self.singles();
-        pieces
-            .map(|piece| {
-                if singles.contains_in(text.as_bytes(), offset(text, piece), piece.len()) {
-                    1
-                } else {
-                    tok.bpe.count(piece.as_bytes())
-                }
-            })
-            .sum()
-    }
-
-    /// [`Encoding::count`] when it is at most `limit`, else `None`; stops
-    /// at the first piece that goes past the limit (the single-token fast
-    /// path included), so the work is bounded by what fits.
-    fn count_till_limit(self, text: &str, limit: usize) -> Option<usize> {
-        match pretok::split(self, text) {
-            Some(pieces) => self.count_pieces_till_limit(text, pieces, limit),
-            None => self.count_pieces_till_limit(text, self.bpe().split(text), limit),
-        }
-    }
-
-    /// [`Encoding::count_till_limit`] of `text` split into `pieces`.
-    #[inline(always)]
-    fn count_pieces_till_limit<'t>(
-        self,
-        text: &'t str,
-        mut pieces: impl Iterator<Item = &'t str>,
-        limit: usize,
-    ) -> Option<usize> {
-        let singles = self.singles();
-        pieces.try_fold(0usize, |used, piece| {
-            let room = limit.checked_sub(used)?;
-            Some(used + self.piece_within(singles, text, piece, room)?)
-        })
-    }
-
-    /// One pre-tokenizer piece's count when it is at most `room`, else
-    /// `None`, stopping past `room` (a long piece, a megabyte of blank lines,
-    /// costs what fits, not what it holds); a piece that is a token is one.
-    fn piece_within(self, singles: &Singles, text: &str, piece: &str, room: usize) -> Option<usize> {
-        if singles.contains_in(text.as_bytes(), offset(text, piece), piece.len()) {
-            Some(1).filter(|_| room > 0)
-        } else {
-            self.bpe().bpe.count_till_limit(piece.as_bytes(), room)
-        }
-    }
-
-    /// How many of the ascending byte offsets `ends` (each at a character
-    /// boundary of `text`) have an estimated prefix count `base + tokens of
-    /// text[..end]` at most `limit`, in one pass over the pieces of `text`
-    /// that stops past the limit. The pieces before an end are counted as
-    /// [`Encoding::count`] counts them; the piece an end splits adds its own
-    /// part's count (a long part: a quarter of its bytes). The count of the
-    /// prefix itself can differ by the last piece or two (the pre-tokenizer
-    /// looks one character ahead): an estimate for where to look first,
-    /// never an answer.
-    fn prefixes_within(self, text: &str, ends: &[usize], base: usize, limit: usize) -> usize {
-        // The pieces are slices of `text` itself, and their offsets are
-        // offsets into it.
-        let singles = self.singles();
-        // A piece's count, or `room + 1` once it is past `room`.
-        let piece_count = |piece: &str, room: usize| {
-            self.piece_within(singles, text, piece, room)
-                .unwrap_or(room.saturating_add(1))
-        };
-        let mut counted = base;
-        let mut next = 0;
-        for piece in self.pieces(text) {
-            let start = piece.as_ptr() as usize - text.as_ptr() as usize;
-            let end = start + piece.len();
-            while next < ends.len() && ends[next] <= end {
-                let part = &piece[..ends[next].saturating_sub(start).min(piece.len())];
-                let split = match part.len() {
-                    0 => 0,
-                    n if n == piece.len() => piece_count(piece, limit.saturating_sub(counted)),
-                    n if n <= 64 => piece_count(part, limit.saturating_sub(counted)),
-                    n => n / 4,
-                };
-                if counted + split > limit {
-                    return next;
-                }
-                next += 1;
-            }
-            counted += piece_count(piece, limit.saturating_sub(counted));
-            if counted > limit || next == ends.len() {
-                break;
-            }
-        }
-        next
-    }
-
-    /// The longest token's bytes: a text of `n` bytes is at least
-    /// `n / longest` tokens (rounded up), since each token covers at most
-    /// that many of its bytes.
-    fn longest_token(self) -> usize {
-        static CL100K: OnceLock<usize> = OnceLock::new();
-        static O200K: OnceLock<usize> = OnceLock::new();
-        let cell = match self {
-            Encoding::Cl100kBase => &CL100K,
-            Encoding::O200kBase => &O200K,
-        };
-        *cell.get_or_init(|| self.singles().longest().max(1))
-    }
-
-    /// Tokens of each role name, in [`Role::ALL`] order, counted once.
-    fn role_tokens(self) -> [u32; 4] {
-        static CL100K: OnceLock<[u32; 4]> = OnceLock::new();
-        static O200K: OnceLock<[u32; 4]> = OnceLock::new();
-        let cell = match self {
-            Encoding::Cl100kBase => &CL100K,
-            Encoding::O200kBase => &O200K,
-        };
-        *cell.get_or_init(|| Role::ALL.map(|r| saturating_u32(self.count(r.as_str()))))
-    }
-}
-
-/// Where `piece`, a slice of `text`, starts in it.
-#[inline(always)]
-fn offset(text: &str, piece: &str) -> usize {
-    (piece.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize)
-}
-
-/// Pieces from the hand-written pre-tokenizer, or from the regex.
-enum Pieces<'a, R> {
-    Scan(pretok::Pieces<'a>),
-    Regex(R),
-}
-
-impl<'a, R: Iterator<Item = &'a str>> Iterator for Pieces<'a, R> {
-    type Item = &'a str;
-
-    #[inline]
-    fn next(&mut self) -> Option<&'a str> {
-        match self {
-            Pieces::Scan(pieces) => pieces.next(),
-            Pieces::Regex(pieces) => pieces.next(),
-        }
-    }
-}
+pub use self::estimated::{ContentEstimate, MeasuredFrames};
 
 /// What a tokenizer counts with.
 #[derive(Clone)]
@@ -257,64 +37,6 @@ enum Kind {
     /// A model folder's own tokenizer and template, with what its messages
     /// cost besides their contents.
     Hf(Arc<HfModel>, Arc<Framing>),
-}
-
-/// What a provider's counting measured around the content of an estimated
-/// model's messages (its counting endpoint, with a few one-message
-/// requests): a prompt's fixed cost, and each message's by role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MeasuredFrames {
-    /// Once per prompt (its first message's frame less a further one's).
-    pub priming: u32,
-    /// Each message that is not a system prompt.
-    pub message: u32,
-    /// A system prompt.
-    pub system: u32,
-}
-
-/// A content-aware estimate ([`super::estimate`]) as one request counts
-/// with it: a tokenizer generation's calibrated coefficients and error,
-/// frozen, so that every text of the request is estimated alike. A text
-/// costs [`Snapshot::budget_tokens`] of its [`Features`]: the estimate
-/// raised by the generation's recent 99th percentile error.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ContentEstimate {
-    /// The tokenizer generation's label.
-    pub generation: Arc<str>,
-    /// Its calibrator's state when frozen.
-    pub snapshot: Snapshot,
-}
-
-impl ContentEstimate {
-    fn count(&self, text: &str) -> u32 {
-        self.snapshot.budget_tokens(&Features::of(text))
-    }
-
-    /// A lower bound of the count of any text holding `text` whole (a unit
-    /// rendered around it): joining texts merges at most one run (of
-    /// [`Features::RUNS`]) at each of the two joins.
-    fn count_within_any(&self, text: &str) -> u32 {
-        let c = &self.snapshot.coefficients.0;
-        let merged = 2.0 * Features::RUNS.iter().map(|&i| c[i]).fold(0.0, f64::max);
-        let estimate = self.snapshot.coefficients.estimate(&Features::of(text)) - merged;
-        Snapshot::budget_of(estimate, self.snapshot.least_factor())
-    }
-
-    /// The most bytes a text counting at most `tokens` can hold: every
-    /// character costs at least the smallest character coefficient (none
-    /// when one is zero), and holds at most 4 bytes.
-    fn most_bytes_within(&self, tokens: u32) -> usize {
-        let c = &self.snapshot.coefficients.0;
-        let least = [c[0], c[1], c[3], c[4], c[5], c[6]]
-            .into_iter()
-            .fold(f64::INFINITY, f64::min);
-        if least <= 0.0 || !least.is_finite() {
-            return usize::MAX;
-        }
-        let chars = (f64::from(tokens) / (least * self.snapshot.least_factor())).floor() + 1.0;
-        // `as` saturates; the bound is finite and positive.
-        (chars * 4.0).min(usize::MAX as f64) as usize
-    }
 }
 
 /// Counts tokens for one model: exactly, or as an estimate.
@@ -372,7 +94,7 @@ impl Tokenizer {
     /// The exact tokenizer of a loaded model folder; messages without a
     /// chat template cost their content plus `message_overhead` tokens.
     pub fn hf(model: Arc<HfModel>, message_overhead: u32) -> Self {
-        let framing = chat::Framing::of(&model, message_overhead);
+        let framing = Framing::of(&model, message_overhead);
         Tokenizer::new(Kind::Hf(model, Arc::new(framing)), 0)
     }
 
@@ -673,7 +395,7 @@ impl Tokenizer {
                 Role::System => f.system,
                 _ => f.message,
             },
-            Kind::Bpe(e) => chat::MESSAGE_OVERHEAD_TOKENS
+            Kind::Bpe(e) => framing::MESSAGE_OVERHEAD_TOKENS
                 .saturating_add(self.with_margin(u64::from(e.role_tokens()[role as usize]))),
             Kind::Hf(_, f) => f.frames[role as usize],
         }
@@ -683,10 +405,10 @@ impl Tokenizer {
     /// rendering that holds it (opening the prompt when `first`), for a
     /// model folder whose template sets it in a piece of its own: the
     /// message then costs [`Tokenizer::glued_message_tokens`] of the count of
-    /// [`chat::Glue::piece`], exactly (see [`chat::Glue`]). `None` for
+    /// [`framing::Glue::piece`], exactly (see [`framing::Glue`]). `None` for
     /// OpenAI's formula, a folder without a template, or a role the
     /// template frames otherwise.
-    pub fn glue(&self, role: Role, first: bool) -> Option<&chat::Glue> {
+    pub fn glue(&self, role: Role, first: bool) -> Option<&framing::Glue> {
         match &self.kind {
             Kind::Hf(_, f) => f.glue(role, first),
             Kind::Bpe(_) => None,
@@ -711,15 +433,15 @@ impl Tokenizer {
     /// default system header).
     pub fn priming_tokens(&self) -> u32 {
         match &self.kind {
-            Kind::Bpe(_) => self.frames.map_or(chat::REPLY_PRIMING_TOKENS, |f| f.priming),
+            Kind::Bpe(_) => self.frames.map_or(framing::REPLY_PRIMING_TOKENS, |f| f.priming),
             Kind::Hf(_, f) => f.priming,
         }
     }
 
     /// How messages must be laid out for this model's template.
-    pub fn layout_rules(&self) -> chat::LayoutRules {
+    pub fn layout_rules(&self) -> framing::LayoutRules {
         match &self.kind {
-            Kind::Bpe(_) => chat::LayoutRules::default(),
+            Kind::Bpe(_) => framing::LayoutRules::default(),
             Kind::Hf(_, f) => f.rules,
         }
     }
@@ -814,56 +536,8 @@ impl fmt::Display for Tokenizer {
     }
 }
 
-/// Whether `bytes` holds more than `limit` runs of non-whitespace (ASCII
-/// whitespace separates them), eight bytes at a time: each byte's top bit
-/// says whether it is not whitespace, computed for the eight at once
-/// without carries between them, and a run starts at a set bit of an ASCII
-/// byte whose byte before (the word before's last byte carried in) is
-/// clear (see [`Tokenizer::surely_over`] for why ASCII). Stops in the word
-/// where the count passes the limit.
-fn runs_past(bytes: &[u8], limit: u32) -> bool {
-    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-    const TOP: u64 = 0x8080_8080_8080_8080;
-    const fn splat(b: u8) -> u64 {
-        u64::from_le_bytes([b; 8])
-    }
-    /// The top bit of each byte that is not ASCII whitespace.
-    fn not_space(word: u64) -> u64 {
-        // Bytes of 0x80 and more are not whitespace; below it, adding to
-        // the low seven bits never carries out of a byte.
-        let low = word & LOW7;
-        let at_least_tab = low + splat(0x80 - b'\t');
-        let past_cr = low + splat(0x80 - (b'\r' + 1));
-        let control = at_least_tab & !past_cr;
-        let blank = !((low ^ splat(b' ')) + LOW7);
-        let space = (control | blank) & !word & TOP;
-        !space & TOP
-    }
-    let mut runs = 0u64;
-    // The top bit of the byte before the word, when it is not whitespace.
-    let mut carry = 0u64;
-    let mut words = bytes.chunks_exact(8);
-    for chunk in words.by_ref() {
-        let mut le = [0u8; 8];
-        le.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(le);
-        let flags = not_space(word);
-        // A start: an ASCII byte that is not whitespace after whitespace.
-        let starts = flags & !word & !((flags << 8) | carry);
-        runs += u64::from(starts.count_ones());
-        if runs > u64::from(limit) {
-            return true;
-        }
-        carry = flags >> 56;
-    }
-    let mut in_run = carry != 0;
-    for &b in words.remainder() {
-        let space = b == b' ' || b.wrapping_sub(b'\t') < 5;
-        runs += u64::from(b.is_ascii() && !space && !in_run);
-        in_run = !space;
-    }
-    runs > u64::from(limit)
-}
-
+mod bpe;
+mod estimated;
+mod runs;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -316,6 +316,36 @@ fn merge_long(symbols: &mut Vec<u32>, merges: &FxHashMap<(u32, u32), (u32, u32)>
     left
 }
 
+/// Whether the tokenizer `json` describes normalizes its text to NFC
+/// (`Some(true)`) or not at all (`Some(false)`: no normalizer, or an empty
+/// sequence of them); `None` for any other normalizer.
+fn nfc_normalizer(json: &Value) -> Option<bool> {
+    match json.get("normalizer") {
+        None | Some(Value::Null) => Some(false),
+        Some(n) => match n.get("type")?.as_str()? {
+            "NFC" => Some(true),
+            "Sequence" if n.get("normalizers")?.as_array()?.is_empty() => Some(false),
+            _ => None,
+        },
+    }
+}
+
+/// What a piece that is itself a token is looked up in, under
+/// `ignore_merges`: every token's bytes (the single-token probe) and its
+/// id by its bytes, from `tokens` (bytes, id); both empty otherwise.
+fn whole_tokens(tokens: &[(Vec<u8>, u32)], ignore_merges: bool) -> (Singles, ByBytes<u32>) {
+    if ignore_merges {
+        let singles = Singles::new(tokens.iter().map(|(b, _)| b.as_slice()));
+        let mut whole = ByBytes::default();
+        for (bytes, id) in tokens {
+            whole.insert(bytes, *id);
+        }
+        (singles, whole)
+    } else {
+        (Singles::new(std::iter::empty()), ByBytes::default())
+    }
+}
+
 impl FastCount {
     /// The fast count of the tokenizer `json` describes, when it is one
     /// this module reproduces: no normalizer or NFC; a pre-tokenizer that
@@ -325,14 +355,7 @@ impl FastCount {
     /// (every byte's among them) and whose merges make tokens; added tokens
     /// that strip nothing around them. `None` otherwise.
     pub(super) fn of(json: &Value) -> Option<FastCount> {
-        let nfc = match json.get("normalizer") {
-            None | Some(Value::Null) => false,
-            Some(n) => match n.get("type")?.as_str()? {
-                "NFC" => true,
-                "Sequence" if n.get("normalizers")?.as_array()?.is_empty() => false,
-                _ => return None,
-            },
-        };
+        let nfc = nfc_normalizer(json)?;
         let split = PreSplit::of(json.get("pre_tokenizer")?)?;
         let model = json.get("model")?;
         let unset = |k: &str| match model.get(k) {
@@ -384,16 +407,7 @@ impl FastCount {
         }
         let merges = merge_table(model, &ids)?;
         let added = added_finder(json, !nfc)?;
-        let (singles, whole) = if ignore_merges {
-            let singles = Singles::new(tokens.iter().map(|(b, _)| b.as_slice()));
-            let mut whole = ByBytes::default();
-            for (bytes, id) in &tokens {
-                whole.insert(bytes, *id);
-            }
-            (singles, whole)
-        } else {
-            (Singles::new(std::iter::empty()), ByBytes::default())
-        };
+        let (singles, whole) = whole_tokens(&tokens, ignore_merges);
         Some(FastCount {
             singles,
             whole,

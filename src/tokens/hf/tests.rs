@@ -1,7 +1,8 @@
 use super::fixture::{self, ALTERNATING, CHATML};
 use super::*;
 use crate::tokens::Tokenizer;
-use crate::tokens::chat::{Framing, LayoutRules};
+use crate::tokens::framing::{Framing, LayoutRules};
+use crate::tokens::template::ChatMessage;
 use crate::vocab::Role;
 use proptest::strategy::Strategy as _;
 

@@ -1,3 +1,5 @@
+use std::sync::OnceLock;
+
 use proptest::prelude::*;
 
 use super::*;
