@@ -1,7 +1,8 @@
 //! What the test binaries share: the real server in process on
 //! 127.0.0.1:0 ([`TestServer`]: bind first, then serve, then connect;
-//! readiness is awaited on the health Watch stream), the metrics page read,
-//! and one turn per process for the binaries whose tests run one at a time.
+//! readiness is awaited on the health Watch stream; its own runtime and
+//! metrics registry), the metrics page read, and one turn per process for
+//! the tests that measure the process itself.
 //! The rest is in rooms: [`child`] (the binary as a child process), [`raw`]
 //! (gRPC over a bare HTTP/2 connection), [`status`] (what a status names),
 //! [`wire`] (protobuf bytes by hand), [`pki`] (certificates made in the
@@ -41,6 +42,8 @@ use std::path::PathBuf;
 use context_assembler::config::{ListenAddr, ServeArgs};
 use context_assembler::grpc::pb::assembler_client::AssemblerClient;
 use context_assembler::server::Bound;
+use context_assembler::telemetry::metrics::Registry;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -60,6 +63,10 @@ pub struct TestServer {
     pub channel: Channel,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The server's own runtime (see [`server_runtime`]).
+    runtime: Handle,
+    /// Dropped with the server: the runtime's thread then drops it.
+    _runtime_stop: oneshot::Sender<()>,
     /// Holds the server's SQLite memory file unless the args named one.
     _memory_dir: tempfile::TempDir,
 }
@@ -92,12 +99,13 @@ impl TestServer {
             args.config = Some(config);
         }
         let config = args.validate().unwrap();
-        let bound = Bound::bind(config).await.unwrap();
+        let (runtime, runtime_stop) = server_runtime();
+        let bound = runtime.spawn(Bound::bind(config)).await.unwrap().unwrap();
         let grpc = bound.grpc_listen().unwrap();
         let metrics = bound.metrics_addr().unwrap();
         let render = bound.render_listen();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
+        let task = runtime.spawn(async move {
             bound
                 .serve(async {
                     let _ = stopped.await;
@@ -122,10 +130,17 @@ impl TestServer {
             channel,
             stop: Some(stop),
             task: Some(task),
+            runtime,
+            _runtime_stop: runtime_stop,
             _memory_dir: memory_dir,
         };
         server.wait_serving().await;
         server
+    }
+
+    /// Tasks alive on the server's runtime.
+    pub fn alive_tasks(&self) -> usize {
+        self.runtime.metrics().num_alive_tasks()
     }
 
     pub fn client(&self) -> AssemblerClient<Channel> {
@@ -185,6 +200,45 @@ impl TestServer {
             task.await.unwrap();
         }
     }
+}
+
+/// A runtime for one server, of the calling test's flavor and number of
+/// workers, every thread of which records into a metrics registry of the
+/// server's own: a counter on its page moves only by its own requests, so
+/// tests read deltas of their own server without taking a turn. The runtime
+/// lives on a thread of its own until the returned sender is dropped.
+fn server_runtime() -> (Handle, oneshot::Sender<()>) {
+    let registry = Registry::new().unwrap();
+    let test = Handle::current();
+    let mut builder = match test.runtime_flavor() {
+        RuntimeFlavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+        _ => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(test.metrics().num_workers());
+            builder
+        }
+    };
+    let entering = registry.clone();
+    let runtime = builder
+        .enable_all()
+        .thread_name("test-server")
+        .on_thread_start(move || entering.enter_thread())
+        .build()
+        .unwrap();
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("test-server".to_owned())
+        .spawn(move || {
+            // A current-thread runtime runs its tasks here.
+            registry.enter_thread();
+            runtime.block_on(async {
+                let _ = stopped.await;
+            });
+            runtime.shutdown_background();
+        })
+        .unwrap();
+    (handle, stop)
 }
 
 /// A request with `items` distinct prose evidence items of about
@@ -255,11 +309,12 @@ impl TestServer {
     }
 }
 
-/// One test at a time, in the binaries whose every test takes it first
-/// (`limits`, `metrics`): one metrics recorder serves every server in a
-/// process, so a test that compares its counters must have the process to
-/// itself, and so must one that measures CPU time or memory. Held until
-/// dropped; a test that fails releases it as it unwinds.
+/// One test at a time, among the tests that take it first: those that
+/// measure the process itself (its CPU time, resident memory, threads or
+/// descriptors), which every other test's work would move. Counters need no
+/// turn: each [`TestServer`] records into a registry of its own, so a test
+/// reads deltas of its own server. Held until dropped; a test that fails
+/// releases it as it unwinds.
 pub async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
     TURN.lock().await
 }
