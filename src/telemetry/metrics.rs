@@ -13,6 +13,7 @@ use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 
 mod describe;
+mod handle_table;
 mod handles;
 mod registry;
 
@@ -326,14 +327,10 @@ fn refresh_process() -> Option<f64> {
     Some(process.cpu_seconds)
 }
 
-/// One scrape's page of `registry` (set as the local recorder by
-/// [`Registry::render`]): the process gauges refreshed, the recorder's
-/// metrics, then the process's CPU time as the counter Prometheus's process
-/// collector exports (the recorder's counters are whole numbers; CPU
-/// seconds are not).
-fn render_page(registry: &Registry) -> String {
-    let cpu = refresh_process();
-    let mut page = registry.render_recorded();
+/// Appends the process's CPU time to a scrape's `page` as the counter
+/// Prometheus's process collector exports (the recorder's counters are
+/// whole numbers; CPU seconds are not).
+fn append_cpu(mut page: String, cpu: Option<f64>) -> String {
     if let Some(seconds) = cpu {
         use std::fmt::Write as _;
         let _ = write!(

@@ -309,12 +309,17 @@ impl TestServer {
     }
 }
 
-/// One test at a time, among the tests that take it first: those that
-/// measure the process itself (its CPU time, resident memory, threads or
-/// descriptors), which every other test's work would move. Counters need no
-/// turn: each [`TestServer`] records into a registry of its own, so a test
-/// reads deltas of its own server. Held until dropped; a test that fails
-/// releases it as it unwinds.
+/// One test at a time, among the tests that take it first: those whose
+/// measure the work of tests beside them would skew. The CPU time of a
+/// thread of this process (`limits::complexity`) slows as other tests
+/// contend for the cores and caches; a child server's resident memory
+/// (`limits::bounds`, `connection_memory`, `hostile`) is its own, but those
+/// tests drive hundreds of MiB and thousands of calls, and their bounds
+/// assume the machine is not running them side by side; the burst of
+/// `limits::faults` times admitted calls against a median timed just
+/// before. Counters and gauges need no turn: each [`TestServer`] records
+/// into a registry of its own, so a test reads the deltas of its own
+/// server. Held until dropped; a test that fails releases it as it unwinds.
 pub async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
     TURN.lock().await
 }

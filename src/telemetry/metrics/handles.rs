@@ -1,5 +1,5 @@
-//! The recorders every request calls, through handles kept in the current
-//! registry (see `registry`).
+//! The recorders every request calls, through the handles the current
+//! registry keeps (see `registry` and `handle_table`).
 //!
 //! The `counter!`, `gauge!` and `histogram!` macros build a key from the
 //! name and labels, hash it and look the series up in the recorder's
@@ -10,103 +10,19 @@
 //!
 //! Only series a call has recorded are registered, so the scrape holds the
 //! same series as without handles. Each registry keeps its own handles, so
-//! a handle never outlives the recorder it came from, and a call with no
-//! current registry records nothing. Sound because the recorder is built
-//! without an idle timeout: a series, once registered, is never removed.
+//! a handle never outlives the recorder it came from; a call with no
+//! current registry goes through the macros (to a local recorder a test
+//! set, else nowhere). Sound because the recorder is built without an idle
+//! timeout: a series, once registered, is never removed.
 
-use std::sync::{OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+use metrics::{counter, gauge, histogram};
 
 use super::RPCS;
+use super::handle_table::Handles;
 use super::registry::with_current;
 use crate::telemetry::names::*;
-
-/// Label pairs kept per [`Keyed`] family at most: the label values are
-/// bounded sets (block kinds and outcomes, the model table's names), so this
-/// is never reached in practice; past it the macros are used.
-const MAX_KEYED: usize = 256;
-
-/// Handles of one series family by label values, registered on first use.
-struct Keyed<K, H>(RwLock<Vec<(K, H)>>);
-
-impl<K, H> Default for Keyed<K, H> {
-    fn default() -> Self {
-        Keyed(RwLock::new(Vec::new()))
-    }
-}
-
-impl<K, H> Keyed<K, H> {
-    /// Calls `f` with the handle whose key `is` matches, registering
-    /// `make()` under `key()` the first time.
-    fn with(
-        &self,
-        is: impl Fn(&K) -> bool,
-        key: impl FnOnce() -> K,
-        make: impl FnOnce() -> H,
-        f: impl FnOnce(&H),
-    ) {
-        {
-            let seen = self.0.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some((_, h)) = seen.iter().find(|(k, _)| is(k)) {
-                return f(h);
-            }
-        }
-        let mut seen = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        match seen.iter().position(|(k, _)| is(k)) {
-            Some(at) => f(&seen[at].1),
-            None if seen.len() < MAX_KEYED => {
-                seen.push((key(), make()));
-                if let Some((_, h)) = seen.last() {
-                    f(h);
-                }
-            }
-            None => f(&make()),
-        }
-    }
-}
-
-/// The handles of the series every call records, of one registry.
-pub(super) struct Handles {
-    /// `requests_total` by rpc ([`RPCS`]) and code ([`GRPC_CODES`]).
-    requests: [[OnceLock<Counter>; GRPC_CODES.len()]; RPCS.len()],
-    /// `request_duration_seconds` by rpc.
-    durations: [OnceLock<Histogram>; RPCS.len()],
-    /// `phase_duration_seconds` by phase ([`PHASES`]).
-    phases: [OnceLock<Histogram>; PHASES.len()],
-    in_flight: OnceLock<Gauge>,
-    upload_held: OnceLock<Gauge>,
-    /// `prompt_tokens` by region: static, dynamic.
-    prompt_tokens: [OnceLock<Histogram>; 2],
-    /// The prefix and segment cache lookups by result: hit, miss.
-    lookups: [[OnceLock<Counter>; 2]; 2],
-    items_filtered: OnceLock<Counter>,
-    /// `blocks_total` by kind and outcome.
-    blocks: Keyed<[&'static str; 2], Counter>,
-    /// `items_dropped_total` by kind.
-    dropped: Keyed<&'static str, Counter>,
-    /// `prompt_tokens_by_source_total` by model and source.
-    by_source: Keyed<(Box<str>, &'static str), Counter>,
-}
-
-impl Default for Handles {
-    fn default() -> Self {
-        Handles {
-            requests: [const { [const { OnceLock::new() }; GRPC_CODES.len()] }; RPCS.len()],
-            durations: [const { OnceLock::new() }; RPCS.len()],
-            phases: [const { OnceLock::new() }; PHASES.len()],
-            in_flight: OnceLock::new(),
-            upload_held: OnceLock::new(),
-            prompt_tokens: [const { OnceLock::new() }; 2],
-            lookups: [const { [const { OnceLock::new() }; 2] }; 2],
-            items_filtered: OnceLock::new(),
-            blocks: Keyed::default(),
-            dropped: Keyed::default(),
-            by_source: Keyed::default(),
-        }
-    }
-}
 
 /// Calls `f` with the current registry's handles, or `fallback` (the
 /// macros, which reach a local recorder if a test set one) when there is no

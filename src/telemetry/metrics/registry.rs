@@ -2,7 +2,7 @@
 //!
 //! A [`Registry`] is one Prometheus recorder (explicit buckets, every
 //! metric described) and the handles of the series every request records
-//! (see `handles`). The process's global recorder is a [`Router`]: each
+//! (see `handle_table`). The process's global recorder is a [`Router`]: each
 //! `counter!`, `gauge!` or `histogram!` call goes to the registry the
 //! calling thread has entered ([`Registry::enter_thread`]), else to the
 //! process's registry ([`serving`] installs it), else nowhere.
@@ -25,7 +25,7 @@ use std::time::Duration;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::PrometheusRecorder;
 
-use super::handles::Handles;
+use super::handle_table::Handles;
 
 /// How often histogram storage is compacted.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -79,15 +79,11 @@ impl Registry {
         });
     }
 
-    /// One scrape's page: every series recorded so far, the process gauges
-    /// set in this registry first.
+    /// One scrape's page: the process gauges set in this registry, every
+    /// series recorded so far, then the process's CPU time.
     pub fn render(&self) -> String {
-        metrics::with_local_recorder(&self.recorder, || super::render_page(self))
-    }
-
-    /// The Prometheus text of this registry alone.
-    pub(super) fn render_recorded(&self) -> String {
-        self.recorder.handle().render()
+        let cpu = metrics::with_local_recorder(&self.recorder, super::refresh_process);
+        super::append_cpu(self.recorder.handle().render(), cpu)
     }
 }
 
