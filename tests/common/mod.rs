@@ -36,8 +36,10 @@ mod sqlite_stall;
 #[allow(unused_imports)]
 pub use sqlite_stall::SqliteStall;
 
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Weak};
 
 use context_assembler::config::{ListenAddr, ServeArgs};
 use context_assembler::grpc::pb::assembler_client::AssemblerClient;
@@ -69,6 +71,8 @@ pub struct TestServer {
     _runtime_stop: oneshot::Sender<()>,
     /// Holds the server's SQLite memory file unless the args named one.
     _memory_dir: tempfile::TempDir,
+    /// Its test's share of the process (see [`turn`]).
+    _share: Option<Arc<Share>>,
 }
 
 impl TestServer {
@@ -87,6 +91,7 @@ impl TestServer {
     }
 
     pub async fn start_with(mut args: ServeArgs) -> TestServer {
+        let share = share().await;
         let memory_dir = tempfile::tempdir().unwrap();
         if args.memory_sqlite_path.is_none() {
             args.memory_sqlite_path = Some(memory_dir.path().join("memory.db"));
@@ -133,6 +138,7 @@ impl TestServer {
             runtime,
             _runtime_stop: runtime_stop,
             _memory_dir: memory_dir,
+            _share: share,
         };
         server.wait_serving().await;
         server
@@ -309,24 +315,71 @@ impl TestServer {
     }
 }
 
-/// One test at a time, among the tests that take it first: those whose
-/// measure the work of tests beside them would skew. The CPU time of a
-/// thread of this process (`limits::complexity`) slows as other tests
-/// contend for the cores and caches; a child server's resident memory
-/// (`limits::bounds`, `connection_memory`, `hostile`) is its own, but those
-/// tests drive hundreds of MiB and thousands of calls, and their bounds
-/// assume the machine is not running them side by side; the burst of
-/// `limits::faults` times admitted calls against a median timed just
-/// before. Counters and gauges need no turn: each [`TestServer`] records
-/// into a registry of its own, so a test reads the deltas of its own
-/// server. Held until dropped; a test that fails releases it as it unwinds.
-pub async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
-    TURN.lock().await
+/// The process to a test alone: no other test that takes its turn, and no
+/// in-process [`TestServer`] of another test, runs meanwhile (a server takes
+/// a share of the process while it lives, see [`share`]). Taken first by
+/// the tests whose measure the work of tests beside them would skew: the
+/// CPU time of a thread of this process (`limits::complexity`), which slows
+/// as other tests contend for the cores and caches; a child server's
+/// resident memory (`limits::bounds`, `connection_memory`, `hostile`),
+/// which is its own, but under hundreds of MiB and thousands of calls whose
+/// bounds assume no such test runs beside them; the burst of
+/// `limits::faults`, which times admitted calls against a median timed
+/// just before. Counters and gauges need no turn: each [`TestServer`]
+/// records into a registry of its own, so a test reads the deltas of its
+/// own server. Held until dropped; a test that fails releases it as it
+/// unwinds.
+pub async fn turn() -> Turn {
+    let whole = PROCESS.write().await;
+    HOLDS_TURN.set(true);
+    Turn { _whole: whole }
 }
 
 /// [`turn`] for a test outside any runtime (a plain `#[test]`).
-pub fn blocking_turn() -> tokio::sync::MutexGuard<'static, ()> {
-    TURN.blocking_lock()
+pub fn blocking_turn() -> Turn {
+    let whole = PROCESS.blocking_write();
+    HOLDS_TURN.set(true);
+    Turn { _whole: whole }
 }
 
-static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The process to one test: see [`turn`].
+pub struct Turn {
+    _whole: tokio::sync::RwLockWriteGuard<'static, ()>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        HOLDS_TURN.set(false);
+    }
+}
+
+/// What in-process servers share and a turn takes whole.
+static PROCESS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+type Share = tokio::sync::RwLockReadGuard<'static, ()>;
+
+thread_local! {
+    /// Whether the test of this thread holds the turn. A test's body runs
+    /// on its own thread whatever its runtime's flavor (`block_on` polls it
+    /// there), so the thread names the test.
+    static HOLDS_TURN: Cell<bool> = const { Cell::new(false) };
+    /// The share the servers of this thread's test hold, while one lives.
+    static SHARE: RefCell<Weak<Share>> =
+        const { RefCell::new(Weak::new()) };
+}
+
+/// A share of the process for a server of this thread's test: none when the
+/// test holds the turn, the one its other servers hold if one lives (a new
+/// one could wait behind a queued turn that waits for theirs), else a new
+/// one, once no test holds the turn.
+async fn share() -> Option<Arc<Share>> {
+    if HOLDS_TURN.get() {
+        return None;
+    }
+    if let Some(held) = SHARE.with_borrow(Weak::upgrade) {
+        return Some(held);
+    }
+    let share = Arc::new(PROCESS.read().await);
+    SHARE.set(Arc::downgrade(&share));
+    Some(share)
+}
