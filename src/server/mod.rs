@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -39,6 +38,7 @@ use crate::grpc::trace::Traced;
 use crate::grpc::{AssemblerService, pb};
 use crate::memory::Memories;
 use crate::memory::store::Backend;
+use crate::telemetry::metrics::Registry;
 use crate::telemetry::trace::Exporter;
 use crate::tokens::provider::Provider;
 
@@ -268,11 +268,11 @@ impl Bound {
             hangups,
         } = self;
         let config = Arc::new(config);
-        let handle = install_metrics()?;
+        let registry = install_metrics()?;
         let exporter = start_exporter(&config)?;
         series::start(&assembler.catalog(), &memories.settings().types);
         if let Some(l) = metrics_listener {
-            spawn_metrics(l, &handle);
+            spawn_metrics(l, &registry);
         }
         let (reporter, health) = tonic_health::server::health_reporter();
         report_health(&reporter, ServingStatus::NotServing).await;
@@ -402,13 +402,13 @@ fn start_exporter(config: &ServerConfig) -> Result<Option<Exporter>, ServeError>
     Exporter::start(settings).map(Some).map_err(ServeError::Tracing)
 }
 
-/// Serves the Prometheus endpoint on `listener`.
-fn spawn_metrics(listener: TcpListener, handle: &PrometheusHandle) {
+/// Serves the Prometheus endpoint of `registry` on `listener`.
+fn spawn_metrics(listener: TcpListener, registry: &Arc<Registry>) {
     info!(
         addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
         "metrics listening"
     );
-    tokio::spawn(metrics_http::serve_metrics(listener, handle.clone()));
+    tokio::spawn(metrics_http::serve_metrics(listener, registry.clone()));
 }
 
 /// Reports `status` for the Assembler service, the processor and the

@@ -4,29 +4,31 @@
 //!
 //! A leaf: recorders take plain values and this module imports nothing from
 //! the crate. Series whose label values the domain owns (block kinds,
-//! providers, models, ...) are started at zero by `server::series`.
+//! providers, models, ...) are started at zero by `server::series`. Each
+//! server records into a [`Registry`] of its own (see `registry`).
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 
 mod describe;
+mod handle_table;
 mod handles;
+mod registry;
 
 pub use super::names::*;
 pub use describe::describe;
-use handles::{INSTALLED, phase_histogram};
+use handles::phase_histogram;
 pub use handles::{
     block_decision, cache_lookups, in_flight, prompt_tokens, prompt_tokens_by_source, request,
     upload_budget_held,
 };
+pub use registry::{Registry, serving};
 
-/// Builds the Prometheus recorder with explicit buckets and describes every
-/// metric. Returns the handle that renders the scrape text.
-pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecorder, PrometheusHandle), String>
-{
+/// Builds a Prometheus recorder with explicit buckets (described by
+/// [`Registry::new`]).
+fn build_recorder() -> Result<PrometheusRecorder, String> {
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(
             Matcher::Full(REQUEST_DURATION_SECONDS.to_owned()),
@@ -62,18 +64,7 @@ pub fn build_recorder() -> Result<(metrics_exporter_prometheus::PrometheusRecord
         })
         .map_err(|e| e.to_string())?
         .build_recorder();
-    let handle = recorder.handle();
-    Ok((recorder, handle))
-}
-
-/// Installs `recorder` as the process's recorder and describes every
-/// metric; from then on the per-call series keep their handles (see
-/// `handles`). Fails if a recorder was already installed.
-pub fn install(recorder: PrometheusRecorder) -> Result<(), String> {
-    ::metrics::set_global_recorder(recorder).map_err(|e| e.to_string())?;
-    describe();
-    INSTALLED.store(true, Ordering::Release);
-    Ok(())
+    Ok(recorder)
 }
 
 /// Records one provider count call (or dropped piece): `provider` a bounded
@@ -325,7 +316,7 @@ pub fn phase_ended(phase: &'static str, end: std::time::Instant, took: Duration)
 /// Sets the process gauges from `/proc/self` (Linux; elsewhere only the
 /// runtime's task count) and the runtime's alive tasks, and returns the
 /// process's CPU seconds. Called per scrape.
-pub fn refresh_process() -> Option<f64> {
+fn refresh_process() -> Option<f64> {
     if let Ok(tasks) = tokio::runtime::Handle::try_current().map(|h| h.metrics().num_alive_tasks()) {
         gauge!(RUNTIME_ALIVE_TASKS).set(tasks as f64);
     }
@@ -336,12 +327,10 @@ pub fn refresh_process() -> Option<f64> {
     Some(process.cpu_seconds)
 }
 
-/// One scrape's page: the recorder's metrics, then the process's CPU time as
-/// the counter Prometheus's process collector exports (the recorder's
-/// counters are whole numbers; CPU seconds are not).
-pub fn render_page(handle: &PrometheusHandle) -> String {
-    let cpu = refresh_process();
-    let mut page = handle.render();
+/// Appends the process's CPU time to a scrape's `page` as the counter
+/// Prometheus's process collector exports (the recorder's counters are
+/// whole numbers; CPU seconds are not).
+fn append_cpu(mut page: String, cpu: Option<f64>) -> String {
     if let Some(seconds) = cpu {
         use std::fmt::Write as _;
         let _ = write!(

@@ -1,7 +1,8 @@
 //! What the test binaries share: the real server in process on
 //! 127.0.0.1:0 ([`TestServer`]: bind first, then serve, then connect;
-//! readiness is awaited on the health Watch stream), the metrics page read,
-//! and one turn per process for the binaries whose tests run one at a time.
+//! readiness is awaited on the health Watch stream; its own runtime and
+//! metrics registry), the metrics page read, and one turn per process for
+//! the tests that measure the process itself.
 //! The rest is in rooms: [`child`] (the binary as a child process), [`raw`]
 //! (gRPC over a bare HTTP/2 connection), [`status`] (what a status names),
 //! [`wire`] (protobuf bytes by hand), [`pki`] (certificates made in the
@@ -35,12 +36,16 @@ mod sqlite_stall;
 #[allow(unused_imports)]
 pub use sqlite_stall::SqliteStall;
 
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Weak};
 
 use context_assembler::config::{ListenAddr, ServeArgs};
 use context_assembler::grpc::pb::assembler_client::AssemblerClient;
 use context_assembler::server::Bound;
+use context_assembler::telemetry::metrics::Registry;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -60,8 +65,14 @@ pub struct TestServer {
     pub channel: Channel,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The server's own runtime (see [`server_runtime`]).
+    runtime: Handle,
+    /// Dropped with the server: the runtime's thread then drops it.
+    _runtime_stop: oneshot::Sender<()>,
     /// Holds the server's SQLite memory file unless the args named one.
     _memory_dir: tempfile::TempDir,
+    /// Its test's share of the process (see [`turn`]).
+    _share: Option<Arc<Share>>,
 }
 
 impl TestServer {
@@ -80,6 +91,7 @@ impl TestServer {
     }
 
     pub async fn start_with(mut args: ServeArgs) -> TestServer {
+        let share = share().await;
         let memory_dir = tempfile::tempdir().unwrap();
         if args.memory_sqlite_path.is_none() {
             args.memory_sqlite_path = Some(memory_dir.path().join("memory.db"));
@@ -92,12 +104,13 @@ impl TestServer {
             args.config = Some(config);
         }
         let config = args.validate().unwrap();
-        let bound = Bound::bind(config).await.unwrap();
+        let (runtime, runtime_stop) = server_runtime();
+        let bound = runtime.spawn(Bound::bind(config)).await.unwrap().unwrap();
         let grpc = bound.grpc_listen().unwrap();
         let metrics = bound.metrics_addr().unwrap();
         let render = bound.render_listen();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
+        let task = runtime.spawn(async move {
             bound
                 .serve(async {
                     let _ = stopped.await;
@@ -122,10 +135,18 @@ impl TestServer {
             channel,
             stop: Some(stop),
             task: Some(task),
+            runtime,
+            _runtime_stop: runtime_stop,
             _memory_dir: memory_dir,
+            _share: share,
         };
         server.wait_serving().await;
         server
+    }
+
+    /// Tasks alive on the server's runtime.
+    pub fn alive_tasks(&self) -> usize {
+        self.runtime.metrics().num_alive_tasks()
     }
 
     pub fn client(&self) -> AssemblerClient<Channel> {
@@ -185,6 +206,45 @@ impl TestServer {
             task.await.unwrap();
         }
     }
+}
+
+/// A runtime for one server, of the calling test's flavor and number of
+/// workers, every thread of which records into a metrics registry of the
+/// server's own: a counter on its page moves only by its own requests, so
+/// tests read deltas of their own server without taking a turn. The runtime
+/// lives on a thread of its own until the returned sender is dropped.
+fn server_runtime() -> (Handle, oneshot::Sender<()>) {
+    let registry = Registry::new().unwrap();
+    let test = Handle::current();
+    let mut builder = match test.runtime_flavor() {
+        RuntimeFlavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+        _ => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(test.metrics().num_workers());
+            builder
+        }
+    };
+    let entering = registry.clone();
+    let runtime = builder
+        .enable_all()
+        .thread_name("test-server")
+        .on_thread_start(move || entering.enter_thread())
+        .build()
+        .unwrap();
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("test-server".to_owned())
+        .spawn(move || {
+            // A current-thread runtime runs its tasks here.
+            registry.enter_thread();
+            runtime.block_on(async {
+                let _ = stopped.await;
+            });
+            runtime.shutdown_background();
+        })
+        .unwrap();
+    (handle, stop)
 }
 
 /// A request with `items` distinct prose evidence items of about
@@ -255,18 +315,71 @@ impl TestServer {
     }
 }
 
-/// One test at a time, in the binaries whose every test takes it first
-/// (`limits`, `metrics`): one metrics recorder serves every server in a
-/// process, so a test that compares its counters must have the process to
-/// itself, and so must one that measures CPU time or memory. Held until
-/// dropped; a test that fails releases it as it unwinds.
-pub async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
-    TURN.lock().await
+/// The process to a test alone: no other test that takes its turn, and no
+/// in-process [`TestServer`] of another test, runs meanwhile (a server takes
+/// a share of the process while it lives, see [`share`]). Taken first by
+/// the tests whose measure the work of tests beside them would skew: the
+/// CPU time of a thread of this process (`limits::complexity`), which slows
+/// as other tests contend for the cores and caches; a child server's
+/// resident memory (`limits::bounds`, `connection_memory`, `hostile`),
+/// which is its own, but under hundreds of MiB and thousands of calls whose
+/// bounds assume no such test runs beside them; the burst of
+/// `limits::faults`, which times admitted calls against a median timed
+/// just before. Counters and gauges need no turn: each [`TestServer`]
+/// records into a registry of its own, so a test reads the deltas of its
+/// own server. Held until dropped; a test that fails releases it as it
+/// unwinds.
+pub async fn turn() -> Turn {
+    let whole = PROCESS.write().await;
+    HOLDS_TURN.set(true);
+    Turn { _whole: whole }
 }
 
 /// [`turn`] for a test outside any runtime (a plain `#[test]`).
-pub fn blocking_turn() -> tokio::sync::MutexGuard<'static, ()> {
-    TURN.blocking_lock()
+pub fn blocking_turn() -> Turn {
+    let whole = PROCESS.blocking_write();
+    HOLDS_TURN.set(true);
+    Turn { _whole: whole }
 }
 
-static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The process to one test: see [`turn`].
+pub struct Turn {
+    _whole: tokio::sync::RwLockWriteGuard<'static, ()>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        HOLDS_TURN.set(false);
+    }
+}
+
+/// What in-process servers share and a turn takes whole.
+static PROCESS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+type Share = tokio::sync::RwLockReadGuard<'static, ()>;
+
+thread_local! {
+    /// Whether the test of this thread holds the turn. A test's body runs
+    /// on its own thread whatever its runtime's flavor (`block_on` polls it
+    /// there), so the thread names the test.
+    static HOLDS_TURN: Cell<bool> = const { Cell::new(false) };
+    /// The share the servers of this thread's test hold, while one lives.
+    static SHARE: RefCell<Weak<Share>> =
+        const { RefCell::new(Weak::new()) };
+}
+
+/// A share of the process for a server of this thread's test: none when the
+/// test holds the turn, the one its other servers hold if one lives (a new
+/// one could wait behind a queued turn that waits for theirs), else a new
+/// one, once no test holds the turn.
+async fn share() -> Option<Arc<Share>> {
+    if HOLDS_TURN.get() {
+        return None;
+    }
+    if let Some(held) = SHARE.with_borrow(Weak::upgrade) {
+        return Some(held);
+    }
+    let share = Arc::new(PROCESS.read().await);
+    SHARE.set(Arc::downgrade(&share));
+    Some(share)
+}

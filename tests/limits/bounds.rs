@@ -206,7 +206,6 @@ async fn peak_memory_follows_the_wire_size_for_every_shape() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_of_every_rpc_hold_the_upload_budget() {
-    let _turn = common::turn().await;
     // A budget of 2 x 1 MiB.
     let server = ChildServer::spawn(
         &[
@@ -258,7 +257,6 @@ async fn messages_of_every_rpc_hold_the_upload_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unary_call_carrying_a_second_message_is_refused_before_it_is_decoded() {
-    let _turn = common::turn().await;
     let server = ChildServer::spawn(&["--memory-store", "off"], &[]);
     server.serving_channel().await;
     let mut client = RawClient::connect(server.grpc).await;
@@ -270,7 +268,6 @@ async fn a_unary_call_carrying_a_second_message_is_refused_before_it_is_decoded(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_sigterm_a_stream_answers_what_it_admitted_then_ends_unavailable() {
-    let _turn = common::turn().await;
     let mut server = ChildServer::spawn(&["--memory-store", "off", "--drain-secs", "20"], &[]);
     let channel = server.serving_channel().await;
     let mut client = pb::assembler_client::AssemblerClient::new(channel);

@@ -9,7 +9,6 @@ use context_assembler::prompt::{MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM, MAX_T
 
 #[tokio::test]
 async fn lists_past_their_bounds_are_invalid_arguments_naming_the_field() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let mut client = server.client();
 
@@ -44,7 +43,6 @@ async fn lists_past_their_bounds_are_invalid_arguments_naming_the_field() {
 
 #[tokio::test]
 async fn a_blank_summary_is_truncated_to_its_sentence() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let out = server
         .client()
@@ -63,7 +61,6 @@ async fn a_blank_summary_is_truncated_to_its_sentence() {
 
 #[tokio::test]
 async fn an_empty_compact_form_is_not_a_compact_form() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let mut req = common::heavy_request(1, 1, 20_000);
     req.max_input_tokens = Some(200);

@@ -18,8 +18,9 @@ const IN_FLIGHT: &str = "assembler_in_flight_requests";
 const OPEN_CONNECTIONS: &str = "assembler_open_connections";
 const REFUSED: &str = "assembler_requests_refused_total";
 
-fn alive_tasks() -> usize {
-    tokio::runtime::Handle::current().metrics().num_alive_tasks()
+/// Tasks alive on the server's runtime and on the test's (its clients).
+fn alive_tasks(server: &TestServer) -> usize {
+    server.alive_tasks() + tokio::runtime::Handle::current().metrics().num_alive_tasks()
 }
 
 /// This process's TCP sockets to or from `port` (the server's listener,
@@ -84,7 +85,7 @@ async fn no_work_in_flight(server: &TestServer) {
 async fn nothing_left_behind(server: &TestServer, tasks_before: usize, sockets_before: usize) {
     let tasks = settle(
         "alive tasks",
-        || async { alive_tasks() },
+        || async { alive_tasks(server) },
         |n| *n <= tasks_before + 2,
     )
     .await;
@@ -138,7 +139,6 @@ fn count(seed: u64, bytes: usize) -> pb::CountTokensRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_calls_leak_no_slot_upload_budget_connection_or_task() {
-    let _turn = common::turn().await;
     const LIMIT: u64 = 4;
     const MAX_BYTES: u64 = 1 << 20;
     let server = TestServer::start_with(ServeArgs {
@@ -148,7 +148,7 @@ async fn cancelled_calls_leak_no_slot_upload_budget_connection_or_task() {
     })
     .await;
     let connections = server.metric(OPEN_CONNECTIONS, &[]).await;
-    let (tasks_before, sockets_before) = (alive_tasks(), sockets_of(server.addr.port()).len());
+    let (tasks_before, sockets_before) = (alive_tasks(&server), sockets_of(server.addr.port()).len());
 
     let mut cancelled = 0;
     // Calls of every admitted kind, abandoned 0 to 30 ms in: during the
@@ -271,7 +271,6 @@ async fn cancelled_calls_leak_no_slot_upload_budget_connection_or_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiring_deadlines_answer_deadline_exceeded_or_ok_and_free_their_slots() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let refused = |rpc: &'static str| {
         let server = &server;
@@ -377,14 +376,13 @@ async fn tiny_window_call(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_hold_no_work_slot_and_stall_no_one_else() {
-    let _turn = common::turn().await;
     const LIMIT: u64 = 2;
     let server = TestServer::start_with(ServeArgs {
         max_concurrency: Some(LIMIT),
         ..TestServer::args()
     })
     .await;
-    let tasks_before = alive_tasks();
+    let tasks_before = alive_tasks(&server);
 
     // More slow readers than work slots, each with about 1 MB of answer
     // behind a 1 KiB window.
@@ -441,7 +439,7 @@ async fn slow_readers_hold_no_work_slot_and_stall_no_one_else() {
     no_work_in_flight(&server).await;
     settle(
         "alive tasks",
-        || async { alive_tasks() },
+        || async { alive_tasks(&server) },
         |n| *n <= tasks_before + 2,
     )
     .await;
@@ -450,10 +448,9 @@ async fn slow_readers_hold_no_work_slot_and_stall_no_one_else() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_churn_leaks_no_connection_socket_or_task() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let connections = server.metric(OPEN_CONNECTIONS, &[]).await;
-    let (tasks_before, sockets_before) = (alive_tasks(), sockets_of(server.addr.port()).len());
+    let (tasks_before, sockets_before) = (alive_tasks(&server), sockets_of(server.addr.port()).len());
     const CYCLES: usize = 2000;
     const WORKERS: usize = 8;
     let started = Instant::now();
@@ -527,6 +524,7 @@ async fn connection_churn_leaks_no_connection_socket_or_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_far_over_the_limit_is_shed_as_overloaded_and_admitted_latency_stays_bounded() {
+    // Alone: it times admitted calls against a median timed just before.
     let _turn = common::turn().await;
     const LIMIT: u64 = 4;
     const BURST: u64 = 200;
@@ -547,7 +545,7 @@ async fn a_burst_far_over_the_limit_is_shed_as_overloaded_and_admitted_latency_s
     unloaded.sort();
     let median = unloaded[unloaded.len() / 2];
 
-    let (tasks_before, sockets_before) = (alive_tasks(), sockets_of(server.addr.port()).len());
+    let (tasks_before, sockets_before) = (alive_tasks(&server), sockets_of(server.addr.port()).len());
     let shed_before = server
         .counter(REFUSED, &[("rpc", "Assemble"), ("reason", "concurrency")])
         .await;

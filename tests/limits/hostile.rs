@@ -2398,7 +2398,6 @@ async fn generated_hostile_requests_get_well_formed_statuses_and_memory_stays_bo
 /// 100 retrieved documents were enough. Now at most 16 are listed.
 #[tokio::test]
 async fn an_error_naming_many_bad_fields_still_reaches_the_client() {
-    let _turn = common::turn().await;
     let server = common::TestServer::start().await;
     let mut client = server.client();
     let mut duplicate_ids = common::heavy_request(1, 100, 20);
@@ -2427,7 +2426,6 @@ async fn an_error_naming_many_bad_fields_still_reaches_the_client() {
 /// (and counted no refusal).
 #[tokio::test]
 async fn an_oversized_message_later_on_a_stream_is_resource_exhausted() {
-    let _turn = common::turn().await;
     let server = common::TestServer::start().await;
     let mut client = RawClient::connect(server.addr).await;
     let mut body = frame(&common::heavy_request(1, 2, 100).encode_to_vec());

@@ -16,7 +16,6 @@ async fn refused(server: &TestServer, rpc: &str, why: &str) -> f64 {
 
 #[tokio::test]
 async fn an_oversized_request_is_resource_exhausted_by_default_limit() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let before = refused(&server, "Assemble", "request_too_large").await;
     // Default limit: 4 MiB. One 5 MiB item.
@@ -38,7 +37,6 @@ async fn an_oversized_request_is_resource_exhausted_by_default_limit() {
 
 #[tokio::test]
 async fn size_block_and_item_limits_are_configurable() {
-    let _turn = common::turn().await;
     let server = TestServer::start_with(ServeArgs {
         max_request_bytes: Some(64 * 1024),
         max_blocks: Some(2),
@@ -108,7 +106,6 @@ fn part_code(result: Option<pb::AssembleResult>) -> i32 {
 
 #[tokio::test]
 async fn a_stream_message_or_a_batch_request_over_the_limits_fails_alone() {
-    let _turn = common::turn().await;
     let server = TestServer::start_with(ServeArgs {
         max_items: Some(5),
         max_batch_requests: Some(3),
@@ -161,7 +158,6 @@ async fn a_stream_message_or_a_batch_request_over_the_limits_fails_alone() {
 
 #[tokio::test]
 async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
-    let _turn = common::turn().await;
     let server = TestServer::start_with(ServeArgs {
         max_concurrency: Some(1),
         ..TestServer::args()
@@ -204,7 +200,6 @@ async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pathological_input_neither_crashes_nor_blocks_others() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     // Just under 4 MiB of one character, and of alternating whitespace: the
     // worst cases for regex pre-tokenization and BPE merging.
@@ -251,7 +246,6 @@ async fn pathological_input_neither_crashes_nor_blocks_others() {
 
 #[tokio::test]
 async fn a_stalled_upload_holds_no_work_slot() {
-    let _turn = common::turn().await;
     let server = TestServer::start_with(ServeArgs {
         max_concurrency: Some(1),
         ..TestServer::args()
@@ -279,7 +273,6 @@ async fn a_stalled_upload_holds_no_work_slot() {
 
 #[tokio::test]
 async fn at_the_connection_limit_new_connections_fail_fast() {
-    let _turn = common::turn().await;
     let server = TestServer::start_with(ServeArgs {
         max_connections: Some(2),
         ..TestServer::args()
@@ -326,7 +319,6 @@ async fn at_the_connection_limit_new_connections_fail_fast() {
 #[tokio::test]
 async fn a_scrape_that_never_sends_its_headers_is_closed() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     // Half a request line, then nothing: the connection must not stay open.
     let mut idle = tokio::net::TcpStream::connect(server.metrics).await.unwrap();

@@ -1,8 +1,9 @@
 //! Bounds the sidecar holds against its clients: a test belongs here when it
 //! proves one (a size or count refused by field, CPU or memory per byte of
 //! request, memory per connection, a deadline, a client that misbehaves).
-//! Every test takes its turn first (`common::turn`) and runs alone: they
-//! compare the process's metrics and measure CPU time and memory.
+//! The tests that measure CPU time, memory or latency take their turn first
+//! (`common::turn`, which says why) and run alone; the others read deltas of
+//! their own server's metrics and run beside them.
 //!
 //! Which module holds what:
 //! - `limits`: the request size, blocks and items, and the concurrency and

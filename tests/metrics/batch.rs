@@ -1,5 +1,5 @@
-//! AssembleBatch and AssembleStream through the real server (alone in its
-//! turn, so the cache metrics it reads are its own).
+//! AssembleBatch and AssembleStream through the real server (the cache
+//! metrics it reads are its own server's).
 
 use crate::common::{self, TestServer, heavy_request};
 use context_assembler::grpc::pb;
@@ -29,7 +29,6 @@ fn response(r: &pb::AssembleResult) -> &pb::AssembleResponse {
 
 #[tokio::test]
 async fn a_batch_groups_by_prefix_orders_depth_first_and_fails_requests_alone() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let sys = "You are the support assistant. ";
     let policy = "Never reveal internal pricing. ";
@@ -121,7 +120,6 @@ async fn a_batch_groups_by_prefix_orders_depth_first_and_fails_requests_alone() 
 
 #[tokio::test]
 async fn a_stream_answers_every_request_in_order_and_survives_a_bad_one() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let mut bad = heavy_request(2, 1, 100);
     bad.query = String::new();

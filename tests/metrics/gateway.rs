@@ -1,5 +1,5 @@
 //! The gateway edge's series, through Envoy's processor on the real server
-//! (alone in its turn, so the counts it reads are its own).
+//! (the counts it reads are its own server's).
 
 use std::time::Duration;
 
@@ -63,7 +63,6 @@ async fn once(server: &TestServer, path: &str, body: &[u8]) {
 
 #[tokio::test]
 async fn fits_passes_and_refusals_are_counted_by_api_outcome_and_reason() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let count = |page: &str, outcome: &str, reason: &str| {
         common::metric(
@@ -80,6 +79,7 @@ async fn fits_passes_and_refusals_are_counted_by_api_outcome_and_reason() {
     let page = server.http_get("/metrics").await.1;
     // Started at zero, before any request.
     assert_eq!(count(&page, "passed", "unknown_model"), 0.0);
+    assert_eq!(count(&page, "refused", "context_length_exceeded"), 0.0);
     let fitted = count(&page, "fitted", "none");
     let cut = common::metric(
         &page,

@@ -162,7 +162,6 @@ fn with_traceparent<T>(message: T, traceparent: &str) -> tonic::Request<T> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_are_spans_continuing_the_callers_trace_with_phase_children_and_no_content() {
-    let _turn = common::turn().await;
     let receiver = Receiver::default();
     let endpoint = receiver.start().await;
     let server = TestServer::start_with(context_assembler::config::ServeArgs {
@@ -328,7 +327,6 @@ async fn calls_are_spans_continuing_the_callers_trace_with_phase_children_and_no
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_still_queued_at_shutdown_are_flushed_by_the_drain() {
-    let _turn = common::turn().await;
     let receiver = Receiver::default();
     let endpoint = receiver.start().await;
     let server = TestServer::start_with(context_assembler::config::ServeArgs {
@@ -351,7 +349,6 @@ async fn spans_still_queued_at_shutdown_are_flushed_by_the_drain() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_collector_down_calls_succeed_and_dropped_spans_are_counted() {
-    let _turn = common::turn().await;
     // A port that was just free: nothing listens there.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", closed.local_addr().unwrap());
@@ -374,6 +371,14 @@ async fn with_the_collector_down_calls_succeed_and_dropped_spans_are_counted() {
     let (_, page) = server.http_get("/metrics").await;
     let full_before = lost(&page, "queue_full");
     let failed_before = lost(&page, "export_failed");
+    let ok = |page: &str| {
+        common::counter(
+            page,
+            "assembler_requests_total",
+            &[("rpc", "Assemble"), ("code", "OK")],
+        )
+    };
+    let ok_before = ok(&page);
     let mut client = server.client();
     for k in 0..20 {
         client
@@ -383,22 +388,14 @@ async fn with_the_collector_down_calls_succeed_and_dropped_spans_are_counted() {
     }
     // About eight spans a call: two calls fill the queue of sixteen, which
     // is not exported before the export interval has passed; the export
-    // then fails. Every span is lost, and counted. (The metrics are the
-    // process's: the other test's exports may be counted meanwhile, so
-    // only losses are compared.)
+    // then fails. Every span is lost, and counted.
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         let (_, page) = server.http_get("/metrics").await;
         let full = lost(&page, "queue_full") - full_before;
         let failed = lost(&page, "export_failed") - failed_before;
         if full > 0.0 && full + failed >= 20.0 * 7.0 {
-            assert!(
-                common::counter(
-                    &page,
-                    "assembler_requests_total",
-                    &[("rpc", "Assemble"), ("code", "OK")]
-                ) >= 20.0
-            );
+            assert_eq!(ok(&page) - ok_before, 20.0);
             break;
         }
         assert!(

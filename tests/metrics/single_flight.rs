@@ -1,8 +1,8 @@
 //! Single flight through the real server: many identical cold requests at
-//! once tokenize every segment once (alone in its turn, so the cache
-//! metrics it reads are its own).
+//! once tokenize every segment once (the cache metrics it reads are each
+//! server's own).
 
-use crate::common::{self, TestServer, heavy_request};
+use crate::common::{TestServer, heavy_request};
 use context_assembler::grpc::pb;
 
 async fn misses(server: &TestServer, metric: &str) -> f64 {
@@ -24,7 +24,6 @@ fn request() -> pb::AssembleRequest {
 
 #[tokio::test]
 async fn identical_cold_requests_at_once_tokenize_each_segment_once() {
-    let _turn = common::turn().await;
     // What one request tokenizes on a cold cache.
     let single = TestServer::start().await;
     let (seg0, pre0) = (misses(&single, SEGMENTS).await, misses(&single, PREFIXES).await);

@@ -1,7 +1,7 @@
 //! Where prompt tokens came from, by model (issue 52), through the real
-//! server (alone in its turn, so the counts it reads are its own).
+//! server (the counts it reads are its own server's).
 
-use crate::common::{self, TestServer, heavy_request};
+use crate::common::{TestServer, heavy_request};
 
 const SERIES: &str = "assembler_prompt_tokens_by_source_total";
 
@@ -24,7 +24,6 @@ async fn read(server: &TestServer) -> [f64; 3] {
 
 #[tokio::test]
 async fn prompt_tokens_are_counted_by_model_and_source() {
-    let _turn = common::turn().await;
     let server = TestServer::start().await;
     let mut client = server.client();
     let before = read(&server).await;

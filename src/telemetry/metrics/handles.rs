@@ -1,5 +1,5 @@
-//! The recorders every request calls, through handles kept once the
-//! recorder is installed.
+//! The recorders every request calls, through the handles the current
+//! registry keeps (see `registry` and `handle_table`).
 //!
 //! The `counter!`, `gauge!` and `histogram!` macros build a key from the
 //! name and labels, hash it and look the series up in the recorder's
@@ -9,105 +9,27 @@
 //! warm 4k `Assemble` spends outside its handler (`transport_floor warm`).
 //!
 //! Only series a call has recorded are registered, so the scrape holds the
-//! same series as without handles. Before [`super::install`] the macros are
-//! used, so a handle never outlives the recorder it came from. Sound because
-//! the recorder is built without an idle timeout: a series, once
-//! registered, is never removed.
+//! same series as without handles. Each registry keeps its own handles, so
+//! a handle never outlives the recorder it came from; a call with no
+//! current registry goes through the macros (to a local recorder a test
+//! set, else nowhere). Sound because the recorder is built without an idle
+//! timeout: a series, once registered, is never removed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+use metrics::{counter, gauge, histogram};
 
 use super::RPCS;
+use super::handle_table::Handles;
+use super::registry::with_current;
 use crate::telemetry::names::*;
 
-/// Whether [`super::install`] has installed the recorder.
-pub(super) static INSTALLED: AtomicBool = AtomicBool::new(false);
-
-/// Label pairs kept per [`Keyed`] family at most: the label values are
-/// bounded sets (block kinds and outcomes, the model table's names), so this
-/// is never reached in practice; past it the macros are used.
-const MAX_KEYED: usize = 256;
-
-/// Handles of one series family by label values, registered on first use.
-struct Keyed<K, H>(RwLock<Vec<(K, H)>>);
-
-impl<K, H> Keyed<K, H> {
-    const fn new() -> Self {
-        Keyed(RwLock::new(Vec::new()))
-    }
-
-    /// Calls `f` with the handle whose key `is` matches, registering
-    /// `make()` under `key()` the first time.
-    fn with(
-        &self,
-        is: impl Fn(&K) -> bool,
-        key: impl FnOnce() -> K,
-        make: impl FnOnce() -> H,
-        f: impl FnOnce(&H),
-    ) {
-        {
-            let seen = self.0.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some((_, h)) = seen.iter().find(|(k, _)| is(k)) {
-                return f(h);
-            }
-        }
-        let mut seen = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        match seen.iter().position(|(k, _)| is(k)) {
-            Some(at) => f(&seen[at].1),
-            None if seen.len() < MAX_KEYED => {
-                seen.push((key(), make()));
-                if let Some((_, h)) = seen.last() {
-                    f(h);
-                }
-            }
-            None => f(&make()),
-        }
-    }
-}
-
-/// The handles of the series every call records.
-struct Handles {
-    /// `requests_total` by rpc ([`RPCS`]) and code ([`GRPC_CODES`]).
-    requests: [[OnceLock<Counter>; GRPC_CODES.len()]; RPCS.len()],
-    /// `request_duration_seconds` by rpc.
-    durations: [OnceLock<Histogram>; RPCS.len()],
-    /// `phase_duration_seconds` by phase ([`PHASES`]).
-    phases: [OnceLock<Histogram>; PHASES.len()],
-    in_flight: OnceLock<Gauge>,
-    upload_held: OnceLock<Gauge>,
-    /// `prompt_tokens` by region: static, dynamic.
-    prompt_tokens: [OnceLock<Histogram>; 2],
-    /// The prefix and segment cache lookups by result: hit, miss.
-    lookups: [[OnceLock<Counter>; 2]; 2],
-    items_filtered: OnceLock<Counter>,
-    /// `blocks_total` by kind and outcome.
-    blocks: Keyed<[&'static str; 2], Counter>,
-    /// `items_dropped_total` by kind.
-    dropped: Keyed<&'static str, Counter>,
-    /// `prompt_tokens_by_source_total` by model and source.
-    by_source: Keyed<(Box<str>, &'static str), Counter>,
-}
-
-impl Handles {
-    /// The table, once the recorder is installed.
-    fn get() -> Option<&'static Handles> {
-        static HANDLES: Handles = Handles {
-            requests: [const { [const { OnceLock::new() }; GRPC_CODES.len()] }; RPCS.len()],
-            durations: [const { OnceLock::new() }; RPCS.len()],
-            phases: [const { OnceLock::new() }; PHASES.len()],
-            in_flight: OnceLock::new(),
-            upload_held: OnceLock::new(),
-            prompt_tokens: [const { OnceLock::new() }; 2],
-            lookups: [const { [const { OnceLock::new() }; 2] }; 2],
-            items_filtered: OnceLock::new(),
-            blocks: Keyed::new(),
-            dropped: Keyed::new(),
-            by_source: Keyed::new(),
-        };
-        INSTALLED.load(Ordering::Acquire).then_some(&HANDLES)
+/// Calls `f` with the current registry's handles, or `fallback` (the
+/// macros, which reach a local recorder if a test set one) when there is no
+/// registry.
+fn with_handles(f: impl FnOnce(&Handles), fallback: impl FnOnce()) {
+    if with_current(|r| f(&r.handles)).is_none() {
+        fallback();
     }
 }
 
@@ -116,53 +38,58 @@ impl Handles {
 /// status).
 pub fn request(rpc: &'static str, code: &'static str, elapsed: Duration) {
     let seconds = elapsed.as_secs_f64();
-    let Some((h, r)) = Handles::get().zip(RPCS.iter().position(|&r| r == rpc)) else {
-        counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code).increment(1);
-        histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc).record(seconds);
+    let count = || counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code);
+    let duration = || histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc);
+    let Some(r) = RPCS.iter().position(|&r| r == rpc) else {
+        count().increment(1);
+        duration().record(seconds);
         return;
     };
-    match GRPC_CODES.iter().position(|&c| c == code) {
-        Some(c) => h.requests[r][c]
-            .get_or_init(|| counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code))
-            .increment(1),
-        None => counter!(REQUESTS_TOTAL, "rpc" => rpc, "code" => code).increment(1),
-    }
-    h.durations[r]
-        .get_or_init(|| histogram!(REQUEST_DURATION_SECONDS, "rpc" => rpc))
-        .record(seconds);
+    let c = GRPC_CODES.iter().position(|&c| c == code);
+    with_handles(
+        |h| {
+            match c {
+                Some(c) => h.requests[r][c].get_or_init(count).increment(1),
+                None => count().increment(1),
+            }
+            h.durations[r].get_or_init(duration).record(seconds);
+        },
+        || {
+            count().increment(1);
+            duration().record(seconds);
+        },
+    );
 }
 
 /// Records `took` in the histogram of `phase`.
 pub(super) fn phase_histogram(phase: &'static str, took: Duration) {
     let seconds = took.as_secs_f64();
-    match Handles::get().zip(PHASES.iter().position(|&p| p == phase)) {
-        Some((h, i)) => h.phases[i]
-            .get_or_init(|| histogram!(PHASE_DURATION_SECONDS, "phase" => phase))
-            .record(seconds),
-        None => histogram!(PHASE_DURATION_SECONDS, "phase" => phase).record(seconds),
+    let series = || histogram!(PHASE_DURATION_SECONDS, "phase" => phase);
+    match PHASES.iter().position(|&p| p == phase) {
+        Some(i) => with_handles(
+            |h| h.phases[i].get_or_init(series).record(seconds),
+            || series().record(seconds),
+        ),
+        None => series().record(seconds),
     }
 }
 
 /// Moves the held-upload-budget gauge by `delta` bytes.
 pub fn upload_budget_held(delta: f64) {
-    match Handles::get() {
-        Some(h) => h
-            .upload_held
-            .get_or_init(|| gauge!(UPLOAD_BUDGET_HELD_BYTES))
-            .increment(delta),
-        None => gauge!(UPLOAD_BUDGET_HELD_BYTES).increment(delta),
-    }
+    let series = || gauge!(UPLOAD_BUDGET_HELD_BYTES);
+    with_handles(
+        |h| h.upload_held.get_or_init(series).increment(delta),
+        || series().increment(delta),
+    );
 }
 
 /// Moves the in-flight gauge by `delta`.
 pub fn in_flight(delta: f64) {
-    match Handles::get() {
-        Some(h) => h
-            .in_flight
-            .get_or_init(|| gauge!(IN_FLIGHT_REQUESTS))
-            .increment(delta),
-        None => gauge!(IN_FLIGHT_REQUESTS).increment(delta),
-    }
+    let series = || gauge!(IN_FLIGHT_REQUESTS);
+    with_handles(
+        |h| h.in_flight.get_or_init(series).increment(delta),
+        || series().increment(delta),
+    );
 }
 
 /// Records a request's cache lookups under `metric` (one of the cache
@@ -174,11 +101,13 @@ pub fn cache_lookups(metric: &'static str, hits: u64, misses: u64) {
         if n == 0 {
             continue;
         }
-        match Handles::get().zip(at) {
-            Some((h, m)) => h.lookups[m][r]
-                .get_or_init(|| counter!(metric, "result" => result))
-                .increment(n),
-            None => counter!(metric, "result" => result).increment(n),
+        let series = || counter!(metric, "result" => result);
+        match at {
+            Some(m) => with_handles(
+                |h| h.lookups[m][r].get_or_init(series).increment(n),
+                || series().increment(n),
+            ),
+            None => series().increment(n),
         }
     }
 }
@@ -186,30 +115,33 @@ pub fn cache_lookups(metric: &'static str, hits: u64, misses: u64) {
 /// Records one block's decision: its kind and outcome, and how many of its
 /// items were dropped and filtered.
 pub fn block_decision(kind: &'static str, outcome: &'static str, dropped: usize, filtered: usize) {
-    let Some(h) = Handles::get() else {
-        counter!(BLOCKS_TOTAL, "kind" => kind, "outcome" => outcome).increment(1);
-        if dropped > 0 {
-            counter!(ITEMS_DROPPED_TOTAL, "kind" => kind).increment(dropped as u64);
-        }
-        if filtered > 0 {
-            counter!(ITEMS_FILTERED_TOTAL).increment(filtered as u64);
-        }
-        return;
-    };
-    let labels = [kind, outcome];
     let block = || counter!(BLOCKS_TOTAL, "kind" => kind, "outcome" => outcome);
-    h.blocks
-        .with(|k| *k == labels, || labels, block, |c| c.increment(1));
-    if dropped > 0 {
-        let items = || counter!(ITEMS_DROPPED_TOTAL, "kind" => kind);
-        h.dropped
-            .with(|k| *k == kind, || kind, items, |c| c.increment(dropped as u64));
-    }
-    if filtered > 0 {
-        h.items_filtered
-            .get_or_init(|| counter!(ITEMS_FILTERED_TOTAL))
-            .increment(filtered as u64);
-    }
+    let items = || counter!(ITEMS_DROPPED_TOTAL, "kind" => kind);
+    let filtered_items = || counter!(ITEMS_FILTERED_TOTAL);
+    let (dropped, filtered) = (dropped as u64, filtered as u64);
+    with_handles(
+        |h| {
+            let labels = [kind, outcome];
+            h.blocks
+                .with(|k| *k == labels, || labels, block, |c| c.increment(1));
+            if dropped > 0 {
+                h.dropped
+                    .with(|k| *k == kind, || kind, items, |c| c.increment(dropped));
+            }
+            if filtered > 0 {
+                h.items_filtered.get_or_init(filtered_items).increment(filtered);
+            }
+        },
+        || {
+            block().increment(1);
+            if dropped > 0 {
+                items().increment(dropped);
+            }
+            if filtered > 0 {
+                filtered_items().increment(filtered);
+            }
+        },
+    );
 }
 
 /// Records the sizes of one assembled prompt.
@@ -218,12 +150,11 @@ pub fn prompt_tokens(static_tokens: u32, dynamic_tokens: u32) {
         .into_iter()
         .enumerate()
     {
-        match Handles::get() {
-            Some(h) => h.prompt_tokens[r]
-                .get_or_init(|| histogram!(PROMPT_TOKENS, "region" => region))
-                .record(f64::from(n)),
-            None => histogram!(PROMPT_TOKENS, "region" => region).record(f64::from(n)),
-        }
+        let series = || histogram!(PROMPT_TOKENS, "region" => region);
+        with_handles(
+            |h| h.prompt_tokens[r].get_or_init(series).record(f64::from(n)),
+            || series().record(f64::from(n)),
+        );
     }
 }
 
@@ -240,14 +171,16 @@ pub fn prompt_tokens_by_source(model: &str, exact: u32, provider: u32, estimated
         }
         let series =
             || counter!(PROMPT_TOKENS_BY_SOURCE_TOTAL, "model" => model.to_owned(), "source" => source);
-        match Handles::get() {
-            Some(h) => h.by_source.with(
-                |(m, s)| **m == *model && *s == source,
-                || (model.into(), source),
-                series,
-                |c| c.increment(u64::from(n)),
-            ),
-            None => series().increment(u64::from(n)),
-        }
+        with_handles(
+            |h| {
+                h.by_source.with(
+                    |(m, s)| **m == *model && *s == source,
+                    || (model.into(), source),
+                    series,
+                    |c| c.increment(u64::from(n)),
+                )
+            },
+            || series().increment(u64::from(n)),
+        );
     }
 }
