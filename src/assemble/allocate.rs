@@ -145,9 +145,7 @@ fn unit_order(b: &BlockPlan, valid: &[usize]) -> Vec<usize> {
         BlockKind::RecentTurns | BlockKind::History => valid.iter().rev().copied().collect(),
         BlockKind::Summary => valid.to_vec(),
         BlockKind::Evidence | BlockKind::Memory | BlockKind::State => {
-            let mut ranked = valid.to_vec();
-            ranked.sort_by(|&x, &y| b.units[y].score.total_cmp(&b.units[x].score).then(x.cmp(&y)));
-            ranked
+            rank_by_score(valid.to_vec(), |ui| b.units[ui].score)
         }
     }
 }
