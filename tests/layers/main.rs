@@ -5,7 +5,7 @@
 //! or function outgrows what a newcomer can read (`sizes`).
 //!
 //! Plain Rust reading the sources. Test code (`tests.rs` files, `tests/`
-//! folders, `test_support.rs`, and what follows a top-level `#[cfg(test)]`)
+//! folders, `test_support.rs`, and the top-level `#[cfg(test)]` items)
 //! is not product code: a test of a lower room may build its fixtures from
 //! the embedded configuration above it.
 
@@ -98,14 +98,40 @@ fn source(src: &Path, path: &Path) -> Source {
     }
 }
 
-/// The product lines of a file: up to a top-level `#[cfg(test)]`, without
-/// comment lines.
+/// The lines of a file outside its top-level `#[cfg(test)]` items (`mod
+/// tests;`, `mod tests { .. }`, a test-only `thread_local!` or function),
+/// as (line number, line): product code, with its comments. Product code
+/// after such an item counts as any other.
+fn outside_tests(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((i, line)) = lines.next() {
+        if !line.starts_with("#[cfg(test)]") {
+            out.push((i + 1, line));
+            continue;
+        }
+        // The item it gates: past further attributes, to the `;` or the
+        // brace that ends it.
+        let mut depth = 0i64;
+        for (_, item) in lines.by_ref() {
+            if depth == 0 && item.starts_with("#[") {
+                continue;
+            }
+            depth += item.matches('{').count() as i64 - item.matches('}').count() as i64;
+            let end = item.trim_end();
+            if depth <= 0 && (end.ends_with(';') || end.ends_with('}')) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The product lines of a file ([`outside_tests`]) without comment lines.
 fn product_lines(text: &str) -> Vec<(usize, &str)> {
-    text.lines()
-        .enumerate()
-        .take_while(|(_, l)| !l.starts_with("#[cfg(test)]"))
+    outside_tests(text)
+        .into_iter()
         .filter(|(_, l)| !l.trim_start().starts_with("//"))
-        .map(|(i, l)| (i + 1, l))
         .collect()
 }
 
@@ -261,6 +287,10 @@ fn the_scan_sees_the_forms_an_upward_arrow_can_take() {
             .iter()
             .all(|(_, l)| !l.contains("grpc"))
     );
+    // A test-only item in the middle hides nothing after it.
+    let text = "use a;\n#[cfg(test)]\nthread_local! {\n    static X: u8 = 0;\n}\nfn b() {}\n#[cfg(test)]\nmod tests;\n#[cfg(test)]\n#[allow(dead_code)]\nfn t() {\n}\nfn c() {}";
+    let kept: Vec<&str> = product_lines(text).iter().map(|(_, l)| *l).collect();
+    assert_eq!(kept, ["use a;", "fn b() {}", "fn c() {}"]);
 }
 
 /// The wire stops at `grpc/`: the domain rooms and the rooms under them

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use super::{ident_at, rust_files, source};
+use super::{ident_at, outside_tests, rust_files, source};
 
 /// The longest product file a newcomer should have to read (lines before a
 /// top-level `#[cfg(test)]`), and the longest function (issue 54).
@@ -17,25 +17,20 @@ const MAX_FN_LINES: usize = 80;
 /// None may grow, none may join, and one back under the limit leaves the
 /// list (the failure message prints the list as it stands).
 const FILES_OVER: &[(&str, usize)] = &[
-    ("assemble/allocate.rs", 748),
-    ("tokens/tokenizer.rs", 867),
+    // Over since before the limit: an early test-only item hid the rest
+    // of the file from the count until the count read past it.
+    ("prompt_cache/fingerprint.rs", 700),
+    ("tokens/pretok.rs", 694),
 ];
 
 /// Functions over [`MAX_FN_LINES`] when the limit came, as
 /// [`FILES_OVER`] (path, name, lines).
 const FNS_OVER: &[(&str, &str, usize)] = &[
-    ("assemble/allocate.rs", "allocate", 132),
-    ("assemble/allocate.rs", "fill_all", 100),
-    ("assemble/allocate.rs", "fill", 84),
-    ("assemble/allocate.rs", "summarize_turns", 86),
     ("assemble/batch.rs", "assemble_batch", 87),
     ("assemble/flow.rs", "batch", 83),
     ("assemble/layout.rs", "plan", 167),
     ("assemble/report.rs", "decisions", 117),
     ("assemble/validate.rs", "validate", 213),
-    ("telemetry/metrics/describe.rs", "describe", 233),
-    ("tokens/hf/fast.rs", "of", 81),
-    ("tokens/hf.rs", "load", 125),
 ];
 
 /// The functions of a rustfmt-formatted product text with a body: (name,
@@ -43,10 +38,7 @@ const FNS_OVER: &[(&str, &str, usize)] = &[
 /// rustfmt closes a body with a brace alone at the indent its `fn` opened
 /// with, which a nested item's never is.
 fn functions(text: &str) -> Vec<(String, usize, usize)> {
-    let lines: Vec<&str> = text
-        .lines()
-        .take_while(|l| !l.starts_with("#[cfg(test)]"))
-        .collect();
+    let lines: Vec<&str> = outside_tests(text).into_iter().map(|(_, l)| l).collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let trimmed = line.trim_start();
@@ -83,11 +75,9 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
     out
 }
 
-/// Lines of product code: before a top-level `#[cfg(test)]`.
+/// Lines of product code: outside the top-level `#[cfg(test)]` items.
 fn file_lines(text: &str) -> usize {
-    text.lines()
-        .take_while(|l| !l.starts_with("#[cfg(test)]"))
-        .count()
+    outside_tests(text).len()
 }
 
 #[test]
