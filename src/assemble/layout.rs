@@ -18,6 +18,8 @@
 
 use std::borrow::Cow;
 
+use xxhash_rust::xxh3::xxh3_64;
+
 use super::allocate::{Allocation, Form, rank_by_score};
 use super::lighten::{self, Clear};
 use super::measure::Measurement;
@@ -186,166 +188,226 @@ pub(super) fn plan(
     alloc: &Allocation,
     turn_summary: Option<String>,
 ) -> (Plan, Vec<PartRef>) {
-    let xxh3 = xxhash_rust::xxh3::xxh3_64;
-    let req = p.req;
-    let kept = |bi: usize| -> Vec<usize> {
-        (0..alloc.forms[bi].len())
-            .filter(|&u| alloc.forms[bi][u].is_kept())
-            .collect()
+    let mut planner = Planner {
+        p,
+        policy,
+        alloc,
+        plan: Vec::new(),
+        parts: Vec::new(),
     };
-    let of_kind = |k: BlockKind| -> Vec<usize> {
-        (0..req.blocks.len())
-            .filter(|&b| req.blocks[b].kind == k)
-            .collect()
-    };
-    let by_priority = |mut v: Vec<usize>| {
-        v.sort_by_key(|&b| (policy.priority_of(&req.blocks[b]), b));
+    planner.static_segments();
+    planner.summary(turn_summary);
+    planner.turns();
+    planner.context();
+    planner.query();
+    (planner.plan, planner.parts)
+}
+
+/// The messages and parts [`plan`] has laid out so far, and what it lays
+/// out from.
+struct Planner<'a, 'p> {
+    p: Measurement<'p>,
+    policy: &'a Policy,
+    alloc: &'a Allocation,
+    plan: Plan,
+    parts: Vec<PartRef>,
+}
+
+impl<'p> Planner<'_, 'p> {
+    /// The kept units of block `bi`, in unit order.
+    fn kept(&self, bi: usize) -> Vec<usize> {
+        let forms = &self.alloc.forms[bi];
+        (0..forms.len()).filter(|&u| forms[u].is_kept()).collect()
+    }
+
+    /// The blocks of kind `kind`, in request order.
+    fn of_kind(&self, kind: BlockKind) -> Vec<usize> {
+        let blocks = &self.p.req.blocks;
+        (0..blocks.len()).filter(|&b| blocks[b].kind == kind).collect()
+    }
+
+    /// The blocks of kind `kind` by the policy's priority, then in request
+    /// order.
+    fn by_priority(&self, kind: BlockKind) -> Vec<usize> {
+        let mut v = self.of_kind(kind);
+        v.sort_by_key(|&b| (self.policy.priority_of(&self.p.req.blocks[b]), b));
         v
-    };
-    let by_score = |bi: usize| rank_by_score(kept(bi), |ui| p.item(bi, ui).score);
-    let push_unit =
-        |out: &mut String, (bi, ui): (usize, usize)| out.push_str(&unit_text(p, bi, ui, alloc.forms[bi][ui]));
+    }
 
-    let mut plan: Plan = (0..req.static_segments.len())
-        .map(|i| (Role::System, Source::Static(i)))
-        .collect();
-    let mut parts: Vec<PartRef> = req
-        .static_segments
-        .iter()
-        .enumerate()
-        .map(|(i, seg)| PartRef {
-            kind: match seg.kind {
-                SegmentKind::Examples => PartKind::Examples,
-                _ => PartKind::System,
-            },
-            at: PartAt::Static(i),
-            message: i,
-            hash: xxh3(seg.content.as_bytes()),
-            item: None,
-        })
-        .collect();
+    /// The kept units of block `bi`, best score first.
+    fn by_score(&self, bi: usize) -> Vec<usize> {
+        rank_by_score(self.kept(bi), |ui| self.p.item(bi, ui).score)
+    }
 
-    let mut summary = String::new();
-    for bi in of_kind(BlockKind::Summary) {
-        for ui in kept(bi) {
-            push_unit(&mut summary, (bi, ui));
+    /// The text of kept context unit `ui` of block `bi`, in its kept form.
+    fn unit_text(&self, bi: usize, ui: usize) -> Cow<'p, str> {
+        unit_text(self.p, bi, ui, self.alloc.forms[bi][ui])
+    }
+
+    /// One system message per static segment, in the given order.
+    fn static_segments(&mut self) {
+        let segments = &self.p.req.static_segments;
+        self.plan
+            .extend((0..segments.len()).map(|i| (Role::System, Source::Static(i))));
+        self.parts
+            .extend(segments.iter().enumerate().map(|(i, seg)| PartRef {
+                kind: match seg.kind {
+                    SegmentKind::Examples => PartKind::Examples,
+                    _ => PartKind::System,
+                },
+                at: PartAt::Static(i),
+                message: i,
+                hash: xxh3_64(seg.content.as_bytes()),
+                item: None,
+            }));
+    }
+
+    /// The summary message (if anything summarizes): the SUMMARY units,
+    /// then `turn_summary`.
+    fn summary(&mut self, turn_summary: Option<String>) {
+        let mut summary = String::new();
+        for bi in self.of_kind(BlockKind::Summary) {
+            for ui in self.kept(bi) {
+                summary.push_str(&self.unit_text(bi, ui));
+            }
+        }
+        // The compacted turns are newer than any summary the caller sent.
+        if let Some(unit) = turn_summary {
+            summary.push_str(&unit);
+        }
+        if !summary.is_empty() {
+            self.parts.push(PartRef {
+                kind: PartKind::Summary,
+                at: PartAt::Summary,
+                message: self.plan.len(),
+                hash: xxh3_64(summary.as_bytes()),
+                item: None,
+            });
+            self.plan.push((Role::User, Source::Rendered(summary)));
         }
     }
-    // The compacted turns are newer than any summary the caller sent.
-    if let Some(unit) = turn_summary {
-        summary.push_str(&unit);
-    }
-    if !summary.is_empty() {
-        parts.push(PartRef {
-            kind: PartKind::Summary,
-            at: PartAt::Summary,
-            message: plan.len(),
-            hash: xxh3(summary.as_bytes()),
-            item: None,
-        });
-        plan.push((Role::User, Source::Rendered(summary)));
-    }
 
-    for bi in of_kind(BlockKind::History)
-        .into_iter()
-        .chain(of_kind(BlockKind::RecentTurns))
-    {
-        for ui in kept(bi) {
-            let members = &p.blocks[bi].units[ui].members;
-            let unit_form = alloc.forms[bi][ui];
-            let of = |&(mb, mc): &(usize, usize)| {
-                let item = p.blocks[mb].candidates[mc];
-                (
-                    mb,
-                    item,
-                    &req.blocks[mb].items[item],
-                    TurnForm::of(p, mb, mc, unit_form),
-                )
-            };
-            parts.push(PartRef {
-                kind: PartKind::Turn,
-                at: PartAt::Unit { block: bi, unit: ui },
-                message: plan.len(),
-                hash: turn_hash(members.iter().map(|m| {
-                    let (_, _, it, form) = of(m);
-                    (it.role.unwrap_or(Role::User), it, form)
-                })),
-                item: members.first().map(|m| {
-                    let (mb, item, _, _) = of(m);
-                    (mb, item)
-                }),
-            });
-            for m in members {
-                let (mb, item, it, form) = of(m);
-                plan.push((
-                    it.role.unwrap_or(Role::User),
-                    Source::Turn {
-                        block: mb,
-                        item,
-                        form,
-                    },
-                ));
+    /// The kept turns of the HISTORY then the RECENT_TURNS blocks.
+    fn turns(&mut self) {
+        let blocks = self.of_kind(BlockKind::History);
+        for bi in blocks.into_iter().chain(self.of_kind(BlockKind::RecentTurns)) {
+            for ui in self.kept(bi) {
+                self.turn_unit(bi, ui);
             }
         }
     }
 
-    // Evidence ranked across blocks (priority, then score), then placed best
-    // first, second best last, weaker toward the middle.
-    let evidence: Vec<(usize, usize)> = by_priority(of_kind(BlockKind::Evidence))
-        .into_iter()
-        .flat_map(|bi| by_score(bi).into_iter().map(move |ui| (bi, ui)))
-        .collect();
-    let mut placed = render::alternating_order(evidence.len())
-        .into_iter()
-        .map(|r| evidence[r]);
-    let mut context = String::new();
-    let at_context = plan.len();
-    let mut context_unit = |context: &mut String, (bi, ui): (usize, usize)| {
-        let text = unit_text(p, bi, ui, alloc.forms[bi][ui]);
-        parts.push(PartRef {
-            kind: match req.blocks[bi].kind {
+    /// Kept turn unit `ui` of block `bi`: one part, and a message per turn
+    /// in it, each in its own role.
+    fn turn_unit(&mut self, bi: usize, ui: usize) {
+        let (p, unit_form) = (self.p, self.alloc.forms[bi][ui]);
+        let members = &p.blocks[bi].units[ui].members;
+        let of = |&(mb, mc): &(usize, usize)| {
+            let item = p.blocks[mb].candidates[mc];
+            (
+                mb,
+                item,
+                &p.req.blocks[mb].items[item],
+                TurnForm::of(p, mb, mc, unit_form),
+            )
+        };
+        self.parts.push(PartRef {
+            kind: PartKind::Turn,
+            at: PartAt::Unit { block: bi, unit: ui },
+            message: self.plan.len(),
+            hash: turn_hash(members.iter().map(|m| {
+                let (_, _, it, form) = of(m);
+                (it.role.unwrap_or(Role::User), it, form)
+            })),
+            item: members.first().map(|m| {
+                let (mb, item, _, _) = of(m);
+                (mb, item)
+            }),
+        });
+        for m in members {
+            let (mb, item, it, form) = of(m);
+            self.plan.push((
+                it.role.unwrap_or(Role::User),
+                Source::Turn {
+                    block: mb,
+                    item,
+                    form,
+                },
+            ));
+        }
+    }
+
+    /// The context message (if anything is in it): the best evidence first,
+    /// memory, weaker evidence toward the middle, the second best last,
+    /// STATE at the close.
+    fn context(&mut self) {
+        // Evidence ranked across blocks (priority, then score), then placed
+        // best first, second best last, weaker toward the middle.
+        let evidence: Vec<(usize, usize)> = self
+            .by_priority(BlockKind::Evidence)
+            .into_iter()
+            .flat_map(|bi| self.by_score(bi).into_iter().map(move |ui| (bi, ui)))
+            .collect();
+        let mut placed = render::alternating_order(evidence.len())
+            .into_iter()
+            .map(|r| evidence[r]);
+        let mut context = String::new();
+        if let Some(best) = placed.next() {
+            self.context_unit(&mut context, best);
+        }
+        for bi in self.by_priority(BlockKind::Memory) {
+            for ui in self.by_score(bi) {
+                self.context_unit(&mut context, (bi, ui));
+            }
+        }
+        for e in placed {
+            self.context_unit(&mut context, e);
+        }
+        for bi in self.of_kind(BlockKind::State) {
+            for ui in self.kept(bi) {
+                self.context_unit(&mut context, (bi, ui));
+            }
+        }
+        if !context.is_empty() {
+            self.plan
+                .push((self.policy.context_role, Source::Rendered(context)));
+        }
+    }
+
+    /// Appends kept unit `ui` of block `bi` to `context`, as a part of the
+    /// context message (the next in the plan: it is pushed once whole).
+    fn context_unit(&mut self, context: &mut String, (bi, ui): (usize, usize)) {
+        let text = self.unit_text(bi, ui);
+        self.parts.push(PartRef {
+            kind: match self.p.req.blocks[bi].kind {
                 BlockKind::Memory => PartKind::Memory,
                 BlockKind::State => PartKind::State,
                 _ => PartKind::Evidence,
             },
             at: PartAt::Unit { block: bi, unit: ui },
-            message: at_context,
-            hash: xxh3(text.as_bytes()),
-            item: p.blocks[bi].candidates.get(ui).map(|&i| (bi, i)),
+            message: self.plan.len(),
+            hash: xxh3_64(text.as_bytes()),
+            item: self.p.blocks[bi].candidates.get(ui).map(|&i| (bi, i)),
         });
         context.push_str(&text);
-    };
-    if let Some(best) = placed.next() {
-        context_unit(&mut context, best);
-    }
-    for bi in by_priority(of_kind(BlockKind::Memory)) {
-        for ui in by_score(bi) {
-            context_unit(&mut context, (bi, ui));
-        }
-    }
-    for e in placed {
-        context_unit(&mut context, e);
-    }
-    for bi in of_kind(BlockKind::State) {
-        for ui in kept(bi) {
-            context_unit(&mut context, (bi, ui));
-        }
-    }
-    if !context.is_empty() {
-        plan.push((policy.context_role, Source::Rendered(context)));
     }
 
-    if !req.no_query {
-        parts.push(PartRef {
+    /// The query, last, as a user message (unless the prompt ends with a
+    /// turn).
+    fn query(&mut self) {
+        let req = self.p.req;
+        if req.no_query {
+            return;
+        }
+        self.parts.push(PartRef {
             kind: PartKind::Query,
             at: PartAt::Query,
-            message: plan.len(),
-            hash: xxh3(req.query.as_bytes()),
+            message: self.plan.len(),
+            hash: xxh3_64(req.query.as_bytes()),
             item: None,
         });
-        plan.push((Role::User, Source::Query));
+        self.plan.push((Role::User, Source::Query));
     }
-    (plan, parts)
 }
 
 /// Lays `plan` out as a template needs it: tool results as user messages

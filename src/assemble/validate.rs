@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::policy::{Catalog, Policy};
 use crate::prompt::{
-    AssembleRequest, MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM, MAX_THINKING_PER_MESSAGE,
+    AssembleRequest, Block, Item, MAX_PRINCIPAL_SCOPES, MAX_SCOPES_PER_ITEM, MAX_THINKING_PER_MESSAGE,
     MAX_TOOL_CALL_IDS_PER_MESSAGE, MAX_TOOL_NAME_BYTES,
 };
 use crate::prompt_cache::tools;
@@ -42,12 +42,7 @@ pub struct Resolved {
 /// or every violation found.
 pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Vec<FieldViolation>> {
     let mut v = Vec::new();
-    let model = catalog.models.resolve(&req.model).cloned();
-    if req.model.is_empty() {
-        v.push(FieldViolation::new("model", "required"));
-    } else if model.is_none() {
-        v.push(FieldViolation::new("model", UNKNOWN_MODEL));
-    }
+    let model = model(&mut v, req, catalog);
     let tools = tools::canonicalize(&req.tools).unwrap_or_else(|bad| {
         v.extend(bad);
         Vec::new()
@@ -56,6 +51,47 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
     if policy.is_none() {
         v.push(FieldViolation::new("policy", UNKNOWN_POLICY));
     }
+    query(&mut v, req);
+    cache_fields(&mut v, req, model.as_deref());
+    // Without a model there is no window to budget (and no success).
+    let budget = match model.as_deref() {
+        Some(spec) => budget(&mut v, req, spec),
+        None => Budget {
+            input: 0,
+            output_reserve: 0,
+        },
+    };
+    if req.principal.scopes.len() > MAX_PRINCIPAL_SCOPES {
+        v.push(FieldViolation::new(
+            "principal.scopes",
+            format!("at most {MAX_PRINCIPAL_SCOPES} scopes"),
+        ));
+    }
+    blocks(&mut v, req);
+    match (model, policy) {
+        (Some(spec), Some(policy)) if v.is_empty() => Ok(Resolved {
+            spec,
+            policy,
+            budget,
+            tools,
+        }),
+        _ => Err(v),
+    }
+}
+
+/// The model `req` names, if the catalog has it.
+fn model(v: &mut Vec<FieldViolation>, req: &AssembleRequest, catalog: &Catalog) -> Option<Arc<ModelSpec>> {
+    let model = catalog.models.resolve(&req.model).cloned();
+    if req.model.is_empty() {
+        v.push(FieldViolation::new("model", "required"));
+    } else if model.is_none() {
+        v.push(FieldViolation::new("model", UNKNOWN_MODEL));
+    }
+    model
+}
+
+/// The query: text, or nothing when the prompt ends with a turn.
+fn query(v: &mut Vec<FieldViolation>, req: &AssembleRequest) {
     if req.no_query {
         if !req.query.is_empty() {
             v.push(FieldViolation::new(
@@ -69,67 +105,66 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
             "required: must contain non-whitespace text",
         ));
     }
+}
 
-    let mut budget = Budget {
-        input: 0,
-        output_reserve: 0,
-    };
+/// The previous fingerprint, and the cache TTL against the model's
+/// provider (when the model is known).
+fn cache_fields(v: &mut Vec<FieldViolation>, req: &AssembleRequest, model: Option<&ModelSpec>) {
     if !req.previous_fingerprint.is_empty()
         && let Err(e) = crate::prompt_cache::fingerprint::check(&req.previous_fingerprint)
     {
         v.push(FieldViolation::new("previous_fingerprint", e.to_string()));
     }
-    if let Some(spec) = model.as_deref()
+    if let Some(spec) = model
         && let Err(e) = crate::prompt_cache::plan::check_ttl(&spec.cache.provider, &req.cache_ttl)
     {
         v.push(FieldViolation::new("cache_ttl", e.to_string()));
     }
-    if let Some(spec) = model.as_deref() {
-        let window = spec.context_window;
-        let reserve = req.output_reserve.unwrap_or(spec.output_reserve);
-        if reserve >= window {
-            v.push(FieldViolation::new(
-                "output_reserve",
-                format!("must be less than the context window ({window})"),
-            ));
-        }
-        let input = match req.max_input_tokens {
-            Some(0) => {
-                v.push(FieldViolation::new("max_input_tokens", "must be positive"));
-                0
-            }
-            Some(n)
-                if req.output_reserve.is_some() && u64::from(n) + u64::from(reserve) > u64::from(window) =>
-            {
-                v.push(FieldViolation::new(
-                    "max_input_tokens",
-                    format!("max_input_tokens + output_reserve exceed the context window ({window})"),
-                ));
-                n
-            }
-            Some(n) if n > window => {
-                v.push(FieldViolation::new(
-                    "max_input_tokens",
-                    format!("exceeds the context window ({window})"),
-                ));
-                n
-            }
-            Some(n) => n,
-            None => window.saturating_sub(reserve),
-        };
-        budget = Budget {
-            input,
-            output_reserve: reserve,
-        };
-    }
+}
 
-    if req.principal.scopes.len() > MAX_PRINCIPAL_SCOPES {
+/// The budget `req` asks of `spec`'s context window: the output reserve
+/// (the model's unless given), and the input tokens (what the reserve
+/// leaves unless given).
+fn budget(v: &mut Vec<FieldViolation>, req: &AssembleRequest, spec: &ModelSpec) -> Budget {
+    let window = spec.context_window;
+    let reserve = req.output_reserve.unwrap_or(spec.output_reserve);
+    if reserve >= window {
         v.push(FieldViolation::new(
-            "principal.scopes",
-            format!("at most {MAX_PRINCIPAL_SCOPES} scopes"),
+            "output_reserve",
+            format!("must be less than the context window ({window})"),
         ));
     }
+    let input = match req.max_input_tokens {
+        Some(0) => {
+            v.push(FieldViolation::new("max_input_tokens", "must be positive"));
+            0
+        }
+        Some(n) if req.output_reserve.is_some() && u64::from(n) + u64::from(reserve) > u64::from(window) => {
+            v.push(FieldViolation::new(
+                "max_input_tokens",
+                format!("max_input_tokens + output_reserve exceed the context window ({window})"),
+            ));
+            n
+        }
+        Some(n) if n > window => {
+            v.push(FieldViolation::new(
+                "max_input_tokens",
+                format!("exceeds the context window ({window})"),
+            ));
+            n
+        }
+        Some(n) => n,
+        None => window.saturating_sub(reserve),
+    };
+    Budget {
+        input,
+        output_reserve: reserve,
+    }
+}
 
+/// The blocks and their items: names and ids unique, limits consistent,
+/// turns well formed, each tool call made once in the conversation.
+fn blocks(v: &mut Vec<FieldViolation>, req: &AssembleRequest) {
     let mut names = HashSet::with_capacity_and_hasher(req.blocks.len(), Hasher::default());
     // Tool calls made anywhere in the conversation (its turns may span
     // blocks): providers refuse a call id made twice, and a result could not
@@ -138,119 +173,173 @@ pub fn validate(req: &AssembleRequest, catalog: &Catalog) -> Result<Resolved, Ve
     // One set of item ids, emptied per block, its room kept.
     let mut ids = HashSet::with_hasher(Hasher::default());
     for (bi, b) in req.blocks.iter().enumerate() {
-        let at = |f: &str| format!("blocks[{bi}].{f}");
-        unique(&mut v, &mut names, &b.name, || at("name"), "duplicate block name");
-        if let Some(max) = b.max_tokens() {
-            if b.min_tokens > max {
-                v.push(FieldViolation::new(at("min_tokens"), "greater than max_tokens"));
-            }
-            if !b.effective_cuttable() {
-                v.push(FieldViolation::new(
-                    at("max_tokens"),
-                    "applies to cuttable blocks only",
-                ));
-            }
-        }
+        block(v, &mut names, bi, b);
         ids.clear();
         ids.reserve(b.items.len());
         for (ii, item) in b.items.iter().enumerate() {
-            let at = |f: &str| format!("blocks[{bi}].items[{ii}].{f}");
-            unique(
-                &mut v,
-                &mut ids,
-                &item.id,
-                || at("id"),
-                "duplicate item id in block",
-            );
-            if !item.score.is_finite() {
-                v.push(FieldViolation::new(at("score"), "must be finite"));
-            }
-            if item.required_scopes.len() > MAX_SCOPES_PER_ITEM {
-                v.push(FieldViolation::new(
-                    at("required_scopes"),
-                    format!("at most {MAX_SCOPES_PER_ITEM} scopes"),
-                ));
-            }
-            // Past the bound the ids are not checked one by one: one
-            // violation, not one per duplicate.
-            let too_many_calls = item.tool_call_ids.len() > MAX_TOOL_CALL_IDS_PER_MESSAGE;
-            if too_many_calls {
-                v.push(FieldViolation::new(
-                    at("tool_call_ids"),
-                    format!("at most {MAX_TOOL_CALL_IDS_PER_MESSAGE} tool calls"),
-                ));
-            }
+            let at = ItemAt { block: bi, item: ii };
+            item_fields(v, &mut ids, at, item);
             if !b.kind.is_turns() {
-                if !item.tool_name.is_empty() {
-                    v.push(FieldViolation::new(at("tool_name"), "conversation turns only"));
-                }
-                if !item.thinking.is_empty() {
-                    v.push(FieldViolation::new(at("thinking"), "conversation turns only"));
-                }
+                not_a_turn(v, at, item);
                 continue;
             }
-            if item.tool_name.len() > MAX_TOOL_NAME_BYTES {
-                v.push(FieldViolation::new(
-                    at("tool_name"),
-                    format!("at most {MAX_TOOL_NAME_BYTES} bytes"),
-                ));
-            }
-            if !item.thinking.is_empty() && item.role != Some(Role::Assistant) {
-                v.push(FieldViolation::new(at("thinking"), "only assistant turns think"));
-            }
-            if item.thinking.len() > MAX_THINKING_PER_MESSAGE {
-                v.push(FieldViolation::new(
-                    at("thinking"),
-                    format!("at most {MAX_THINKING_PER_MESSAGE} thinking blocks"),
-                ));
-            }
-            match item.role {
-                None => v.push(FieldViolation::new(at("role"), "required for conversation turns")),
-                Some(Role::Tool) if item.tool_call_id.is_empty() => {
-                    v.push(FieldViolation::new(
-                        at("tool_call_id"),
-                        "required for a tool result",
-                    ));
-                }
-                _ => {}
-            }
-            if !item.tool_call_ids.is_empty() && item.role != Some(Role::Assistant) {
-                v.push(FieldViolation::new(
-                    at("tool_call_ids"),
-                    "only assistant turns make tool calls",
-                ));
-            }
-            let checked = if too_many_calls {
-                &[][..]
-            } else {
-                &item.tool_call_ids[..]
-            };
-            for (ci, call) in checked.iter().enumerate() {
-                if let Some(&(fb, fi)) = calls.get(call.as_str()) {
-                    v.push(FieldViolation::new(
-                        at(&format!("tool_call_ids[{ci}]")),
-                        format!("duplicate tool call id (first made in blocks[{fb}].items[{fi}])"),
-                    ));
-                } else {
-                    calls.insert(call, (bi, ii));
-                }
-            }
-            if !item.tool_call_id.is_empty() && item.role != Some(Role::Tool) {
-                v.push(FieldViolation::new(
-                    at("tool_call_id"),
-                    "only tool results answer a call",
-                ));
-            }
+            turn(v, at, item);
+            tool_calls(v, &mut calls, at, item);
         }
     }
-    match (model, policy) {
-        (Some(spec), Some(policy)) if v.is_empty() => Ok(Resolved {
-            spec,
-            policy,
-            budget,
-            tools,
-        }),
-        _ => Err(v),
+}
+
+/// Block `bi`'s own fields: its name (unique), its token limits.
+fn block<'r>(v: &mut Vec<FieldViolation>, names: &mut HashSet<&'r str, Hasher>, bi: usize, b: &'r Block) {
+    let at = |f: &str| format!("blocks[{bi}].{f}");
+    unique(v, names, &b.name, || at("name"), "duplicate block name");
+    if let Some(max) = b.max_tokens() {
+        if b.min_tokens > max {
+            v.push(FieldViolation::new(at("min_tokens"), "greater than max_tokens"));
+        }
+        if !b.effective_cuttable() {
+            v.push(FieldViolation::new(
+                at("max_tokens"),
+                "applies to cuttable blocks only",
+            ));
+        }
+    }
+}
+
+/// The fields every item has: its id (unique in its block), score, scopes
+/// and the number of tool calls.
+fn item_fields<'r>(
+    v: &mut Vec<FieldViolation>,
+    ids: &mut HashSet<&'r str, Hasher>,
+    at: ItemAt,
+    item: &'r Item,
+) {
+    unique(v, ids, &item.id, || at.field("id"), "duplicate item id in block");
+    if !item.score.is_finite() {
+        v.push(FieldViolation::new(at.field("score"), "must be finite"));
+    }
+    if item.required_scopes.len() > MAX_SCOPES_PER_ITEM {
+        v.push(FieldViolation::new(
+            at.field("required_scopes"),
+            format!("at most {MAX_SCOPES_PER_ITEM} scopes"),
+        ));
+    }
+    if too_many_calls(item) {
+        v.push(FieldViolation::new(
+            at.field("tool_call_ids"),
+            format!("at most {MAX_TOOL_CALL_IDS_PER_MESSAGE} tool calls"),
+        ));
+    }
+}
+
+/// An item of a block that is not conversation turns: no turn fields.
+fn not_a_turn(v: &mut Vec<FieldViolation>, at: ItemAt, item: &Item) {
+    if !item.tool_name.is_empty() {
+        v.push(FieldViolation::new(
+            at.field("tool_name"),
+            "conversation turns only",
+        ));
+    }
+    if !item.thinking.is_empty() {
+        v.push(FieldViolation::new(
+            at.field("thinking"),
+            "conversation turns only",
+        ));
+    }
+}
+
+/// A conversation turn: its tool name, its thinking and its role.
+fn turn(v: &mut Vec<FieldViolation>, at: ItemAt, item: &Item) {
+    if item.tool_name.len() > MAX_TOOL_NAME_BYTES {
+        v.push(FieldViolation::new(
+            at.field("tool_name"),
+            format!("at most {MAX_TOOL_NAME_BYTES} bytes"),
+        ));
+    }
+    if !item.thinking.is_empty() && item.role != Some(Role::Assistant) {
+        v.push(FieldViolation::new(
+            at.field("thinking"),
+            "only assistant turns think",
+        ));
+    }
+    if item.thinking.len() > MAX_THINKING_PER_MESSAGE {
+        v.push(FieldViolation::new(
+            at.field("thinking"),
+            format!("at most {MAX_THINKING_PER_MESSAGE} thinking blocks"),
+        ));
+    }
+    match item.role {
+        None => v.push(FieldViolation::new(
+            at.field("role"),
+            "required for conversation turns",
+        )),
+        Some(Role::Tool) if item.tool_call_id.is_empty() => {
+            v.push(FieldViolation::new(
+                at.field("tool_call_id"),
+                "required for a tool result",
+            ));
+        }
+        _ => {}
+    }
+}
+
+/// A turn's tool calls: the calls it makes (an assistant's, each id new to
+/// the conversation, remembered in `calls`) and the call it answers (a tool
+/// result's).
+fn tool_calls<'r>(
+    v: &mut Vec<FieldViolation>,
+    calls: &mut HashMap<&'r str, (usize, usize), Hasher>,
+    at: ItemAt,
+    item: &'r Item,
+) {
+    if !item.tool_call_ids.is_empty() && item.role != Some(Role::Assistant) {
+        v.push(FieldViolation::new(
+            at.field("tool_call_ids"),
+            "only assistant turns make tool calls",
+        ));
+    }
+    // Past the bound the ids are not checked one by one: one violation
+    // (see `item_fields`), not one per duplicate.
+    let checked = if too_many_calls(item) {
+        &[][..]
+    } else {
+        &item.tool_call_ids[..]
+    };
+    for (ci, call) in checked.iter().enumerate() {
+        if let Some(&(fb, fi)) = calls.get(call.as_str()) {
+            v.push(FieldViolation::new(
+                at.field(&format!("tool_call_ids[{ci}]")),
+                format!("duplicate tool call id (first made in blocks[{fb}].items[{fi}])"),
+            ));
+        } else {
+            calls.insert(call, (at.block, at.item));
+        }
+    }
+    if !item.tool_call_id.is_empty() && item.role != Some(Role::Tool) {
+        v.push(FieldViolation::new(
+            at.field("tool_call_id"),
+            "only tool results answer a call",
+        ));
+    }
+}
+
+/// Whether `item` makes more tool calls than a message may.
+fn too_many_calls(item: &Item) -> bool {
+    item.tool_call_ids.len() > MAX_TOOL_CALL_IDS_PER_MESSAGE
+}
+
+/// Where item `item` of block `block` is in the request: its fields'
+/// violations name them by this path.
+#[derive(Clone, Copy)]
+struct ItemAt {
+    block: usize,
+    item: usize,
+}
+
+impl ItemAt {
+    /// The proto path of the item's field `f`.
+    fn field(self, f: &str) -> String {
+        format!("blocks[{}].items[{}].{f}", self.block, self.item)
     }
 }
 
