@@ -14,8 +14,9 @@
 //! the conversation, so that a session's next requests lighten the same
 //! turns the same way until the conversation outgrows its room again.
 
-// Recorded with each measured turn; named here too, beside `cleared_text`,
-// which takes it.
+// What clearing puts in a result's place is measured with each turn
+// (`measure::MemberLight`); named here too, beside `cleared_text`, which
+// takes it.
 pub(super) use super::measure::Clear;
 use super::measure::{Measurement, MemberLight};
 use super::policy::Policy;
