@@ -42,18 +42,34 @@ pub fn assemble_batch(
     requests: Vec<AssembleRequest>,
     cancel: &Cancel,
 ) -> BatchOutcome {
-    // Distinct static parts, by their bytes: the first request of each
-    // class hashes it, the others reuse that hash. A map, not a scan of the
-    // classes so far: distinct prefixes made that quadratic.
+    let Some((class, classes)) = prefix_classes(&requests, cancel) else {
+        return cancelled(requests.len());
+    };
+    let paths = segment_paths(&requests);
+    let salts: Vec<String> = requests.iter().map(|r| r.cache_salt.clone()).collect();
+    let results = run_each(asm, catalog, requests, &class, classes, cancel);
+    let (groups, order) = group_results(&results, &salts, &paths);
+    BatchOutcome {
+        results,
+        groups,
+        order,
+    }
+}
+
+/// Each request's class of static parts (tools and segments), by their
+/// bytes, numbered in order of first appearance, and how many classes
+/// there are; `None` once `cancel` is set.
+fn prefix_classes(requests: &[AssembleRequest], cancel: &Cancel) -> Option<(Vec<usize>, usize)> {
+    // The first request of each class hashes its static parts, the others
+    // reuse that hash. A map, not a scan of the classes so far: distinct
+    // prefixes made that quadratic.
     let mut meter = Meter::new(cancel);
     let mut reps: HashMap<(&[String], Vec<&str>), usize> = HashMap::new();
     let mut class: Vec<usize> = Vec::with_capacity(requests.len());
-    for r in &requests {
+    for r in requests {
         let bytes: usize = r.tools.iter().map(String::len).sum::<usize>()
             + r.static_segments.iter().map(|s| s.content.len()).sum::<usize>();
-        if meter.tick(1 + bytes as u64).is_err() {
-            return cancelled(requests.len());
-        }
+        meter.tick(1 + bytes as u64).ok()?;
         let key = (
             r.tools.as_slice(),
             r.static_segments.iter().map(|s| s.content.as_str()).collect(),
@@ -61,13 +77,14 @@ pub fn assemble_batch(
         let next = reps.len();
         class.push(*reps.entry(key).or_insert(next));
     }
-    let mut keys: Vec<Option<PrefixKey>> = vec![None; reps.len()];
-    drop(reps);
+    Some((class, reps.len()))
+}
 
-    // Segment paths for the dispatch tree: segments interned in order of
-    // first appearance.
+/// Each request's path in the dispatch tree: its static segments, interned
+/// in order of first appearance.
+fn segment_paths(requests: &[AssembleRequest]) -> Vec<Vec<u32>> {
     let mut ids: HashMap<&str, u32> = HashMap::new();
-    let paths: Vec<Vec<u32>> = requests
+    requests
         .iter()
         .map(|r| {
             r.static_segments
@@ -78,12 +95,24 @@ pub fn assemble_batch(
                 })
                 .collect()
         })
-        .collect();
-    let salts: Vec<String> = requests.iter().map(|r| r.cache_salt.clone()).collect();
+        .collect()
+}
 
-    let results: Vec<Result<Assembly, AssembleError>> = requests
+/// Runs each request in order, `class[i]` being request `i`'s of `classes`
+/// classes of static parts: the first run of a class keys its prefix, the
+/// others are handed that key.
+fn run_each(
+    asm: &Assembler,
+    catalog: &Catalog,
+    requests: Vec<AssembleRequest>,
+    class: &[usize],
+    classes: usize,
+    cancel: &Cancel,
+) -> Vec<Result<Assembly, AssembleError>> {
+    let mut keys: Vec<Option<PrefixKey>> = vec![None; classes];
+    requests
         .into_iter()
-        .zip(&class)
+        .zip(class)
         .map(|(r, &c)| {
             let options = Options {
                 prefix: keys[c].as_ref(),
@@ -100,8 +129,16 @@ pub fn assemble_batch(
                 Attempt::Cold(..) => Err(AssembleError::Cancelled),
             }
         })
-        .collect();
+        .collect()
+}
 
+/// The groups of the successful results and their dispatch order, request
+/// `i` having cache salt `salts[i]` and dispatch path `paths[i]`.
+fn group_results(
+    results: &[Result<Assembly, AssembleError>],
+    salts: &[String],
+    paths: &[Vec<u32>],
+) -> (Vec<Group>, Vec<usize>) {
     let members: Vec<Option<Member<'_>>> = results
         .iter()
         .enumerate()
@@ -116,12 +153,7 @@ pub fn assemble_batch(
             })
         })
         .collect();
-    let (groups, order) = group(&members);
-    BatchOutcome {
-        results,
-        groups,
-        order,
-    }
+    group(&members)
 }
 
 /// The outcome of a batch cancelled before any request was assembled.

@@ -3,7 +3,7 @@
 //! and the turn summaries tried. All bounded in bytes, all keyed by the
 //! tokenizer, so a catalog reload leaves them valid.
 
-use super::shrink::TurnMemo;
+use super::turn_memo::TurnMemo;
 use crate::prompt_cache::prefix::PrefixFacts;
 use crate::tokens::{CountCache, MemoCache};
 

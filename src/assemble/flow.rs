@@ -189,81 +189,135 @@ impl Flow {
         catalog: Arc<Catalog>,
         prepared: Vec<Prepared>,
     ) -> Result<BatchAnswer<A::Refusal>, FlowError<A::Refusal>> {
-        let n = prepared.len();
-        let mut fetched: Vec<Option<Fetched>> = (0..n).map(|_| None).collect();
+        let mut fetched: Vec<Option<Fetched>> = (0..prepared.len()).map(|_| None).collect();
         let permit = if prepared.iter().any(|p| p.recall.is_some()) {
             drop(permit);
-            let mut fetches = tokio::task::JoinSet::new();
-            for (k, p) in prepared.iter().enumerate() {
-                if let Some((spec, _)) = &p.recall {
-                    let (memories, spec) = (self.memories.clone(), spec.clone());
-                    let scopes = p.req.principal.scopes.clone();
-                    fetches.spawn(async move { (k, fetch(memories, spec, scopes).await) });
-                }
-            }
-            while let Some(joined) = fetches.join_next().await {
-                if let Ok((k, f)) = joined {
-                    // Ended about now: the recalls of a batch run together.
-                    trace::phase(trace::PHASE_RECALL, f.1);
-                    fetched[k] = Some(f);
-                }
-            }
+            fetch_all(&self.memories, &prepared, &mut fetched).await;
             admit.admit().map_err(FlowError::Refused)?
         } else {
             permit
         };
-        let mut results: Vec<Option<Result<Answered, FlowError<A::Refusal>>>> =
-            (0..n).map(|_| None).collect();
-        let mut valid: Vec<usize> = Vec::with_capacity(n);
-        let mut requests = Vec::with_capacity(n);
-        let mut recalls = Vec::with_capacity(n);
-        for ((k, Prepared { mut req, recall }), fetched) in prepared.into_iter().enumerate().zip(fetched) {
-            let recalled = match recall {
-                None => None,
-                Some((_, placement)) => {
-                    let fetched = fetched.unwrap_or_else(|| {
-                        let lost = StoreError::Unavailable("recall task failed".into());
-                        (Err(lost.into()), Duration::ZERO)
-                    });
-                    match settle(self.memories.settings(), &mut req, placement, fetched) {
-                        Ok(done) => Some(done),
-                        Err(e) => {
-                            results[k] = Some(Err(e));
-                            continue;
-                        }
-                    }
-                }
-            };
-            valid.push(k);
-            requests.push(req);
-            recalls.push(recalled);
-        }
+        let Settled {
+            results,
+            valid,
+            requests,
+            recalls,
+        } = settle_all(self.memories.settings(), prepared, fetched);
         let assembler = self.assembler.clone();
         let outcome = blocking(permit, move |cancel| {
             batch::assemble_batch(&assembler, &catalog, requests, cancel)
         })
         .await?;
-        for ((k, r), recalled) in outcome.results.into_iter().enumerate().zip(recalls) {
-            results[valid[k]] = Some(answer(record(r), recalled));
+        Ok(answer_batch(results, &valid, recalls, outcome))
+    }
+}
+
+/// A batch's requests once their recalls are settled: those whose recall
+/// failed are answered, the others are to be assembled.
+struct Settled<R> {
+    /// One per request: its answer when its recall failed, else `None`.
+    results: Vec<Option<Result<Answered, FlowError<R>>>>,
+    /// The index of each request to assemble.
+    valid: Vec<usize>,
+    /// The requests to assemble, in order.
+    requests: Vec<AssembleRequest>,
+    /// Their recalls.
+    recalls: Vec<Option<RecallDone>>,
+}
+
+/// Runs the recalls of a batch together, each outside the work slot and
+/// within the recall timeout: `fetched[k]` is what request `k`'s recall
+/// fetched (left `None` when its task failed).
+async fn fetch_all(memories: &Arc<Memories>, prepared: &[Prepared], fetched: &mut [Option<Fetched>]) {
+    let mut fetches = tokio::task::JoinSet::new();
+    for (k, p) in prepared.iter().enumerate() {
+        if let Some((spec, _)) = &p.recall {
+            let (memories, spec) = (memories.clone(), spec.clone());
+            let scopes = p.req.principal.scopes.clone();
+            fetches.spawn(async move { (k, fetch(memories, spec, scopes).await) });
         }
-        let at = |m: usize| valid[m];
-        Ok(BatchAnswer {
-            // Every request was answered above, early or by the batch.
-            results: results
-                .into_iter()
-                .map(|r| r.unwrap_or(Err(FlowError::Panicked)))
-                .collect(),
-            groups: outcome
-                .groups
-                .into_iter()
-                .map(|g| Group {
-                    members: g.members.iter().map(|&m| at(m)).collect(),
-                    warmup: at(g.warmup),
-                    ..g
-                })
-                .collect(),
-            order: outcome.order.into_iter().map(at).collect(),
-        })
+    }
+    while let Some(joined) = fetches.join_next().await {
+        if let Ok((k, f)) = joined {
+            // Ended about now: the recalls of a batch run together.
+            trace::phase(trace::PHASE_RECALL, f.1);
+            fetched[k] = Some(f);
+        }
+    }
+}
+
+/// Settles what each request's recall fetched (`fetched[k]` for request
+/// `k`; a recall without an answer is a store that did not answer) into
+/// its request: a request whose recall fails is answered with the failure.
+fn settle_all<R>(
+    settings: &MemorySettings,
+    prepared: Vec<Prepared>,
+    fetched: Vec<Option<Fetched>>,
+) -> Settled<R> {
+    let n = prepared.len();
+    let mut results: Vec<Option<Result<Answered, FlowError<R>>>> = (0..n).map(|_| None).collect();
+    let mut valid: Vec<usize> = Vec::with_capacity(n);
+    let mut requests = Vec::with_capacity(n);
+    let mut recalls = Vec::with_capacity(n);
+    for ((k, Prepared { mut req, recall }), fetched) in prepared.into_iter().enumerate().zip(fetched) {
+        let recalled = match recall {
+            None => None,
+            Some((_, placement)) => {
+                let fetched = fetched.unwrap_or_else(|| {
+                    let lost = StoreError::Unavailable("recall task failed".into());
+                    (Err(lost.into()), Duration::ZERO)
+                });
+                match settle(settings, &mut req, placement, fetched) {
+                    Ok(done) => Some(done),
+                    Err(e) => {
+                        results[k] = Some(Err(e));
+                        continue;
+                    }
+                }
+            }
+        };
+        valid.push(k);
+        requests.push(req);
+        recalls.push(recalled);
+    }
+    Settled {
+        results,
+        valid,
+        requests,
+        recalls,
+    }
+}
+
+/// A batch's answers in request order: `results` as settled, with the
+/// answer of each request assembled (the `k`th of `outcome`, request
+/// `valid[k]`, with its recall `recalls[k]`), and the outcome's groups and
+/// order mapped back to request indices.
+fn answer_batch<R>(
+    mut results: Vec<Option<Result<Answered, FlowError<R>>>>,
+    valid: &[usize],
+    recalls: Vec<Option<RecallDone>>,
+    outcome: batch::BatchOutcome,
+) -> BatchAnswer<R> {
+    for ((k, r), recalled) in outcome.results.into_iter().enumerate().zip(recalls) {
+        results[valid[k]] = Some(answer(record(r), recalled));
+    }
+    let at = |m: usize| valid[m];
+    BatchAnswer {
+        // Every request was answered above, early or by the batch.
+        results: results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(FlowError::Panicked)))
+            .collect(),
+        groups: outcome
+            .groups
+            .into_iter()
+            .map(|g| Group {
+                members: g.members.iter().map(|&m| at(m)).collect(),
+                warmup: at(g.warmup),
+                ..g
+            })
+            .collect(),
+        order: outcome.order.into_iter().map(at).collect(),
     }
 }
 

@@ -14,45 +14,14 @@
 //! the conversation, so that a session's next requests lighten the same
 //! turns the same way until the conversation outgrows its room again.
 
-use super::measure::Measurement;
+// What clearing puts in a result's place is measured with each turn
+// (`measure::MemberLight`); named here too, beside `cleared_text`, which
+// takes it.
+pub(super) use super::measure::Clear;
+use super::measure::{Measurement, MemberLight};
 use super::policy::Policy;
 use crate::prompt::{Item, Thinking};
 use crate::vocab::Role;
-
-/// What takes a cleared tool result's place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Clear {
-    /// [`placeholder`].
-    Placeholder,
-    /// The item's compact form (the caller's own shorter text).
-    Compact,
-}
-
-/// What lightening may do to one turn, before protection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct MemberLight {
-    /// How its content is cleared, for a tool result the policy may clear.
-    pub clear: Option<Clear>,
-    /// Whether it carries thinking that may be dropped.
-    pub thinking: bool,
-    /// A result among the newest `keep_recent_tool_results`: never cleared.
-    pub recent: bool,
-    /// A turn of the open tool cycle (no user turn after it): its thinking
-    /// is never dropped.
-    pub open_cycle: bool,
-}
-
-impl MemberLight {
-    /// How its content is cleared when its unit is lightened.
-    pub fn cleared(self) -> Option<Clear> {
-        self.clear.filter(|_| !self.recent)
-    }
-
-    /// Whether its thinking is dropped when its unit is lightened.
-    pub fn drops_thinking(self) -> bool {
-        self.thinking && !self.open_cycle
-    }
-}
 
 /// What lightening may do to each turn of the conversation: `out[b][c]` for
 /// candidate `c` of block `b` (empty for blocks that hold no turns).

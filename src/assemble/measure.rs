@@ -1,12 +1,12 @@
 //! A request's blocks measured: the candidates the principal may see, the
-//! units they are grouped into (a turn with its tool results is one), and
-//! the texts and keys made of them on first use. What the pipeline builds,
-//! and what the allocator's shrinker, the layout and the report read.
+//! units they are grouped into (a turn with its tool results is one), what
+//! lightening may do to each turn, and the texts and keys made of them on
+//! first use. What the pipeline builds, and what the allocator's shrinker,
+//! the layout and the report read.
 
 use std::cell::OnceCell;
 
 use super::allocate::DropReason;
-use super::lighten::{Clear, MemberLight};
 use super::render::{self, FormAttr};
 use crate::prompt::{AssembleRequest, BlockKind, Item};
 use crate::tokens::{Tokenizer, cache};
@@ -54,6 +54,41 @@ pub(super) struct MemberCost {
     pub message: u32,
     /// Its thinking, where the provider reads it (else 0).
     pub thinking: u32,
+}
+
+/// What takes a cleared tool result's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Clear {
+    /// [`placeholder`](super::lighten::placeholder).
+    Placeholder,
+    /// The item's compact form (the caller's own shorter text).
+    Compact,
+}
+
+/// What lightening may do to one turn, before protection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct MemberLight {
+    /// How its content is cleared, for a tool result the policy may clear.
+    pub clear: Option<Clear>,
+    /// Whether it carries thinking that may be dropped.
+    pub thinking: bool,
+    /// A result among the newest `keep_recent_tool_results`: never cleared.
+    pub recent: bool,
+    /// A turn of the open tool cycle (no user turn after it): its thinking
+    /// is never dropped.
+    pub open_cycle: bool,
+}
+
+impl MemberLight {
+    /// How its content is cleared when its unit is lightened.
+    pub fn cleared(self) -> Option<Clear> {
+        self.clear.filter(|_| !self.recent)
+    }
+
+    /// Whether its thinking is dropped when its unit is lightened.
+    pub fn drops_thinking(self) -> bool {
+        self.thinking && !self.open_cycle
+    }
 }
 
 impl Measured {

@@ -7,7 +7,8 @@
 //! - `pipeline`: one request's run (filter, group, measure, allocate);
 //!   `measure`: the blocks measured (units, candidates, keys);
 //!   `counting`: counting through the caches, tallies, the warm-only rule;
-//!   `caches`: the caches every request shares;
+//!   `caches`: the caches every request shares; `turn_memo`: a summary of
+//!   turns as they remember it;
 //!   `shrink`: compact, truncated and summarized forms on demand, from
 //!   the counter and the measurement (not the pipeline).
 //! - [`validate`]: request checks; [`policy`]: policies and the catalog.
@@ -35,11 +36,12 @@ pub mod render;
 mod report;
 mod shrink;
 mod stages;
+mod turn_memo;
 pub mod turns;
 pub mod validate;
 
 pub use assembler::{Assembler, CountTarget, DEFAULT_CACHE_BYTES, TokenCount};
 pub use error::AssembleError;
 pub use policy::{Catalog, DEFAULT_POLICY, Policy};
-pub use shrink::TURN_SUMMARY_ID;
 pub use stages::{Attempt, Options};
+pub use turn_memo::TURN_SUMMARY_ID;

@@ -10,10 +10,11 @@ use super::lighten;
 use super::measure::Measurement;
 use super::policy::Policy;
 use super::render::{self, FormAttr};
+use super::turn_memo::TurnMemo;
 use crate::compact::summary::Running;
 use crate::compact::{Content, Msg};
-use crate::prompt::{BlockKind, Item};
-use crate::tokens::{Weigh, cache};
+use crate::prompt::Item;
+use crate::tokens::cache;
 use crate::vocab::{Meter, Role};
 
 /// Measures compact and truncated forms, and the summary of turns that do
@@ -155,51 +156,11 @@ fn members<'p>(m: Measurement<'p>, units: &[(usize, usize)]) -> Vec<&'p Item> {
         .collect()
 }
 
-/// The summary of a run of turns, remembered under the key of the run: its
-/// count, and the running summary a longer run (the session's next request,
-/// or the next eviction step) extends. Its unit is rendered from it.
-#[derive(Debug)]
-pub struct TurnMemo {
-    run: Running,
-    /// Whether every turn covered is vouched for.
-    trusted: bool,
-    cost: u32,
-}
-
-impl TurnMemo {
-    /// The summary unit: `<summary id="compacted-turns">`, compact form.
-    fn unit(&self) -> String {
-        let item = Item {
-            id: TURN_SUMMARY_ID.to_owned(),
-            source: TURN_SUMMARY_SOURCE.to_owned(),
-            trusted: self.trusted,
-            ..Item::default()
-        };
-        render::unit(
-            BlockKind::Summary,
-            &item,
-            &self.run.summary().plain(),
-            FormAttr::Compact,
-        )
-    }
-}
-
-impl Weigh for TurnMemo {
-    fn heap_bytes(&self) -> usize {
-        self.run.weight()
-    }
-}
-
 #[cfg(test)]
 thread_local! {
     /// Turn messages summarized on this thread (a test reads it).
     pub(super) static SUMMARIZED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
-
-/// The id of the summary unit of compacted turns.
-pub const TURN_SUMMARY_ID: &str = "compacted-turns";
-/// The source attribute of the summary unit of compacted turns.
-const TURN_SUMMARY_SOURCE: &str = "context-assembler";
 
 impl Shrink for Shrinker<'_, '_> {
     /// The unit's runs are its content's runs and the wrapper's (`\n`
