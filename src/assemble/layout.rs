@@ -21,8 +21,8 @@ use std::borrow::Cow;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::allocate::{Allocation, Form, rank_by_score};
-use super::lighten::{self, Clear};
-use super::measure::Measurement;
+use super::lighten;
+use super::measure::{Clear, Measurement};
 use super::policy::Policy;
 use super::render::{self, FormAttr};
 use crate::prompt::{AssembleRequest, BlockKind, Item, Message, PartKind, SegmentKind, Thinking};

@@ -14,11 +14,7 @@
 //! the conversation, so that a session's next requests lighten the same
 //! turns the same way until the conversation outgrows its room again.
 
-// What clearing puts in a result's place is measured with each turn
-// (`measure::MemberLight`); named here too, beside `cleared_text`, which
-// takes it.
-pub(super) use super::measure::Clear;
-use super::measure::{Measurement, MemberLight};
+use super::measure::{Clear, Measurement, MemberLight};
 use super::policy::Policy;
 use crate::prompt::{Item, Thinking};
 use crate::vocab::Role;
