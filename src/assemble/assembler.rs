@@ -1,7 +1,7 @@
 //! The facade: an [`Assembler`] holds what every request shares (the
 //! catalog, swapped on reload and adapted from usage reports; the count,
 //! prefix and turn-summary caches; the prefix family and usage trackers) and
-//! runs the [`stages`](super::stages) of one request.
+//! runs the stages of one request (`stages`: admit, fit, account, answer).
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -234,7 +234,7 @@ impl Assembler {
     /// The one entry point: assembles `req` under `catalog` (the one in force
     /// when the request was admitted: a request that waited across a reload
     /// is assembled as it would have been at once), as `options` say.
-    /// The stages, in order ([`stages`](super::stages) tells each).
+    /// The stages, in order (the `stages` module tells each).
     pub fn run(&self, catalog: &Catalog, req: AssembleRequest, options: Options<'_>) -> Attempt {
         let shared = self.shared();
         let admitted = match admit(shared, catalog, req, &options) {

@@ -44,7 +44,7 @@ pub struct Policy {
     pub neutralize_special_tokens: bool,
     /// Whether old tool results may be cleared when the conversation does
     /// not fit, before any turn is summarized or dropped (see
-    /// [`lighten`](super::lighten)).
+    /// `lighten`).
     pub clear_tool_results: bool,
     /// The newest tool results, never cleared.
     pub keep_recent_tool_results: u32,
