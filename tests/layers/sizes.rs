@@ -19,7 +19,6 @@ const MAX_FN_LINES: usize = 80;
 const FILES_OVER: &[(&str, usize)] = &[
     // Over since before the limit: an early test-only item hid the rest
     // of the file from the count until the count read past it.
-    ("prompt_cache/fingerprint.rs", 700),
     ("tokens/pretok.rs", 694),
 ];
 
