@@ -21,6 +21,8 @@
 //! runs that cell alone).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/kept.rs"]
+mod kept;
 #[path = "support/process.rs"]
 #[allow(dead_code)]
 mod support;
@@ -188,20 +190,11 @@ fn with_nonce(r: &AssembleRequest, n: usize) -> AssembleRequest {
 }
 
 /// The texts of request `req` (encoded) that its answer `out` (encoded)
-/// kept: static segments, the query, the items kept whole or in part.
+/// kept.
 fn kept_texts(req: &[u8], out: &[u8]) -> Vec<String> {
-    let r = pb::AssembleRequest::decode(req).unwrap();
+    let r = AssembleRequest::try_from(pb::AssembleRequest::decode(req).unwrap()).unwrap();
     let out = pb::AssembleResponse::decode(out).unwrap();
-    let mut texts: Vec<String> = r.static_segments.iter().map(|s| s.content.clone()).collect();
-    texts.push(r.query.clone());
-    for (block, decision) in r.blocks.iter().zip(&out.decisions) {
-        let kept = block
-            .items
-            .iter()
-            .filter(|i| decision.kept_item_ids.contains(&i.id));
-        texts.extend(kept.map(|i| i.content.clone()));
-    }
-    texts
+    kept::kept_texts(&r, out.decisions.iter().map(|d| d.kept_item_ids.as_slice()))
 }
 
 /// A digest of every answer to `requests` with fixed nonces, as served

@@ -37,6 +37,8 @@
 
 #[path = "support/bare.rs"]
 mod bare;
+#[path = "support/kept.rs"]
+mod kept;
 #[path = "support/process.rs"]
 mod support;
 #[path = "support/warm.rs"]
@@ -351,16 +353,7 @@ async fn fresh(binary: &Path, budget: u32, concurrency: usize, calls: usize, rou
             }
             r.query.insert_str(0, &nonce);
             let out = library.assemble(r.clone()).unwrap();
-            let mut texts: Vec<String> = r.static_segments.iter().map(|s| s.content.clone()).collect();
-            texts.push(r.query.clone());
-            for (block, decision) in r.blocks.iter().zip(&out.decisions) {
-                let kept = block
-                    .items
-                    .iter()
-                    .filter(|i| decision.kept_item_ids.contains(&i.id));
-                texts.extend(kept.map(|i| i.content.clone()));
-            }
-            texts
+            kept::kept_texts(&r, out.decisions.iter().map(|d| d.kept_item_ids.as_slice()))
         })
         .collect();
     let requests: Arc<Vec<pb::AssembleRequest>> =
