@@ -22,6 +22,10 @@ use crate::vocab::{Cancel, Role};
 /// per-message estimate falls short on longer prompts.
 const LATE_NOTES: &str = "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if loop.index0 > 2 %}note: this turn is late in the conversation and carries a long note. {% endif %}{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
+/// [`LATE_NOTES`] after a system message that lists the tools, when there
+/// are any.
+const LATE_NOTES_TOOLS: &str = "{% if tools %}<|im_start|>system\nTools:\n{% for t in tools %}{{ t['function']['name'] }}: {{ t['function']['description'] }}\n{% endfor %}<|im_end|>\n{% endif %}{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if loop.index0 > 2 %}note: this turn is late in the conversation and carries a long note. {% endif %}{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
 /// An assembler whose one model, "m", is the fixture folder with
 /// `template`; the context message goes in `context_role`.
 fn assembler(template: &str, context_role: Role) -> (tempfile::TempDir, Assembler, Arc<HfModel>) {
@@ -561,6 +565,37 @@ fn an_inline_try_settles_a_render_over_the_budget_as_a_full_run() {
         assert_eq!(inline, plain(full), "{budget}");
     }
     assert!(fitted > 10);
+}
+
+/// The tools count against the budget a render is held to: a template
+/// prompt with tools whose render goes over is searched down until the
+/// messages and the tools fit together.
+#[test]
+fn a_template_render_with_tools_fits_with_them() {
+    let (_dir, a, _model) = assembler(LATE_NOTES_TOOLS, Role::User);
+    let mut fitted = 0;
+    for budget in (80..400).step_by(7) {
+        let mut req = late_notes_request(budget);
+        req.tools = vec![
+            r#"{"type":"function","function":{"name":"look_up","description":"Looks a word up in the dictionary and says what it means.","parameters":{"type":"object","properties":{"word":{"type":"string"}}}}}"#
+                .to_owned(),
+        ];
+        match a.assemble(req) {
+            Ok(out) => {
+                assert!(out.usage.tools_tokens > 0);
+                assert!(
+                    out.usage.total_tokens + out.usage.tools_tokens <= budget,
+                    "{budget}: {} and {} of tools",
+                    out.usage.total_tokens,
+                    out.usage.tools_tokens
+                );
+                fitted += 1;
+            }
+            Err(AssembleError::BudgetOverflow { budget: reported, .. }) => assert_eq!(reported, budget),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(fitted > 10, "{fitted}");
 }
 
 proptest! {
