@@ -179,3 +179,6 @@ pub(in crate::assemble) fn fit(
         render_started: pipeline.lap,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -22,6 +22,10 @@ use crate::vocab::{Cancel, Role};
 /// per-message estimate falls short on longer prompts.
 const LATE_NOTES: &str = "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if loop.index0 > 2 %}note: this turn is late in the conversation and carries a long note. {% endif %}{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
+/// [`LATE_NOTES`] after a system message that lists the tools, when there
+/// are any.
+const LATE_NOTES_TOOLS: &str = "{% if tools %}<|im_start|>system\nTools:\n{% for t in tools %}{{ t['function']['name'] }}: {{ t['function']['description'] }}\n{% endfor %}<|im_end|>\n{% endif %}{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if loop.index0 > 2 %}note: this turn is late in the conversation and carries a long note. {% endif %}{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
 /// An assembler whose one model, "m", is the fixture folder with
 /// `template`; the context message goes in `context_role`.
 fn assembler(template: &str, context_role: Role) -> (tempfile::TempDir, Assembler, Arc<HfModel>) {
@@ -449,41 +453,55 @@ fn a_folder_without_a_template_bills_contents_and_overheads() {
     assert_ne!(Tokenizer::hf(model.clone(), 2), Tokenizer::hf(model, 3));
 }
 
+/// Three static messages, three evidence items and a query under
+/// `budget`: past the third message [`LATE_NOTES`] adds a note the
+/// per-message estimate does not know, so the first render can go over the
+/// budget, which is then searched.
+fn late_notes_request(budget: u32) -> AssembleRequest {
+    let mut req = asking("hello world");
+    req.max_input_tokens = Some(budget);
+    req.static_segments = (0..3)
+        .map(|i| Segment {
+            id: format!("s{i}"),
+            kind: SegmentKind::System,
+            content: "Be brief and kind.".to_owned(),
+        })
+        .collect();
+    req.blocks[0].items = (0..3)
+        .map(|i| Item {
+            id: format!("e{i}"),
+            content: "The cat is here. ".repeat(4),
+            score: 1.0,
+            ..Item::default()
+        })
+        .collect();
+    req
+}
+
+/// What can never be cut of [`late_notes_request`], rendered: the static
+/// messages and the query.
+fn late_notes_floor(model: &HfModel) -> u32 {
+    rendered_tokens(
+        model,
+        &[
+            Message::text(Role::System, "Be brief and kind.".to_owned()),
+            Message::text(Role::System, "Be brief and kind.".to_owned()),
+            Message::text(Role::System, "Be brief and kind.".to_owned()),
+            Message::text(Role::User, "hello world".to_owned()),
+        ],
+    )
+}
+
 /// An overshoot in messages a cut drops does not refuse a prompt whose
 /// uncuttable part fits: the lowered budget that leaves no room is searched
 /// above, and the answer names the request's budget.
 #[test]
 fn an_overshoot_in_cuttable_messages_does_not_refuse_the_prompt() {
     let (_dir, a, model) = assembler(LATE_NOTES, Role::User);
+    let floor = late_notes_floor(&model);
     let (mut fitted, mut refused) = (0, 0);
     for budget in (60..200).step_by(7) {
-        let mut req = asking("hello world");
-        req.max_input_tokens = Some(budget);
-        req.static_segments = (0..3)
-            .map(|i| Segment {
-                id: format!("s{i}"),
-                kind: SegmentKind::System,
-                content: "Be brief and kind.".to_owned(),
-            })
-            .collect();
-        req.blocks[0].items = (0..3)
-            .map(|i| Item {
-                id: format!("e{i}"),
-                content: "The cat is here. ".repeat(4),
-                score: 1.0,
-                ..Item::default()
-            })
-            .collect();
-        // What can never be cut: the static messages and the query.
-        let floor = rendered_tokens(
-            &model,
-            &[
-                Message::text(Role::System, "Be brief and kind.".to_owned()),
-                Message::text(Role::System, "Be brief and kind.".to_owned()),
-                Message::text(Role::System, "Be brief and kind.".to_owned()),
-                Message::text(Role::User, "hello world".to_owned()),
-            ],
-        );
+        let req = late_notes_request(budget);
         match a.assemble(req) {
             Ok(out) => {
                 assert!(out.usage.total_tokens <= budget, "{budget}");
@@ -513,6 +531,71 @@ fn an_overshoot_in_cuttable_messages_does_not_refuse_the_prompt() {
     }
     assert!(fitted > 10);
     assert!(refused > 0, "the lowest budgets leave no room");
+}
+
+/// An inline try (the warm path a request takes first) of a prompt whose
+/// render goes over its budget searches the budget as a full run does, and
+/// answers as the full run answers: within the budget.
+#[test]
+fn an_inline_try_settles_a_render_over_the_budget_as_a_full_run() {
+    let (_dir, a, _model) = assembler(LATE_NOTES, Role::User);
+    let catalog = a.catalog();
+    let mut fitted = 0;
+    for budget in (60..200).step_by(7) {
+        let req = late_notes_request(budget);
+        let full = a.assemble(req.clone());
+        let Attempt::Done(inline, _) = super::inline_try(&a, &catalog, req, usize::MAX) else {
+            panic!("an inline try with no bound on new text handed the request back");
+        };
+        let plain = |r: Result<Assembly, AssembleError>| {
+            r.map(|mut a| {
+                a.cache.prefix_cache_hit = false;
+                a
+            })
+        };
+        let inline = plain(inline);
+        if let Ok(out) = &inline {
+            assert!(
+                out.usage.total_tokens <= budget,
+                "{budget}: {}",
+                out.usage.total_tokens
+            );
+            fitted += 1;
+        }
+        assert_eq!(inline, plain(full), "{budget}");
+    }
+    assert!(fitted > 10);
+}
+
+/// The tools count against the budget a render is held to: a template
+/// prompt with tools whose render goes over is searched down until the
+/// messages and the tools fit together.
+#[test]
+fn a_template_render_with_tools_fits_with_them() {
+    let (_dir, a, _model) = assembler(LATE_NOTES_TOOLS, Role::User);
+    let mut fitted = 0;
+    for budget in (80..400).step_by(7) {
+        let mut req = late_notes_request(budget);
+        req.tools = vec![
+            r#"{"type":"function","function":{"name":"look_up","description":"Looks a word up in the dictionary and says what it means.","parameters":{"type":"object","properties":{"word":{"type":"string"}}}}}"#
+                .to_owned(),
+        ];
+        match a.assemble(req) {
+            Ok(out) => {
+                assert!(out.usage.tools_tokens > 0);
+                assert!(
+                    out.usage.total_tokens + out.usage.tools_tokens <= budget,
+                    "{budget}: {} and {} of tools",
+                    out.usage.total_tokens,
+                    out.usage.tools_tokens
+                );
+                fitted += 1;
+            }
+            Err(AssembleError::BudgetOverflow { budget: reported, .. }) => assert_eq!(reported, budget),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(fitted > 10, "{fitted}");
 }
 
 proptest! {
