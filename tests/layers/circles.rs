@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use super::{names_after, product_lines, rust_files, source};
+use super::{names_after, product_lines, rust_files, source, super_chains};
 
 /// Circles of files inside a room when the check came (issue 54), as
 /// "room: a, b, c" (the room's modules that reach one another, sorted): the
@@ -27,15 +27,7 @@ fn product_text(text: &str) -> String {
 /// root, and through `crate::room::`.
 fn modules_named(text: &str, room: &str, module: &[String]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("super::") {
-        let mut chain = &rest[at..];
-        let mut supers = 0;
-        while let Some(r) = chain.strip_prefix("super::") {
-            supers += 1;
-            chain = r;
-        }
-        rest = chain;
+    for (supers, chain) in super_chains(text) {
         if supers == module.len() {
             out.extend(names_after(chain));
         }

@@ -135,6 +135,24 @@ fn product_lines(text: &str) -> Vec<(usize, &str)> {
         .collect()
 }
 
+/// Each `super::` chain of `text`: how many `super`s it climbs, and the text
+/// after it.
+fn super_chains(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("super::") {
+        let mut chain = &rest[at..];
+        let mut supers = 0;
+        while let Some(r) = chain.strip_prefix("super::") {
+            supers += 1;
+            chain = r;
+        }
+        out.push((supers, chain));
+        rest = chain;
+    }
+    out
+}
+
 fn ident_at(s: &str) -> &str {
     let end = s
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -185,15 +203,7 @@ fn rooms_named(line: &str, depth: usize) -> Vec<String> {
     }
     // `super::super::x` from a file `depth` modules deep: `depth` supers
     // reach the crate root when the file is the room's own module.
-    let mut rest = line;
-    while let Some(at) = rest.find("super::") {
-        let mut chain = &rest[at..];
-        let mut supers = 0;
-        while let Some(r) = chain.strip_prefix("super::") {
-            supers += 1;
-            chain = r;
-        }
-        rest = chain;
+    for (supers, chain) in super_chains(line) {
         if supers > depth {
             out.push(ident_at(chain).to_owned());
         }
