@@ -246,6 +246,8 @@ struct Estimated {
     class: ContentClass,
     /// Observations the generation had learned from when it was estimated.
     learned_from: u64,
+    /// Pieces of its class estimated before it (0 for the first).
+    nth_of_class: usize,
     error: f64,
     prior_error: f64,
 }
@@ -255,6 +257,9 @@ struct Replay {
     /// By request index: (provider tokens, total tokens, provider tokens of
     /// texts sent before, stand-in tokens of texts sent before).
     by_index: Vec<(u64, u64, u64, u64)>,
+    /// By request index: the stand-in's tokens of the new question, and
+    /// of the whole prompt.
+    question: Vec<(u64, u64)>,
     /// The stand-in's count of each prompt whose offer (every turn and the
     /// question) did not fit, against the budget.
     utilization: Vec<f64>,
@@ -280,6 +285,7 @@ fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, pass: 
     let learn = pass != Pass::Timing;
     let mut r = Replay {
         by_index: vec![(0, 0, 0, 0); requests],
+        question: vec![(0, 0); requests],
         ..Replay::default()
     };
     let counter = asm
@@ -307,6 +313,11 @@ fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, pass: 
                 r.utilization.push(f64::from(counted) / f64::from(budget));
             }
             r.over += usize::from(counted > budget);
+            let q = &mut r.question[n];
+            *q = (
+                q.0 + u64::from(text_tokens(&session.questions[n])),
+                q.1 + u64::from(counted),
+            );
             let cell = &mut r.by_index[n];
             cell.0 += u64::from(out.usage.sources.provider);
             cell.1 += u64::from(out.usage.total_tokens);
@@ -318,9 +329,21 @@ fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, pass: 
                 if learn && learned.is_none() && estimated_before.insert(m.content.clone()) {
                     let truth = f64::from(text_tokens(&m.content).max(1));
                     let f = Features::of(&m.content);
+                    let class = ContentClass::of(&f);
+                    if std::env::var("DEBUG_CLASS").is_ok_and(|c| c == class.as_str()) {
+                        eprintln!(
+                            "{} #{n} {:?} obs {} est {:.1} truth {truth} chars {}",
+                            session.kind,
+                            m.role,
+                            frozen.snapshot.observations,
+                            frozen.snapshot.estimate(&f),
+                            m.content.chars().count()
+                        );
+                    }
                     r.pieces.push(Estimated {
-                        class: ContentClass::of(&f),
+                        class,
                         learned_from: frozen.snapshot.observations,
+                        nth_of_class: r.pieces.iter().filter(|p| p.class == class).count(),
                         error: (frozen.snapshot.estimate(&f) - truth).abs() / truth,
                         prior_error: (Generation::Claude2026.prior().estimate(&f) - truth).abs() / truth,
                     });
@@ -433,27 +456,32 @@ fn main() {
         }
     };
     println!(
-        "\nrequest | provider-counted share of prompt tokens | of the texts sent before | with each answer reported"
+        "\nrequest | provider-counted share of prompt tokens | of the texts sent before | with each answer reported | the new question's share"
     );
-    for (i, ((provider, total, old_provider, old_total), answered)) in
-        r.by_index.iter().zip(&a.by_index).enumerate()
+    for (i, (((provider, total, old_provider, old_total), answered), question)) in
+        r.by_index.iter().zip(&a.by_index).zip(&a.question).enumerate()
     {
         println!(
-            "{:>7} | {:>7} | {:>7} | {:>7}",
+            "{:>7} | {:>7} | {:>7} | {:>7} | {:>7}",
             i + 1,
             share(*provider, *total),
             share(*old_provider, *old_total),
-            share(answered.0, answered.1)
+            share(answered.0, answered.1),
+            share(question.0, question.1)
         );
     }
     let from_second = |by_index: &[(u64, u64, u64, u64)]| {
         let (p, t) = by_index[1..].iter().fold((0, 0), |(p, t), c| (p + c.0, t + c.1));
         share(p, t)
     };
+    let (q, t) = a.question[1..]
+        .iter()
+        .fold((0, 0), |(q, t), c| (q + c.0, t + c.1));
     println!(
-        "requests 2 on | {} | | {}",
+        "requests 2 on | {} | | {} | {}",
         from_second(&r.by_index),
-        from_second(&a.by_index)
+        from_second(&a.by_index),
+        share(q, t)
     );
     println!("\nestimate error |estimate - stand-in| / stand-in, p50 / p99 (pieces)");
     println!(
@@ -487,6 +515,32 @@ fn main() {
         quantiles(r.pieces.iter().filter(|p| p.learned_from < 20).map(|p| p.error)),
         quantiles(r.pieces.iter().filter(|p| p.learned_from >= 100).map(|p| p.error)),
     );
+    println!(
+        "\nthe worst estimates after 100 observations: error (the piece's place among its class's, observations then)"
+    );
+    for class in ContentClass::ALL {
+        let mut late: Vec<&Estimated> = r
+            .pieces
+            .iter()
+            .filter(|p| p.class == class && p.learned_from >= 100)
+            .collect();
+        late.sort_by(|a, b| b.error.total_cmp(&a.error));
+        let worst: Vec<String> = late
+            .iter()
+            .take(4)
+            .map(|p| {
+                format!(
+                    "{:.1}% ({}, {})",
+                    100.0 * p.error,
+                    p.nth_of_class + 1,
+                    p.learned_from
+                )
+            })
+            .collect();
+        if !worst.is_empty() {
+            println!("{} | {}", class.as_str(), worst.join(", "));
+        }
+    }
     let final_p99 = asm.learning().estimates().get(GENERATION).current().snapshot.p99;
     if std::env::var_os("SHOW_STATE").is_some() {
         println!(

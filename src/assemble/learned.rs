@@ -10,9 +10,13 @@
 //! A piece not counted yet is estimated by its content ([`crate::tokens::estimate`]):
 //! each generation's [`Calibrator`] learns from every count the provider
 //! gives, and a request counts with the calibrator's state frozen when it
-//! starts ([`ContentEstimate`]). A new state is frozen only every few
+//! starts ([`ContentEstimate`]). A new state is frozen every few
 //! observations (more apart as they accumulate), since each one is a new
-//! tokenizer identity to the count caches.
+//! tokenizer identity to the count caches, and at once after a count the
+//! frozen state missed by more than [`SURPRISE`] where the calibrator's
+//! state now misses it by half that or less (a kind of text not seen yet:
+//! its next pieces are estimated with what its first taught; a tokenizer
+//! no estimate fits keeps missing, and freezes on the schedule alone).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, RwLock};
@@ -24,7 +28,7 @@ use crate::provider_count::{self, CountError, Counter, Piece, PieceKind, Setting
 use crate::telemetry::metrics;
 use crate::tokens::ModelSpec;
 use crate::tokens::digest;
-use crate::tokens::estimate::{Calibrator, Features, Generation};
+use crate::tokens::estimate::{Calibrator, Features, Generation, SURPRISE, Snapshot};
 use crate::tokens::provider::Provider;
 use crate::tokens::tokenizer::{ContentEstimate, MeasuredFrames, Tokenizer};
 
@@ -166,9 +170,11 @@ impl GenerationEstimate {
     }
 
     /// Learns from the provider's count of a text (or texts) with
-    /// `features`, records the error the estimate made, and freezes a new state once a quarter more
-    /// observations (at least one, at most [`MOST_BETWEEN_FREEZES`]) came
-    /// in since the last.
+    /// `features`, records the error the estimate made, and freezes a new
+    /// state once a quarter more observations (at least one, at most
+    /// [`MOST_BETWEEN_FREEZES`]) came in since the last, or at once when the
+    /// frozen state misses this count by more than [`SURPRISE`] and the
+    /// calibrator's now by half that or less.
     fn observe(&self, features: &Features, tokens: u32) {
         let Some((class, error)) = self.calibrator.observe(features, u64::from(tokens)) else {
             return;
@@ -177,7 +183,13 @@ impl GenerationEstimate {
         metrics::piece_estimate_error(&frozen.generation, class.as_str(), error);
         let since = frozen.snapshot.observations;
         let now = self.calibrator.snapshot();
-        if now.observations >= since + (since / 4).clamp(1, MOST_BETWEEN_FREEZES) {
+        let due = now.observations >= since + (since / 4).clamp(1, MOST_BETWEEN_FREEZES);
+        // How far the state requests count with, and the calibrator's
+        // now, are from this count: a state that misses it, where the new
+        // one would not, is replaced at once.
+        let miss = |s: &Snapshot| (s.estimate(features) / f64::from(tokens) - 1.0).abs();
+        let (stale, fresh) = (miss(&frozen.snapshot), miss(&now));
+        if due || (stale > SURPRISE && fresh < stale / 2.0) {
             *frozen = Arc::new(ContentEstimate {
                 generation: frozen.generation.clone(),
                 snapshot: now,

@@ -26,7 +26,8 @@ mod calibrator;
 mod features;
 
 pub use calibrator::{
-    Calibrator, Calibrators, DEFAULT_P99_ERROR, ErrorQuantiles, MIN_OBSERVATIONS, RECENT_ERRORS, Snapshot,
+    Calibrator, Calibrators, DEFAULT_P99_ERROR, ErrorQuantiles, MIN_OBSERVATIONS, RECENT_ERRORS, SURPRISE,
+    Snapshot,
 };
 pub use features::{CJK, ContentClass, FEATURE_NAMES, FEATURES, Features, PUNCTUATION};
 

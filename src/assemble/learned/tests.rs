@@ -324,3 +324,37 @@ async fn a_prefix_estimated_is_counted_again_once_learned() {
     assert_eq!(second.total_tokens, 3 + frames, "{first:?} then {second:?}");
     assert_eq!(second.sources.provider, 3);
 }
+
+/// A count the frozen state misses by more than [`SURPRISE`], where the
+/// calibrator's state now would not, freezes that state at once: the next
+/// request estimates a new kind of text with what its first piece taught.
+/// A count it misses by less waits for the schedule.
+#[test]
+fn a_count_the_frozen_state_misses_freezes_a_new_state_at_once() {
+    let e = GenerationEstimate::new("claude-2026");
+    let frozen_at = || e.current().snapshot.observations;
+    // Prose counted as the frozen state estimates it: frozen on the
+    // schedule alone (at 33, next at 41).
+    for i in 0..38 {
+        let text = format!("The order {i} ships within two days of payment. ").repeat(1 + i % 5);
+        let f = Features::of(&text);
+        e.observe(&f, e.current().snapshot.estimate(&f).round() as u32);
+    }
+    assert_eq!(frozen_at(), 33);
+    let text = "Refunds take five business days from the day the parcel arrives. ".repeat(8);
+    let f = Features::of(&text);
+    e.observe(&f, (1.015 * e.current().snapshot.estimate(&f)).round() as u32);
+    assert_eq!(frozen_at(), 33, "a miss of 1.5% waits for the schedule");
+    // Chinese at one token a character, where the prior says 0.89.
+    let zh = |s: &str| {
+        let text = s.repeat(12);
+        (Features::of(&text), text.chars().count() as u32)
+    };
+    let (f, tokens) = zh("退款将在包裹到达后五个工作日内处理。");
+    let miss = |f: &Features, tokens: u32| (e.current().snapshot.estimate(f) / f64::from(tokens) - 1.0).abs();
+    assert!(miss(&f, tokens) > 0.08, "{}", miss(&f, tokens));
+    e.observe(&f, tokens);
+    assert_eq!(frozen_at(), 40, "frozen at once");
+    let (next, tokens) = zh("订单发货后我们会通过电子邮件通知您。");
+    assert!(miss(&next, tokens) < SURPRISE, "{}", miss(&next, tokens));
+}
