@@ -489,3 +489,85 @@ fn entries_live_as_long_as_their_longest_effective_marker_says() {
         "no lifetime offered: five minutes"
     );
 }
+
+/// Where a prompt first differs, in tokens: the divergence's offset when
+/// `change` alters `request`, sent after `request`'s own answer.
+fn offset_of(a: &Assembler, request: &AssembleRequest, change: impl FnOnce(&mut AssembleRequest)) -> u32 {
+    let first = a.assemble(request.clone()).unwrap();
+    let mut next = request.clone();
+    change(&mut next);
+    after(a, &first, next).divergence.unwrap().token_offset
+}
+
+/// Each part carries its own message's tokens: changing turn `k` diverges
+/// after the tokens of the turns before it, so the offsets step by one
+/// turn's message each (the turns here cost the same), and the context
+/// message's opening is not one turn's.
+#[test]
+fn the_offset_of_each_turn_steps_by_the_turn_before_it() {
+    let a = asm();
+    let req = request(6, &DOCS, SYSTEM);
+    let offsets: Vec<u32> = (0..6)
+        .map(|k| {
+            offset_of(&a, &req, |r| {
+                r.blocks[0].items[k].content = format!("Turn {k} changed its mind entirely.")
+            })
+        })
+        .collect();
+    let steps: Vec<u32> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(steps[0] > 0, "{offsets:?}");
+    assert!(steps.iter().all(|&s| s == steps[0]), "{offsets:?}");
+}
+
+/// The summary message's part is what the summary message costs: with a
+/// summary block, the first turn's offset grows by exactly what the
+/// prompt's total does.
+#[test]
+fn the_summary_part_costs_what_the_summary_message_does() {
+    let a = asm();
+    let plain = request(4, &DOCS, SYSTEM);
+    let mut summarized = plain.clone();
+    summarized.blocks.push(Block::new(
+        "summary",
+        BlockKind::Summary,
+        vec![evidence(
+            "s1",
+            "Earlier, the customer asked about a late parcel.",
+            1.0,
+        )],
+    ));
+    let first_turn = |r: &mut AssembleRequest| r.blocks[0].items[0].content = "Changed.".to_owned();
+    let total = |r: &AssembleRequest| a.assemble(r.clone()).unwrap().usage.total_tokens;
+    let grown = offset_of(&a, &summarized, first_turn) - offset_of(&a, &plain, first_turn);
+    assert!(grown > 0);
+    assert_eq!(grown, total(&summarized) - total(&plain));
+}
+
+/// The context message's parts are what the context message costs, its
+/// opening with its first item: with evidence, the query's offset grows by
+/// what the prompt's total does.
+#[test]
+fn the_context_parts_cost_what_the_context_message_does() {
+    let a = asm();
+    let (with, without) = (request(4, &DOCS, SYSTEM), request(4, &[], SYSTEM));
+    let query = |r: &mut AssembleRequest| r.query = "Another question entirely?".to_owned();
+    let total = |r: &AssembleRequest| a.assemble(r.clone()).unwrap().usage.total_tokens;
+    let grown = offset_of(&a, &with, query) - offset_of(&a, &without, query);
+    assert_eq!(grown, total(&with) - total(&without));
+}
+
+/// A volatile value in a segment after the first is named on that segment
+/// (each segment kept apart has its own volatile bit).
+#[test]
+fn a_timestamp_in_the_second_segment_is_named() {
+    let a = asm();
+    let at = |now: &str| {
+        let mut r = request(2, &DOCS, SYSTEM);
+        r.static_segments[1].content = format!("Answer from the evidence only. Now: {now}");
+        r
+    };
+    let first = a.assemble(at("2026-11-27T08:00:00Z")).unwrap();
+    let d = after(&a, &first, at("2026-11-27T08:00:05Z")).divergence.unwrap();
+    assert_eq!(d.change, Change::VolatileValue);
+    assert_eq!(d.id, "policy");
+}
