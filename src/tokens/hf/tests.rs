@@ -547,3 +547,30 @@ fn the_per_message_sum_is_the_rendered_count_on_real_templates() {
 }
 
 mod deepseek;
+
+/// An added token whose text is already in the model's vocabulary under
+/// another id: `tokenizers` encodes it by the vocabulary's id, not the one
+/// `added_tokens` names. The fast path, which cuts added tokens by the
+/// ids that list names, would write other ids than the reference, so such
+/// a folder is counted by the reference (and its ids are the reference's).
+#[test]
+fn an_added_token_under_another_id_than_the_vocabularys_is_not_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&fixture::tokenizer_json()).unwrap();
+    let next =
+        json["model"]["vocab"].as_object().unwrap().len() + json["added_tokens"].as_array().unwrap().len();
+    json["added_tokens"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "id": next, "content": "hello", "single_word": false, "lstrip": false,
+            "rstrip": false, "normalized": false, "special": false
+        }));
+    std::fs::write(dir.path().join("tokenizer.json"), json.to_string()).unwrap();
+    let m = HfModel::load(dir.path()).unwrap();
+    for text in ["hello", "say hello world", "hellohello"] {
+        assert_eq!(m.encode(text, false), m.reference_encode(text, false), "{text:?}");
+        assert_eq!(m.count(text), m.reference_count(text), "{text:?}");
+    }
+    assert!(!m.counts_fast());
+}
