@@ -1679,3 +1679,38 @@ fn count_tokens_says_where_its_tokens_came_from() {
         ));
     }
 }
+
+/// The engine caches through the last turn and nothing more, with a
+/// summary block or without one, whatever the turns: recounted and floored
+/// to 16 for conversations of 1 to 24 turns (a summary message's opening
+/// charged without one, or its units left out, would cross a block
+/// boundary in some of them).
+#[test]
+fn the_engine_caches_through_the_last_turn() {
+    let a = asm();
+    for (turns, summary) in (1..=24usize).flat_map(|t| [(t, false), (t, true)]) {
+        let items = (0..turns)
+            .map(|i| {
+                let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+                turn(
+                    &format!("t{i}"),
+                    role,
+                    &"Refunds take a while. ".repeat(1 + i % 5),
+                )
+            })
+            .collect();
+        let mut blocks = vec![block("history", BlockKind::History, items)];
+        if summary {
+            let earlier = item("s1", &"The customer asked about a parcel. ".repeat(turns), 1.0);
+            blocks.push(block("summary", BlockKind::Summary, vec![earlier]));
+        }
+        let out = a.assemble(request(blocks)).unwrap();
+        let last_turn = out.messages.len() - 2;
+        let stable = recount(Encoding::O200kBase, &out.messages[..=last_turn]) - 3;
+        assert_eq!(
+            out.hints.engine_cacheable_tokens,
+            stable / 16 * 16,
+            "{turns} turns, summary {summary}"
+        );
+    }
+}
