@@ -46,3 +46,59 @@ impl Weigh for TurnMemo {
         self.run.weight()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compact::conversation::Msg;
+    use crate::vocab::{Cancel, Role};
+
+    fn memo(trusted: bool) -> TurnMemo {
+        let msgs: Vec<Msg> = (0..6)
+            .map(|i| {
+                let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+                Msg::text(
+                    role,
+                    format!("Turn {i}: where is my parcel {i}? It left the depot on Monday."),
+                )
+            })
+            .collect();
+        TurnMemo {
+            run: Running::default().extended(&msgs, &Cancel::new()).unwrap(),
+            trusted,
+            cost: 0,
+        }
+    }
+
+    /// The unit is the summary's text in its wrapper: the turn summary's id,
+    /// the sidecar as its source, compact, and untrusted unless every turn
+    /// covered was vouched for.
+    #[test]
+    fn the_unit_wraps_the_summary_as_the_sidecars() {
+        let m = memo(true);
+        let unit = m.unit();
+        let text = m.run.summary().plain();
+        assert!(!text.is_empty());
+        assert!(
+            unit.starts_with(
+                "<summary id=\"compacted-turns\" source=\"context-assembler\" form=\"compact\">\n"
+            ),
+            "{unit}"
+        );
+        assert!(unit.contains(text.as_str()), "{unit}");
+        assert!(memo(false).unit().contains(" trust=\"untrusted\""));
+        assert!(!unit.contains("untrusted"));
+    }
+
+    /// What the summary cache charges for a memo grows with the summary: a
+    /// weight of nothing would let the cache hold any number of them.
+    #[test]
+    fn a_memo_weighs_at_least_its_summarys_text() {
+        let m = memo(true);
+        assert!(
+            m.heap_bytes() >= m.run.summary().plain().len() / 2,
+            "{}",
+            m.heap_bytes()
+        );
+    }
+}
