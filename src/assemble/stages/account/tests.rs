@@ -571,3 +571,38 @@ fn a_timestamp_in_the_second_segment_is_named() {
     assert_eq!(d.change, Change::VolatileValue);
     assert_eq!(d.id, "policy");
 }
+
+/// What the provider is expected to serve from its cache, as a usage
+/// report reads it back: nothing the first time a prefix is assembled,
+/// its cacheable tokens when it was assembled just before, and nothing
+/// after another sidecar's prompt (a previous fingerprint) whose prefix
+/// this one has not seen: the provider may have served it, this sidecar
+/// cannot say.
+#[test]
+fn the_cache_is_expected_to_serve_a_prefix_assembled_just_before() {
+    use crate::prompt_cache::feedback::UsageReport;
+    let expected = |a: &Assembler, mut req: AssembleRequest, id: &str| {
+        req.request_id = id.to_owned();
+        let out = a.assemble(req).unwrap();
+        let report = UsageReport {
+            request_id: id.to_owned(),
+            provider: "openai".to_owned(),
+            prompt_tokens: out.usage.total_tokens,
+            ..UsageReport::default()
+        };
+        (a.report_usage(&report).unwrap().expected_cached, out)
+    };
+    let a = asm();
+    let (first, out) = expected(&a, long(4, 1400, "gpt-4o"), "first");
+    assert_eq!(first, 0, "a prefix never seen");
+    let (again, _) = expected(&a, long(4, 1400, "gpt-4o"), "again");
+    assert!(
+        again >= 1024 && again <= out.cache_plan.cacheable_tokens,
+        "{again}"
+    );
+    let mut next = long(6, 1400, "gpt-4o");
+    next.previous_fingerprint = out.fingerprint.clone();
+    let (elsewhere, out) = expected(&asm(), next, "elsewhere");
+    assert!(out.divergence.is_some_and(|d| d.servable_tokens > 0));
+    assert_eq!(elsewhere, 0, "a prefix this sidecar has not seen");
+}
