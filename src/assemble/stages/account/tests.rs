@@ -606,3 +606,49 @@ fn the_cache_is_expected_to_serve_a_prefix_assembled_just_before() {
     assert!(out.divergence.is_some_and(|d| d.servable_tokens > 0));
     assert_eq!(elsewhere, 0, "a prefix this sidecar has not seen");
 }
+
+/// A volatile value in the policy (the second segment) makes every marker
+/// from its message on ineffective, and each message's tokens are its own:
+/// the markers before it keep their prefix, those after it say why not.
+#[test]
+fn a_volatile_value_makes_the_markers_after_it_ineffective() {
+    let a = asm();
+    let mut req = long(4, 1600, "claude-3-5-sonnet");
+    req.static_segments[1].content = "Answer from the evidence only. Now: 2026-11-27T08:00:00Z".to_owned();
+    let out = a.assemble(req).unwrap();
+    let markers = &out.cache_plan.markers;
+    assert!(!markers.is_empty(), "{:?}", out.cache_plan);
+    for m in markers {
+        assert!(!m.effective, "{m:?}");
+        assert_eq!(
+            m.reason,
+            Some(crate::prompt::Ineffective::VolatileBefore),
+            "{m:?}"
+        );
+    }
+}
+
+/// A marker's prefix is the prompt through the message it marks: the
+/// static prefix's tokens through the last static message, every message's
+/// through the last.
+#[test]
+fn a_markers_prefix_is_the_prompt_through_its_message() {
+    use crate::prompt::{BreakpointKind, MarkerTarget};
+    let a = asm();
+    let out = a.assemble(long(4, 1600, "claude-3-5-sonnet")).unwrap();
+    let markers = &out.cache_plan.markers;
+    let system = markers
+        .iter()
+        .find(|m| m.kind == BreakpointKind::EndOfSystem)
+        .expect("a marker at the end of the system prompt");
+    assert_eq!(system.prefix_tokens, out.usage.static_tokens, "{system:?}");
+    let last = out.messages.len() as u32 - 1;
+    for m in markers {
+        if let MarkerTarget::Message(i) = m.target {
+            assert!(m.prefix_tokens <= out.usage.total_tokens, "{m:?}");
+            if i == last {
+                assert_eq!(m.prefix_tokens, out.usage.total_tokens, "{m:?}");
+            }
+        }
+    }
+}
