@@ -642,6 +642,8 @@ fn a_markers_prefix_is_the_prompt_through_its_message() {
         .find(|m| m.kind == BreakpointKind::EndOfSystem)
         .expect("a marker at the end of the system prompt");
     assert_eq!(system.prefix_tokens, out.usage.static_tokens, "{system:?}");
+    let last_system = out.messages.iter().rposition(|m| m.role == Role::System).unwrap();
+    assert_eq!(system.target, MarkerTarget::Message(last_system as u32));
     let last = out.messages.len() as u32 - 1;
     for m in markers {
         if let MarkerTarget::Message(i) = m.target {
