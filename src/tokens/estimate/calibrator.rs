@@ -19,10 +19,11 @@
 //! as an error but not fitted.
 //!
 //! Each [`ContentClass`] then has a scale, refitted with the coefficients
-//! from its first row on: a kind of text the window has not held yet (JSON
-//! after hours of prose) is the coefficients' compromise for other kinds,
-//! and the next piece of it should not pay for that again. Until the class
-//! has [`MIN_CLASS_ROWS`] rows its scale is drawn towards 1 (as if
+//! from its first row on, recent rows weighing more ([`SCALE_HALF_LIFE`]): a
+//! kind of text the window has not held lately (JSON after hours of prose)
+//! is the coefficients' compromise for other kinds, and the next piece of
+//! it should not pay for that again. Until the class's recent rows weigh
+//! [`MIN_CLASS_ROWS`] its scale is drawn towards 1 (as if
 //! [`SCALE_PRIOR_ROWS`] rows had been exact) and held within
 //! [`EARLY_SCALES`], so one odd piece cannot halve a class's budget.
 //! (Refitting every few observations, and a class's scale only from its
@@ -74,6 +75,8 @@ pub const MIN_CLASS_ROWS: usize = 8;
 /// How many exact rows the pull towards a scale of 1 is worth, until
 /// [`MIN_CLASS_ROWS`].
 pub const SCALE_PRIOR_ROWS: f64 = 0.25;
+/// Rows kept after a row that halve its weight in its class's scale.
+pub const SCALE_HALF_LIFE: f64 = 64.0;
 /// The bounds of a class's scale.
 pub const SCALES: (f64, f64) = (0.5, 2.0);
 /// The bounds of a class's scale before [`MIN_CLASS_ROWS`]: with the
@@ -470,24 +473,32 @@ impl Learner {
         self.scale = self.scales();
     }
 
-    /// Each class's scale s minimizes Σ (s × c·x − 1)² over its rows, with
-    /// [`SCALE_PRIOR_ROWS`] exact rows besides and within [`EARLY_SCALES`]
-    /// until [`MIN_CLASS_ROWS`], within [`SCALES`] from then on.
+    /// Each class's scale s minimizes Σ w (s × c·x − 1)² over its rows,
+    /// each row weighed by how recent it is (half as much every
+    /// [`SCALE_HALF_LIFE`] rows kept after it), with [`SCALE_PRIOR_ROWS`]
+    /// exact rows besides and within [`EARLY_SCALES`] while the weights sum
+    /// to less than [`MIN_CLASS_ROWS`], within [`SCALES`] from then on. A
+    /// class the window holds only from long ago (JSON-like code, hours
+    /// before the JSON) is learned again from its next rows.
     fn scales(&self) -> [f64; ContentClass::ALL.len()] {
-        let mut sums = [(0.0f64, 0.0f64, 0usize); ContentClass::ALL.len()];
-        for (x, class) in &self.rows {
+        let decay = 0.5f64.powf(1.0 / SCALE_HALF_LIFE);
+        let mut sums = [(0.0f64, 0.0f64, 0.0f64); ContentClass::ALL.len()];
+        let mut w = 1.0;
+        for (x, class) in self.rows.iter().rev() {
             let r = dot(&self.coefficients, x);
             if let Some(s) = sums.get_mut(*class) {
-                *s = (s.0 + r, s.1 + r * r, s.2 + 1);
+                *s = (s.0 + w * r, s.1 + w * r * r, s.2 + w);
             }
+            w *= decay;
         }
-        sums.map(|(r, rr, n)| match n {
-            0 => 1.0,
-            n if n < MIN_CLASS_ROWS => {
+        sums.map(|(r, rr, n)| {
+            if n < MIN_CLASS_ROWS as f64 {
                 ((r + SCALE_PRIOR_ROWS) / (rr + SCALE_PRIOR_ROWS)).clamp(EARLY_SCALES.0, EARLY_SCALES.1)
+            } else if rr > 0.0 {
+                (r / rr).clamp(SCALES.0, SCALES.1)
+            } else {
+                1.0
             }
-            _ if rr > 0.0 => (r / rr).clamp(SCALES.0, SCALES.1),
-            _ => 1.0,
         })
     }
 }
