@@ -28,7 +28,7 @@ pub struct Policy {
     /// once turns must go, the conversation is cut in steps of
     /// `window_high_percent - window_low_percent` of the budget at
     /// positions that do not move as the session grows (see
-    /// [`Window`](super::allocate::Window)), and the kept turns never pass
+    /// [`Window`]), and the kept turns never pass
     /// `window_high_percent`. Equal marks: no window (cut wherever the room
     /// ends).
     pub window_low_percent: u32,

@@ -1,5 +1,5 @@
 //! The gate every request passes before tonic decodes it. Every message of
-//! every RPC goes through one [`Meter`]:
+//! every RPC goes through one `Meter`:
 //!
 //! 1. its 5-byte gRPC frame header is read first: a message over the size
 //!    limit is RESOURCE_EXHAUSTED without a byte of it buffered;

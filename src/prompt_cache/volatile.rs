@@ -150,7 +150,7 @@ static CLASS: [u8; 256] = {
 /// The volatile values in `text`: a bit per [`Volatile::ALL`] kind found,
 /// and the first finding with its byte offset.
 ///
-/// [`value_at`] is tried at every word start that may begin a value: a
+/// `value_at` is tried at every word start that may begin a value: a
 /// word holding a digit (every kind but a UUID starts with a digit or holds
 /// one in its first word), or 8 hex digits before a `-` (a UUID's first
 /// group). Most words of prose are neither and cost one table lookup per

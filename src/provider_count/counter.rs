@@ -136,7 +136,7 @@ impl Counter {
     }
 
     /// Shares what this counter learns with a fleet through `store` (see
-    /// [`super::shared`]): from now on a piece, or a model's frames, is
+    /// `shared`): from now on a piece, or a model's frames, is
     /// looked up there before the provider is called, and what the
     /// provider answers is written there. Once per counter: a second store
     /// is refused (`false`).

@@ -56,7 +56,7 @@ pub enum Failure {
     /// A status that is neither a count, a refusal nor a 429.
     #[error("HTTP {0}")]
     Status(u16),
-    /// The answer exceeded [`super::wire::MAX_ANSWER_BYTES`].
+    /// The answer exceeded `MAX_ANSWER_BYTES`.
     #[error("answer larger than 64 KiB")]
     TooLarge,
     /// A 2xx answer without a count.

@@ -9,16 +9,16 @@
 //! [`Counter::submit`] never waits: it queues the piece unless the same
 //! (generation, key) is already queued or in flight. A bounded queue drops its
 //! oldest piece when full. Calls go out under a token bucket
-//! ([`bucket`]: evenly paced, burst of one), at most `concurrency` at a time,
-//! each under a timeout, behind a circuit breaker ([`breaker`]) that stops
+//! (`bucket`: evenly paced, burst of one), at most `concurrency` at a time,
+//! each under a timeout, behind a circuit breaker (`breaker`) that stops
 //! calling a provider that fails. Before a model's first piece is learned its
-//! [`Frames`] are measured with three calls ([`frames`]).
+//! [`Frames`] are measured with three calls (`frames`).
 //!
 //! With a [`Shared`] store ([`Counter::share`]: the PostgreSQL memory
 //! store's table, when one is configured) a fleet counts each piece once:
 //! a piece is looked up there before the provider is called, and what the
 //! provider answers is written there; best-effort, bounded, never on the
-//! request path ([`shared`]).
+//! request path (`shared`).
 //!
 //! The API key is a [`Secret`]: it is written only into its header (marked
 //! sensitive), never into a log line, an error or a metric; prompt text never
@@ -191,7 +191,7 @@ impl fmt::Debug for Piece {
 pub const MAX_MODEL_BYTES: usize = 128;
 
 /// What a model's counting adds around the content, measured once per model
-/// (see [`frames`] for how, and the one assumption it rests on).
+/// (see `frames` for how, and the one assumption it rests on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Frames {
     /// A request of one user message, less its content.

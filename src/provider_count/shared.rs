@@ -45,7 +45,7 @@ pub const SLACK_TOKENS: u32 = 4096;
 pub const FRAMES: &str = "frames";
 
 /// What a shared store's calls return: a future doing its work when
-/// polled (it may be dropped at the [`TIMEOUT`]).
+/// polled (it may be dropped at the `TIMEOUT`).
 pub type SharedFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, SharedUnavailable>> + Send + 'a>>;
 
 /// The shared store could not answer; why is the store's to log.
@@ -56,7 +56,7 @@ pub struct SharedUnavailable;
 /// A store of learned counts shared by many sidecars. Counts are content
 /// tokens as [`super::Sink::learned`] receives them (frame-free, so the
 /// same for every model and endpoint of a generation), or frame probe
-/// counts under [`FRAMES`]. No text is ever handed to it.
+/// counts under `FRAMES`. No text is ever handed to it.
 pub trait Shared: Send + Sync + 'static {
     /// The counts stored for `keys` of `generation`: one entry per key, in
     /// order, `None` for a key not stored.

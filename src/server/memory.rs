@@ -33,7 +33,7 @@ const PING_EVERY: Duration = Duration::from_secs(5);
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Memories over the configured store, opened now if it opens within
-/// [`FIRST_OPEN_TIMEOUT`], else left connecting (see [`keep`]); the store,
+/// `FIRST_OPEN_TIMEOUT`, else left connecting (see [`keep`]); the store,
 /// once open, is offered to `shared` too.
 pub async fn open(
     backend: &Backend,

@@ -228,7 +228,7 @@ pub const TRACE_DROPPED_QUEUE_FULL: &str = "queue_full";
 pub const TRACE_DROPPED_EXPORT_FAILED: &str = "export_failed";
 /// Drop reason: a request recorded more phases than a span may hold.
 pub const TRACE_DROPPED_TOO_MANY_PHASES: &str = "too_many_phases";
-/// Every drop reason, each started at zero by [`initialize`] whether or not
+/// Every drop reason, each started at zero by `initialize` whether or not
 /// tracing is configured.
 pub const TRACE_DROP_REASONS: [&str; 3] = [
     TRACE_DROPPED_QUEUE_FULL,

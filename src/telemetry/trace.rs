@@ -5,7 +5,7 @@
 //! on the thread doing the work; while a [`Recorder`] is entered on that
 //! thread ([`Recorder::enter`]), the phase is also kept as a span. With
 //! tracing off, nothing is ever entered: a phase costs one relaxed load and
-//! one branch more ([`ENABLED`]).
+//! one branch more (`ENABLED`).
 //!
 //! Export is our own batch loop over the generated OTLP client rather than
 //! the OpenTelemetry SDK: spans are built after the fact with explicit

@@ -107,7 +107,7 @@ impl HfModel {
         }
     }
 
-    /// Whether counts take the fast path ([`fast`]).
+    /// Whether counts take the fast path (`fast`).
     pub fn counts_fast(&self) -> bool {
         self.fast.is_some()
     }

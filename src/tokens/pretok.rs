@@ -86,7 +86,7 @@ pub struct Pieces<'a> {
 
 /// The pre-tokenizer's pieces of `text` for `encoding` (the same as
 /// bpe-openai's `split` and tiktoken's regex), or `None` if the class
-/// tables could not be built (never; see [`Classes::get`]).
+/// tables could not be built (never; see `Classes::get`).
 pub fn split(encoding: Encoding, text: &str) -> Option<Pieces<'_>> {
     split_digits(encoding, text, 3)
 }

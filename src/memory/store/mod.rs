@@ -11,7 +11,7 @@
 //!   `list` applies the same scope condition in the query, and reads no
 //!   content of a memory it hides;
 //! - `forget` always names a subject, and never deletes another's memory;
-//! - memories are known outside the store by a random [`MemoryId`], never
+//! - memories are known outside the store by a random `MemoryId`, never
 //!   by their row id (the row id only orders them);
 //! - SQLite: a forgotten memory leaves no bytes in the file or its WAL
 //!   (`secure_delete`, FTS5 secure-delete, a WAL checkpoint after Forget);

@@ -103,10 +103,10 @@ pub struct Snapshot {
     /// the class the coefficients fit worst under its budget.
     pub raise: [f64; ContentClass::ALL.len()],
     /// What the coefficients' estimate of each [`ContentClass`] is
-    /// multiplied by: the least squares scale of the recent rows of that
-    /// class (between [`SCALES`]), 1 before [`MIN_CLASS_ROWS`] of them. One
-    /// set of coefficients compromises between kinds of text; the scale
-    /// takes each kind's bias out.
+    /// multiplied by: the least squares scale of that class's rows, recent
+    /// ones weighing more, bounded (tighter while the class's recent rows
+    /// are few), 1 before any. One set of coefficients compromises between
+    /// kinds of text; the scale takes each kind's bias out.
     pub scale: [f64; ContentClass::ALL.len()],
     /// Observations learned from when it was taken.
     pub observations: u64,

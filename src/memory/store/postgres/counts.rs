@@ -39,7 +39,7 @@ pub struct Upkeep {
 
 impl PostgresStore {
     /// The counts stored for `keys` under `generation`, in `keys`' order:
-    /// `None` for a key not stored. At most [`MAX_KEYS`] keys.
+    /// `None` for a key not stored. At most `MAX_KEYS` keys.
     pub async fn learned_counts(
         &self,
         generation: &str,
@@ -73,7 +73,7 @@ impl PostgresStore {
     /// Stores `counts` (key, tokens) under `generation`, learned at
     /// `now_ms`, replacing what a key held (a key given twice keeps its
     /// last count; a count past `i32::MAX` is left out). At most
-    /// [`MAX_KEYS`]. Then prunes in the background if it is time.
+    /// `MAX_KEYS`. Then prunes in the background if it is time.
     pub async fn put_learned_counts(
         &self,
         generation: &str,
@@ -116,7 +116,7 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// Deletes at most [`PRUNE_BATCH`] rows learned before `before_ms`;
+    /// Deletes at most `PRUNE_BATCH` rows learned before `before_ms`;
     /// returns how many.
     pub async fn prune_learned_counts(&self, before_ms: i64) -> Result<u64, StoreError> {
         self.breaker
