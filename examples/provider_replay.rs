@@ -330,16 +330,6 @@ fn replay(asm: &Assembler, all: &[Session], requests: usize, budget: u32, pass: 
                     let truth = f64::from(text_tokens(&m.content).max(1));
                     let f = Features::of(&m.content);
                     let class = ContentClass::of(&f);
-                    if std::env::var("DEBUG_CLASS").is_ok_and(|c| c == class.as_str()) {
-                        eprintln!(
-                            "{} #{n} {:?} obs {} est {:.1} truth {truth} chars {}",
-                            session.kind,
-                            m.role,
-                            frozen.snapshot.observations,
-                            frozen.snapshot.estimate(&f),
-                            m.content.chars().count()
-                        );
-                    }
                     r.pieces.push(Estimated {
                         class,
                         learned_from: frozen.snapshot.observations,
