@@ -153,6 +153,25 @@ fn rendered_count_model_folders(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("render", family), |b| {
             b.iter(|| black_box(render()))
         });
+        // The same conversation by the template engine, whatever the
+        // template: where `render` is native (a known template program),
+        // the two side by side are what writing it out saves.
+        let msgs: Vec<ChatMessage<'_>> = turns
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ChatMessage::new(if i % 2 == 0 { "user" } else { "assistant" }, t))
+            .collect();
+        assert_eq!(
+            template.render(&msgs, None, true).unwrap(),
+            template.render_by_engine(&msgs, None, true).unwrap(),
+            "{family}"
+        );
+        g.bench_function(BenchmarkId::new("render_engine", family), |b| {
+            b.iter(|| black_box(template.render_by_engine(&msgs, None, true).unwrap()))
+        });
+        g.bench_function(BenchmarkId::new("render_native", family), |b| {
+            b.iter(|| black_box(template.render(&msgs, None, true).unwrap()))
+        });
         g.bench_function(BenchmarkId::new("whole", family), |b| {
             b.iter(|| model.count(&render()))
         });

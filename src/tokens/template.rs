@@ -1,7 +1,8 @@
 //! Chat templates: the Jinja program a model folder ships
 //! (`tokenizer_config.json`'s `chat_template`, or `chat_template.jinja`),
-//! executed as Hugging Face `transformers` executes it, never re-written by
-//! hand for one model family.
+//! executed as Hugging Face `transformers` executes it. A few known
+//! template programs, recognized by their exact text, are also written out
+//! in Rust (`native`), held to the engine's bytes at load and in the tests.
 //!
 //! The engine is `minijinja` with `minijinja-contrib`'s Python-compatibility
 //! methods (`.strip()`, `.split()`, `.startswith()`, `.items()`, ...), as Rust
@@ -22,6 +23,7 @@ use minijinja::{Environment, Error, ErrorKind};
 
 mod context;
 mod json;
+mod native;
 
 /// The name the template is stored under in its environment.
 const NAME: &str = "chat";
@@ -104,6 +106,9 @@ pub struct ChatTemplate {
     /// `bos_token`, `eos_token`, ... as the folder's config names them,
     /// as template values.
     specials: Vec<(Value, Value)>,
+    /// The template written out in Rust, where its text is a known program
+    /// that renders [`native::PROBES`] as the engine does (`native`).
+    native: Option<native::Native>,
 }
 
 impl ChatTemplate {
@@ -121,16 +126,59 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_template_owned(NAME, source.to_owned())?;
+        let native = native::Native::recognize(source, &specials);
         let specials = specials
             .into_iter()
             .map(|(k, v)| (Value::from(k), Value::from(v)))
             .collect();
-        Ok(ChatTemplate { env, specials })
+        let mut template = ChatTemplate {
+            env,
+            specials,
+            native: None,
+        };
+        template.native = native.filter(|n| template.agrees(n));
+        Ok(template)
+    }
+
+    /// Whether this template's renders without tools are made natively (a
+    /// known template program, `native`) rather than by the engine.
+    pub fn renders_natively(&self) -> bool {
+        self.native.is_some()
+    }
+
+    /// Whether `native` renders every probe conversation as the engine
+    /// does, with and without the generation prompt (declining one is
+    /// agreeing: the engine renders it).
+    fn agrees(&self, native: &native::Native) -> bool {
+        native::PROBES.iter().all(|&messages| {
+            [true, false].into_iter().all(|generate| {
+                native
+                    .render(messages, generate)
+                    .is_none_or(|text| self.render_by_engine(messages, None, generate).ok() == Some(text))
+            })
+        })
     }
 
     /// Renders `messages` (and `tools`, each a tool definition's JSON value,
     /// when given), with the generation prompt when `add_generation_prompt`.
     pub fn render(
+        &self,
+        messages: &[ChatMessage<'_>],
+        tools: Option<&[serde_json::Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TemplateError> {
+        if let (Some(native), None) = (&self.native, tools)
+            && let Some(text) = native.render(messages, add_generation_prompt)
+        {
+            return Ok(text);
+        }
+        self.render_by_engine(messages, tools, add_generation_prompt)
+    }
+
+    /// [`ChatTemplate::render`] by the engine, whatever the template: the
+    /// reference a native renderer is held to, and what it is compared with
+    /// in the benches.
+    pub fn render_by_engine(
         &self,
         messages: &[ChatMessage<'_>],
         tools: Option<&[serde_json::Value]>,

@@ -64,9 +64,20 @@ pub(super) fn load(dir: &Path) -> Result<Arc<HfModel>, LoadError> {
     info!(
         folder = %key.display(),
         ms = millis_since(started),
+        template = template_renderer(&model),
         "model folder loaded"
     );
     Ok(model)
+}
+
+/// How the folder's chat template renders, for its startup line: `native`
+/// (a known template program written out in Rust), `engine`, or `none`.
+fn template_renderer(model: &HfModel) -> &'static str {
+    match model.template() {
+        Some(t) if t.renders_natively() => "native",
+        Some(_) => "engine",
+        None => "none",
+    }
 }
 
 fn millis_since(started: Instant) -> u64 {

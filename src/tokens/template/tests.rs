@@ -299,3 +299,161 @@ fn real_templates_render_the_message_objects_as_the_serialized_maps() {
         assert!(rendered >= 4, "{family}: {rendered} shapes rendered");
     }
 }
+
+/// A template that is not one of the known programs renders by the engine.
+#[test]
+fn an_unknown_template_renders_by_the_engine() {
+    let t = ChatTemplate::new(MAP_READER, vec![("bos_token".to_owned(), "<s>".to_owned())]).unwrap();
+    assert!(!t.renders_natively());
+    let llama_like = "{% for m in messages %}{{ bos_token if loop.first }}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content | trim }}<|eot_id|>{% endfor %}";
+    assert!(
+        !ChatTemplate::new(llama_like, Vec::new())
+            .unwrap()
+            .renders_natively()
+    );
+}
+
+/// The real folders' templates, each with the special tokens its folder
+/// names, loaded once for every test that reads them: `None` without
+/// `CONTEXT_ASSEMBLER_HF_VOCAB` (which CI sets).
+fn real_templates() -> Option<&'static [(&'static str, ChatTemplate)]> {
+    static LOADED: std::sync::OnceLock<Option<Vec<(&'static str, ChatTemplate)>>> =
+        std::sync::OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let Some(root) = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB") else {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI runs without CONTEXT_ASSEMBLER_HF_VOCAB"
+                );
+                eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
+                return None;
+            };
+            let loaded = ["llama3_1", "qwen3", "gemma3", "deepseek_v3"]
+                .into_iter()
+                .map(|family| {
+                    let dir = std::path::Path::new(&root).join(family);
+                    let model =
+                        crate::tokens::hf::HfModel::load(&dir).unwrap_or_else(|e| panic!("{family}: {e}"));
+                    let t = model.template().unwrap();
+                    let source = t.env.get_template(NAME).unwrap().source().to_owned();
+                    let specials = t
+                        .specials
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.as_str().unwrap_or_default().to_owned()))
+                        .collect();
+                    (family, ChatTemplate::new(&source, specials).unwrap())
+                })
+                .collect();
+            Some(loaded)
+        })
+        .as_deref()
+}
+
+/// Each real folder's template is a known program, rendered natively; every
+/// shape renders as the engine renders it, a conversation the template
+/// refuses is refused with the engine's message, and tools go to the engine.
+#[test]
+fn the_real_templates_render_natively_as_the_engine() {
+    let Some(templates) = real_templates() else {
+        return;
+    };
+    let tools = tools();
+    for (family, t) in templates {
+        assert!(t.renders_natively(), "{family}");
+        let mut native = 0;
+        for messages in shapes().iter().chain([&vec![m("user", "a"), m("user", "b")]]) {
+            for generate in [true, false] {
+                let engine = t.render_by_engine(messages, None, generate).map_err(|e| e.0);
+                native += usize::from(t.native.as_ref().unwrap().render(messages, generate).is_some());
+                assert_eq!(
+                    t.render(messages, None, generate).map_err(|e| e.0),
+                    engine,
+                    "{family}"
+                );
+            }
+            assert_eq!(
+                t.render(messages, Some(&tools), true).map_err(|e| e.0),
+                t.render_by_engine(messages, Some(&tools), true).map_err(|e| e.0),
+                "{family}"
+            );
+        }
+        assert!(native >= 8, "{family}: {native} shapes rendered natively");
+    }
+    // Gemma 3 refuses roles that do not alternate: the engine says so.
+    let gemma = &templates.iter().find(|(f, _)| *f == "gemma3").unwrap().1;
+    let refused = gemma
+        .render(&[m("user", "a"), m("user", "b")], None, true)
+        .unwrap_err();
+    assert!(refused.0.contains("must alternate"), "{refused}");
+}
+
+/// A native renderer is kept only where it renders the probes as the
+/// engine does: one family's renderer beside another family's template is
+/// refused.
+#[test]
+fn a_native_renderer_that_disagrees_with_the_engine_is_not_kept() {
+    let Some(templates) = real_templates() else {
+        return;
+    };
+    for (family, t) in templates {
+        assert!(t.agrees(t.native.as_ref().unwrap()), "{family}");
+        for (other, o) in templates.iter().filter(|(f, _)| f != family) {
+            assert!(
+                !t.agrees(o.native.as_ref().unwrap()),
+                "{other}'s renderer on {family}'s template"
+            );
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+    /// Any conversation renders natively as the engine renders it, with
+    /// each real folder's template: every role in any order, texts with
+    /// Python's whitespace at either end, reasoning given or written into
+    /// the content, tool results that look like queries.
+    #[test]
+    fn native_renders_as_the_engine_on_any_conversation(
+        turns in proptest::collection::vec(
+            (
+                proptest::sample::select(vec!["system", "user", "assistant", "tool", "developer"]),
+                proptest::sample::select(vec!["", " ", "\n", "\n\n", "\u{a0}", "\u{1f}", "x", "<think>", "</think>", "<tool_response>", "</tool_response>", "é", "{}"]),
+                "[ \\na-z]{0,6}",
+                proptest::sample::select(vec!["", " ", "\n", "\u{3000}", "</think>", "</tool_response>", "y"]),
+                proptest::option::of("[ \\na-z<>/]{0,8}"),
+            ),
+            0..9,
+        ),
+        alternate in proptest::bool::ANY,
+        generate in proptest::bool::ANY,
+    ) {
+        let Some(templates) = real_templates() else {
+            return Ok(());
+        };
+        let contents: Vec<String> = turns.iter().map(|(_, a, b, c, _)| format!("{a}{b}{c}")).collect();
+        let messages: Vec<ChatMessage<'_>> = turns
+            .iter()
+            .zip(&contents)
+            .enumerate()
+            .map(|(i, ((role, _, _, _, r), content))| ChatMessage {
+                // Half the conversations alternate user and assistant after
+                // a system prompt, as Gemma 3's template requires.
+                role: match (alternate, i) {
+                    (false, _) => role,
+                    (true, 0) if *role == "system" => "system",
+                    (true, i) if i % 2 == usize::from(turns[0].0 == "system") => "user",
+                    (true, _) => "assistant",
+                },
+                content,
+                reasoning: r.as_deref(),
+            })
+            .collect();
+        for (family, t) in templates {
+            let engine = t.render_by_engine(&messages, None, generate).map_err(|e| e.0);
+            if let Some(text) = t.native.as_ref().unwrap().render(&messages, generate) {
+                proptest::prop_assert_eq!(Ok(text), engine, "{}", family);
+            }
+        }
+    }
+}
