@@ -107,7 +107,7 @@ pub struct ChatTemplate {
     /// as template values.
     specials: Vec<(Value, Value)>,
     /// The template written out in Rust, where its text is a known program
-    /// that renders [`native::PROBES`] as the engine does (`native`).
+    /// that renders its probe conversations as the engine does (`native`).
     native: Option<native::Native>,
 }
 
@@ -136,7 +136,8 @@ impl ChatTemplate {
             specials,
             native: None,
         };
-        template.native = native.filter(|n| template.agrees(n));
+        template.native =
+            native.filter(|n| n.agrees(|m, generate| template.render_by_engine(m, None, generate).ok()));
         Ok(template)
     }
 
@@ -144,19 +145,6 @@ impl ChatTemplate {
     /// known template program, `native`) rather than by the engine.
     pub fn renders_natively(&self) -> bool {
         self.native.is_some()
-    }
-
-    /// Whether `native` renders every probe conversation as the engine
-    /// does, with and without the generation prompt (declining one is
-    /// agreeing: the engine renders it).
-    fn agrees(&self, native: &native::Native) -> bool {
-        native::PROBES.iter().all(|&messages| {
-            [true, false].into_iter().all(|generate| {
-                native
-                    .render(messages, generate)
-                    .is_none_or(|text| self.render_by_engine(messages, None, generate).ok() == Some(text))
-            })
-        })
     }
 
     /// Renders `messages` (and `tools`, each a tool definition's JSON value,

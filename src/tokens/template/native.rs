@@ -75,7 +75,7 @@ pub(super) struct Native {
 /// reasoning given and written into the content, texts to trim, runs of
 /// tool results, a system prompt first and later, with and without the
 /// generation prompt (`render_probes` pairs each with both).
-pub(super) const PROBES: &[&[ChatMessage<'static>]] = &[
+const PROBES: &[&[ChatMessage<'static>]] = &[
     &[msg("user", "Hi")],
     &[msg("system", " Be brief.\n"), msg("user", "\u{a0}x\u{1f}")],
     &[
@@ -135,6 +135,18 @@ impl Native {
             Family::Llama31 | Family::Gemma3 | Family::DeepSeekV3 => bos?,
         };
         Some(Native { family, bos })
+    }
+
+    /// Whether this renders every probe conversation as `engine` does,
+    /// with and without the generation prompt (declining one is agreeing:
+    /// the engine renders it).
+    pub(super) fn agrees(&self, engine: impl Fn(&[ChatMessage<'_>], bool) -> Option<String>) -> bool {
+        PROBES.iter().all(|&messages| {
+            [true, false].into_iter().all(|generate| {
+                self.render(messages, generate)
+                    .is_none_or(|text| engine(messages, generate) == Some(text))
+            })
+        })
     }
 
     /// The text the template renders for `messages` (no tools), or `None`
