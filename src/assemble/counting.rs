@@ -105,6 +105,20 @@ impl<'a> Counter<'a> {
         self
     }
 
+    /// Whether this request's texts are handed to a provider's counter: a
+    /// text a later request will likely send may be counted ahead.
+    pub fn counts_ahead(&self) -> bool {
+        self.learn.as_ref().is_some_and(Scope::has_counter)
+    }
+
+    /// Hands `text`, a message a later request will likely send, to the
+    /// provider's counter unless it is learned already.
+    pub fn learn_ahead(&self, text: &str) {
+        if let Some(scope) = &self.learn {
+            scope.count(text);
+        }
+    }
+
     /// How many counts so far a content estimate answered rather than the
     /// provider: what is derived from counts made while it grows must not
     /// be kept, for its texts' counts change once the provider counts them.

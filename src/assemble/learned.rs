@@ -488,6 +488,12 @@ pub struct Scope<'a> {
 }
 
 impl Scope<'_> {
+    /// Whether texts not learned are handed to a provider's counter (not
+    /// for a model past the table's room).
+    pub fn has_counter(&self) -> bool {
+        self.counter.is_some()
+    }
+
     /// The provider's count of `text`, once learned; else the text is
     /// handed to the provider's counter (when there is one) and `None`.
     pub fn count(&self, text: &str) -> Option<u32> {

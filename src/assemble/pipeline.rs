@@ -97,6 +97,9 @@ struct Allotted {
     alloc: Allocation,
     /// The text of the summary of compacted turns, when one is kept.
     turn_summary: Option<String>,
+    /// For a model its provider counts: the text of the summary the
+    /// window's next step would keep instead, to be counted ahead.
+    ahead: Option<String>,
 }
 
 /// The lay-out step's product.
@@ -249,8 +252,12 @@ impl<'a> Pipeline<'a> {
     /// counts the render, for the request whose static prefix is `prefix`.
     pub(super) fn run(&mut self, prefix: PrefixKey) -> Result<RunOutput, AssembleError> {
         let sized = self.size(prefix)?;
-        let Allotted { alloc, turn_summary } = self.allot(&sized)?;
-        let laid = self.lay_out(&sized, &alloc, turn_summary);
+        let Allotted {
+            alloc,
+            turn_summary,
+            ahead,
+        } = self.allot(&sized)?;
+        let laid = self.lay_out(&sized, &alloc, turn_summary, ahead);
         let (rendered, special_text) = self.rendered_total(&laid.plan)?;
         Ok(self.report(sized, &alloc, laid, rendered, special_text))
     }
@@ -300,12 +307,19 @@ impl<'a> Pipeline<'a> {
         };
         let needs = block_needs(parts, self.req, &sized.plans, &alloc.reserved);
         let turn_summary = alloc.summary.as_ref().and_then(|s| shrinker.kept_summary(s));
+        let ahead = (alloc.summary.as_ref())
+            .filter(|_| turn_summary.is_some() && self.counter.counts_ahead())
+            .and_then(|s| shrinker.ahead_summary(s));
         drop(shrinker);
         self.needs = Some(needs);
         self.check_cancelled()?;
         self.end_phase(metrics::PHASE_ALLOCATE);
         record_compaction(&alloc);
-        Ok(Allotted { alloc, turn_summary })
+        Ok(Allotted {
+            alloc,
+            turn_summary,
+            ahead,
+        })
     }
 
     /// The report step: usage against the budget (the render's count where

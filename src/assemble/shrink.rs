@@ -34,6 +34,9 @@ pub(super) struct Shrinker<'p, 'a> {
     asked: Option<usize>,
     /// The last summary made or found whole.
     last: Option<Last>,
+    /// Whether a summary made now is one counted ahead: it takes from the
+    /// allowance only what is left, and never cancels the try.
+    ahead: bool,
 }
 
 /// A summary made or found whole during this request (in the memo cache
@@ -56,6 +59,37 @@ impl<'p, 'a> Shrinker<'p, 'a> {
             keys: Vec::new(),
             asked: None,
             last: None,
+            ahead: false,
+        }
+    }
+
+    /// The unit of the summary a session's next request most likely keeps:
+    /// `kept`'s turns and those the window's next step adds
+    /// ([`TurnSummary::ahead`]), made now (and remembered, so that request
+    /// finds it) when the allowance left covers it. `None` when no turn
+    /// follows, or it would take more than what is left: a summary counted
+    /// ahead never cancels the request.
+    pub(super) fn ahead_summary(&mut self, kept: &TurnSummary) -> Option<String> {
+        if kept.ahead.is_empty() {
+            return None;
+        }
+        let units: Vec<(usize, usize)> = kept.units.iter().chain(&kept.ahead).copied().collect();
+        self.ahead = true;
+        let cost = self.summarize(&units);
+        self.ahead = false;
+        cost?;
+        let last = self.last.as_mut()?;
+        Some(last.unit.take().unwrap_or_else(|| last.memo.unit()))
+    }
+
+    /// Takes `bytes` from the allowance: as the counter does for the
+    /// request's own summaries (cancelling the try past it), or, for a
+    /// summary counted ahead, only while it lasts.
+    fn afford(&self, bytes: usize) -> bool {
+        if self.ahead {
+            self.c.allowance.take(bytes)
+        } else {
+            self.c.afford(bytes)
         }
     }
 
@@ -113,7 +147,7 @@ impl<'p, 'a> Shrinker<'p, 'a> {
         let new = members(m, &self.units[from..n]);
         // An inline try summarizes the new turns, and counts the summary's
         // unit whole, while its allowance lasts.
-        if !c.afford(new.iter().map(|item| item.content.len()).sum()) {
+        if !self.afford(new.iter().map(|item| item.content.len()).sum()) {
             return None;
         }
         let msgs: Vec<Msg> = new.iter().map(|item| turn_message(item)).collect();
@@ -129,7 +163,7 @@ impl<'p, 'a> Shrinker<'p, 'a> {
             cost: 0,
         };
         let unit = memo.unit();
-        if !c.afford(unit.len()) {
+        if !self.afford(unit.len()) {
             return None;
         }
         // Counted apart from the segment cache: the count table (and the

@@ -621,3 +621,62 @@ async fn a_message_joined_from_several_pieces_is_counted_once_it_repeats() {
     assert_eq!(sent, 1, "the joined message went to the provider once");
     server.stop().await;
 }
+
+/// Waits until the stand-in has had no new request for a while: the
+/// counter has caught up with what the last request handed it.
+async fn until_quiet(standin: &StandIn) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = standin.requests().len();
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = standin.requests().len();
+        if now == seen || Instant::now() > deadline {
+            return;
+        }
+        seen = now;
+    }
+}
+
+/// A session whose window moves as it grows: the summary of compacted turns
+/// that a request keeps is new each time the window moves, and the request
+/// before most often knew it (its own summary and the turns up to the next
+/// anchor): it is counted by the provider before the request that sends it.
+/// Without counting ahead, no new summary is counted before it is sent.
+#[tokio::test]
+async fn the_summary_the_windows_next_step_keeps_is_counted_before_it_is_sent() {
+    const BUDGET: u32 = 2500;
+    let standin = StandIn::start().await;
+    let (_dir, server) = server_counting_with(&standin).await;
+    let mut client = server.client();
+    let texts = session_texts("prose", 3, 40, 600);
+    let (mut summaries, mut ahead) = (0, 0);
+    let mut last = String::new();
+    for n in 1..=texts.len() {
+        let sent_before = standin.requests();
+        let answer = client
+            .assemble(session_request("prose", &texts, n, BUDGET))
+            .await
+            .unwrap()
+            .into_inner();
+        let summary = answer
+            .messages
+            .iter()
+            .find(|m| m.content.contains("compacted-turns"));
+        if let Some(s) = summary.filter(|s| s.content != last) {
+            summaries += 1;
+            let quoted = serde_json::to_string(&s.content).unwrap();
+            let known = sent_before.iter().any(|c| c.text().contains(&quoted));
+            eprintln!("request {n}: a new summary, counted ahead: {known}");
+            ahead += usize::from(known);
+            last = s.content.clone();
+        }
+        until_quiet(&standin).await;
+    }
+    eprintln!("{ahead} of {summaries} new summaries counted ahead");
+    assert!(summaries >= 4, "{summaries} new summaries");
+    assert!(
+        2 * ahead >= summaries,
+        "{ahead} of {summaries} new summaries counted ahead"
+    );
+    server.stop().await;
+}

@@ -178,10 +178,12 @@ impl State {
             let covered_full: u64 = covering.units.iter().map(full).sum();
             let fits = u64::from(cost) + self.open_cost(Carrier::Summary) <= self.room();
             if fits && u64::from(cost) < covered_full {
+                let until = conversation.anchor_from(covering.next + 1);
                 break Some(TurnSummary {
                     units: covering.units,
                     cost,
                     covered: covered_full,
+                    ahead: seq.get(covering.next..until).unwrap_or_default().to_vec(),
                 });
             }
             if steps == MAX_EVICTIONS {

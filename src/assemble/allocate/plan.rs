@@ -255,6 +255,11 @@ pub struct TurnSummary {
     pub cost: u32,
     /// Tokens the covered turns would have cost in full.
     pub covered: u64,
+    /// The turns the next step of the window would add to it, up to the
+    /// next anchor (none when no turn follows): a session's next request
+    /// most likely sends the summary of `units` and these, which may so be
+    /// counted ahead of it.
+    pub ahead: Vec<(usize, usize)>,
 }
 
 /// Non-cuttable content alone exceeds the budget.

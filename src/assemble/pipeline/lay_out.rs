@@ -12,15 +12,30 @@ use crate::vocab::{Warning, codes, saturating_u32};
 impl Pipeline<'_> {
     /// The lay-out step: the messages ordered for attention and caches (and
     /// joined where the template refuses two of one role), the hints, and
-    /// the parts with their tokens.
+    /// the parts with their tokens. With `ahead`, the unit of the summary
+    /// the window's next step would keep, the summary message holding it
+    /// instead of `turn_summary` is handed to the provider's counter.
     pub(super) fn lay_out(
         &mut self,
         sized: &Sized,
         alloc: &Allocation,
         turn_summary: Option<String>,
+        ahead: Option<String>,
     ) -> Laid {
+        let kept_unit = ahead.as_ref().and(turn_summary.clone());
         let (mut plan, mut part_refs) = layout::plan(self.measurement(), self.policy, alloc, turn_summary);
         let joined = layout::conform(&mut plan, self.counter.tok.layout_rules(), &mut part_refs);
+        if let (Some(kept), Some(ahead)) = (kept_unit, ahead) {
+            let summary = part_refs
+                .iter()
+                .find(|p| p.kind == PartKind::Summary)
+                .and_then(|p| plan.get(p.message));
+            if let Some((_, layout::Source::Rendered(text))) = summary
+                && let Some(before) = text.strip_suffix(kept.as_str())
+            {
+                self.counter.learn_ahead(&[before, ahead.as_str()].concat());
+            }
+        }
         if joined > 0 {
             self.warnings.push(Warning::new(
                 codes::MESSAGES_JOINED,
