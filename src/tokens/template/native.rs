@@ -53,6 +53,13 @@ const KNOWN: [(&str, Family); 4] = [
     ),
 ];
 
+/// The most messages rendered natively. The engine runs a template on a
+/// bounded fuel, which Qwen 3's, Gemma 3's and DeepSeek V3's templates use
+/// up at about 1.28 million messages (a conversation far past the request
+/// limits' defaults); past this bound the engine renders, so that such a
+/// conversation fails as it would without the native renderer.
+pub(super) const MAX_MESSAGES: usize = 100_000;
+
 /// Which known template program a text is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -153,6 +160,7 @@ impl Native {
     /// where the engine must render it.
     pub(super) fn render(&self, messages: &[ChatMessage<'_>], generate: bool) -> Option<String> {
         if messages.is_empty()
+            || messages.len() > MAX_MESSAGES
             || !messages
                 .iter()
                 .all(|m| matches!(m.role, "system" | "user" | "assistant" | "tool"))

@@ -379,6 +379,16 @@ fn the_real_templates_render_natively_as_the_engine() {
             );
         }
         assert!(native >= 8, "{family}: {native} shapes rendered natively");
+        // Past the bound, the engine renders (and its fuel decides).
+        let long: Vec<ChatMessage<'_>> = (0..=native::MAX_MESSAGES)
+            .map(|i| m(if i % 2 == 0 { "user" } else { "assistant" }, "hi"))
+            .collect();
+        let n = t.native.as_ref().unwrap();
+        assert!(
+            n.render(&long[..native::MAX_MESSAGES], true).is_some(),
+            "{family}"
+        );
+        assert!(n.render(&long, true).is_none(), "{family}");
     }
     // Gemma 3 refuses roles that do not alternate: the engine says so.
     let gemma = &templates.iter().find(|(f, _)| *f == "gemma3").unwrap().1;
