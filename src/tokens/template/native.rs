@@ -23,6 +23,25 @@
 //!
 //! A folder whose template is not one of these renders through the engine,
 //! as before; `docs/models.md` lists the templates recognized.
+//!
+//! # A new template rendered natively
+//!
+//! A folder whose startup line says `template="engine"` comes here in four
+//! steps:
+//!
+//! 1. Read the template whole, with the whitespace control, and decide what
+//!    it reads of a [`ChatMessage`]: role, content, `reasoning_content` or
+//!    `thinking`. A template that reads anything else of a message, loops
+//!    over tools, or calls `strftime_now` is left to the engine.
+//! 2. Write it as a function beside these, declining (`None`) wherever the
+//!    engine would raise and for every input it is not sure of.
+//! 3. Add its family and the BLAKE3 digest of its exact text to [`KNOWN`],
+//!    and a conversation to [`PROBES`] for any seam the others lack.
+//! 4. Prove it: its folder in `real_templates` (the tests' list), so that
+//!    `native_renders_as_the_engine_on_any_conversation` holds it to the
+//!    engine on random conversations; the folder in `.ci/hf_vocab.sh`, so
+//!    that `tests/reference/hf_check.py` holds the server's prompts to
+//!    `transformers`; the `rendered_count_hf` bench side by side.
 
 use super::{ChatMessage, python_strip};
 
