@@ -271,19 +271,11 @@ fn a_safe_string_is_stripped_to_a_plain_one() {
 /// template refuses a shape, both refuse it alike.
 #[test]
 fn real_templates_render_the_message_objects_as_the_serialized_maps() {
-    let Some(root) = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs without CONTEXT_ASSEMBLER_HF_VOCAB"
-        );
-        eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
+    let Some(templates) = real_templates() else {
         return;
     };
     let tools = tools();
-    for family in ["llama3_1", "qwen3", "gemma3", "deepseek_v3"] {
-        let dir = std::path::Path::new(&root).join(family);
-        let model = crate::tokens::hf::HfModel::load(&dir).unwrap_or_else(|e| panic!("{family}: {e}"));
-        let t = model.template().unwrap();
+    for &(family, t) in &templates {
         let mut rendered = 0;
         for messages in shapes() {
             for (tools, generate) in [(None, true), (Some(&tools[..]), false)] {
@@ -314,40 +306,38 @@ fn an_unknown_template_renders_by_the_engine() {
 }
 
 /// The real folders' templates, each with the special tokens its folder
-/// names, loaded once for every test that reads them: `None` without
-/// `CONTEXT_ASSEMBLER_HF_VOCAB` (which CI sets).
-fn real_templates() -> Option<&'static [(&'static str, ChatTemplate)]> {
-    static LOADED: std::sync::OnceLock<Option<Vec<(&'static str, ChatTemplate)>>> =
-        std::sync::OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            let Some(root) = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB") else {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI runs without CONTEXT_ASSEMBLER_HF_VOCAB"
-                );
-                eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
-                return None;
-            };
-            let loaded = ["llama3_1", "qwen3", "gemma3", "deepseek_v3"]
-                .into_iter()
-                .map(|family| {
-                    let dir = std::path::Path::new(&root).join(family);
-                    let model =
-                        crate::tokens::hf::HfModel::load(&dir).unwrap_or_else(|e| panic!("{family}: {e}"));
-                    let t = model.template().unwrap();
-                    let source = t.env.get_template(NAME).unwrap().source().to_owned();
-                    let specials = t
-                        .specials
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.as_str().unwrap_or_default().to_owned()))
-                        .collect();
-                    (family, ChatTemplate::new(&source, specials).unwrap())
-                })
-                .collect();
-            Some(loaded)
-        })
-        .as_deref()
+/// names, the folders loaded once for every test that reads them: `None`
+/// without `CONTEXT_ASSEMBLER_HF_VOCAB` (which CI sets).
+fn real_templates() -> Option<Vec<(&'static str, &'static ChatTemplate)>> {
+    use crate::tokens::hf::HfModel;
+    static LOADED: std::sync::OnceLock<Option<Vec<(&'static str, HfModel)>>> = std::sync::OnceLock::new();
+    let folders = LOADED.get_or_init(|| {
+        let Some(root) = std::env::var_os("CONTEXT_ASSEMBLER_HF_VOCAB") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs without CONTEXT_ASSEMBLER_HF_VOCAB"
+            );
+            eprintln!("CONTEXT_ASSEMBLER_HF_VOCAB not set: no real folder to check");
+            return None;
+        };
+        let loaded = ["llama3_1", "qwen3", "gemma3", "deepseek_v3"]
+            .into_iter()
+            .map(|family| {
+                let dir = std::path::Path::new(&root).join(family);
+                (
+                    family,
+                    HfModel::load(&dir).unwrap_or_else(|e| panic!("{family}: {e}")),
+                )
+            })
+            .collect();
+        Some(loaded)
+    });
+    folders.as_ref().map(|folders| {
+        folders
+            .iter()
+            .map(|(family, model)| (*family, model.template().expect("the folder's template")))
+            .collect()
+    })
 }
 
 /// Each real folder's template is a known program, rendered natively; every
@@ -359,7 +349,7 @@ fn the_real_templates_render_natively_as_the_engine() {
         return;
     };
     let tools = tools();
-    for (family, t) in templates {
+    for &(family, t) in &templates {
         assert!(t.renders_natively(), "{family}");
         let mut native = 0;
         for messages in shapes().iter().chain([&vec![m("user", "a"), m("user", "b")]]) {
@@ -406,10 +396,10 @@ fn a_native_renderer_that_disagrees_with_the_engine_is_not_kept() {
     let Some(templates) = real_templates() else {
         return;
     };
-    for (family, t) in templates {
+    for &(family, t) in &templates {
         let engine = |m: &[ChatMessage<'_>], generate| t.render_by_engine(m, None, generate).ok();
         assert!(t.native.as_ref().unwrap().agrees(engine), "{family}");
-        for (other, o) in templates.iter().filter(|(f, _)| f != family) {
+        for (other, o) in templates.iter().filter(|(f, _)| *f != family) {
             assert!(
                 !o.native.as_ref().unwrap().agrees(engine),
                 "{other}'s renderer on {family}'s template"
@@ -460,7 +450,7 @@ proptest::proptest! {
                 reasoning: r.as_deref(),
             })
             .collect();
-        for (family, t) in templates {
+        for &(family, t) in &templates {
             let engine = t.render_by_engine(&messages, None, generate).map_err(|e| e.0);
             if let Some(text) = t.native.as_ref().unwrap().render(&messages, generate) {
                 proptest::prop_assert_eq!(Ok(text), engine, "{}", family);
