@@ -63,8 +63,9 @@ pub struct TokenCount {
 
 impl Assembler {
     /// An assembler over `catalog` whose caches hold about `cache_bytes`
-    /// (19/32 for segments and items, 1/8 for prefixes, 9/32 for the turn
-    /// summaries tried, each eviction step's). A summary hit
+    /// (17/32 for segments and items, 1/16 for the texts seen again with
+    /// their count keys, 1/8 for prefixes, 9/32 for the turn summaries
+    /// tried, each eviction step's). A summary hit
     /// saves summarizing every turn it covers and counting the result; at
     /// 1/16 the replay's summaries missed at the default 64 MiB while the
     /// segment cache held everything with room to spare (warm 4k: allocate

@@ -5,13 +5,16 @@
 
 use super::turn_memo::TurnMemo;
 use crate::prompt_cache::prefix::PrefixFacts;
-use crate::tokens::{CountCache, MemoCache};
+use crate::tokens::{CountCache, KnownKeys, MemoCache};
 
 /// The shared caches.
 #[derive(Debug)]
 pub(super) struct Caches {
     /// Counts of segments, items, tools and the query.
     pub segments: CountCache,
+    /// The count keys of texts seen again, found by their bytes (the
+    /// digest a warm request's texts would otherwise cost).
+    pub keys: KnownKeys,
     /// What is known of each static prefix, by tokenizer, hash and salt.
     pub prefixes: CountCache<PrefixFacts>,
     /// Every turn summary tried (each eviction step's: its count and
@@ -24,7 +27,8 @@ impl Caches {
     /// [`super::Assembler::new`] says.
     pub fn new(cache_bytes: u64) -> Self {
         Caches {
-            segments: CountCache::new(cache_bytes / 32 * 19),
+            segments: CountCache::new(cache_bytes / 32 * 17),
+            keys: KnownKeys::new(cache_bytes / 16),
             prefixes: CountCache::new(cache_bytes / 8),
             summaries: MemoCache::new(cache_bytes / 32 * 9),
         }

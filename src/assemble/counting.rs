@@ -165,6 +165,12 @@ impl<'a> Counter<'a> {
         self.tok.glued_message_tokens(role, first, piece)
     }
 
+    /// The count-cache key of `text` ([`cache::key`]), found without
+    /// hashing it when it was seen again before ([`crate::tokens::KnownKeys`]).
+    pub fn key(&self, text: &str) -> cache::Key {
+        self.caches.keys.key(self.tok, text.as_bytes())
+    }
+
     /// Counts through the segment cache, tallying hits and misses. Once the
     /// request is cancelled, counts nothing and returns 0 (the run is
     /// abandoned before any result is used).
@@ -172,7 +178,7 @@ impl<'a> Counter<'a> {
         if self.cancel.is_cancelled() {
             return 0;
         }
-        self.count_keyed(cache::key(self.tok, text.as_bytes()), text)
+        self.count_keyed(self.key(text), text)
     }
 
     /// [`Pipeline::count`] of `text` whose count-cache key is `key`.
@@ -210,8 +216,7 @@ impl<'a> Counter<'a> {
             return None;
         }
         // Hashed once, for the learned count and the content estimate's memo.
-        let key = (self.learn.is_some() || self.tok.content_estimate().is_some())
-            .then(|| cache::key(self.tok, text.as_bytes()));
+        let key = (self.learn.is_some() || self.tok.content_estimate().is_some()).then(|| self.key(text));
         if let Some(n) = key.and_then(|k| self.learned(k, text)) {
             self.hits.set(self.hits.get() + 1);
             return Some(n).filter(|&n| n <= limit);
@@ -223,7 +228,7 @@ impl<'a> Counter<'a> {
             return Some(self.by_content(key, text)).filter(|&n| n <= limit);
         }
         // Hashed once, for the lookup of an inline try and the count.
-        let key = key.unwrap_or_else(|| cache::key(self.tok, text.as_bytes()));
+        let key = key.unwrap_or_else(|| self.key(text));
         if self.allowance.is_bounded() {
             if let Some(n) = self.caches.segments.cached_at_most_keyed(&key, limit) {
                 self.hits.set(self.hits.get() + 1);

@@ -7,9 +7,10 @@
 use std::cell::OnceCell;
 
 use super::allocate::DropReason;
+use super::counting::Counter;
 use super::render::{self, FormAttr};
 use crate::prompt::{AssembleRequest, BlockKind, Item};
-use crate::tokens::{Tokenizer, cache};
+use crate::tokens::cache;
 
 /// One unit of a block: a context item, or a turn with its tool results. A
 /// unit's members are (block, candidate) pairs: a tool call made at the end of
@@ -155,9 +156,9 @@ impl<'a> Measurement<'a> {
         &self.req.blocks[bi].items[self.blocks[bi].candidates[ci]]
     }
 
-    /// The count-cache key (under `tok`) of the content of turn candidate
-    /// `ci` of block `bi`, hashed on first use only.
-    pub fn content_key(&self, tok: &Tokenizer, bi: usize, ci: usize) -> &'a cache::Key {
-        self.blocks[bi].content_keys[ci].get_or_init(|| cache::key(tok, self.item(bi, ci).content.as_bytes()))
+    /// The count-cache key (under `counter`'s tokenizer) of the content of
+    /// turn candidate `ci` of block `bi`, found on first use only.
+    pub fn content_key(&self, counter: &Counter<'_>, bi: usize, ci: usize) -> &'a cache::Key {
+        self.blocks[bi].content_keys[ci].get_or_init(|| counter.key(&self.item(bi, ci).content))
     }
 }

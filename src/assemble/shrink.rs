@@ -436,7 +436,7 @@ fn turn_summary_key(
         for id in &item.tool_call_ids {
             field(id.as_bytes());
         }
-        field(m.content_key(c.tok, mb, mc));
+        field(m.content_key(c, mb, mc));
         field(&[u8::from(vouched_for(item))]);
     }
     *h.finalize().as_bytes()

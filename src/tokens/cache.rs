@@ -12,8 +12,10 @@ use moka::sync::Cache;
 use super::tokenizer::Tokenizer;
 
 pub mod clock;
+pub mod known;
 
 use clock::Clock;
+pub use known::KnownKeys;
 
 /// The memo cache's table hasher: foldhash, seeded at random per process.
 /// The keys are blake3 digests already, so the table needs only a cheap mix

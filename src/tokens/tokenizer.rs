@@ -194,6 +194,14 @@ impl Tokenizer {
         super::digest::Hasher::new_keyed(&self.cache_key)
     }
 
+    /// What names the hash of this tokenizer's count keys: the key they are
+    /// keyed by, and whether the hash is chosen by length alone (a content
+    /// estimate's, [`super::digest::portable_text_key`]). Two tokenizers
+    /// with the same name give a text the same count key.
+    pub fn text_key_name(&self) -> ([u8; 32], bool) {
+        (self.text_key, self.content.is_some())
+    }
+
     /// The hasher of the count key of a text of `len` bytes, keyed by this
     /// tokenizer's id ([`super::digest::TextHasher`]; a content estimate's
     /// by its generation, see `text_key`).

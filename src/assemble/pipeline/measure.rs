@@ -254,7 +254,7 @@ impl Pipeline<'_> {
             role,
             false,
             &it.content,
-            Some(self.measurement().content_key(self.counter.tok, bi, ci)),
+            Some(self.measurement().content_key(&self.counter, bi, ci)),
         );
         let thinking = if reads_thinking {
             it.thinking

@@ -1,0 +1,181 @@
+//! The count keys of texts seen again, found by their bytes: a warm request
+//! sends the same system prompt, evidence and turns as the last one, and
+//! hashing each of them for its count key (SHA-256 at about 2 GB/s) was the
+//! largest share of a warm `Assemble` (a quarter of its in-process time at
+//! 4k). Here a text that was keyed twice is kept with its key; the next time
+//! it is found by a fast non-cryptographic hash and compared byte for byte,
+//! so the key it gets is exactly the digest of its bytes (a collision of the
+//! fast hash only costs a miss: nothing is trusted that was not compared).
+//!
+//! - One table of slots, each a mutex over at most one text: the fast hash
+//!   (xxh3, seeded at random per process, so a caller cannot aim texts at
+//!   one slot) picks the slot.
+//! - A text is kept on its second sighting: the first leaves only its fast
+//!   hash in the slot's doorkeeper (8 bytes, no copy), so a fresh request's
+//!   texts cost a hash each and never push out the warm ones. A later text
+//!   that lands on a held slot replaces it only on its own second sighting.
+//! - Bounded in bytes: the slots, the doorkeepers and every kept text (plus
+//!   [`ENTRY_BYTES`]) fit in the bytes given; a text that would not fit is
+//!   not kept.
+//! - Only texts from [`MIN_TEXT_BYTES`] up to [`SHORT_TEXT_BYTES`] (those
+//!   keyed by SHA-256 where the CPU has it): shorter ones hash in about the
+//!   time of a lookup, longer ones by blake3 across its SIMD lanes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use super::Key;
+use crate::tokens::digest::SHORT_TEXT_BYTES;
+use crate::tokens::tokenizer::Tokenizer;
+
+/// Shortest text kept: below it the digest costs about what the lookup
+/// does.
+pub const MIN_TEXT_BYTES: usize = 256;
+
+/// Bytes a kept text costs beyond its own: its entry ([`Held`]) and the
+/// two allocations' headers.
+pub const ENTRY_BYTES: u64 = std::mem::size_of::<Held>() as u64 + 32;
+
+/// Bytes of room per slot: a slot costs 24 bytes, so the slots take about
+/// a tenth of the room, and a warm set of texts of a few hundred bytes up
+/// that fills it holds a slot each and rarely shares one (a text that
+/// shares one with another warm text is hashed every time).
+const BYTES_PER_SLOT: u64 = 256;
+
+/// One kept text.
+struct Held {
+    /// The fast hash it was found by.
+    tag: u64,
+    /// What keys its count key ([`Tokenizer::text_key_name`]).
+    name: ([u8; 32], bool),
+    /// Its count key.
+    key: Key,
+    text: Box<[u8]>,
+}
+
+/// The table.
+pub struct KnownKeys {
+    slots: Box<[Mutex<Option<Box<Held>>>]>,
+    /// Per slot, the fast hash of the last text seen there and not kept.
+    seen: Box<[AtomicU64]>,
+    seed: u64,
+    /// Bytes the kept texts take (each its length plus [`ENTRY_BYTES`]).
+    held: AtomicU64,
+    /// What they may take.
+    room: u64,
+}
+
+impl std::fmt::Debug for KnownKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KnownKeys")
+            .field("slots", &self.slots.len())
+            .field("held_bytes", &self.held_bytes())
+            .finish()
+    }
+}
+
+impl KnownKeys {
+    /// A table taking at most `max_bytes`, slots included.
+    pub fn new(max_bytes: u64) -> Self {
+        let wanted = max_bytes / BYTES_PER_SLOT;
+        // A power of two (at least one slot), at most half the bytes.
+        let slots = usize::try_from(wanted)
+            .unwrap_or(usize::MAX / 2)
+            .max(1)
+            .next_power_of_two()
+            / 2;
+        let slots = slots.max(1);
+        let fixed = SLOT_BYTES * slots as u64;
+        KnownKeys {
+            slots: (0..slots).map(|_| Mutex::new(None)).collect(),
+            seen: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            // Random per process: std's hasher keys come from the OS.
+            seed: std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u64),
+            held: AtomicU64::new(0),
+            room: max_bytes.saturating_sub(fixed),
+        }
+    }
+
+    /// The count key of `text` under `tok` ([`super::key`]): made by
+    /// hashing it unless a text of the same bytes was kept with its key.
+    pub fn key(&self, tok: &Tokenizer, text: &[u8]) -> Key {
+        if !(MIN_TEXT_BYTES..SHORT_TEXT_BYTES).contains(&text.len()) {
+            return super::key(tok, text);
+        }
+        let name = tok.text_key_name();
+        let tag = xxhash_rust::xxh3::xxh3_64_with_seed(text, self.seed ^ fold(&name));
+        // The slot from the high bits, so that a tag of 0 (the doorkeeper's
+        // empty) is as likely as any other in any slot.
+        let at = (tag >> (64 - self.slots.len().trailing_zeros())) as usize;
+        if let Some(h) = lock(&self.slots[at]).as_ref()
+            && h.tag == tag
+            && h.name == name
+            && *h.text == *text
+        {
+            return h.key;
+        }
+        let key = super::key(tok, text);
+        if self.seen[at].swap(tag, Ordering::Relaxed) == tag {
+            self.keep(
+                at,
+                Box::new(Held {
+                    tag,
+                    name,
+                    key,
+                    text: text.into(),
+                }),
+            );
+        }
+        key
+    }
+
+    /// Keeps `held` in slot `at` in place of what it holds, if the bytes
+    /// allow.
+    fn keep(&self, at: usize, held: Box<Held>) {
+        let mut slot = lock(&self.slots[at]);
+        let freed = slot.as_deref().map_or(0, cost);
+        let added = cost(&held);
+        let fits = self.held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+            let after = h - freed + added;
+            (after <= self.room).then_some(after)
+        });
+        if fits.is_ok() {
+            *slot = Some(held);
+        }
+    }
+
+    /// Bytes the kept texts take.
+    pub fn held_bytes(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Texts kept.
+    pub fn held_texts(&self) -> usize {
+        self.slots.iter().filter(|s| lock(s).is_some()).count()
+    }
+}
+
+/// What a kept text costs.
+fn cost(h: &Held) -> u64 {
+    h.text.len() as u64 + ENTRY_BYTES
+}
+
+/// A key's name folded into the fast hash's seed.
+fn fold(name: &([u8; 32], bool)) -> u64 {
+    let mut head = [0u8; 8];
+    head.copy_from_slice(&name.0[..8]);
+    u64::from_le_bytes(head) ^ u64::from(name.1)
+}
+
+/// Bytes a slot costs: its mutex over a pointer, and its doorkeeper.
+const SLOT_BYTES: u64 =
+    (std::mem::size_of::<Mutex<Option<Box<Held>>>>() + std::mem::size_of::<AtomicU64>()) as u64;
+
+/// A slot, whatever a panicking holder left (a slot is whole at every
+/// point a panic could leave it).
+fn lock(slot: &Mutex<Option<Box<Held>>>) -> MutexGuard<'_, Option<Box<Held>>> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests;
