@@ -21,6 +21,10 @@
 //! runs that cell alone).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+/// The sidecar's allocator, so the profile is the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "support/kept.rs"]
 mod kept;
 #[path = "support/process.rs"]

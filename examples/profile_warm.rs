@@ -7,6 +7,10 @@
 #![allow(clippy::unwrap_used)]
 
 use context_assembler::assemble::{Assembler, DEFAULT_CACHE_BYTES};
+
+/// The sidecar's allocator, so the profile is the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use context_assembler::grpc::pb;
 use context_assembler::prompt::AssembleRequest;
 use context_assembler::workload::replay::Replay;

@@ -1577,6 +1577,53 @@ fn a_warm_request_hashes_each_byte_of_its_text_once() {
     }
 }
 
+/// A request sent again, once its texts were seen three times, finds their
+/// count keys by their bytes ([`crate::tokens::KnownKeys`]): it hashes only
+/// what no count key covers (the static prefix, keyed whole; texts too short
+/// or too long to keep) and a constant per item and per request, where the
+/// first sends hashed every byte. Counted in bytes, not timed.
+#[test]
+fn a_request_sent_again_hashes_only_what_its_kept_texts_do_not_cover() {
+    use crate::tokens::cache::known::MIN_TEXT_BYTES;
+    use crate::tokens::digest::{SHORT_TEXT_BYTES, hashed_bytes};
+    const PER_ITEM: u64 = 192;
+    const PER_REQUEST: u64 = 1 << 10;
+    let req = crate::workload::request(crate::workload::Shape::new(4_000, 16), 42);
+    let items: Vec<&Item> = req.blocks.iter().flat_map(|b| &b.items).collect();
+    let kept = |t: &str| (MIN_TEXT_BYTES..SHORT_TEXT_BYTES).contains(&t.len());
+    let uncovered = req.static_segments.iter().map(|s| s.content.len()).sum::<usize>()
+        + items
+            .iter()
+            .filter(|i| !kept(&i.content))
+            .map(|i| i.content.len())
+            .sum::<usize>()
+        + if kept(&req.query) { 0 } else { req.query.len() };
+    let covered: usize = items
+        .iter()
+        .filter(|i| kept(&i.content))
+        .map(|i| i.content.len())
+        .sum();
+    assert!(covered > 4 * uncovered, "the request's texts are mostly keepable");
+    let most = uncovered as u64 + PER_ITEM * items.len() as u64 + PER_REQUEST;
+    let a = asm();
+    let mut hashed = Vec::new();
+    for _ in 0..5 {
+        let before = hashed_bytes();
+        a.assemble(req.clone()).unwrap();
+        hashed.push(hashed_bytes() - before);
+    }
+    assert!(
+        hashed[0] > covered as u64,
+        "the first send hashes its texts: {hashed:?}"
+    );
+    for (i, &got) in hashed.iter().enumerate().skip(3) {
+        assert!(
+            got <= most,
+            "send {i}: hashed {got} bytes, at most {most} ({hashed:?})"
+        );
+    }
+}
+
 /// An encoding's model has no template to render ids with: none are given,
 /// a warning says why, and nothing else changes.
 #[test]

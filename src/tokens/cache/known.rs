@@ -10,10 +10,13 @@
 //! - One table of slots, each a mutex over at most one text: the fast hash
 //!   (xxh3, seeded at random per process, so a caller cannot aim texts at
 //!   one slot) picks the slot.
-//! - A text is kept on its second sighting: the first leaves only its fast
-//!   hash in the slot's doorkeeper (8 bytes, no copy), so a fresh request's
-//!   texts cost a hash each and never push out the warm ones. A later text
-//!   that lands on a held slot replaces it only on its own second sighting.
+//! - A text is kept on its third sighting: the first two leave only its
+//!   fast hash and a tally in the slot's doorkeeper (8 bytes, no copy). A
+//!   fresh request may key a text twice (an inline try that gives up, then
+//!   the full run), so its texts cost a fast hash each and are never copied
+//!   nor push out the warm ones; the same request sent again is the third
+//!   sighting, and the one after finds them. A later text that lands on a
+//!   held slot replaces it only at its own third sighting.
 //! - Bounded in bytes: the slots, the doorkeepers and every kept text (plus
 //!   [`ENTRY_BYTES`]) fit in the bytes given; a text that would not fit is
 //!   not kept.
@@ -42,6 +45,12 @@ pub const ENTRY_BYTES: u64 = std::mem::size_of::<Held>() as u64 + 32;
 /// shares one with another warm text is hashed every time).
 const BYTES_PER_SLOT: u64 = 256;
 
+/// The low bits of a doorkeeper that tally a text's sightings.
+const SIGHTINGS: u64 = 3;
+
+/// The sighting at which a text is kept.
+const KEEP_AT: u64 = 3;
+
 /// One kept text.
 struct Held {
     /// The fast hash it was found by.
@@ -56,7 +65,9 @@ struct Held {
 /// The table.
 pub struct KnownKeys {
     slots: Box<[Mutex<Option<Box<Held>>>]>,
-    /// Per slot, the fast hash of the last text seen there and not kept.
+    /// Per slot, the fast hash of the last text seen there and not kept,
+    /// its low bits replaced by how many times it was seen ([`SIGHTINGS`]);
+    /// 0 when none.
     seen: Box<[AtomicU64]>,
     seed: u64,
     /// Bytes the kept texts take (each its length plus [`ENTRY_BYTES`]).
@@ -104,9 +115,8 @@ impl KnownKeys {
         }
         let name = tok.text_key_name();
         let tag = xxhash_rust::xxh3::xxh3_64_with_seed(text, self.seed ^ fold(&name));
-        // The slot from the high bits, so that a tag of 0 (the doorkeeper's
-        // empty) is as likely as any other in any slot.
-        let at = (tag >> (64 - self.slots.len().trailing_zeros())) as usize;
+        // The slot from the high half (the low bits tally sightings).
+        let at = (tag >> 32) as usize & (self.slots.len() - 1);
         if let Some(h) = lock(&self.slots[at]).as_ref()
             && h.tag == tag
             && h.name == name
@@ -115,7 +125,17 @@ impl KnownKeys {
             return h.key;
         }
         let key = super::key(tok, text);
-        if self.seen[at].swap(tag, Ordering::Relaxed) == tag {
+        // A race between two threads on one doorkeeper only loses a tally.
+        let (mark, before) = (tag & !SIGHTINGS, self.seen[at].load(Ordering::Relaxed));
+        let seen = if before & !SIGHTINGS == mark {
+            before & SIGHTINGS
+        } else {
+            0
+        } + 1;
+        if seen < KEEP_AT {
+            self.seen[at].store(mark | seen, Ordering::Relaxed);
+        } else {
+            self.seen[at].store(0, Ordering::Relaxed);
             self.keep(
                 at,
                 Box::new(Held {
