@@ -166,13 +166,31 @@ async fn a_usage_report_teaches_the_estimate_what_its_unlearned_texts_cost() {
         tool_call_id: String::new(),
         thinking: Vec::new(),
     };
+    let keys = KnownKeys::new(1 << 20);
     let known = "You answer briefly.";
     learning.learned().insert(Learned::key("claude-2026", known), 4);
+    // A text long enough to be kept with its key: found by its bytes from
+    // its fourth sighting, under the key it was learned by.
+    let long = "Refunds reach the card they were paid with. ".repeat(12);
+    learning.learned().insert(Learned::key("claude-2026", &long), 100);
+    for sighting in 1..=5 {
+        let (sources, _) = learning.sources(
+            claude,
+            "claude-sonnet-5",
+            &tokenizer,
+            &[message(Role::System, &long)],
+            (200, 0),
+            &keys,
+        );
+        assert_eq!(sources.provider, 3 + 5 + 100, "sighting {sighting}");
+    }
+    assert_eq!(keys.held_texts(), 1, "the long text is kept");
     let messages = [
         message(Role::System, known),
         message(Role::User, "How long do refunds take?"),
     ];
-    let (sources, estimated) = learning.sources(claude, "claude-sonnet-5", &tokenizer, &messages, 40, 0);
+    let (sources, estimated) =
+        learning.sources(claude, "claude-sonnet-5", &tokenizer, &messages, (40, 0), &keys);
     assert_eq!(sources.provider, 3 + 5 + 4 + 4, "frames and the learned text");
     assert_eq!(sources.estimated, 40 - 16);
     let e = estimated.expect("only a message text is estimated");
@@ -193,7 +211,7 @@ async fn a_usage_report_teaches_the_estimate_what_its_unlearned_texts_cost() {
     // is not estimated by content, and teaches nothing.
     assert!(
         learning
-            .sources(claude, "claude-sonnet-5", &tokenizer, &messages, 40, 12)
+            .sources(claude, "claude-sonnet-5", &tokenizer, &messages, (40, 12), &keys)
             .1
             .is_none()
     );
@@ -202,7 +220,7 @@ async fn a_usage_report_teaches_the_estimate_what_its_unlearned_texts_cost() {
         .with_content(learning.estimates().get("claude-2026").current());
     assert!(
         learning
-            .sources(claude, "claude-sonnet-5", &plain, &messages, 40, 0)
+            .sources(claude, "claude-sonnet-5", &plain, &messages, (40, 0), &keys)
             .1
             .is_none()
     );
@@ -210,7 +228,7 @@ async fn a_usage_report_teaches_the_estimate_what_its_unlearned_texts_cost() {
     thinking[1].thinking = vec![Default::default()];
     assert!(
         learning
-            .sources(claude, "claude-sonnet-5", &tokenizer, &thinking, 40, 0)
+            .sources(claude, "claude-sonnet-5", &tokenizer, &thinking, (40, 0), &keys)
             .1
             .is_none()
     );

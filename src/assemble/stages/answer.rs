@@ -49,8 +49,8 @@ pub(in crate::assemble) fn answer(
         counted_for.as_deref().unwrap_or_default(),
         &tokenizer,
         &messages,
-        usage.total_tokens,
-        usage.tools_tokens,
+        (usage.total_tokens, usage.tools_tokens),
+        &shared.caches.keys,
     );
     usage.sources = sources;
     usage.exact = usage.sources.estimated == 0;
