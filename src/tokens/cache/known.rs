@@ -7,7 +7,7 @@
 //! so the key it gets is exactly the digest of its bytes (a collision of the
 //! fast hash only costs a miss: nothing is trusted that was not compared).
 //!
-//! - One table of slots, each a mutex over at most one text: the fast hash
+//! - One table of slots, each a read-write lock over at most one text: the fast hash
 //!   (xxh3, seeded at random per process, so a caller cannot aim texts at
 //!   one slot) picks the slot.
 //! - A text is kept on its third sighting: the first two leave only its
@@ -25,7 +25,7 @@
 //!   time of a lookup, longer ones by blake3 across its SIMD lanes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::Key;
 use crate::tokens::digest::SHORT_TEXT_BYTES;
@@ -39,10 +39,12 @@ pub const MIN_TEXT_BYTES: usize = 256;
 /// two allocations' headers.
 pub const ENTRY_BYTES: u64 = std::mem::size_of::<Held>() as u64 + 32;
 
-/// Bytes of room per slot: a slot costs 24 bytes, so the slots take about
-/// a tenth of the room, and a warm set of texts of a few hundred bytes up
-/// that fills it holds a slot each and rarely shares one (a text that
-/// shares one with another warm text is hashed every time).
+/// Bytes of room per slot (at most: the slot count is rounded down to a
+/// power of two): a slot costs 32 bytes ([`SLOT_BYTES`] on x86-64 Linux), so
+/// the slots take an eighth of the room at most, and a warm set of texts of
+/// a few hundred bytes up that fills it holds a slot each and rarely shares
+/// one (a text that shares one with another warm text is hashed every
+/// time).
 const BYTES_PER_SLOT: u64 = 256;
 
 /// The low bits of a doorkeeper that tally a text's sightings.
@@ -62,9 +64,13 @@ struct Held {
     text: Box<[u8]>,
 }
 
+/// A slot: a read lock, so that requests sharing a text (every request's
+/// system prompt) compare it at once.
+type Slot = RwLock<Option<Box<Held>>>;
+
 /// The table.
 pub struct KnownKeys {
-    slots: Box<[Mutex<Option<Box<Held>>>]>,
+    slots: Box<[Slot]>,
     /// Per slot, the fast hash of the last text seen there and not kept,
     /// its low bits replaced by how many times it was seen ([`SIGHTINGS`]);
     /// 0 when none.
@@ -98,7 +104,7 @@ impl KnownKeys {
         let slots = slots.max(1);
         let fixed = SLOT_BYTES * slots as u64;
         KnownKeys {
-            slots: (0..slots).map(|_| Mutex::new(None)).collect(),
+            slots: (0..slots).map(|_| RwLock::new(None)).collect(),
             seen: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             // Random per process: std's hasher keys come from the OS.
             seed: std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u64),
@@ -117,7 +123,7 @@ impl KnownKeys {
         let tag = xxhash_rust::xxh3::xxh3_64_with_seed(text, self.seed ^ fold(&name));
         // The slot from the high half (the low bits tally sightings).
         let at = (tag >> 32) as usize & (self.slots.len() - 1);
-        if let Some(h) = lock(&self.slots[at]).as_ref()
+        if let Some(h) = read(&self.slots[at]).as_ref()
             && h.tag == tag
             && h.name == name
             && *h.text == *text
@@ -152,7 +158,7 @@ impl KnownKeys {
     /// Keeps `held` in slot `at` in place of what it holds, if the bytes
     /// allow.
     fn keep(&self, at: usize, held: Box<Held>) {
-        let mut slot = lock(&self.slots[at]);
+        let mut slot = write(&self.slots[at]);
         let freed = slot.as_deref().map_or(0, cost);
         let added = cost(&held);
         let fits = self.held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
@@ -171,7 +177,7 @@ impl KnownKeys {
 
     /// Texts kept.
     pub fn held_texts(&self) -> usize {
-        self.slots.iter().filter(|s| lock(s).is_some()).count()
+        self.slots.iter().filter(|s| read(s).is_some()).count()
     }
 }
 
@@ -187,14 +193,18 @@ fn fold(name: &([u8; 32], bool)) -> u64 {
     u64::from_le_bytes(head) ^ u64::from(name.1)
 }
 
-/// Bytes a slot costs: its mutex over a pointer, and its doorkeeper.
-const SLOT_BYTES: u64 =
-    (std::mem::size_of::<Mutex<Option<Box<Held>>>>() + std::mem::size_of::<AtomicU64>()) as u64;
+/// Bytes a slot costs: its lock over a pointer, and its doorkeeper.
+const SLOT_BYTES: u64 = (std::mem::size_of::<Slot>() + std::mem::size_of::<AtomicU64>()) as u64;
 
 /// A slot, whatever a panicking holder left (a slot is whole at every
 /// point a panic could leave it).
-fn lock(slot: &Mutex<Option<Box<Held>>>) -> MutexGuard<'_, Option<Box<Held>>> {
-    slot.lock().unwrap_or_else(PoisonError::into_inner)
+fn read(slot: &Slot) -> RwLockReadGuard<'_, Option<Box<Held>>> {
+    slot.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A slot to change, as [`read`].
+fn write(slot: &Slot) -> RwLockWriteGuard<'_, Option<Box<Held>>> {
+    slot.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
