@@ -194,12 +194,18 @@ impl Tokenizer {
         super::digest::Hasher::new_keyed(&self.cache_key)
     }
 
-    /// What names the hash of this tokenizer's count keys: the key they are
-    /// keyed by, and whether the hash is chosen by length alone (a content
-    /// estimate's, [`super::digest::portable_text_key`]). Two tokenizers
-    /// with the same name give a text the same count key.
+    /// What names the hash of this tokenizer's count keys: the key
+    /// [`Tokenizer::text_hasher`] keys them by, and whether the hash is
+    /// chosen by length alone (a content estimate's,
+    /// [`super::digest::portable_text_key`]). Two tokenizers with the same
+    /// name give a text the same count key. (Not `text_key` alone: a
+    /// framed estimate keys by its own `cache_key` and keeps the unframed
+    /// one's `text_key`.)
     pub fn text_key_name(&self) -> ([u8; 32], bool) {
-        (self.text_key, self.content.is_some())
+        match self.content {
+            Some(_) => (self.text_key, true),
+            None => (self.cache_key, false),
+        }
     }
 
     /// The hasher of the count key of a text of `len` bytes, keyed by this

@@ -2,7 +2,7 @@
 //! sends the same system prompt, evidence and turns as the last one, and
 //! hashing each of them for its count key (SHA-256 at about 2 GB/s) was the
 //! largest share of a warm `Assemble` (a quarter of its in-process time at
-//! 4k). Here a text that was keyed twice is kept with its key; the next time
+//! 4k). Here a text that was keyed three times is kept with its key; later
 //! it is found by a fast non-cryptographic hash and compared byte for byte,
 //! so the key it gets is exactly the digest of its bytes (a collision of the
 //! fast hash only costs a miss: nothing is trusted that was not compared).
@@ -15,16 +15,21 @@
 //!   fresh request may key a text twice (an inline try that gives up, then
 //!   the full run), so its texts cost a fast hash each and are never copied
 //!   nor push out the warm ones; the same request sent again is the third
-//!   sighting, and the one after finds them. A later text that lands on a
-//!   held slot replaces it only at its own third sighting.
-//! - Bounded in bytes: the slots, the doorkeepers and every kept text (plus
-//!   [`ENTRY_BYTES`]) fit in the bytes given; a text that would not fit is
-//!   not kept.
+//!   sighting, and the one after finds them. (With a provider counter, the
+//!   answer's sources key each message once more: a message that is one
+//!   text, such as a turn, is then kept from its first request.) A later
+//!   text that lands on a held slot replaces it at its own third sighting.
+//! - Bounded in bytes: the slots, the doorkeepers and every kept text (its
+//!   allocator's rounding and [`ENTRY_BYTES`] included, [`cost`]) fit in the
+//!   bytes given. To make room, a CLOCK hand goes round the slots: a text
+//!   found since the hand last passed keeps its place once, one that was
+//!   not leaves. A text that still does not fit after [`EVICT_STEPS`] kept
+//!   texts (or one turn of the slots) is not kept.
 //! - Only texts from [`MIN_TEXT_BYTES`] up to [`SHORT_TEXT_BYTES`] (those
 //!   keyed by SHA-256 where the CPU has it): shorter ones hash in about the
 //!   time of a lookup, longer ones by blake3 across its SIMD lanes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::Key;
@@ -35,16 +40,19 @@ use crate::tokens::tokenizer::Tokenizer;
 /// does.
 pub const MIN_TEXT_BYTES: usize = 256;
 
-/// Bytes a kept text costs beyond its own: its entry ([`Held`]) and the
-/// two allocations' headers.
+/// Bytes a kept text costs beyond its own and its rounding: its entry
+/// ([`Held`]) and the two allocations' headers.
 pub const ENTRY_BYTES: u64 = std::mem::size_of::<Held>() as u64 + 32;
+
+/// Kept texts the CLOCK hand looks at, at most, to make room for one.
+const EVICT_STEPS: usize = 32;
 
 /// Bytes of room per slot (at most: the slot count is rounded down to a
 /// power of two): a slot costs 32 bytes ([`SLOT_BYTES`] on x86-64 Linux), so
-/// the slots take an eighth of the room at most, and a warm set of texts of
-/// a few hundred bytes up that fills it holds a slot each and rarely shares
-/// one (a text that shares one with another warm text is hashed every
-/// time).
+/// the slots take an eighth of the bytes at most, and a warm set of texts of
+/// a few hundred bytes up that fills the room holds a slot each and rarely
+/// shares one (two warm texts that share one take it in turns, each kept
+/// at its third miss).
 const BYTES_PER_SLOT: u64 = 256;
 
 /// The low bits of a doorkeeper that tally a text's sightings.
@@ -62,6 +70,8 @@ struct Held {
     /// Its count key.
     key: Key,
     text: Box<[u8]>,
+    /// Whether it was found since the CLOCK hand last passed its slot.
+    found: AtomicBool,
 }
 
 /// A slot: a read lock, so that requests sharing a text (every request's
@@ -80,6 +90,8 @@ pub struct KnownKeys {
     held: AtomicU64,
     /// What they may take.
     room: u64,
+    /// The CLOCK hand: the next slot [`KnownKeys::make_room`] looks at.
+    hand: AtomicUsize,
 }
 
 impl std::fmt::Debug for KnownKeys {
@@ -94,14 +106,9 @@ impl std::fmt::Debug for KnownKeys {
 impl KnownKeys {
     /// A table taking at most `max_bytes`, slots included.
     pub fn new(max_bytes: u64) -> Self {
-        let wanted = max_bytes / BYTES_PER_SLOT;
-        // A power of two (at least one slot), at most half the bytes.
-        let slots = usize::try_from(wanted)
-            .unwrap_or(usize::MAX / 2)
-            .max(1)
-            .next_power_of_two()
-            / 2;
-        let slots = slots.max(1);
+        let wanted = usize::try_from(max_bytes / BYTES_PER_SLOT).unwrap_or(usize::MAX);
+        // The power of two at or below (at least one slot).
+        let slots = 1usize << wanted.max(1).ilog2();
         let fixed = SLOT_BYTES * slots as u64;
         KnownKeys {
             slots: (0..slots).map(|_| RwLock::new(None)).collect(),
@@ -110,6 +117,7 @@ impl KnownKeys {
             seed: std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u64),
             held: AtomicU64::new(0),
             room: max_bytes.saturating_sub(fixed),
+            hand: AtomicUsize::new(0),
         }
     }
 
@@ -128,6 +136,7 @@ impl KnownKeys {
             && h.name == name
             && *h.text == *text
         {
+            h.found.store(true, Ordering::Relaxed);
             return h.key;
         }
         let key = super::key(tok, text);
@@ -149,6 +158,7 @@ impl KnownKeys {
                     name,
                     key,
                     text: text.into(),
+                    found: AtomicBool::new(false),
                 }),
             );
         }
@@ -156,8 +166,9 @@ impl KnownKeys {
     }
 
     /// Keeps `held` in slot `at` in place of what it holds, if the bytes
-    /// allow.
+    /// allow once the hand has made room.
     fn keep(&self, at: usize, held: Box<Held>) {
+        self.make_room(at, cost(&held));
         let mut slot = write(&self.slots[at]);
         let freed = slot.as_deref().map_or(0, cost);
         let added = cost(&held);
@@ -167,6 +178,36 @@ impl KnownKeys {
         });
         if fits.is_ok() {
             *slot = Some(held);
+        }
+    }
+
+    /// Moves the CLOCK hand until `added` more bytes fit, over at most
+    /// [`EVICT_STEPS`] kept texts and one turn of the slots (passing `at`
+    /// and any slot another thread holds): a text found since the hand last
+    /// passed is spared once, any other leaves.
+    fn make_room(&self, at: usize, added: u64) {
+        let mut looked = 0;
+        for _ in 0..self.slots.len() {
+            if looked == EVICT_STEPS || self.held.load(Ordering::Relaxed) + added <= self.room {
+                return;
+            }
+            let i = self.hand.fetch_add(1, Ordering::Relaxed) & (self.slots.len() - 1);
+            if i == at {
+                continue;
+            }
+            // Never waits: a slot another thread holds is passed over.
+            let Ok(mut slot) = self.slots[i].try_write() else {
+                continue;
+            };
+            let Some(h) = slot.as_ref() else {
+                continue;
+            };
+            looked += 1;
+            if !h.found.swap(false, Ordering::Relaxed)
+                && let Some(gone) = slot.take()
+            {
+                self.held.fetch_sub(cost(&gone), Ordering::Relaxed);
+            }
         }
     }
 
@@ -181,9 +222,11 @@ impl KnownKeys {
     }
 }
 
-/// What a kept text costs.
+/// What a kept text costs: its bytes, an eighth more for the allocator's
+/// size classes (mimalloc rounds up by at most that), and [`ENTRY_BYTES`].
 fn cost(h: &Held) -> u64 {
-    h.text.len() as u64 + ENTRY_BYTES
+    let len = h.text.len() as u64;
+    len + len.div_ceil(8) + ENTRY_BYTES
 }
 
 /// A key's name folded into the fast hash's seed.
