@@ -90,7 +90,13 @@ fn a_full_table_makes_room_for_new_texts() {
             known.key(&tok, &t);
         }
     }
-    assert!(known.held_bytes() + 2_500 > known.room, "the table is full");
+    // Full, whatever slots the texts landed on: room for what is held and
+    // no more (how many texts fit depends on the per-process seed).
+    assert!(known.held_texts() > 10, "texts were kept");
+    let known = KnownKeys {
+        room: known.held_bytes(),
+        ..known
+    };
     let new = text(9_999, 2_000);
     for _ in 0..3 {
         known.key(&tok, &new);
