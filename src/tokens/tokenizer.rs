@@ -210,12 +210,14 @@ impl Tokenizer {
 
     /// The hasher of the count key of a text of `len` bytes, keyed by this
     /// tokenizer's id ([`super::digest::TextHasher`]; a content estimate's
-    /// by its generation, see `text_key`).
+    /// by its generation, see `text_key`). Chosen by
+    /// [`Tokenizer::text_key_name`], so the name a text's key is
+    /// kept under ([`super::cache::KnownKeys`]) is always what keyed it.
     pub fn text_hasher(&self, len: usize) -> super::digest::TextHasher {
-        match self.content {
+        match self.text_key_name() {
             // Learned counts are shared across a fleet: the same key on every CPU.
-            Some(_) => super::digest::TextHasher::portable(&self.text_key, len),
-            None => super::digest::TextHasher::new(&self.cache_key, len),
+            (key, true) => super::digest::TextHasher::portable(&key, len),
+            (key, false) => super::digest::TextHasher::new(&key, len),
         }
     }
 
