@@ -36,7 +36,7 @@ use context_assembler::assemble::{Assembler, Attempt, DEFAULT_CACHE_BYTES, Optio
 use context_assembler::grpc::pb;
 use context_assembler::prompt::AssembleRequest;
 use context_assembler::tokens::digest::hashed_bytes;
-use context_assembler::tokens::{Encoding, Tokenizer};
+use context_assembler::tokens::{Encoding, RequestKeys, Tokenizer};
 use context_assembler::vocab::Cancel;
 use context_assembler::workload::fresh::Fresh;
 use context_assembler::workload::replay::Replay;
@@ -135,11 +135,13 @@ fn served(asm: &Assembler, requests: &[Vec<u8>], try_inline: bool) -> (f64, Vec<
     for b in requests {
         let req = AssembleRequest::try_from(pb::AssembleRequest::decode(b.as_slice()).unwrap()).unwrap();
         let cancel = Cancel::new();
+        let keys = RequestKeys::new();
         // The server tries inline only what is small on the wire.
         let (req, key) = if try_inline && b.len() <= WARM_TRY_BYTES {
             let tried = Cancel::new();
             let options = Options {
                 inline: Some(INLINE_COUNT_BYTES),
+                keys: Some(&keys),
                 ..Options::new(&tried)
             };
             match asm.run(&catalog, req, options) {
@@ -154,6 +156,7 @@ fn served(asm: &Assembler, requests: &[Vec<u8>], try_inline: bool) -> (f64, Vec<
         };
         let options = Options {
             prefix: key.as_ref(),
+            keys: Some(&keys),
             ..Options::new(&cancel)
         };
         let out = asm.run(&catalog, req, options).done().unwrap();

@@ -11,7 +11,7 @@ use super::caches::Caches;
 use super::learned::Scope;
 use crate::telemetry::metrics;
 use crate::tokens::hf::{HfModel, Piece};
-use crate::tokens::{Tokenizer, cache};
+use crate::tokens::{RequestKeys, Tokenizer, cache};
 use crate::vocab::{Cancel, Role};
 
 /// What a run may count or summarize anew, in bytes of text: unbounded for
@@ -64,6 +64,9 @@ pub(super) struct Counter<'a> {
     /// where the request was received, which is abandoned (`cancel` set, to
     /// be run again in full elsewhere) once it would go past it.
     pub allowance: &'a Allowance,
+    /// The count keys this request made (by an inline try it was handed
+    /// back from, too): a text is hashed once.
+    keys: Option<&'a RequestKeys>,
     /// For a model without a public tokenizer: the counts its provider
     /// gave, which a text's count is taken from once there.
     learn: Option<Scope<'a>>,
@@ -89,6 +92,7 @@ impl<'a> Counter<'a> {
             tok,
             cancel,
             allowance,
+            keys: None,
             learn: None,
             learned_seen: RefCell::new(HashMap::new()),
             by_content: RefCell::new(HashMap::new()),
@@ -96,6 +100,13 @@ impl<'a> Counter<'a> {
             hits: Cell::new(0),
             misses: Cell::new(0),
         }
+    }
+
+    /// This counter, keeping the keys it makes in `keys`, and finding there
+    /// those the request made before.
+    pub fn keys(mut self, keys: &'a RequestKeys) -> Self {
+        self.keys = Some(keys);
+        self
     }
 
     /// This counter, taking each text's count from what its provider
@@ -168,7 +179,7 @@ impl<'a> Counter<'a> {
     /// The count-cache key of `text` ([`cache::key`]), found without
     /// hashing it when it was seen again before ([`crate::tokens::KnownKeys`]).
     pub fn key(&self, text: &str) -> cache::Key {
-        self.caches.keys.key(self.tok, text.as_bytes())
+        self.caches.keys.key_in(self.tok, text.as_bytes(), self.keys)
     }
 
     /// Counts through the segment cache, tallying hits and misses. Once the

@@ -22,6 +22,7 @@ use crate::memory::{Memories, MemoryError, MemoryId, MemorySettings};
 use crate::prompt::{AssembleRequest, Assembly};
 use crate::prompt_cache::batch::Group;
 use crate::telemetry::{metrics, trace};
+use crate::tokens::RequestKeys;
 use crate::vocab::codes::RECALL_UNAVAILABLE;
 use crate::vocab::{self, Cancel, FieldViolation};
 
@@ -156,8 +157,10 @@ impl Flow {
                 (Some(done), admit.admit().map_err(FlowError::Refused)?)
             }
         };
+        // The try's count keys, for the full run it may give up to.
+        let keys = RequestKeys::new();
         let tried = if small {
-            warm(&self.assembler, &catalog, req)?
+            warm(&self.assembler, &catalog, req, &keys)?
         } else {
             Attempt::Cold(req, None)
         };
@@ -168,6 +171,7 @@ impl Flow {
                 blocking(permit, move |cancel| {
                     let options = Options {
                         prefix: key.as_ref(),
+                        keys: Some(&keys),
                         ..Options::new(cancel)
                     };
                     assembler.run(&catalog, req, options).done()
@@ -453,11 +457,18 @@ pub async fn in_place<P: Send + 'static, T: Send + 'static, R>(
     }
 }
 
-/// A try on this thread ([`inline`]) under [`INLINE_COUNT_BYTES`].
-fn warm<R>(assembler: &Assembler, catalog: &Catalog, req: AssembleRequest) -> Result<Attempt, FlowError<R>> {
+/// A try on this thread ([`inline`]) under [`INLINE_COUNT_BYTES`], keeping
+/// the count keys it makes in `keys`.
+fn warm<R>(
+    assembler: &Assembler,
+    catalog: &Catalog,
+    req: AssembleRequest,
+    keys: &RequestKeys,
+) -> Result<Attempt, FlowError<R>> {
     inline((), |cancel| {
         let options = Options {
             inline: Some(INLINE_COUNT_BYTES),
+            keys: Some(keys),
             ..Options::new(cancel)
         };
         assembler.run(catalog, req, options)

@@ -31,6 +31,7 @@ use crate::prompt::{AssembleRequest, Assembly};
 use crate::prompt_cache::families::FamilyTracker;
 use crate::prompt_cache::feedback::Feedback;
 use crate::prompt_cache::prefix::PrefixKey;
+use crate::tokens::RequestKeys;
 use crate::vocab::Cancel;
 
 /// What every request's stages share, handed down by the assembler.
@@ -64,6 +65,10 @@ pub struct Options<'a> {
     /// pool of threads that may block. Nothing is recorded for a try handed
     /// back; what it counted stays cached for the full run.
     pub inline: Option<usize>,
+    /// The count keys the request made: an inline try keeps them here for
+    /// the full run it may give up to (see [`RequestKeys`]). Without them, a
+    /// run keeps its own.
+    pub keys: Option<&'a RequestKeys>,
 }
 
 impl<'a> Options<'a> {
@@ -73,6 +78,7 @@ impl<'a> Options<'a> {
             cancel,
             prefix: None,
             inline: None,
+            keys: None,
         }
     }
 }

@@ -166,7 +166,8 @@ fn logged(id: &str) -> &str {
 /// request's fields given as it opens: the request is decoded before the
 /// handler runs. Each field recorded later costs the JSON log format a parse
 /// and a rewrite of every field already there (tracing-subscriber's
-/// `JsonFields`); only `code` is left for the end.
+/// `JsonFields`). No event follows the answer in it, so the status is not
+/// one of them (metrics count it).
 fn assemble_span(wire: &pb::AssembleRequest) -> tracing::Span {
     tracing::info_span!(
         "assemble",
@@ -174,7 +175,6 @@ fn assemble_span(wire: &pb::AssembleRequest) -> tracing::Span {
         request_id = logged(&wire.request_id),
         model = logged(&wire.model),
         blocks = wire.blocks.len(),
-        code = tracing::field::Empty,
     )
 }
 
@@ -227,7 +227,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         .await
     }
 
-    #[instrument(skip_all, fields(rpc = "AssembleBatch", requests, code))]
+    #[instrument(skip_all, fields(rpc = "AssembleBatch", requests))]
     async fn assemble_batch(
         &self,
         request: Request<pb::AssembleBatchRequest>,
@@ -377,7 +377,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         )))
     }
 
-    #[instrument(skip_all, fields(rpc = "CountTokens", bytes, code))]
+    #[instrument(skip_all, fields(rpc = "CountTokens", bytes))]
     async fn count_tokens(
         &self,
         request: Request<pb::CountTokensRequest>,
@@ -407,7 +407,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         .await
     }
 
-    #[instrument(skip_all, fields(rpc = "ReportUsage", code))]
+    #[instrument(skip_all, fields(rpc = "ReportUsage"))]
     async fn report_usage(
         &self,
         request: Request<pb::ReportUsageRequest>,
@@ -446,7 +446,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         .await
     }
 
-    #[instrument(skip_all, fields(rpc = "Compact", request_id, model, messages, code))]
+    #[instrument(skip_all, fields(rpc = "Compact", request_id, model, messages))]
     async fn compact(
         &self,
         request: Request<pb::CompactRequest>,
@@ -471,10 +471,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         .await
     }
 
-    #[instrument(
-        skip_all,
-        fields(rpc = "Retain", request_id, observations, output_bytes, code)
-    )]
+    #[instrument(skip_all, fields(rpc = "Retain", request_id, observations, output_bytes))]
     async fn retain(
         &self,
         request: Request<pb::RetainRequest>,
@@ -514,7 +511,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         .await
     }
 
-    #[instrument(skip_all, fields(rpc = "Forget", code))]
+    #[instrument(skip_all, fields(rpc = "Forget"))]
     async fn forget(
         &self,
         request: Request<pb::ForgetRequest>,
@@ -537,7 +534,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         .await
     }
 
-    #[instrument(skip_all, fields(rpc = "ListMemories", code))]
+    #[instrument(skip_all, fields(rpc = "ListMemories"))]
     async fn list_memories(
         &self,
         request: Request<pb::ListMemoriesRequest>,
@@ -565,7 +562,7 @@ impl pb::assembler_server::Assembler for AssemblerService {
         .await
     }
 
-    #[instrument(skip_all, fields(rpc = "ListModels", code))]
+    #[instrument(skip_all, fields(rpc = "ListModels"))]
     async fn list_models(
         &self,
         request: Request<pb::ListModelsRequest>,

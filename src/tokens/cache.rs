@@ -13,9 +13,11 @@ use super::tokenizer::Tokenizer;
 
 pub mod clock;
 pub mod known;
+pub mod request_keys;
 
 use clock::Clock;
 pub use known::KnownKeys;
+pub use request_keys::RequestKeys;
 
 /// The memo cache's table hasher: foldhash, seeded at random per process.
 /// The keys are blake3 digests already, so the table needs only a cheap mix

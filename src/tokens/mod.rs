@@ -41,7 +41,7 @@ pub mod template;
 pub mod tokenizer;
 pub mod tools;
 
-pub use cache::{CountCache, KnownKeys, MemoCache, Weigh};
+pub use cache::{CountCache, KnownKeys, MemoCache, RequestKeys, Weigh};
 pub use encoding::Encoding;
 pub use models::{CacheSettings, ModelSpec, ModelTable};
 pub use template::{ChatMessage, Conversation, TemplateError};

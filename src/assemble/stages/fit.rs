@@ -11,6 +11,7 @@ use super::super::pipeline::{Pipeline, RunOutput};
 use super::super::policy::Catalog;
 use super::admit::Admitted;
 use super::{Options, Shared};
+use crate::tokens::RequestKeys;
 use crate::vocab::saturating_u32;
 
 /// Allocations of one request under a chat template before it is refused
@@ -122,6 +123,16 @@ pub(in crate::assemble) fn fit(
         started,
     } = admitted;
     let allowance = options.inline.map_or(Allowance::unbounded(), Allowance::bytes);
+    // The request's count keys: its inline try's, when it was handed back
+    // from one; else its own, for the runs of the search below.
+    let own;
+    let keys = match options.keys {
+        Some(keys) => keys,
+        None => {
+            own = RequestKeys::new();
+            &own
+        }
+    };
     let inline = options.inline.is_some();
     let cancel = options.cancel;
     let mut search = Search {
@@ -135,7 +146,8 @@ pub(in crate::assemble) fn fit(
     let mut first_hit = None;
     let (out, pipeline) = loop {
         let counter = Counter::new(shared.caches, tokenizer, cancel, &allowance)
-            .learning(shared.learning.scope(spec, &req.model));
+            .learning(shared.learning.scope(spec, &req.model))
+            .keys(keys);
         let mut allowed = *budget;
         allowed.input = search.allowed;
         let mut pipeline = Pipeline::new(counter, spec, policy, req, tools, allowed, *started);

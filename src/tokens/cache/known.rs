@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::Key;
+use super::request_keys::RequestKeys;
 use crate::tokens::digest::SHORT_TEXT_BYTES;
 use crate::tokens::tokenizer::Tokenizer;
 
@@ -124,6 +125,14 @@ impl KnownKeys {
     /// The count key of `text` under `tok` ([`super::key`]): made by
     /// hashing it unless a text of the same bytes was kept with its key.
     pub fn key(&self, tok: &Tokenizer, text: &[u8]) -> Key {
+        self.key_in(tok, text, None)
+    }
+
+    /// [`KnownKeys::key`], looking a text not kept here up in `request`
+    /// (the keys its request made, see [`RequestKeys`]) before hashing it,
+    /// and keeping it there with its key. Either way it is a sighting of
+    /// the text here.
+    pub fn key_in(&self, tok: &Tokenizer, text: &[u8], request: Option<&RequestKeys>) -> Key {
         if !(MIN_TEXT_BYTES..SHORT_TEXT_BYTES).contains(&text.len()) {
             return super::key(tok, text);
         }
@@ -139,7 +148,10 @@ impl KnownKeys {
             h.found.store(true, Ordering::Relaxed);
             return h.key;
         }
-        let key = super::key(tok, text);
+        let key = match request {
+            Some(request) => request.key(tag, name, text, || super::key(tok, text)),
+            None => super::key(tok, text),
+        };
         // A race between two threads on one doorkeeper only loses a tally.
         let (mark, before) = (tag & !SIGHTINGS, self.seen[at].load(Ordering::Relaxed));
         let seen = if before & !SIGHTINGS == mark {
