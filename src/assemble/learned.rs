@@ -405,17 +405,8 @@ impl Learning {
         }
         let mut unlearned = Vec::new();
         let scope = self.scope(spec, model);
-        // Under a content estimate of this generation a text's learned key
-        // is its count key: found by its bytes when seen again, as the fit's.
-        let kept = tokenizer
-            .content_estimate()
-            .is_some_and(|c| *c.generation == *generation);
         for m in messages {
-            let key = if kept {
-                keys.key(tokenizer, m.content.as_bytes())
-            } else {
-                Learned::key(generation, &m.content)
-            };
+            let key = learned_key(generation, tokenizer, keys, &m.content);
             match self.learned.get(&key) {
                 Some(n) => provider += u64::from(n),
                 None => {
@@ -498,6 +489,20 @@ pub struct Scope<'a> {
     wait: Duration,
 }
 
+/// The learned key of `text` ([`Learned::key`]). Under a content estimate of
+/// `generation` it is the text's count key, so it is found by its bytes when
+/// seen again ([`KnownKeys`]), as the fit's are.
+fn learned_key(generation: &str, tokenizer: &Tokenizer, keys: &KnownKeys, text: &str) -> [u8; 32] {
+    if tokenizer
+        .content_estimate()
+        .is_some_and(|c| *c.generation == *generation)
+    {
+        keys.key(tokenizer, text.as_bytes())
+    } else {
+        Learned::key(generation, text)
+    }
+}
+
 impl Scope<'_> {
     /// Whether texts not learned are handed to a provider's counter (not
     /// for a model past the table's room).
@@ -515,14 +520,21 @@ impl Scope<'_> {
     /// (its static prefix) before it is assembled: waiting is configured,
     /// the provider answers (its breaker closed), and some text is not
     /// learned yet. Each text not learned is handed to the counter.
-    pub fn should_wait(&self, texts: &[&str]) -> Option<Vec<[u8; 32]>> {
+    /// (`tokenizer` is the request's, `keys` where its texts' keys are
+    /// found by their bytes.)
+    pub fn should_wait(
+        &self,
+        texts: &[&str],
+        tokenizer: &Tokenizer,
+        keys: &KnownKeys,
+    ) -> Option<Vec<[u8; 32]>> {
         let counter = self
             .counter
             .filter(|c| !self.wait.is_zero() && !c.stats().breaker_open)?;
         let missing: Vec<[u8; 32]> = texts
             .iter()
             .filter(|t| !t.is_empty())
-            .map(|t| (Learned::key(self.generation, t), *t))
+            .map(|t| (learned_key(self.generation, tokenizer, keys, t), *t))
             .filter(|(key, _)| !self.learned.contains(key))
             .map(|(key, text)| {
                 counter.submit(self.piece(key, text));
