@@ -520,17 +520,18 @@ impl Scope<'_> {
     /// (its static prefix) before it is assembled: waiting is configured,
     /// the provider answers (its breaker closed), and some text is not
     /// learned yet. Each text not learned is handed to the counter.
-    /// (`tokenizer` is the request's, `keys` where its texts' keys are
-    /// found by their bytes.)
+    /// (`tokenizer` makes the request's, `keys` is where its texts' keys
+    /// are found by their bytes.)
     pub fn should_wait(
         &self,
         texts: &[&str],
-        tokenizer: &Tokenizer,
+        tokenizer: impl FnOnce() -> Tokenizer,
         keys: &KnownKeys,
     ) -> Option<Vec<[u8; 32]>> {
         let counter = self
             .counter
             .filter(|c| !self.wait.is_zero() && !c.stats().breaker_open)?;
+        let tokenizer = &tokenizer();
         let missing: Vec<[u8; 32]> = texts
             .iter()
             .filter(|t| !t.is_empty())

@@ -81,16 +81,19 @@ pub(in crate::assemble) fn admit(
     // A request may wait, as configured, for its provider to count its
     // static prefix at first sight; an inline try (on the reactor, where
     // nothing may block) hands such a request over instead.
-    let tokenizer = shared.learning.tokenizer(&spec, &req.model);
     if let Some(scope) = shared.learning.scope(&spec, &req.model) {
         let texts: Vec<&str> = req.static_segments.iter().map(|s| s.content.as_str()).collect();
-        if let Some(keys) = scope.should_wait(&texts, &tokenizer, &shared.caches.keys) {
+        // Keyed as the answer's sources key them; the request's tokenizer is
+        // taken after the wait, which may learn its frames.
+        let keying = || shared.learning.tokenizer(&spec, &req.model);
+        if let Some(keys) = scope.should_wait(&texts, keying, &shared.caches.keys) {
             if inline {
                 return Err(Box::new(Attempt::Cold(req, Some(key))));
             }
             scope.wait_for(&keys);
         }
     }
+    let tokenizer = shared.learning.tokenizer(&spec, &req.model);
     Ok(Admitted {
         req,
         spec,
