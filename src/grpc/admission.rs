@@ -166,6 +166,10 @@ impl Admit for Admission {
     fn admit(&self) -> Result<Permit, Refusal> {
         Admission::admit(self)
     }
+
+    fn in_flight(&self) -> usize {
+        Admission::in_flight(self)
+    }
 }
 
 impl Admission {

@@ -125,14 +125,8 @@ pub(in crate::assemble) fn fit(
     let allowance = options.inline.map_or(Allowance::unbounded(), Allowance::bytes);
     // The request's count keys: its inline try's, when it was handed back
     // from one; else its own, for the runs of the search below.
-    let own;
-    let keys = match options.keys {
-        Some(keys) => keys,
-        None => {
-            own = RequestKeys::new();
-            &own
-        }
-    };
+    let own = RequestKeys::new();
+    let keys = options.keys.unwrap_or(&own);
     let inline = options.inline.is_some();
     let cancel = options.cancel;
     let mut search = Search {
