@@ -5,10 +5,12 @@
 //!
 //! Each round measures, side by side on this thread (CPU time, cells in
 //! rotating order):
-//! - as served: decode the request's bytes, an inline try (as the server
-//!   makes one where it decoded the request), the full run of what the try
-//!   hands back, encode the answer: what the server does between the
-//!   transport's buffers, but for the hand-off to its blocking pool;
+//! - as served: decode the request's bytes, an inline try (as a busy
+//!   server makes one where it decoded the request, counting at most
+//!   `INLINE_COUNT_BYTES`; a quiet one counts all of it there), the full
+//!   run of what the try hands back with the keys it made, encode the
+//!   answer: what the server does between the transport's buffers, but for
+//!   the hand-off to its blocking pool;
 //! - one full run: the same without the try;
 //! - counting, once, the texts the assembly kept.
 //!
