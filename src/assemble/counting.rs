@@ -6,6 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use super::caches::Caches;
 use super::learned::Scope;
@@ -16,12 +17,33 @@ use crate::vocab::{Cancel, Role};
 
 /// What a run may count or summarize anew, in bytes of text: unbounded for
 /// a full run; for a try where the request was received (on the async
-/// reactor, which must not be held long), a few kilobytes, so that a
+/// reactor, which must not be held long), [`INLINE_COUNT_BYTES`], so that a
 /// session's next request (a new exchange, a summary extended by the turns
 /// that left the window) is assembled there, while one with much new text
-/// goes to the blocking pool.
+/// goes to the blocking pool. A quiet server's try may be given more
+/// (`flow::try_allowance`, for a tokenizer that counts fast whatever the
+/// text: the fit stage): past [`INLINE_COUNT_BYTES`] it counts only within
+/// [`TRY_TIME`] of its start.
 #[derive(Debug)]
-pub struct Allowance(Option<Cell<usize>>);
+pub struct Allowance(Option<Bounded>);
+
+/// A try's allowance.
+#[derive(Debug)]
+struct Bounded {
+    given: usize,
+    left: Cell<usize>,
+    started: Instant,
+}
+
+/// New text an inline try may count or summarize: a session's next
+/// exchange and the turns its window gives up (counting runs at about 0.5
+/// GB/s, so tens of microseconds at most). Past it, the request goes to
+/// the blocking pool (but for a quiet server's try, [`Allowance`]).
+pub const INLINE_COUNT_BYTES: usize = 16 * 1024;
+
+/// Past [`INLINE_COUNT_BYTES`], a try counts more new text only this long
+/// after it began.
+pub const TRY_TIME: Duration = Duration::from_millis(1);
 
 impl Allowance {
     /// No bound: a full run.
@@ -29,9 +51,18 @@ impl Allowance {
         Allowance(None)
     }
 
-    /// At most `bytes` of new text counted or summarized.
-    pub const fn bytes(bytes: usize) -> Self {
-        Allowance(Some(Cell::new(bytes)))
+    /// At most `bytes` of new text counted or summarized, from now.
+    pub fn bytes(bytes: usize) -> Self {
+        Allowance::bytes_from(bytes, Instant::now())
+    }
+
+    /// [`Allowance::bytes`] of a try that began at `started`.
+    fn bytes_from(bytes: usize, started: Instant) -> Self {
+        Allowance(Some(Bounded {
+            given: bytes,
+            left: Cell::new(bytes),
+            started,
+        }))
     }
 
     /// Whether it bounds the run (a try where the request was received).
@@ -40,18 +71,21 @@ impl Allowance {
     }
 
     /// Takes `bytes` from what is left: `false`, taking nothing, when that
-    /// is not enough.
+    /// is not enough (or, past [`INLINE_COUNT_BYTES`], the try's time is
+    /// up).
     pub fn take(&self, bytes: usize) -> bool {
-        match &self.0 {
-            None => true,
-            Some(left) => match left.get().checked_sub(bytes) {
-                Some(rest) => {
-                    left.set(rest);
-                    true
-                }
-                None => false,
-            },
+        let Some(b) = &self.0 else {
+            return true;
+        };
+        let Some(rest) = b.left.get().checked_sub(bytes) else {
+            return false;
+        };
+        let past = b.given - rest > INLINE_COUNT_BYTES;
+        if past && b.started.elapsed() > TRY_TIME {
+            return false;
         }
+        b.left.set(rest);
+        true
     }
 }
 

@@ -105,31 +105,30 @@ type Fetched = (Result<Recalled, MemoryError>, Duration);
 /// were decoded ([`Options::inline`]: hashing, cache lookups and at most
 /// [`INLINE_COUNT_BYTES`] of new text counted, no hand-off to the blocking
 /// pool, whose wake-ups cost a warm request more than its assembly).
-/// Hashing this much takes tens of microseconds; counting all of it, which
-/// a try does only on a quiet server ([`try_allowance`]), a few hundred.
+/// Hashing this much takes tens of microseconds; a quiet server's try
+/// ([`try_allowance`]) may count more, for a bounded time.
 pub const WARM_TRY_BYTES: usize = 64 * 1024;
 
-/// New text an inline try may count or summarize: a session's next
-/// exchange and the turns its window gives up (counting runs at about 0.5
-/// GB/s, so tens of microseconds at most). Past it, the request goes to
-/// the blocking pool.
-pub const INLINE_COUNT_BYTES: usize = 16 * 1024;
+pub use super::counting::INLINE_COUNT_BYTES;
 
 /// New text an inline try may count or summarize on a quiet server
 /// ([`try_allowance`]): as much as a request tried inline can hold, so a
-/// fresh request is assembled where it was decoded, a few hundred
-/// microseconds at most. Handing it to the blocking pool costs more than
-/// that at low concurrency: a cold 4k request at concurrency 1 took 512 to
-/// 523 us of server CPU and 0.65 ms at the median handed over, 360 to 381
-/// us and 0.47 ms in place (mostly the threads' wake-ups, and the caches
-/// the work left behind on another core).
+/// fresh request is assembled where it was decoded. Past
+/// [`INLINE_COUNT_BYTES`] it counts only within
+/// [`TRY_TIME`](super::counting::TRY_TIME) of its start, one text of at
+/// most that at a time (see [`Allowance`](super::counting::Allowance)).
+/// Handing a fresh 4k request to the blocking pool cost a third more server
+/// CPU and latency at concurrency 1 than assembling it in place (history
+/// section 47: the threads' wake-ups, and the caches the work found cold
+/// on another core).
 pub const QUIET_COUNT_BYTES: usize = WARM_TRY_BYTES;
 
 /// What an inline try may count with `in_flight` requests holding a work
 /// slot (this one included) on a runtime of `workers` threads: all of it
-/// while fewer requests are in flight than there are workers, so one
-/// worker is always free to serve the sockets however long a try takes;
-/// else [`INLINE_COUNT_BYTES`].
+/// while fewer requests are in flight than there are workers, so that
+/// another worker is usually free to serve the sockets (work not yet
+/// holding a slot, such as decoding, is not counted); else
+/// [`INLINE_COUNT_BYTES`].
 pub fn try_allowance(in_flight: usize, workers: usize) -> usize {
     if in_flight < workers {
         QUIET_COUNT_BYTES

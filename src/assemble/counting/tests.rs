@@ -38,3 +38,22 @@ fn a_count_within_a_limit_hashes_its_text_once() {
     }
     assert!(!cancel.is_cancelled(), "both runs could afford the text");
 }
+
+/// A try counts past [`INLINE_COUNT_BYTES`] only within [`TRY_TIME`] of its
+/// start; a full run, anything.
+#[test]
+fn a_try_counts_past_the_busy_allowance_only_in_its_time() {
+    let most = INLINE_COUNT_BYTES;
+    // Begun later than now: always within its time.
+    let quiet = Allowance::bytes_from(4 * most, Instant::now() + Duration::from_secs(3600));
+    assert!(quiet.take(most), "the busy allowance");
+    assert!(quiet.take(2 * most), "more, within the time");
+    assert!(!quiet.take(most + 1), "not more than given");
+    let late = Allowance::bytes_from(4 * most, Instant::now() - TRY_TIME * 2);
+    assert!(late.take(most), "the busy allowance, whatever the time");
+    assert!(!late.take(1), "more, past the time");
+    let busy = Allowance::bytes_from(most, Instant::now() - TRY_TIME * 2);
+    assert!(busy.take(most), "the busy allowance takes no account of time");
+    assert!(!busy.take(1));
+    assert!(Allowance::unbounded().take(usize::MAX));
+}

@@ -5,13 +5,13 @@
 
 use std::time::Instant;
 
-use super::super::counting::{Allowance, Counter};
+use super::super::counting::{Allowance, Counter, INLINE_COUNT_BYTES};
 use super::super::error::AssembleError;
 use super::super::pipeline::{Pipeline, RunOutput};
 use super::super::policy::Catalog;
 use super::admit::Admitted;
 use super::{Options, Shared};
-use crate::tokens::RequestKeys;
+use crate::tokens::{RequestKeys, Tokenizer};
 use crate::vocab::saturating_u32;
 
 /// Allocations of one request under a chat template before it is refused
@@ -122,7 +122,7 @@ pub(in crate::assemble) fn fit(
         tokenizer,
         started,
     } = admitted;
-    let allowance = options.inline.map_or(Allowance::unbounded(), Allowance::bytes);
+    let allowance = allowance(options, tokenizer);
     // The request's count keys: its inline try's, when it was handed back
     // from one; else its own, for the runs of the search below.
     let own = RequestKeys::new();
@@ -183,6 +183,21 @@ pub(in crate::assemble) fn fit(
     Some(Fitted {
         out,
         render_started: pipeline.lap,
+    })
+}
+
+/// What the run may count anew ([`Options::inline`]): past the busy
+/// allowance only where counting is fast whatever the text, not with a
+/// model folder (one counted by the reference library, or text its
+/// normalizer changes, runs at 1-2 MiB/s).
+fn allowance(options: &Options<'_>, tokenizer: &Tokenizer) -> Allowance {
+    options.inline.map_or(Allowance::unbounded(), |bytes| {
+        let fast = tokenizer.hf_model().is_none();
+        Allowance::bytes(if fast {
+            bytes
+        } else {
+            bytes.min(INLINE_COUNT_BYTES)
+        })
     })
 }
 
