@@ -12,14 +12,17 @@
 //!   answer: what the server does between the transport's buffers, but for
 //!   the hand-off to its blocking pool;
 //! - one full run: the same without the try;
-//! - counting, once, the texts the assembly kept.
+//! - counting, once, the texts the assembly kept;
+//! - counting, once, every text the request offers (its static segments,
+//!   items and query): beside the cell before, what counting the items its
+//!   answer does not list as kept costs, were they counted once.
 //!
 //! It prints their medians and ranges, and a digest of the prompts
 //! assembled from the workload with fixed nonces: a change that keeps
 //! every answer keeps that digest.
 //!
 //! Usage: profile_fresh [BUDGET] [ROUNDS] [PASSES_PER_ROUND] [CELL]
-//! (defaults 4000, 5, 1; a pass is the workload's 200 requests; CELL, 0-2,
+//! (defaults 4000, 5, 1; a pass is the workload's 200 requests; CELL, 0-3,
 //! runs that cell alone).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -91,6 +94,7 @@ fn main() {
         "as served (inline try, then the full run)",
         "one full run",
         "count once what it keeps",
+        "count once everything it offers",
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
     for round in 0..rounds {
@@ -106,8 +110,8 @@ fn main() {
                         pb::AssembleRequest::from(with_nonce(r, nonce)).encode_to_vec()
                     })
                     .collect();
-                seconds += if c == 2 {
-                    count_once(&asm, &o200k, &bytes)
+                seconds += if c >= 2 {
+                    count_once(&asm, &o200k, &bytes, c == 3)
                 } else {
                     served(&asm, &bytes, c == 0).0
                 };
@@ -168,13 +172,20 @@ fn served(asm: &Assembler, requests: &[Vec<u8>], try_inline: bool) -> (f64, Vec<
 }
 
 /// Counting once, in process, what the assembly of each of `requests`
-/// kept (assembled first, not timed): this thread's CPU seconds.
-fn count_once(asm: &Assembler, o200k: &Tokenizer, requests: &[Vec<u8>]) -> f64 {
+/// kept (assembled first, not timed), or with `offered` every text it
+/// offers: this thread's CPU seconds.
+fn count_once(asm: &Assembler, o200k: &Tokenizer, requests: &[Vec<u8>], offered: bool) -> f64 {
     let (_, answers) = served(asm, requests, false);
     let texts: Vec<Vec<String>> = requests
         .iter()
         .zip(&answers)
-        .map(|(b, k)| kept_texts(b, k))
+        .map(|(b, k)| {
+            if offered {
+                offered_texts(b)
+            } else {
+                kept_texts(b, k)
+            }
+        })
         .collect();
     let started = thread_cpu();
     for t in &texts {
@@ -204,6 +215,16 @@ fn kept_texts(req: &[u8], out: &[u8]) -> Vec<String> {
     let r = AssembleRequest::try_from(pb::AssembleRequest::decode(req).unwrap()).unwrap();
     let out = pb::AssembleResponse::decode(out).unwrap();
     kept::kept_texts(&r, out.decisions.iter().map(|d| d.kept_item_ids.as_slice()))
+}
+
+/// Every text of the request `req` (encoded): its static segments, items
+/// and query.
+fn offered_texts(req: &[u8]) -> Vec<String> {
+    let r = AssembleRequest::try_from(pb::AssembleRequest::decode(req).unwrap()).unwrap();
+    (r.static_segments.into_iter().map(|s| s.content))
+        .chain(r.blocks.into_iter().flat_map(|b| b.items).map(|i| i.content))
+        .chain([r.query])
+        .collect()
 }
 
 /// A digest of every answer to `requests` with fixed nonces, as served
