@@ -390,7 +390,15 @@ fn conversation(s: &Secrets, n: usize, turns: usize) -> pb::CompactRequest {
 /// Sends every request, succeeding and failing, to a sidecar logging at
 /// `trace` in `format`; returns the metrics page and every line it wrote.
 async fn exercise(format: &str, s: &Secrets) -> (String, Vec<String>) {
-    let mut server = ChildServer::spawn(&["--log-format", format], &[("RUST_LOG", "trace")]);
+    // The recall waits as long as it needs: this child logs every line at
+    // trace into pipes, and a default 50 ms recall would degrade by chance.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[memory]\nrecall_timeout_ms = 10000\n").unwrap();
+    let mut server = ChildServer::spawn(
+        &["--config", config.to_str().unwrap(), "--log-format", format],
+        &[("RUST_LOG", "trace")],
+    );
     let channel: Channel = server.serving_channel().await;
     let mut client = AssemblerClient::new(channel.clone());
     let path = |rpc: &str| format!("/context_assembler.v1.Assembler/{rpc}");

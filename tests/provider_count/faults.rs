@@ -12,7 +12,9 @@ use crate::{piece, settings, start, until};
 async fn the_breaker_opens_after_the_failures_and_a_trial_after_the_cooldown_closes_it() {
     let provider = StandIn::start().await;
     provider.set_mode(Mode::Failing);
-    let cooldown = Duration::from_millis(500);
+    // Long enough that the measurement by hand below comes within it on a
+    // busy machine.
+    let cooldown = Duration::from_secs(2);
     let mut s = settings(Api::Anthropic, provider.anthropic_url());
     s.concurrency = 1;
     s.breaker_failures = 3;
@@ -139,11 +141,14 @@ async fn a_piece_throttled_twice_is_given_up_without_opening_the_breaker() {
 async fn a_call_slower_than_the_timeout_is_a_failure() {
     let provider = StandIn::start().await;
     let mut s = settings(Api::Anthropic, provider.anthropic_url());
-    s.timeout = Duration::from_millis(150);
+    // The frames are measured under the same timeout, first connect
+    // included; the cooldown outlasts any stall before the last check.
+    s.timeout = Duration::from_secs(1);
     s.breaker_failures = 1;
+    s.breaker_cooldown = Duration::from_secs(30);
     let (counter, sink) = start(s);
     counter.measure_frames("m").await.unwrap();
-    provider.set_mode(Mode::Slow(Duration::from_secs(2)));
+    provider.set_mode(Mode::Slow(Duration::from_secs(5)));
     counter.submit(piece("m", PieceKind::Turn, "too slow"));
     until("failed", || counter.stats().failed == 1).await;
     assert!(counter.stats().breaker_open);

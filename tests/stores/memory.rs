@@ -894,11 +894,21 @@ async fn recall_answers_within_its_timeout_while_the_store_is_stalled() {
         ),
     )
     .await;
-    let before = client
-        .assemble(assemble(&who, "Ed25519", &[]))
-        .await
-        .unwrap()
-        .into_inner();
+    // Before the stall the store answers; a busy machine may still take
+    // past 50 ms once, so a degraded answer is asked again.
+    let mut before = None;
+    for _ in 0..20 {
+        let answer = client
+            .assemble(assemble(&who, "Ed25519", &[]))
+            .await
+            .unwrap()
+            .into_inner();
+        if warning_codes(&answer).is_empty() {
+            before = Some(answer);
+            break;
+        }
+    }
+    let before = before.expect("a recall within 50 ms before the stall");
     assert_eq!(before.recall.unwrap().recalled_ids.len(), 1);
 
     // The stall holds for about 10 s; every answer must come long before.

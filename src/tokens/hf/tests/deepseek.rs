@@ -229,7 +229,14 @@ impl std::io::Write for Captured {
 }
 
 /// The log lines written while `f` runs, under a subscriber of its own.
+///
+/// A second dispatcher stays alive for the whole binary: with one alone,
+/// tracing-core asks only the registering thread's default whether a call
+/// site is of interest, so a site another test's thread meets first while
+/// this scoped subscriber is the only one would be cached as never.
 fn logged(f: impl FnOnce()) -> String {
+    static ANOTHER: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    ANOTHER.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
     let out = Captured::default();
     let writer = out.clone();
     let subscriber = tracing_subscriber::fmt()
