@@ -167,8 +167,9 @@ fn logged(id: &str) -> &str {
 /// handler runs. Each field recorded later costs the JSON log format a parse
 /// and a rewrite of every field already there (tracing-subscriber's
 /// `JsonFields`). No event follows the answer in it, so the status is not
-/// one of them (metrics count it).
-fn assemble_span(wire: &pb::AssembleRequest) -> tracing::Span {
+/// one of them (metrics count it). Public for `examples/span_cost`, which
+/// times it alone.
+pub fn assemble_span(wire: &pb::AssembleRequest) -> tracing::Span {
     tracing::info_span!(
         "assemble",
         rpc = "Assemble",

@@ -128,12 +128,12 @@ async fn once_every_piece_is_learned_a_prompt_counts_what_the_provider_counts() 
         .into_inner();
     assert!(other.usage.is_some());
     // Its frames are measured in the background: waited for (a busy
-    // machine may take a while), then a moment more for any stray call.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while standin.requests().len() < calls.len() + 3 && std::time::Instant::now() < deadline {
+    // machine may take a while), then until no stray call follows.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while standin.requests().len() < calls.len() + 3 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_quiet(&standin).await;
     let later = standin.requests().len();
     assert_eq!(
         later,

@@ -876,6 +876,26 @@ async fn a_store_that_cannot_open_leaves_assemble_serving_and_reconnects() {
     );
 }
 
+/// Asks `who`'s recall of its one memory until an answer comes without a
+/// warning (the store answered within the recall timeout), within 30 s
+/// (else fails with `what`), and checks it recalled that memory.
+async fn recalls_once_answering(client: &mut AssemblerClient<Channel>, who: &str, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = client
+            .assemble(assemble(who, "Ed25519", &[]))
+            .await
+            .unwrap()
+            .into_inner();
+        if r.warnings.is_empty() {
+            assert_eq!(r.recall.unwrap().recalled_ids.len(), 1, "{what}");
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recall_answers_within_its_timeout_while_the_store_is_stalled() {
     use std::time::{Duration, Instant};
@@ -896,20 +916,7 @@ async fn recall_answers_within_its_timeout_while_the_store_is_stalled() {
     .await;
     // Before the stall the store answers; a busy machine may still take
     // past 50 ms once, so a degraded answer is asked again.
-    let mut before = None;
-    for _ in 0..20 {
-        let answer = client
-            .assemble(assemble(&who, "Ed25519", &[]))
-            .await
-            .unwrap()
-            .into_inner();
-        if warning_codes(&answer).is_empty() {
-            before = Some(answer);
-            break;
-        }
-    }
-    let before = before.expect("a recall within 50 ms before the stall");
-    assert_eq!(before.recall.unwrap().recalled_ids.len(), 1);
+    recalls_once_answering(&mut client, &who, "recall before the stall").await;
 
     // The stall holds for about 10 s; every answer must come long before.
     let stall = SqliteStall::hold(&db);
@@ -955,20 +962,7 @@ async fn recall_answers_within_its_timeout_while_the_store_is_stalled() {
 
     // Once the stall ends, recall finds the memory again.
     drop(stall);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = client
-            .assemble(assemble(&who, "Ed25519", &[]))
-            .await
-            .unwrap()
-            .into_inner();
-        if r.warnings.is_empty() {
-            assert_eq!(r.recall.unwrap().recalled_ids.len(), 1);
-            break;
-        }
-        assert!(Instant::now() < deadline, "recall did not recover");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    recalls_once_answering(&mut client, &who, "recall did not recover").await;
     let (_, metrics) = server.http_get("/metrics").await;
     assert!(common::metric(&metrics, "assembler_memory_recall_unavailable_total", &[]).unwrap() >= 8.0);
     server.stop().await;
